@@ -1,0 +1,51 @@
+# All set-up is here: `make demo` and `make test` each install what they need on a fresh machine.
+PY       ?= python3
+VENV     := .venv
+BIN      := $(VENV)/bin
+LS_VENV  := .venv-ls
+LS_VERSION := 1.23.2
+DEMO_DIR ?= demo-project
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup demo test test-fast bench docs clean
+
+setup: $(VENV)/.ready $(LS_VENV)/.ready chromium
+
+# torch first (CPU wheel), pinned by constraints.txt so nothing pulls the CUDA build; then the package;
+# then the torchvision compat hook if PyPI's torchvision cannot load its C++ ops with CPU torch.
+$(VENV)/.ready: pyproject.toml constraints.txt scripts/torchvision_compat.py
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip wheel
+	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python scripts/torchvision_compat.py
+	$(BIN)/python scripts/check_env.py
+	touch $@
+
+# Label Studio pins Django and openai<2: it lives in its own virtualenv, used as an executable only.
+$(LS_VENV)/.ready:
+	test -x $(LS_VENV)/bin/python || $(PY) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/pip install -q label-studio==$(LS_VERSION)
+	touch $@
+
+# Headless Chromium for the Label Studio screenshot test (Debian package; skipped when not root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the screenshot test will be skipped"; }
+
+demo: setup
+	rm -rf $(DEMO_DIR)
+	$(BIN)/python -m cultura.demo $(DEMO_DIR)
+
+test: setup
+	LABEL_STUDIO_BIN=$(CURDIR)/$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest -q -p no:randomly
+
+test-fast: $(VENV)/.ready
+	$(BIN)/python -m pytest -q -x -m "not labelstudio and not slow"
+
+bench: $(VENV)/.ready
+	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(DEMO_DIR) .pytest_cache

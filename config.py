@@ -1,0 +1,153 @@
+"""``cultura.toml``: the project configuration, validated strictly.
+
+Every section is a pydantic model with ``extra="forbid"``: a mistyped key is an error that gives its path and
+the valid keys. Secrets are never read from this file: API keys come from the environment (or 0600 files).
+"""
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ProjectSection(_Section):
+    name: str = "cultura-project"
+    countries: list[str] = Field(default_factory=list)
+    preset: str | None = None
+
+
+class LLMSection(_Section):
+    model: str = "gpt-4o-mini"
+    vision_model: str | None = None
+    base_url: str | None = None  # falls back to OPENAI_BASE_URL, then the SDK default
+    max_attempts: int = Field(3, ge=1, le=20)
+    batch_size: int = Field(25, ge=1, le=500)
+    timeout: float = Field(60.0, gt=0)
+    temperature: float = Field(0.7, ge=0, le=2)
+    json_mode: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+
+
+class SearchSection(_Section):
+    provider: str = "ddgs"
+    per_query: int = Field(10, ge=1, le=1000)
+    safesearch: Literal["on", "moderate", "off"] = "moderate"
+    min_interval: float = Field(2.0, ge=0)       # seconds between two DuckDuckGo calls
+    max_attempts: int = Field(6, ge=1, le=50)
+    backoff_base: float = Field(2.0, gt=0)        # first back-off in seconds, doubled each attempt
+    backoff_max: float = Field(120.0, gt=0)
+
+
+class DownloadSection(_Section):
+    workers: int = Field(32, ge=1, le=1024)
+    per_host: int = Field(4, ge=1, le=256)
+    max_bytes: int = Field(20_000_000, ge=1024)
+    max_pixels: int = Field(89_478_485, ge=1)     # Pillow's own decompression-bomb limit
+    min_side: int = Field(64, ge=1)
+    connect_timeout: float = Field(10.0, gt=0)
+    read_timeout: float = Field(30.0, gt=0)
+    max_attempts: int = Field(3, ge=1, le=20)
+    max_redirects: int = Field(5, ge=0, le=20)
+    retry_after_max: float = Field(60.0, ge=0)
+    allow_hosts: list[str] = Field(default_factory=list)  # exact "host:port" allowed despite being private
+    respect_robots_tag: bool = True
+    user_agent: str = "cultura/0.1 (+research image collection; honours X-Robots-Tag)"
+
+
+class DedupSection(_Section):
+    phash_threshold: int = Field(10, ge=0, le=64)
+    dhash_threshold: int = Field(10, ge=0, le=64)
+    methods: list[Literal["sha256", "phash", "dhash", "embedding"]] = Field(
+        default_factory=lambda: ["sha256", "phash", "dhash"])
+    embedder: str = "openclip:ViT-B-32/openai"
+    embedding_threshold: float = Field(0.95, ge=-1, le=1)
+    scope: Literal["within-concept", "global"] = "within-concept"
+
+
+class ConceptsSection(_Section):
+    dedup_embedder: str = "BAAI/bge-m3"
+    dedup_threshold: float = Field(0.92, ge=-1, le=1)
+
+
+class TagSection(_Section):
+    method: Literal["auto", "llm", "clip"] = "auto"
+    clip_model: str = "openclip:ViT-B-32/openai"
+    top_k: int = Field(3, ge=1, le=100)
+    min_score: float = 0.0
+
+
+class Config(_Section):
+    project: ProjectSection = Field(default_factory=ProjectSection)
+    llm: LLMSection = Field(default_factory=LLMSection)
+    search: SearchSection = Field(default_factory=SearchSection)
+    download: DownloadSection = Field(default_factory=DownloadSection)
+    dedup: DedupSection = Field(default_factory=DedupSection)
+    concepts: ConceptsSection = Field(default_factory=ConceptsSection)
+    tag: TagSection = Field(default_factory=TagSection)
+    # later areas keep free-form tables here until they grow their own section
+    annotate: dict = Field(default_factory=dict)
+    build: dict = Field(default_factory=dict)
+    evaluate: dict = Field(default_factory=dict)
+
+
+def _explain(e: ValidationError, source: str) -> str:
+    lines = []
+    for err in e.errors():
+        path = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parent = Config
+            for part in err["loc"][:-1]:
+                field = parent.model_fields.get(str(part))
+                parent = field.annotation if field is not None else None
+                if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
+                    parent = None
+                    break
+            valid = sorted(parent.model_fields) if parent else []
+            close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            lines.append(f"unknown key '{path}'.{hint} Valid keys here: {', '.join(valid)}")
+        else:
+            lines.append(f"'{path}': {err['msg']} (got {err.get('input')!r})")
+    return f"Invalid configuration in {source}: " + "; ".join(lines) + ". Fix the file and rerun."
+
+
+def parse_config(data: dict, source: str = "cultura.toml") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_explain(e, source)) from None
+
+
+def load_config(path: Path) -> Config:
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"No configuration at {path}. Run 'cultura init DIR' to create a project.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML ({e}). Fix the syntax and rerun.") from None
+    return parse_config(data, str(path))
+
+
+def dump_config(cfg: Config) -> str:
+    data = cfg.model_dump(exclude_none=True)
+    return tomli_w.dumps(data)
+
+
+def set_config_value(cfg: Config, dotted: str, value) -> Config:
+    """Return a copy of ``cfg`` with ``section.key`` set (validated)."""
+    data = cfg.model_dump()
+    parts = dotted.split(".")
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+    return parse_config(data, f"setting {dotted}")

@@ -1,0 +1,41 @@
+"""Exceptions with messages that name the fix.
+
+Library code raises these; the CLI turns them into one clear sentence and a non-zero exit.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class CulturaError(Exception):
+    """Base class: the message is meant for the user and should say what to do."""
+
+
+class ConfigError(CulturaError):
+    """cultura.toml or an option is invalid."""
+
+
+class ProjectNotFound(CulturaError):
+    """No cultura.toml was found."""
+
+
+class UnknownName(CulturaError, KeyError):
+    """A name (country, provider, embedder, preset…) is not known."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0] if self.args else ""
+
+
+def unknown(kind: str, name: str, valid: Iterable[str], *, hint: str = "") -> UnknownName:
+    """Build an `UnknownName` error: "Unknown country 'XX'. Did you mean 'XY'? Valid: …"."""
+    valid = sorted(valid)
+    close = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.6)
+    msg = f"Unknown {kind} {name!r}."
+    if close:
+        msg += f" Did you mean {close[0]!r}?"
+    shown = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + f", … ({len(valid)} in all)"
+    msg += f" Valid: {shown}."
+    if hint:
+        msg += " " + hint
+    return UnknownName(msg)

@@ -1,0 +1,136 @@
+"""A cultura project: a folder with ``cultura.toml``, ``cultura.db``, ``blobs/`` and reports.
+
+>>> import tempfile
+>>> p = init_project(tempfile.mkdtemp() + "/demo", countries=["US", "JP"])
+>>> [c.code for c in p.countries]
+['US', 'JP']
+"""
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+
+import sqlite_utils
+
+from . import db as dbmod
+from .config import Config, dump_config, load_config
+from .curate.countries import Country, registry
+from .errors import CulturaError, ProjectNotFound
+
+CONFIG_NAME = "cultura.toml"
+DB_NAME = "cultura.db"
+
+
+class Project:
+    """Handle on a project folder. Opens the database lazily (WAL, migrations applied)."""
+
+    def __init__(self, root: str | Path, config: Config | None = None):
+        self.root = Path(root).resolve()
+        self.config = config if config is not None else load_config(self.root / CONFIG_NAME)
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.root)!r})"
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def blobs(self) -> Path:
+        return self.root / "blobs"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @cached_property
+    def db(self) -> sqlite_utils.Database:
+        return dbmod.open_db(self.db_path)
+
+    @property
+    def registry(self):
+        return registry()
+
+    @property
+    def countries(self) -> list[Country]:
+        return self.registry.resolve(self.config.project.countries)
+
+    def country(self, code: str) -> Country:
+        return self.registry.country(code)
+
+    def blob_path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def save_config(self) -> None:
+        (self.root / CONFIG_NAME).write_text(dump_config(self.config), encoding="utf-8")
+
+    def close(self) -> None:
+        if "db" in self.__dict__:
+            self.db.conn.close()
+            del self.__dict__["db"]
+
+
+def sync_countries(project: Project) -> None:
+    """Copy the project's countries from the registry into the ``countries`` table (for SQL joins)."""
+    reg = project.registry
+    rows = []
+    for c in project.countries:
+        lang = reg.languages.get(c.language)
+        rows.append({
+            "code": c.code, "name": c.name, "native_name": c.native_name, "language": c.language,
+            "languages": dbmod.dumps(list(c.languages)), "region": c.region, "western": int(c.western),
+            "ddg_region": c.ddg_region,
+            "attributes": dbmod.dumps({"income": c.income, "script": lang.script if lang else "",
+                                       "resource_tier": lang.resource_tier if lang else "", **c.extra}),
+        })
+    with project.db.conn:
+        project.db["countries"].upsert_all(rows, pk="code")
+
+
+def init_project(directory: str | Path, *, countries=None, preset: str | None = None,
+                 name: str | None = None, overwrite: bool = False) -> Project:
+    """Create ``DIR/cultura.toml`` and ``DIR/cultura.db`` for the given countries (codes or a preset)."""
+    root = Path(directory).resolve()
+    reg = registry()
+    chosen: list[Country] = []
+    if preset:
+        chosen = reg.preset(preset)
+    if countries:
+        extra = reg.resolve(countries)
+        chosen += [c for c in extra if c.code not in {x.code for x in chosen}]
+    if not chosen:
+        raise CulturaError("No countries given. Pass --countries US,JP,… or --preset "
+                           f"{'|'.join(sorted(reg.presets))}.")
+    cfg_path = root / CONFIG_NAME
+    if cfg_path.exists() and not overwrite:
+        raise CulturaError(f"{cfg_path} already exists. Use that project, or pass --force to rewrite "
+                           "its configuration (the database is kept).")
+    root.mkdir(parents=True, exist_ok=True)
+    cfg = Config()
+    cfg.project.name = name or root.name
+    cfg.project.countries = [c.code for c in chosen]
+    cfg.project.preset = preset
+    project = Project(root, cfg)
+    project.save_config()
+    project.blobs.mkdir(exist_ok=True)
+    sync_countries(project)
+    project.db["meta"].upsert({"key": "created_with", "value": "cultura"}, pk="key")
+    return project
+
+
+def find_project(start: str | Path | None = None) -> Project:
+    """The project at ``$CULTURA_PROJECT``, else the nearest folder up from ``start`` holding cultura.toml."""
+    env = os.environ.get("CULTURA_PROJECT")
+    if start is None and env:
+        start = env
+        if not (Path(env) / CONFIG_NAME).exists():
+            raise ProjectNotFound(f"CULTURA_PROJECT={env} has no {CONFIG_NAME}. Run 'cultura init {env}' "
+                                  "or point CULTURA_PROJECT at a project folder.")
+        return Project(env)
+    here = Path(start or os.getcwd()).resolve()
+    for d in [here, *here.parents]:
+        if (d / CONFIG_NAME).exists():
+            return Project(d)
+    raise ProjectNotFound(f"No {CONFIG_NAME} in {here} or any folder above it. Run 'cultura init DIR', "
+                          "then run commands inside DIR or pass --project DIR.")

@@ -1,0 +1,1 @@
+"""Fixture plugins: local servers that speak the real wire protocols (registered in conftest)."""

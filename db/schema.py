@@ -230,3 +230,86 @@ def m001_core(db):
         );
         """
     )
+
+
+@core()
+def m002_decisions_and_benchmarks(db):
+    """Tables shared between areas: final annotation decisions (written by annotate, read by build and
+    evaluate) and versioned benchmarks (written by build, read by export and evaluate)."""
+    db.executescript(
+        """
+        -- One row per final decision. A newer decision for the same (kind, item_key) supersedes the old
+        -- one (superseded = 1); nothing is deleted.
+        CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,               -- filter | dedup | relevance | entity | translation
+            item_key TEXT NOT NULL,           -- stable key of the item (e.g. 'filter:<sha256>')
+            campaign TEXT,
+            sha256 TEXT,                      -- the image, when the item is about one
+            country TEXT,                     -- the culture label (relevance) or language country
+            cluster_id INTEGER,               -- dedup review
+            label TEXT,                       -- keep | remove | drop | local | western | ... (nominal)
+            value REAL,                       -- Likert score (relevance, translation)
+            rule TEXT NOT NULL,               -- majority | unanimity | mean | median | adjudicated | gold | manual
+            n_annotations INTEGER,
+            agreement REAL,
+            details TEXT,                     -- JSON (reason, annotators, ...)
+            superseded INTEGER NOT NULL DEFAULT 0,
+            decided_at TEXT NOT NULL
+        );
+        CREATE INDEX idx_decisions_item ON decisions(kind, item_key);
+        CREATE INDEX idx_decisions_sha ON decisions(sha256);
+
+        CREATE TABLE benchmarks (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            kind TEXT NOT NULL,               -- association | descriptor | imported
+            seed INTEGER,
+            params TEXT,                      -- JSON
+            content_hash TEXT,                -- sha256 over items, candidates, queries and image hashes
+            n_items INTEGER,
+            report TEXT,                      -- JSON exclusion report
+            status TEXT NOT NULL DEFAULT 'building',   -- building | ready | failed
+            created_at TEXT NOT NULL,
+            UNIQUE (name, version)
+        );
+
+        CREATE TABLE benchmark_items (
+            id INTEGER PRIMARY KEY,
+            benchmark_id INTEGER NOT NULL REFERENCES benchmarks(id),
+            item_key TEXT NOT NULL,           -- stable within the benchmark
+            concept_id INTEGER NOT NULL REFERENCES concepts(id),
+            query_country TEXT NOT NULL,      -- L: whose language the query is in
+            query_language TEXT NOT NULL,
+            descriptor_country TEXT,          -- D (descriptor benchmarks)
+            UNIQUE (benchmark_id, item_key)
+        );
+
+        CREATE TABLE benchmark_candidates (
+            item_id INTEGER NOT NULL REFERENCES benchmark_items(id),
+            role TEXT NOT NULL,               -- cr | lb | ti | orlb | or | cdr
+            position INTEGER NOT NULL,        -- column order in the trial
+            sha256 TEXT NOT NULL REFERENCES images(sha256),
+            concept_id INTEGER NOT NULL,
+            country TEXT NOT NULL,            -- the image's culture
+            PRIMARY KEY (item_id, role)
+        );
+
+        -- Query texts per concept x country(language) and variant, parallel across languages.
+        CREATE TABLE benchmark_queries (
+            id INTEGER PRIMARY KEY,
+            concept_id INTEGER NOT NULL REFERENCES concepts(id),
+            country TEXT NOT NULL,
+            language TEXT NOT NULL,
+            variant TEXT NOT NULL,            -- short | task | casual | mention_<CC> | task_mention_<CC> ...
+            descriptor_country TEXT,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL,             -- term | llm:<model> | manual | import
+            status TEXT NOT NULL DEFAULT 'ok',   -- ok | invalid (with reason)
+            reason TEXT,
+            updated_at TEXT NOT NULL,
+            UNIQUE (concept_id, country, language, variant)
+        );
+        """
+    )

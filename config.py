@@ -39,6 +39,7 @@ class LLMSection(_Section):
 
 class SearchSection(_Section):
     provider: str = "ddgs"
+    backend: str = "duckduckgo"                   # ddgs engine; "auto" lets ddgs mix engines
     per_query: int = Field(10, ge=1, le=1000)
     safesearch: Literal["on", "moderate", "off"] = "moderate"
     min_interval: float = Field(2.0, ge=0)       # seconds between two DuckDuckGo calls
@@ -57,7 +58,9 @@ class DownloadSection(_Section):
     read_timeout: float = Field(30.0, gt=0)
     max_attempts: int = Field(3, ge=1, le=20)
     max_redirects: int = Field(5, ge=0, le=20)
-    retry_after_max: float = Field(60.0, ge=0)
+    retry_after_max: float = Field(60.0, ge=0)    # longest Retry-After honoured; longer = give up
+    backoff_base: float = Field(1.0, ge=0)        # first retry wait in seconds (doubled, jittered)
+    total_timeout: float = Field(120.0, gt=0)     # wall-clock cap for one attempt (slow-drip servers)
     allow_hosts: list[str] = Field(default_factory=list)  # exact "host:port" allowed despite being private
     respect_robots_tag: bool = True
     user_agent: str = "cultura/0.1 (+research image collection; honours X-Robots-Tag)"

@@ -313,3 +313,21 @@ def m002_decisions_and_benchmarks(db):
         );
         """
     )
+
+
+@core()
+def m003_ingest_rejects(db):
+    """Input rows that could not be used (bad URL, unknown country…): kept with their reason, never dropped."""
+    db.executescript(
+        """
+        CREATE TABLE ingest_rejects (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,             -- urls:<path> | folder:<dir> | img2dataset:<dir>
+            line INTEGER,
+            raw TEXT,
+            reason TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (source, line, reason)
+        );
+        """
+    )

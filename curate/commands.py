@@ -1,0 +1,303 @@
+"""CLI commands of the curation stage: init, status, concepts …, images …"""
+from __future__ import annotations
+
+import click
+
+from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(init)
+    cli.add_command(status)
+    cli.add_command(concepts)
+    cli.add_command(images)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--countries", help="Comma-separated ISO 3166-1 codes, e.g. US,JP,TH.")
+@click.option("--preset", help="A seed's country set: 3xcm, globalrg, caire (countries are added to it).")
+@click.option("--name", help="Project name (default: the folder name).")
+@click.option("--force", is_flag=True, help="Rewrite an existing cultura.toml (the database is kept).")
+@json_option
+def init(directory, countries, preset, name, force, as_json):
+    """Create a project: DIRECTORY/cultura.toml and DIRECTORY/cultura.db."""
+    from ..project import init_project
+
+    p = init_project(directory, countries=countries, preset=preset, name=name, overwrite=force)
+    info = {"project": str(p.root), "countries": [c.code for c in p.countries], "database": str(p.db_path)}
+    if as_json:
+        return emit_json(info)
+    out.print(f"Created project [bold]{p.root}[/bold] with {len(info['countries'])} countries: "
+              f"{', '.join(info['countries'])}")
+    out.print("Next: cultura concepts load --preset 3xcm  (or: cultura concepts generate)")
+
+
+@click.command()
+@json_option
+@pass_ctx
+def status(ctx, as_json):
+    """Counts per stage, per country and per concept, and failures by reason."""
+    from .status import project_status
+
+    s = project_status(ctx.project)
+    if as_json:
+        return emit_json(s)
+    rows = []
+    for stage, v in s["stages"].items():
+        if isinstance(v, dict):
+            rows.append({"stage": stage, "counts": ", ".join(f"{k}: {n}" for k, n in v.items()) or "0"})
+        else:
+            rows.append({"stage": stage, "counts": v})
+    table(f"Project {s['project']}", rows)
+    table("Per country", s["per_country"])
+    fails = [{"where": w, "reason": r, "count": n} for w, d in s["failures"].items() for r, n in d.items()]
+    table("Failures by reason", fails)
+
+
+# ------------------------------------------------------------------------------------------ concepts
+
+@click.group()
+def concepts():
+    """Concepts: generate, load presets, curate, de-duplicate, translate."""
+
+
+@concepts.command("generate")
+@click.option("--n", "n", type=click.IntRange(1), default=100, show_default=True, help="How many concepts.")
+@click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
+@json_option
+@pass_ctx
+def concepts_generate(ctx, n, model, as_json):
+    """Ask the LLM for culturally-varying universal concepts, with one example entity per country
+    (seed 000 App. H prompt). Needs OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)."""
+    from .concepts import generate_concepts
+
+    summary("concepts generate", generate_concepts(ctx.project, n=n, model=model), as_json)
+
+
+@concepts.command("load")
+@click.option("--preset", required=True, help="3xcm (seed 000 Table 10) or globalrg (20 universals).")
+@json_option
+@pass_ctx
+def concepts_load(ctx, preset, as_json):
+    """Load a seed's own concept list (offline)."""
+    from .concepts import load_preset
+
+    res = load_preset(ctx.project, preset)
+    res.pop("names")
+    summary(f"concepts load --preset {preset}", res, as_json)
+
+
+@concepts.command("add")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--description", help="A short description stored with the concept(s).")
+@json_option
+@pass_ctx
+def concepts_add(ctx, names, description, as_json):
+    """Add concepts by hand."""
+    from .concepts import add_concepts
+
+    summary("concepts add", add_concepts(ctx.project, names, description=description), as_json)
+
+
+@concepts.command("list")
+@click.option("--status", "status_", default="active", show_default=True,
+              type=click.Choice(["active", "removed", "merged", "all"]), help="Which concepts to list.")
+@json_option
+@pass_ctx
+def concepts_list(ctx, status_, as_json):
+    """List concepts with their numbers of terms, queries and images."""
+    from .concepts import list_concepts
+
+    rows = list_concepts(ctx.project, status=None if status_ == "all" else status_)
+    if as_json:
+        return emit_json(rows)
+    table(f"{len(rows)} concepts", rows, ["id", "name", "status", "source", "terms", "queries", "images"])
+
+
+@concepts.command("remove")
+@click.argument("name")
+@click.option("--reason", default="removed by hand", show_default=True, help="Why (stored).")
+@json_option
+@pass_ctx
+def concepts_remove(ctx, name, reason, as_json):
+    """Mark a concept removed (nothing is deleted)."""
+    from .concepts import remove_concept
+
+    summary("concepts remove", remove_concept(ctx.project, name, reason=reason), as_json)
+
+
+@concepts.command("dedup")
+@click.option("--threshold", type=float, help="Cosine similarity at or above which concepts merge "
+                                              "(default: concepts.dedup_threshold, 0.92).")
+@click.option("--embedder", help="sentence-transformers model or embedder spec (default: BAAI/bge-m3).")
+@click.option("--apply", is_flag=True, help="Record the merges (otherwise only show the clusters).")
+@json_option
+@pass_ctx
+def concepts_dedup(ctx, threshold, embedder, apply, as_json):
+    """Find near-duplicate concepts by embedding similarity; --apply records merges."""
+    from .concepts import dedup_concepts
+
+    clusters = dedup_concepts(ctx.project, threshold=threshold, embedder=embedder, apply=apply)
+    rows = [{"keep": c.keep, "merge": ", ".join(c.merge), "min_cosine": round(c.similarity, 4)} for c in clusters]
+    if as_json:
+        return emit_json({"applied": apply, "clusters": rows})
+    table(f"{len(rows)} clusters" + (" (merged)" if apply else " (not applied: rerun with --apply)"), rows)
+
+
+@concepts.command("translate")
+@click.option("--model", help="LLM model (default: llm.model).")
+@click.option("--overwrite", is_flag=True, help="Re-translate terms that came from the LLM (manual ones are kept).")
+@json_option
+@pass_ctx
+def concepts_translate(ctx, model, overwrite, as_json):
+    """The native term of every concept for each country's language (by LLM), then the search queries."""
+    from .concepts import build_queries, translate_concepts
+
+    res = translate_concepts(ctx.project, model=model, overwrite=overwrite)
+    res["queries"] = build_queries(ctx.project)["total"]
+    summary("concepts translate", res, as_json)
+
+
+@concepts.command("set-term")
+@click.argument("concept")
+@click.argument("country")
+@click.argument("term")
+@click.option("--language", help="Language code (default: the country's primary language).")
+@json_option
+@pass_ctx
+def concepts_set_term(ctx, concept, country, term, language, as_json):
+    """Set or correct a native term by hand (never overwritten by translation)."""
+    from .concepts import build_queries, set_term
+
+    res = set_term(ctx.project, concept, country, term, language=language)
+    build_queries(ctx.project)
+    summary("concepts set-term", res, as_json)
+
+
+@concepts.command("terms")
+@click.option("--country", help="Only this country.")
+@json_option
+@pass_ctx
+def concepts_terms(ctx, country, as_json):
+    """List native terms with their source."""
+    from .concepts import list_terms
+
+    rows = list_terms(ctx.project, country=country)
+    if as_json:
+        return emit_json(rows)
+    table(f"{len(rows)} terms", rows)
+
+
+@concepts.command("queries")
+@json_option
+@pass_ctx
+def concepts_queries(ctx, as_json):
+    """(Re)build the search queries: English "{concept} {Country}" and native "{term} {native name}"."""
+    from .concepts import build_queries
+
+    summary("queries", build_queries(ctx.project), as_json)
+
+
+# ------------------------------------------------------------------------------------------ images
+
+@click.group()
+def images():
+    """Images: search, ingest, download, de-duplicate, tag."""
+
+
+@images.command("search")
+@click.option("--provider", help="ddgs, urls:PATH (JSONL/CSV/Parquet) or folder:DIR (default: search.provider).")
+@click.option("--per-query", type=click.IntRange(1), help="Results per query (default: search.per_query, 10).")
+@click.option("--refresh", is_flag=True, help="Search again queries that were already searched.")
+@json_option
+@pass_ctx
+def images_search(ctx, provider, per_query, refresh, as_json):
+    """Find candidate images for every query (resumable: done queries are skipped)."""
+    from .concepts import build_queries
+    from .search import search_images
+
+    if (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs":
+        build_queries(ctx.project)
+    res = search_images(ctx.project, provider=provider, per_query=per_query, refresh=refresh,
+                        progress=not as_json)
+    summary("images search", res, as_json)
+
+
+@images.command("ingest")
+@click.argument("directory", type=click.Path(file_okay=False))
+@json_option
+@pass_ctx
+def images_ingest(ctx, directory, as_json):
+    """Read an img2dataset output folder back in (needs additional columns concept and country)."""
+    from .search import ingest_img2dataset
+
+    summary("images ingest", ingest_img2dataset(ctx.project, directory), as_json)
+
+
+@images.command("download")
+@click.option("--workers", type=click.IntRange(1, 1024), help="Concurrent downloads (default: download.workers, 32).")
+@click.option("--retry-failed", is_flag=True, help="Also retry candidates that failed before.")
+@click.option("--limit", type=click.IntRange(1), help="Process at most this many candidates.")
+@json_option
+@pass_ctx
+def images_download(ctx, workers, retry_failed, limit, as_json):
+    """Download pending candidates safely (private addresses refused, bytes and pixels capped, content
+    sniffed, files stored by content hash). Resumable after Ctrl-C or kill."""
+    from .download import download_candidates
+
+    res = download_candidates(ctx.project, workers=workers, retry_failed=retry_failed, limit=limit,
+                              progress=not as_json)
+    summary("images download", res, as_json)
+
+
+@images.command("dedup")
+@click.option("--method", "methods", multiple=True, type=click.Choice(["sha256", "phash", "dhash", "embedding"]),
+              help="Methods to run (repeatable; default: dedup.methods).")
+@click.option("--scope", type=click.Choice(["within-concept", "global"]), help="Default: dedup.scope.")
+@click.option("--phash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for pHash.")
+@click.option("--dhash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for dHash.")
+@click.option("--embedder", help="Embedder spec for the embedding method, e.g. openclip:ViT-B-32/openai.")
+@click.option("--embedding-threshold", type=float, help="Cosine similarity for the embedding method.")
+@json_option
+@pass_ctx
+def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold, as_json):
+    """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
+    from .dedup import dedup_images
+
+    res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
+                       dhash_threshold=dhash_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
+                       progress=not as_json)
+    summary("images dedup", res, as_json)
+
+
+@images.command("tag")
+@click.option("--method", type=click.Choice(["auto", "llm", "clip"]), help="Default: tag.method (auto).")
+@click.option("--model", help="Vision chat model for --method llm (default: llm.vision_model).")
+@click.option("--clip-model", help="Embedder for --method clip (default: tag.clip_model).")
+@click.option("--top-k", type=click.IntRange(1), help="Tags kept per image with --method clip.")
+@click.option("--retry-failed", is_flag=True, help="Retry images whose tagging failed.")
+@click.option("--limit", type=click.IntRange(1), help="Tag at most this many images.")
+@json_option
+@pass_ctx
+def images_tag(ctx, method, model, clip_model, top_k, retry_failed, limit, as_json):
+    """Multi-label concept tags per image (seed 000 App. I), by vision LLM or CLIP zero-shot."""
+    from .tagging import tag_images
+
+    res = tag_images(ctx.project, method=method, model=model, clip_model=clip_model, top_k=top_k,
+                     retry_failed=retry_failed, limit=limit, progress=not as_json)
+    summary("images tag", res, as_json)
+
+
+@images.command("failures")
+@click.option("--limit", type=click.IntRange(1), default=50, show_default=True, help="Rows to show.")
+@json_option
+@pass_ctx
+def images_failures(ctx, limit, as_json):
+    """Candidates that failed or were skipped, with their reason."""
+    rows = [dict(r) for r in ctx.project.db.query(
+        "SELECT id, url, status, reason, detail, http_status FROM candidates WHERE status IN ('failed','skipped') "
+        "ORDER BY reason, id LIMIT ?", [limit])]
+    if as_json:
+        return emit_json(rows)
+    table(f"{len(rows)} failed or skipped candidates", rows)

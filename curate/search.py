@@ -1,0 +1,436 @@
+"""Image search: turn queries into candidates (URLs to download) with full provenance.
+
+Providers form a registry (``register_provider``): ``ddgs`` (DuckDuckGo through the ``ddgs`` package),
+``urls:PATH`` (a JSONL/CSV/Parquet list of URLs — the shape img2dataset consumes), ``folder:DIR``
+(local images laid out ``DIR/<COUNTRY>/<concept>/*.jpg``). ``ingest_img2dataset`` reads an img2dataset
+output folder back in.
+
+Every result is stored once per (query, provider, rank) with every field the provider returned; a query's
+search is recorded in ``searches`` after its results, in one transaction, so reruns skip done queries and a
+crash never leaves half a query. Bad input rows go to ``ingest_rejects`` with a reason.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..db import dumps, finish_run, now, start_run
+from ..errors import CulturaError, unknown
+from .concepts import add_concepts, get_concept, normalise
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif"}
+
+ProviderFactory = Callable[[str | None], "Provider"]
+_PROVIDERS: dict[str, ProviderFactory] = {}
+
+
+def register_provider(name: str, factory: ProviderFactory) -> None:
+    """Register a search provider; ``factory(argument)`` gets the text after ``name:`` (or None)."""
+    _PROVIDERS[name] = factory
+
+
+def get_provider(spec: str) -> "Provider":
+    """A provider from a spec such as ``ddgs``, ``urls:list.jsonl`` or ``folder:images/``."""
+    name, _, arg = spec.partition(":")
+    if name not in _PROVIDERS:
+        raise unknown("search provider", name, [f"{k}" for k in _PROVIDERS],
+                      hint="Use ddgs, urls:PATH (JSONL/CSV/Parquet) or folder:DIR.")
+    return _PROVIDERS[name](arg or None)
+
+
+class Provider:
+    name = "?"
+
+    def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------------ storage
+
+def _store_results(db, query_id: int, provider: str, results: list[dict]) -> int:
+    """Store one query's results (and their candidates) and mark the query searched — one transaction."""
+    with db.conn:
+        for rank, r in enumerate(results, start=1):
+            url = r["image"]
+            db.execute("INSERT OR IGNORE INTO candidates (url, status, updated_at) VALUES (?, 'pending', ?)",
+                       [url, now()])
+            cid = db.execute("SELECT id FROM candidates WHERE url = ?", [url]).fetchone()[0]
+            db.execute(
+                """INSERT INTO search_results (query_id, provider, rank, candidate_id, url, thumbnail, title,
+                       source_page, width, height, raw, found_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT (query_id, provider, rank) DO UPDATE SET candidate_id = excluded.candidate_id,
+                       url = excluded.url, thumbnail = excluded.thumbnail, title = excluded.title,
+                       source_page = excluded.source_page, width = excluded.width, height = excluded.height,
+                       raw = excluded.raw, found_at = excluded.found_at""",
+                [query_id, provider, r.get("rank") or rank, cid, r.get("original_url") or url, r.get("thumbnail"),
+                 r.get("title"),
+                 r.get("url") or r.get("source_page"), _int(r.get("width")), _int(r.get("height")),
+                 dumps(r), now()])
+        db.execute("""INSERT INTO searches (query_id, provider, status, n_results, error, attempts, searched_at)
+                      VALUES (?, ?, 'done', ?, NULL, coalesce((SELECT attempts FROM searches WHERE query_id = ?
+                      AND provider = ?), 0) + 1, ?)
+                      ON CONFLICT (query_id, provider) DO UPDATE SET status = 'done', n_results = excluded.n_results,
+                      error = NULL, attempts = excluded.attempts, searched_at = excluded.searched_at""",
+                   [query_id, provider, len(results), query_id, provider, now()])
+    return len(results)
+
+
+def _record_failure(db, query_id: int, provider: str, error: str, attempts: int) -> None:
+    with db.conn:
+        db.execute("""INSERT INTO searches (query_id, provider, status, n_results, error, attempts, searched_at)
+                      VALUES (?, ?, 'failed', 0, ?, ?, ?)
+                      ON CONFLICT (query_id, provider) DO UPDATE SET status = 'failed', error = excluded.error,
+                      attempts = searches.attempts + excluded.attempts, searched_at = excluded.searched_at""",
+                   [query_id, provider, error, attempts, now()])
+
+
+def _int(v):
+    try:
+        return int(v) if v not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _reject(db, source: str, line: int | None, raw, reason: str) -> None:
+    db.execute("INSERT OR IGNORE INTO ingest_rejects (source, line, raw, reason, created_at) VALUES (?,?,?,?,?)",
+               [source, line, dumps(raw), reason, now()])
+
+
+# ------------------------------------------------------------------------------------------ ddgs
+
+class RateLimiter:
+    """Minimum interval between calls, and exponential back-off with full jitter."""
+
+    def __init__(self, min_interval: float, base: float, cap: float, *, sleep=time.sleep, clock=time.monotonic,
+                 rng: random.Random | None = None):
+        self.min_interval, self.base, self.cap = min_interval, base, cap
+        self.sleep, self.clock = sleep, clock
+        self.rng = rng or random.Random()
+        self._last = None
+
+    def wait(self) -> None:
+        if self._last is not None:
+            gap = self.min_interval - (self.clock() - self._last)
+            if gap > 0:
+                self.sleep(gap)
+        self._last = self.clock()
+
+    def backoff(self, attempt: int) -> float:
+        delay = self.rng.uniform(0, min(self.cap, self.base * 2 ** (attempt - 1)))
+        self.sleep(delay)
+        return delay
+
+
+class DDGSProvider(Provider):
+    """DuckDuckGo image search via ``ddgs``: ``DDGS().images(query, region=…, safesearch=…, max_results=…)``.
+
+    ``client_factory`` lets tests inject a fake ``DDGS`` that returns recorded result dicts and raises
+    ``RatelimitException`` on demand."""
+
+    name = "ddgs"
+
+    def __init__(self, arg=None, *, client_factory=None, sleep=time.sleep):
+        self.client_factory = client_factory
+        self.sleep = sleep
+
+    def _client(self):
+        if self.client_factory is not None:
+            return self.client_factory()
+        from ddgs import DDGS
+
+        return DDGS(timeout=20)
+
+    def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
+        from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+
+        cfg = project.config.search
+        db = project.db
+        queries = _pending_queries(db, self.name, refresh)
+        limiter = RateLimiter(cfg.min_interval, cfg.backoff_base, cfg.backoff_max, sleep=self.sleep)
+        client = self._client()
+        counts = {"queries": len(queries), "done": 0, "failed": 0, "results": 0}
+        for q in _progress(queries, progress, "searching"):
+            for attempt in range(1, cfg.max_attempts + 1):
+                limiter.wait()
+                try:
+                    results = client.images(q["text"], region=q["region"] or "wt-wt", safesearch=cfg.safesearch,
+                                            max_results=per_query, backend=cfg.backend)
+                except RatelimitException as e:
+                    if attempt == cfg.max_attempts:
+                        _record_failure(db, q["id"], self.name, f"ratelimited: {e}", attempt)
+                        counts["failed"] += 1
+                        break
+                    limiter.backoff(attempt)
+                    continue
+                except TimeoutException as e:
+                    if attempt == cfg.max_attempts:
+                        _record_failure(db, q["id"], self.name, f"timeout: {e}", attempt)
+                        counts["failed"] += 1
+                        break
+                    limiter.backoff(attempt)
+                    continue
+                except DDGSException as e:
+                    # "No results found" is an empty result, not a failure
+                    if "no results" in str(e).lower():
+                        results = []
+                    else:
+                        _record_failure(db, q["id"], self.name, f"{type(e).__name__}: {e}", attempt)
+                        counts["failed"] += 1
+                        break
+                results = [r for r in (results or []) if r.get("image")][:per_query]
+                counts["results"] += _store_results(db, q["id"], self.name, results)
+                counts["done"] += 1
+                break
+        return counts
+
+
+def _pending_queries(db, provider: str, refresh: bool) -> list[dict]:
+    sql = """SELECT q.* FROM queries q JOIN concepts c ON c.id = q.concept_id
+             WHERE q.status = 'active' AND c.status = 'active' AND q.kind IN ('english', 'native')"""
+    if not refresh:
+        sql += " AND NOT EXISTS (SELECT 1 FROM searches s WHERE s.query_id = q.id AND s.provider = ? " \
+               "AND s.status = 'done')"
+        return [dict(r) for r in db.query(sql + " ORDER BY q.id", [provider])]
+    return [dict(r) for r in db.query(sql + " ORDER BY q.id")]
+
+
+def _progress(items, enabled: bool, what: str):
+    if not enabled or not items:
+        return items
+    from rich.progress import track
+
+    return track(items, description=what, transient=True)
+
+
+# ------------------------------------------------------------------------------------------ urls: and folder:
+
+def _query_for(db, project, concept_id: int, country, language: str | None, text: str | None,
+               kind: str) -> int:
+    lang = language or country.language
+    text = text or f"{db['concepts'].get(concept_id)['name']} {country.name}"
+    db.execute("""INSERT OR IGNORE INTO queries (concept_id, country, language, kind, text, region, status,
+                  created_at) VALUES (?,?,?,?,?,?, 'active', ?)""",
+               [concept_id, country.code, lang, kind, text, country.ddg_region, now()])
+    return db.execute("SELECT id FROM queries WHERE concept_id=? AND country=? AND language=? AND kind=? AND text=?",
+                      [concept_id, country.code, lang, kind, text]).fetchone()[0]
+
+
+def read_table(path: Path) -> list[dict]:
+    """Rows of a JSONL, CSV or Parquet file (the columns img2dataset consumes)."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        rows = []
+        for i, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                rows.append({"__error__": f"line {i} is not JSON ({e.msg})", "__raw__": line})
+        return rows
+    if suffix in (".csv", ".tsv"):
+        import csv
+
+        with path.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    raise CulturaError(f"{path}: unsupported file type {suffix!r}. Use .jsonl, .csv, .tsv or .parquet.")
+
+
+class UrlsProvider(Provider):
+    """``urls:PATH``: rows with at least ``url, concept, country`` (optional ``language, query, rank, title,
+    source_page``). Unknown concepts are added (source ``import:urls``); bad rows go to ``ingest_rejects``."""
+
+    name = "urls"
+
+    def __init__(self, arg):
+        if not arg:
+            raise CulturaError("The urls provider needs a file: --provider urls:PATH (JSONL, CSV or Parquet).")
+        self.path = Path(arg)
+
+    def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
+        if not self.path.exists():
+            raise CulturaError(f"{self.path} does not exist. Give the path of a JSONL/CSV/Parquet URL list.")
+        rows = read_table(self.path)
+        if rows and not any(k in rows[0] for k in ("url", "__error__")):
+            raise CulturaError(f"{self.path} has no 'url' column (columns: {', '.join(rows[0])}). It needs at "
+                               "least url, concept, country.")
+        db = project.db
+        source = f"urls:{self.path}"
+        codes = {c.code for c in project.countries}
+        grouped: dict[int, list[dict]] = {}
+        rejected = 0
+        with db.conn:
+            for i, row in enumerate(rows, start=1):
+                reason = row.get("__error__")
+                url = str(row.get("url") or "").strip()
+                country_code = str(row.get("country") or "").strip().upper()
+                concept = normalise(row.get("concept") or "")
+                if not reason:
+                    if not url:
+                        reason = "missing url"
+                    elif not url.lower().startswith(("http://", "https://")):
+                        reason = "url is not http(s)"
+                    elif not concept:
+                        reason = "missing concept"
+                    elif country_code not in codes:
+                        reason = (f"country {country_code or '(empty)'} is not a project country "
+                                  f"({', '.join(sorted(codes))})")
+                if reason:
+                    _reject(db, source, i, row, reason)
+                    rejected += 1
+                    continue
+                add_concepts(project, [concept], source="import:urls")
+                cid = get_concept(db, concept)["id"]
+                country = project.country(country_code)
+                qid = _query_for(db, project, cid, country, row.get("language") or None, row.get("query") or None,
+                                 "import")
+                grouped.setdefault(qid, []).append({
+                    **{k: v for k, v in row.items() if k != "url"},
+                    "image": url, "title": row.get("title"), "url": row.get("source_page"),
+                    "rank": _int(row.get("rank")), "width": row.get("width"), "height": row.get("height")})
+        done = skipped = n = 0
+        for qid, results in grouped.items():
+            if not refresh and db.execute("SELECT 1 FROM searches WHERE query_id=? AND provider=? AND status='done'",
+                                          [qid, self.name]).fetchone():
+                skipped += 1
+                continue
+            results.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
+            for pos, r in enumerate(results, start=1):
+                r["rank"] = r["rank"] or pos
+            n += _store_results(db, qid, self.name, results)
+            done += 1
+        return {"rows": len(rows), "rejected": rejected, "queries": done, "skipped_queries": skipped, "results": n}
+
+
+class FolderProvider(Provider):
+    """``folder:DIR``: local images laid out ``DIR/<COUNTRY>/<concept>/*.{jpg,jpeg,png,webp,gif}``."""
+
+    name = "folder"
+
+    def __init__(self, arg):
+        if not arg:
+            raise CulturaError("The folder provider needs a directory: --provider folder:DIR.")
+        self.root = Path(arg).resolve()
+
+    def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
+        if not self.root.is_dir():
+            raise CulturaError(f"{self.root} is not a directory. Lay images out as DIR/<COUNTRY>/<concept>/*.jpg.")
+        db = project.db
+        source = f"folder:{self.root}"
+        codes = {c.code for c in project.countries}
+        counts = {"files": 0, "rejected": 0, "queries": 0, "results": 0}
+        for cdir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            code = cdir.name.upper()
+            if code not in codes:
+                with db.conn:
+                    _reject(db, source, None, {"path": str(cdir)},
+                            f"folder {cdir.name} is not a project country ({', '.join(sorted(codes))})")
+                counts["rejected"] += 1
+                continue
+            country = project.country(code)
+            for kdir in sorted(p for p in cdir.iterdir() if p.is_dir()):
+                files = sorted(p for p in kdir.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+                others = sorted(p for p in kdir.iterdir() if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES)
+                with db.conn:
+                    for o in others:
+                        _reject(db, source, None, {"path": str(o)}, f"not an image file type ({o.suffix or 'none'})")
+                    counts["rejected"] += len(others)
+                    concept = normalise(kdir.name.replace("_", " "))
+                    add_concepts(project, [concept], source="import:folder")
+                    cid = get_concept(db, concept)["id"]
+                    qid = _query_for(db, project, cid, country, None, f"folder:{cdir.name}/{kdir.name}", "folder")
+                counts["files"] += len(files)
+                if not refresh and db.execute("SELECT 1 FROM searches WHERE query_id=? AND provider=? AND status='done'",
+                                              [qid, self.name]).fetchone():
+                    continue
+                results = [{"image": p.as_uri(), "title": p.name, "url": None, "path": str(p)} for p in files]
+                counts["results"] += _store_results(db, qid, self.name, results)
+                counts["queries"] += 1
+        return counts
+
+
+register_provider("ddgs", lambda arg: DDGSProvider(arg))
+register_provider("urls", UrlsProvider)
+register_provider("folder", FolderProvider)
+
+
+def search_images(project, *, provider: str | None = None, per_query: int | None = None, refresh: bool = False,
+                  progress: bool = True) -> dict:
+    """Run one provider over the project's queries (ddgs) or input (urls:, folder:). Returns counts."""
+    spec = provider or project.config.search.provider
+    prov = get_provider(spec) if isinstance(spec, str) else spec
+    per_query = per_query or project.config.search.per_query
+    run = start_run(project.db, "images.search", {"provider": getattr(prov, "name", str(spec)),
+                                                  "per_query": per_query, "refresh": refresh})
+    try:
+        summary = prov.run(project, per_query=per_query, refresh=refresh, progress=progress)
+    except BaseException as e:
+        finish_run(project.db, run, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
+                   error=str(e))
+        raise
+    finish_run(project.db, run, summary)
+    return summary
+
+
+# ------------------------------------------------------------------------------------------ img2dataset
+
+def ingest_img2dataset(project, directory: str | Path) -> dict:
+    """Read an img2dataset output folder (shards of ``<key>.jpg`` + ``<key>.json``) back in.
+
+    Each sidecar JSON must carry ``url`` and ``status``, and the additional columns ``concept`` and
+    ``country`` (run img2dataset with ``--save_additional_columns '["concept","country"]'``). Successful
+    samples become candidates pointing at the local file (provenance: the original URL in the search
+    result); failed samples are recorded in ``ingest_rejects`` with img2dataset's error message."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise CulturaError(f"{root} is not a directory. Give the img2dataset output folder.")
+    db = project.db
+    source = f"img2dataset:{root.resolve()}"
+    codes = {c.code for c in project.countries}
+    sidecars = sorted(root.rglob("*.json"))
+    sidecars = [p for p in sidecars if not p.name.endswith("_stats.json")]
+    if not sidecars:
+        raise CulturaError(f"No img2dataset sidecar .json files under {root}. Is this an img2dataset output "
+                           "folder written with output_format 'files'?")
+    grouped: dict[int, list[dict]] = {}
+    rejected = 0
+    with db.conn:
+        for i, side in enumerate(sidecars):
+            meta = json.loads(side.read_text("utf-8"))
+            img = next((side.with_suffix(s) for s in (".jpg", ".jpeg", ".png", ".webp")
+                        if side.with_suffix(s).exists()), None)
+            reason = None
+            if meta.get("status") not in (None, "success"):
+                reason = f"img2dataset: {meta.get('error_message') or meta.get('status')}"
+            elif img is None:
+                reason = "image file missing next to its sidecar"
+            elif not meta.get("concept"):
+                reason = "missing additional column 'concept'"
+            elif str(meta.get("country", "")).upper() not in codes:
+                reason = f"country {meta.get('country')!r} is not a project country"
+            if reason:
+                _reject(db, source, i, {"sidecar": str(side), "url": meta.get("url")}, reason)
+                rejected += 1
+                continue
+            concept = normalise(meta["concept"])
+            add_concepts(project, [concept], source="import:img2dataset")
+            cid = get_concept(db, concept)["id"]
+            country = project.country(str(meta["country"]).upper())
+            qid = _query_for(db, project, cid, country, meta.get("language"), meta.get("query"), "import")
+            grouped.setdefault(qid, []).append({"image": img.resolve().as_uri(), "url": meta.get("source_page"),
+                                                "original_url": meta.get("url"), "title": meta.get("caption"),
+                                                "width": meta.get("original_width"),
+                                                "height": meta.get("original_height"), "key": meta.get("key")})
+    n = 0
+    for qid, results in grouped.items():
+        results.sort(key=lambda r: str(r.get("key")))
+        n += _store_results(db, qid, "img2dataset", results)
+    return {"samples": len(sidecars), "rejected": rejected, "results": n}

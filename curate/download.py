@@ -1,0 +1,617 @@
+"""The image downloader: pending ``candidates`` → validated, content-addressed ``images``.
+
+One asyncio loop, ``workers`` concurrent downloads and at most ``per_host`` per host (httpx, streaming).
+Each URL gets connect/read timeouts, a wall-clock cap per attempt, retries with exponential back-off on
+408/425/429/5xx, timeouts and connection errors (``Retry-After`` honoured up to ``retry_after_max``), at
+most ``max_redirects`` redirects each re-checked against the address policy of :mod:`.safety`, a byte cap
+enforced while streaming (``Content-Length`` is not trusted), and ``X-Robots-Tag: noai``/``noimageai``.
+
+Content is trusted from its bytes, never from ``Content-Type``: an image served as ``text/plain`` is
+accepted, HTML served as ``image/jpeg`` is not. Sniffing runs in a thread (Pillow, restricted to
+:data:`ALLOWED_FORMATS` so no exotic decoder ever sees web data): HTML, SVG, non-images, truncated or
+corrupt files, decompression bombs (more than ``max_pixels``) and images whose shorter side is below
+``min_side`` are refused. ``file://`` URLs (the local-folder provider) are read from disk and validated the
+same way.
+
+Every candidate ends with ``status`` ``downloaded``, ``failed`` or ``skipped`` (policy refusals) and a
+``reason`` from :data:`REASONS`. Resumability: blobs are renamed into place before their rows are committed
+(small batches written by the event loop only), and each run starts by sweeping files without rows
+(:func:`.blobs.sweep_blobs`), so kill -9 at any moment leaves nothing half-done; rerunning picks up the
+candidates still ``pending``.
+
+Library use::
+
+    from cultura.curate.download import download_candidates
+    summary = download_candidates(project, workers=32)
+
+or, for one URL (``settings`` is a ``DownloadSection``)::
+
+    async with make_client(settings) as client:
+        result = await fetch_image(client, url, settings)
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import email.utils
+import functools
+import hashlib
+import io
+import os
+import random
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Callable
+
+import httpcore
+import httpx
+
+from .. import db as dbmod
+from ..errors import CulturaError
+from . import safety
+from .blobs import store_blob, sweep_blobs
+
+__all__ = ["REASONS", "ALLOWED_FORMATS", "FetchResult", "ImageInfo", "download_candidates",
+           "adownload_candidates", "fetch_image", "make_client", "sniff_image", "store_blob", "DownloadLocked"]
+
+#: The closed set of failure reasons: reason -> (candidate status, meaning).
+REASONS: dict[str, tuple[str, str]] = {
+    "http_404": ("failed", "the server answered 404 Not Found or 410 Gone"),
+    "http_status": ("failed", "the server answered another non-success status (401, 403, 400, …)"),
+    "too_many_retries": ("failed", "429/5xx persisted over max_attempts, or Retry-After exceeded retry_after_max"),
+    "timeout": ("failed", "connect/read timeout or total_timeout on every attempt"),
+    "connection_error": ("failed", "connection refused/reset, TLS or protocol error on every attempt"),
+    "dns_error": ("failed", "the host name does not resolve"),
+    "bad_url": ("failed", "not an http(s) or file URL, or no host"),
+    "bad_redirect": ("failed", "a redirect without Location or to a non-http(s) URL"),
+    "too_many_redirects": ("failed", "more than max_redirects redirects"),
+    "too_large": ("failed", "more than max_bytes (Content-Length or counted while streaming)"),
+    "not_image": ("failed", "the bytes are not an image in an allowed format (or the body is empty)"),
+    "html": ("failed", "the body is an HTML page"),
+    "svg": ("failed", "the body is an SVG (vector) image"),
+    "truncated": ("failed", "the image data ends early"),
+    "corrupt": ("failed", "the image cannot be decoded"),
+    "too_many_pixels": ("failed", "width x height above max_pixels (decompression bomb guard)"),
+    "too_small": ("failed", "shorter side below min_side"),
+    "file_missing": ("failed", "a file:// URL whose file does not exist or cannot be read"),
+    "blocked_address": ("skipped", "the host resolves to a loopback/private/link-local/multicast/reserved "
+                                   "address not listed in download.allow_hosts"),
+    "robots_noai": ("skipped", "X-Robots-Tag forbids AI use (noai / noimageai)"),
+}
+
+#: Pillow formats accepted (others are never tried: no EPS/ghostscript, no exotic decoders on web data).
+ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
+
+POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
+ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
+_HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
+
+
+_timeout = getattr(asyncio, "timeout", None)
+
+
+class DownloadLocked(CulturaError):
+    """Another downloader holds this project's lock."""
+
+
+@dataclass
+class ImageInfo:
+    """What sniffing learnt about valid image bytes."""
+    format: str      # Pillow format, lower case ("jpeg", "png", …)
+    width: int
+    height: int
+    sha256: str
+
+
+@dataclass
+class FetchResult:
+    """The outcome for one URL. ``data`` holds the bytes when ``status == 'downloaded'``."""
+    url: str
+    status: str                      # downloaded | failed | skipped
+    reason: str | None = None        # a key of REASONS when not downloaded
+    detail: str | None = None
+    final_url: str | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    nbytes: int | None = None
+    sha256: str | None = None
+    format: str | None = None
+    width: int | None = None
+    height: int | None = None
+    attempts: int = 0
+    redirects: int = 0
+    data: bytes | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "downloaded"
+
+
+class _Failure(Exception):
+    def __init__(self, reason: str, detail: str, *, http_status=None, content_type=None, nbytes=None,
+                 retryable: bool = False, retry_after: float | None = None):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+        self.http_status, self.content_type, self.nbytes = http_status, content_type, nbytes
+        self.retryable, self.retry_after = retryable, retry_after
+
+
+def _redact(url: str) -> str:
+    """The URL without user:password (never written to the database or logs)."""
+    try:
+        p = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if p.username or p.password:
+        host = p.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if p.port:
+            netloc += f":{p.port}"
+        return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
+    return url
+
+
+# --------------------------------------------------------------------------------------------- sniffing
+
+def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None) -> ImageInfo:
+    """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
+    :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
+    from PIL import Image, ImageFile, UnidentifiedImageError
+
+    n = len(data)
+    if n == 0:
+        raise _Failure("not_image", "empty body", nbytes=0)
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n\x00").lower()
+    ctype = (content_type or "").lower()
+    if head.startswith(b"<"):
+        if b"<svg" in head:
+            raise _Failure("svg", "the body is SVG markup", nbytes=n)
+        if any(m in head for m in _HTML_MARKERS):
+            raise _Failure("html", "the body is an HTML page", nbytes=n)
+        raise _Failure("not_image", "the body is text markup, not an image", nbytes=n)
+    try:
+        im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+    except Image.DecompressionBombError as e:
+        raise _Failure("too_many_pixels", str(e), nbytes=n) from None
+    except UnidentifiedImageError:
+        if "svg" in ctype:
+            raise _Failure("svg", f"not a raster image (served as {ctype})", nbytes=n) from None
+        if "html" in ctype:
+            raise _Failure("html", f"not an image (served as {ctype})", nbytes=n) from None
+        raise _Failure("not_image", "not an image in an allowed format "
+                       f"({', '.join(ALLOWED_FORMATS)})", nbytes=n) from None
+    except (EOFError, OSError, SyntaxError, ValueError) as e:
+        raise _Failure("truncated" if isinstance(e, EOFError) else "corrupt",
+                       f"cannot read the image header: {e}", nbytes=n) from None
+    with im:
+        fmt = (im.format or "").lower()
+        w, h = im.size
+        if w * h > max_pixels:
+            raise _Failure("too_many_pixels", f"{w}x{h} = {w * h} pixels > max_pixels {max_pixels}", nbytes=n)
+        if min(w, h) < min_side:
+            raise _Failure("too_small", f"{w}x{h}: shorter side below min_side {min_side}", nbytes=n)
+        try:
+            im.load()
+        except Image.DecompressionBombError as e:
+            raise _Failure("too_many_pixels", str(e), nbytes=n) from None
+        except (EOFError, OSError) as e:
+            truncated = isinstance(e, EOFError) or "truncated" in str(e).lower()
+            raise _Failure("truncated" if truncated else "corrupt", f"{fmt} decode failed: {e}", nbytes=n) from None
+        except Exception as e:  # Pillow raises many types on malformed data: this is a data verdict
+            raise _Failure("corrupt", f"{fmt} decode failed: {type(e).__name__}: {e}", nbytes=n) from None
+    if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
+        raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
+    if fmt == "mpo":
+        fmt = "jpeg"
+    return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest())
+
+
+# ---------------------------------------------------------------------------------------------- fetching
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context():
+    """httpx's verifying context (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built once per process
+    (loading the CA bundle takes ~0.1 s)."""
+    return httpx.create_ssl_context(verify=True, trust_env=True)
+
+
+class _SafeTransport(httpx.AsyncHTTPTransport):
+    """httpx transport whose connection pool connects only through :class:`.safety.SafeNetworkBackend`."""
+
+    def __init__(self, *, allow_hosts, limits: httpx.Limits):
+        super().__init__(verify=_ssl_context(), limits=limits, trust_env=False, retries=0)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=_ssl_context(), max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry, retries=0,
+            network_backend=safety.SafeNetworkBackend(allow_hosts))
+
+
+def make_client(settings, *, max_connections: int | None = None) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for :func:`fetch_image`: address-checked connections, no proxies from the
+    environment, no cookies kept, the configured timeouts and user agent, redirects handled by us."""
+    n = max_connections or settings.workers
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=30)
+    client = httpx.AsyncClient(
+        transport=_SafeTransport(allow_hosts=settings.allow_hosts, limits=limits),
+        timeout=httpx.Timeout(connect=settings.connect_timeout, read=settings.read_timeout,
+                              write=settings.read_timeout, pool=None),
+        headers={"User-Agent": settings.user_agent, "Accept": ACCEPT},
+        follow_redirects=False, trust_env=False,
+        cookies=httpx.Cookies(CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))))
+    client._cultura_safe = True  # fetch_image skips its own pre-check for these clients
+    return client
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds, lenient about decimals, or a date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _robots_noai(headers: httpx.Headers) -> str | None:
+    for value in headers.get_list("x-robots-tag"):
+        for token in value.replace(";", ",").split(","):
+            word = token.split(":")[-1].strip().lower()  # "googlebot: noimageai" -> "noimageai"
+            if word in ("noai", "noimageai"):
+                return value.strip()
+    return None
+
+
+async def _hop(client, u: httpx.URL, settings):
+    """One request: returns ``("redirect", location_url)`` or ``("body", bytes, response)``."""
+    async with client.stream("GET", u, follow_redirects=False) as resp:
+        status = resp.status_code
+        ctype = resp.headers.get("content-type")
+        if resp.is_redirect:
+            loc = resp.headers.get("location")
+            if not loc:
+                raise _Failure("bad_redirect", f"HTTP {status} without Location", http_status=status)
+            try:
+                return "redirect", str(resp.url.join(loc))
+            except (httpx.InvalidURL, ValueError) as e:
+                raise _Failure("bad_redirect", f"invalid Location: {e}", http_status=status) from None
+        if status in RETRY_STATUSES:
+            raise _Failure("too_many_retries", f"HTTP {status}", http_status=status, content_type=ctype,
+                           retryable=True, retry_after=_retry_after(resp.headers.get("retry-after")))
+        if status in (404, 410):
+            raise _Failure("http_404", f"HTTP {status}", http_status=status, content_type=ctype)
+        if not 200 <= status < 300:
+            raise _Failure("http_status", f"HTTP {status}", http_status=status, content_type=ctype)
+        if settings.respect_robots_tag and (tag := _robots_noai(resp.headers)):
+            raise _Failure("robots_noai", f"X-Robots-Tag: {tag}", http_status=status, content_type=ctype)
+        declared = resp.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_bytes:
+            raise _Failure("too_large", f"Content-Length {declared} > max_bytes {settings.max_bytes}",
+                           http_status=status, content_type=ctype, nbytes=int(declared))
+        buf = bytearray()
+        async for chunk in resp.aiter_bytes():
+            buf += chunk
+            if len(buf) > settings.max_bytes:
+                raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming",
+                               http_status=status, content_type=ctype, nbytes=len(buf))
+        return "body", bytes(buf), resp
+
+
+async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[bytes, httpx.Response, int]:
+    """One attempt: follow redirects by hand (each hop checked), stream the body under the byte cap.
+    ``total_timeout`` bounds each request (not the wait for a per-host slot)."""
+    current = url
+    for hop in range(settings.max_redirects + 1):
+        try:
+            u = httpx.URL(current)
+        except httpx.InvalidURL as e:
+            raise _Failure("bad_redirect" if hop else "bad_url", f"invalid URL: {e}") from None
+        if u.scheme not in ("http", "https") or not u.host:
+            raise _Failure("bad_redirect" if hop else "bad_url",
+                           f"{'redirect to ' if hop else ''}unsupported URL {_redact(current)!r}")
+        if pre_check:  # clients not made by make_client: check here (the safe client checks on connect)
+            await safety.acheck_host(u.host, u.port or (443 if u.scheme == "https" else 80),
+                                     settings.allow_hosts, timeout=settings.connect_timeout)
+        async with (slot(u.host) if slot else contextlib.nullcontext()):
+            if _timeout is not None:  # Python >= 3.11: no extra task per request
+                async with _timeout(settings.total_timeout):
+                    out = await _hop(client, u, settings)
+            else:  # pragma: no cover - Python 3.10
+                out = await asyncio.wait_for(_hop(client, u, settings), settings.total_timeout)
+        if out[0] == "redirect":
+            current = out[1]
+            continue
+        return out[1], out[2], hop
+    raise _Failure("too_many_redirects", f"more than {settings.max_redirects} redirects (last: "
+                   f"{_redact(current)})")
+
+
+def _read_file(url: str, settings) -> bytes:
+    p = urllib.parse.urlsplit(url)
+    if p.netloc not in ("", "localhost"):
+        raise _Failure("bad_url", f"file URL with a remote host {p.netloc!r}")
+    path = urllib.request.url2pathname(p.path)
+    try:
+        st = os.stat(path)
+        if not os.path.isfile(path):
+            raise _Failure("file_missing", f"{path} is not a regular file")
+        if st.st_size > settings.max_bytes:
+            raise _Failure("too_large", f"{st.st_size} bytes > max_bytes {settings.max_bytes}", nbytes=st.st_size)
+        with open(path, "rb") as f:
+            data = f.read(settings.max_bytes + 1)
+    except OSError as e:
+        raise _Failure("file_missing", f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > settings.max_bytes:
+        raise _Failure("too_large", f"more than max_bytes {settings.max_bytes}", nbytes=len(data))
+    return data
+
+
+def _fail(url, e: _Failure, attempts, **kw) -> FetchResult:
+    return FetchResult(url=url, status=REASONS[e.reason][0], reason=e.reason, detail=e.detail,
+                       http_status=e.http_status, content_type=e.content_type, nbytes=e.nbytes,
+                       attempts=attempts, **kw)
+
+
+async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
+                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None) -> FetchResult:
+    """Download and validate one image URL (``http(s)://`` or ``file://``); never raises for bad input.
+
+    ``settings`` is a ``DownloadSection``. ``client`` should come from :func:`make_client` (any other client
+    gets a resolve-and-check before each hop instead). ``slot(host)``, when given, returns an async context
+    manager held around each request (the per-host limit); it is released while backing off.
+    """
+    scheme = urllib.parse.urlsplit(url).scheme.lower() if url else ""
+    if scheme == "file":
+        try:
+            data = await asyncio.to_thread(_read_file, url, settings)
+            info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
+                                           min_side=settings.min_side)
+        except _Failure as e:
+            return _fail(url, e, 1)
+        return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
+                           sha256=info.sha256, format=info.format, width=info.width, height=info.height,
+                           attempts=1)
+    if scheme not in ("http", "https"):
+        return _fail(url, _Failure("bad_url", f"unsupported URL scheme {scheme or '(none)'!r}"), 0)
+    pre_check = not getattr(client, "_cultura_safe", False)
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            data, resp, hops = await _attempt(client, url, settings, pre_check, slot)
+            break
+        except _Failure as e:
+            failure = e
+        except safety.BlockedAddress as e:
+            return _fail(url, _Failure("blocked_address", str(e)), attempts)
+        except safety.DNSError as e:
+            return _fail(url, _Failure("dns_error", str(e)), attempts)
+        except (httpx.TimeoutException, asyncio.TimeoutError) as e:
+            failure = _Failure("timeout", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__,
+                               retryable=True)
+        except httpx.InvalidURL as e:
+            return _fail(url, _Failure("bad_url", f"invalid URL: {e}"), attempts)
+        except httpx.HTTPError as e:  # transport and protocol errors
+            failure = _Failure("connection_error", f"{type(e).__name__}: {e}", retryable=True)
+        if not failure.retryable:
+            return _fail(url, failure, attempts)
+        if attempts >= settings.max_attempts:
+            failure.detail = f"{failure.detail} (after {attempts} attempts)"
+            return _fail(url, failure, attempts)
+        wait = failure.retry_after
+        if wait is not None and wait > settings.retry_after_max:
+            failure.reason = "too_many_retries"
+            failure.detail = (f"{failure.detail}: Retry-After {wait:.0f}s exceeds retry_after_max "
+                              f"{settings.retry_after_max:.0f}s")
+            return _fail(url, failure, attempts)
+        if wait is None:
+            wait = min(settings.backoff_base * 2 ** (attempts - 1) * (0.5 + random.random()),
+                       settings.retry_after_max)
+        await asyncio.sleep(wait)
+    ctype = resp.headers.get("content-type")
+    try:
+        info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
+                                       min_side=settings.min_side, content_type=ctype)
+    except _Failure as e:
+        e.http_status, e.content_type = resp.status_code, ctype
+        return _fail(url, e, attempts, final_url=_redact(str(resp.url)), redirects=hops)
+    return FetchResult(url=url, status="downloaded", final_url=_redact(str(resp.url)),
+                       http_status=resp.status_code, content_type=ctype, nbytes=len(data), data=data,
+                       sha256=info.sha256, format=info.format, width=info.width, height=info.height,
+                       attempts=attempts, redirects=hops)
+
+
+# ----------------------------------------------------------------------------------------------- the stage
+
+class _Writer:
+    """Buffers outcomes and commits them in small transactions; only the event loop calls it."""
+
+    def __init__(self, db, *, batch: int = 64, interval: float = 0.5):
+        self.db, self.batch, self.interval = db, batch, interval
+        self.images: list[tuple] = []
+        self.updates: list[tuple] = []
+        self.last = time.monotonic()
+        self.new_images = 0
+
+    def add(self, cand_id: int, r: FetchResult, relpath: str | None) -> None:
+        ts = dbmod.now()
+        if r.ok:
+            self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes, ts))
+        self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
+                             r.sha256 if r.ok else None, r.attempts, ts, cand_id))
+        if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        self.last = time.monotonic()
+        if not self.updates:
+            return
+        with self.db.conn:
+            if self.images:
+                cur = self.db.conn.executemany(
+                    "INSERT OR IGNORE INTO images (sha256, path, format, width, height, bytes, status, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, 'ok', ?)", self.images)
+                self.new_images += max(cur.rowcount, 0)
+            self.db.conn.executemany(
+                "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
+                "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
+        self.images, self.updates = [], []
+
+
+@contextlib.contextmanager
+def _project_lock(project):
+    """One downloader per project (the orphan sweep must not race another writer of blobs)."""
+    project.blobs.mkdir(parents=True, exist_ok=True)
+    path = project.blobs / ".download.lock"
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        yield
+        return
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DownloadLocked(f"Another download is running on {project.root} (lock {path}); wait for it "
+                                 "to finish or stop it, then rerun.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _round_robin_by_host(rows: list[dict]) -> collections.deque:
+    """Interleave hosts so that one big host does not make every worker wait on its per-host limit."""
+    by_host: dict[str, collections.deque] = {}
+    for r in rows:
+        try:
+            host = urllib.parse.urlsplit(r["url"]).hostname or ""
+        except ValueError:
+            host = ""
+        by_host.setdefault(host, collections.deque()).append(r)
+    out: collections.deque = collections.deque()
+    queues = list(by_host.values())
+    while queues:
+        for q in queues:
+            out.append(q.popleft())
+        queues = [q for q in queues if q]
+    return out
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    return Progress(TextColumn("download"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]} ok"),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+
+
+async def adownload_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
+                               limit: int | None = None, progress: bool = True) -> dict:
+    """Async form of :func:`download_candidates` (for code already inside an event loop)."""
+    settings = project.config.download
+    n_workers = workers or settings.workers
+    if n_workers < 1:
+        raise CulturaError(f"workers must be at least 1 (got {n_workers}); pass --workers 32 or similar.")
+    db = project.db
+    with _project_lock(project):
+        swept = sweep_blobs(project)
+        with db.conn:  # runs left 'running' by a killed downloader (we hold the lock: none is alive)
+            db.execute("UPDATE runs SET status = 'interrupted', finished_at = ?, error = 'killed' "
+                       "WHERE stage = 'download' AND status = 'running'", [dbmod.now()])
+        statuses = ["pending", "failed"] if retry_failed else ["pending"]
+        sql = (f"SELECT id, url FROM candidates WHERE status IN ({','.join('?' * len(statuses))}) ORDER BY id"
+               + (" LIMIT ?" if limit else ""))
+        rows = [dict(id=r[0], url=r[1]) for r in db.execute(sql, [*statuses, *([limit] if limit else [])])]
+        run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
+                                                  "limit": limit, "candidates": len(rows)})
+        todo = _round_robin_by_host(rows)
+        writer = _Writer(db)
+        by_status: collections.Counter = collections.Counter()
+        by_reason: collections.Counter = collections.Counter()
+        total_bytes = 0
+        t0 = time.monotonic()
+        sems: dict[str, asyncio.Semaphore] = {}
+
+        def slot(host: str) -> asyncio.Semaphore:
+            return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
+
+        async def worker(client, bar, task_id):
+            nonlocal total_bytes
+            while todo:
+                cand = todo.popleft()
+                r = await fetch_image(client, cand["url"], settings, slot=slot)
+                rel = None
+                if r.ok:
+                    _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
+                    r.data = None
+                    total_bytes += r.nbytes or 0
+                writer.add(cand["id"], r, rel)
+                by_status[r.status] += 1
+                if r.reason:
+                    by_reason[r.reason] += 1
+                if bar is not None:
+                    bar.update(task_id, advance=1, ok=by_status["downloaded"])
+
+        status, error = "done", None
+        try:
+            # httpcore's pool bookkeeping is quadratic in its connection count: shard the workers over
+            # clients of at most POOL_SIZE connections each (worker i always uses client i % n_clients).
+            n_clients = -(-n_workers // POOL_SIZE)
+            async with contextlib.AsyncExitStack() as stack:
+                clients = [await stack.enter_async_context(make_client(settings, max_connections=POOL_SIZE))
+                           for _ in range(n_clients)]
+                with _progress_bar(len(rows), progress and bool(rows)) as bar:
+                    task_id = bar.add_task("download", total=len(rows), ok=0) if bar is not None else None
+                    tasks = [asyncio.ensure_future(worker(clients[i % n_clients], bar, task_id))
+                             for i in range(min(n_workers, len(rows)))]
+                    try:
+                        await asyncio.gather(*tasks)
+                    except BaseException:
+                        for t in tasks:
+                            t.cancel()
+                        await asyncio.gather(*tasks, return_exceptions=True)
+                        raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status, error = "interrupted", "interrupted"
+            raise
+        except BaseException as e:
+            status, error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            writer.flush()
+            seconds = time.monotonic() - t0
+            summary = {"candidates": len(rows), "processed": sum(by_status.values()),
+                       "by_status": dict(by_status), "by_reason": dict(sorted(by_reason.items())),
+                       "new_images": writer.new_images, "bytes": total_bytes, "seconds": round(seconds, 3),
+                       "per_second": round(sum(by_status.values()) / seconds, 2) if seconds > 0 else None,
+                       "swept": swept, "run_id": run_id}
+            dbmod.finish_run(db, run_id, summary, status=status, error=error)
+    return summary
+
+
+def download_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
+                        limit: int | None = None, progress: bool = True) -> dict:
+    """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
+
+    Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
+    "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
+    a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
+    runs on the same project.
+    """
+    return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
+                                            limit=limit, progress=progress))

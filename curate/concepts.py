@@ -343,7 +343,8 @@ def build_queries(project) -> dict:
         created = db.execute("SELECT count(*) FROM queries").fetchone()[0] - before
         # native queries whose text no longer matches the current term are stale
         current = {(r["concept_id"], r["country"], r["kind"], r["text"]) for r in rows}
-        for q in db.query("SELECT id, concept_id, country, kind, text, status FROM queries"):
+        for q in db.query("SELECT id, concept_id, country, kind, text, status FROM queries "
+                          "WHERE kind IN ('english', 'native') AND status IN ('active', 'stale')"):
             key = (q["concept_id"], q["country"], q["kind"], q["text"])
             status = "active" if key in current else "stale"
             if q["status"] != status:

@@ -1,0 +1,376 @@
+"""Bring existing datasets into a cultura project so they can be evaluated and extended.
+
+- :func:`import_globalrg`: a GlobalRG-style table (image, region/country, universal concept) + image folder;
+- :func:`import_captions`: a Crossmodal-3600-style ``captions.jsonl`` (keyed by image id, captions per
+  language) + image folder; captions go to the ``captions`` table;
+- :func:`import_ratings`: CAIRe-style per-image culture ratings (image, country, Likert 1–5 score, optional
+  annotator) → ``decisions`` kind ``relevance``, rule ``import`` (mean over raters).
+
+Images are verified with Pillow and stored content-addressed like downloaded ones (``blobs/ab/<sha>.<ext>``).
+Linking to concept × country goes through the core tables — a ``queries`` row (status ``imported``), a
+``searches`` row and a ``search_results`` row with provider ``import:<kind>``, a ``candidates`` row with url
+``import:<kind>:<file>:<key>`` — so ``image_links``, builds and evaluations see imported images exactly like
+searched ones. Every input row gets an ``import_rows`` entry (ok | failed + reason): rerunning an import skips
+rows already imported, and a bad row never stops the others.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from PIL import Image, UnidentifiedImageError
+
+from .. import db as dbmod
+from ..errors import CulturaError
+from .blobs import store_blob
+
+IMAGE_COLS = ("image", "image_path", "path", "file", "filename", "img", "image_id", "image/key", "key", "id")
+COUNTRY_COLS = ("country", "country_code", "region", "culture")
+CONCEPT_COLS = ("concept", "universal_concept", "category", "label", "class")
+SCORE_COLS = ("score", "rating", "value", "relevance", "likert")
+SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class DatasetImportError(CulturaError):
+    """An input file cannot be imported (the message names the fix)."""
+
+
+# ------------------------------------------------------------------ reading inputs
+
+def read_table(path) -> list[dict]:
+    """Rows of a CSV, TSV, JSON Lines or Parquet file as dicts of strings/values."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetImportError(f"{p} does not exist or is not a file. Pass the path of the table to import.")
+    suf = p.suffix.lower()
+    try:
+        if suf in (".jsonl", ".ndjson"):
+            return [json.loads(line) for line in p.read_text("utf-8").splitlines() if line.strip()]
+        if suf == ".parquet":
+            import pyarrow.parquet as pq
+            return pq.read_table(p).to_pylist()
+        text = p.read_text("utf-8-sig")
+        dialect = "excel-tab" if suf == ".tsv" or ("\t" in text.split("\n", 1)[0] and suf != ".csv") else "excel"
+        return list(csv.DictReader(io.StringIO(text), dialect=dialect))
+    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as e:
+        raise DatasetImportError(f"{p} cannot be read ({e}). Give a CSV, TSV, JSON Lines or Parquet file.") from None
+
+
+def _column(rows: list[dict], wanted: str | None, candidates, what: str, path) -> str:
+    cols = list(rows[0].keys()) if rows else []
+    if wanted:
+        if wanted not in cols:
+            raise DatasetImportError(f"{path} has no column {wanted!r} (columns: {', '.join(cols)}).")
+        return wanted
+    lower = {c.lower(): c for c in cols}
+    for c in candidates:
+        if c in lower:
+            return lower[c]
+    raise DatasetImportError(f"{path} has no {what} column (looked for {', '.join(candidates)}; found "
+                       f"{', '.join(cols)}). Name it with --{what}-column.")
+
+
+def resolve_country(reg, value) -> str | None:
+    """An ISO code or a country name (English or native, case-insensitive) → code, else None."""
+    v = str(value or "").strip()
+    if not v:
+        return None
+    if v.upper() in reg.countries:
+        return v.upper()
+    low = v.lower()
+    for c in reg.countries.values():
+        if low in (c.name.lower(), c.native_name.lower()):
+            return c.code
+    aliases = {"usa": "US", "united states of america": "US", "uk": "GB", "england": "GB", "korea": "KR",
+               "south korea": "KR", "russia": "RU", "vietnam": "VN", "uae": "AE"}
+    return aliases.get(low)
+
+
+def _safe_file(images_dir: Path, name: str) -> Path | None:
+    """``images_dir/name`` if it stays inside images_dir and exists; also tries ``name.*``."""
+    root = images_dir.resolve()
+    p = (root / name).resolve()
+    if root != p and root not in p.parents:
+        return None
+    if p.is_file():
+        return p
+    hits = sorted(root.glob(f"{glob_escape(name)}.*")) if "/" not in name else []
+    return hits[0] if hits else None
+
+
+def glob_escape(s: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", s)
+
+
+# ------------------------------------------------------------------ storing
+
+def store_image(project, data: bytes) -> str:
+    """Verify ``data`` with Pillow, store the blob and the ``images`` row (idempotent); return sha256."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+        with Image.open(io.BytesIO(data)) as im:
+            fmt, (w, h) = im.format, im.size
+            im.load()
+            try:
+                import imagehash
+                ph, dh = str(imagehash.phash(im)), str(imagehash.dhash(im))
+            except Exception:  # hashes are optional; dedup computes them later
+                ph = dh = None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ValueError(f"not a readable image ({type(e).__name__})") from None
+    sha = hashlib.sha256(data).hexdigest()
+    sha, rel = store_blob(project, data, fmt, sha256=sha)
+    project.db["images"].insert({"sha256": sha, "path": rel, "format": fmt.lower(), "width": w, "height": h,
+                                 "bytes": len(data), "phash": ph, "dhash": dh, "status": "ok",
+                                 "created_at": dbmod.now()}, ignore=True)
+    return sha
+
+
+def _concept_id(db, name: str, kind: str) -> int:
+    row = db.execute("SELECT id FROM concepts WHERE name = ?", [name]).fetchone()
+    if row:
+        return row[0]
+    return db["concepts"].insert({"name": name, "source": f"import:{kind}", "status": "active",
+                                  "created_at": dbmod.now()}).last_pk
+
+
+def link_image(project, sha: str, concept: str, country: str, kind: str, key: str, source: str,
+               source_page: str | None = None) -> None:
+    """Link an imported image to concept × country through queries/searches/candidates/search_results."""
+    db = project.db
+    cid = _concept_id(db, concept, kind)
+    lang = project.country(country).language
+    text = f"import:{kind}:{concept}"
+    db["queries"].insert({"concept_id": cid, "country": country, "language": lang, "kind": "english",
+                          "text": text, "status": "imported", "created_at": dbmod.now()}, ignore=True)
+    qid = db.execute("SELECT id FROM queries WHERE concept_id = ? AND country = ? AND language = ? AND "
+                     "kind = 'english' AND text = ?", [cid, country, lang, text]).fetchone()[0]
+    provider = f"import:{kind}"
+    db["searches"].insert({"query_id": qid, "provider": provider, "status": "done", "n_results": 0,
+                           "attempts": 1, "searched_at": dbmod.now()}, ignore=True)
+    url = f"import:{kind}:{source}:{key}"
+    db["candidates"].insert({"url": url, "status": "downloaded", "sha256": sha, "updated_at": dbmod.now()},
+                            ignore=True)
+    cand = db.execute("SELECT id FROM candidates WHERE url = ?", [url]).fetchone()[0]
+    if db.execute("SELECT 1 FROM search_results WHERE candidate_id = ? AND query_id = ?", [cand, qid]).fetchone():
+        return
+    rank = db.execute("SELECT coalesce(max(rank), 0) + 1 FROM search_results WHERE query_id = ? AND provider = ?",
+                      [qid, provider]).fetchone()[0]
+    db["search_results"].insert({"query_id": qid, "provider": provider, "rank": rank, "candidate_id": cand,
+                                 "url": url, "source_page": source_page, "found_at": dbmod.now()})
+    db.execute("UPDATE searches SET n_results = n_results + 1 WHERE query_id = ? AND provider = ?",
+               [qid, provider])
+
+
+def _done(db, kind, source, key) -> bool:
+    return db.execute("SELECT 1 FROM import_rows WHERE kind = ? AND source = ? AND key = ? AND status = 'ok'",
+                      [kind, source, key]).fetchone() is not None
+
+
+def _record(db, kind, source, key, status, reason=None, sha=None) -> None:
+    db["import_rows"].upsert({"kind": kind, "source": source, "key": key, "status": status, "reason": reason,
+                              "sha256": sha, "created_at": dbmod.now()}, pk=("kind", "source", "key"))
+
+
+def _summary(counts, failures) -> dict:
+    return {**counts, "failures": failures[:20]}
+
+
+# ------------------------------------------------------------------ GlobalRG
+
+def import_globalrg(project, table, images, *, image_column=None, country_column=None,
+                    concept_column=None) -> dict:
+    """Import a GlobalRG-style table: one row per image with its region/country and universal concept."""
+    rows = read_table(table)
+    images = Path(images)
+    if not images.is_dir():
+        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+    if not rows:
+        raise DatasetImportError(f"{table} has no rows.")
+    ic = _column(rows, image_column, IMAGE_COLS, "image", table)
+    cc = _column(rows, country_column, COUNTRY_COLS, "country", table)
+    kc = _column(rows, concept_column, CONCEPT_COLS, "concept", table)
+    page = next((c for c in rows[0] if c.lower() in ("url", "source_page", "source", "page")), None)
+    reg = project.registry
+    src = Path(table).name
+    counts, failures = defaultdict(int), []
+    db = project.db
+    for row in rows:
+        key = str(row.get(ic) or "").strip()
+        if not key:
+            counts["failed"] += 1
+            failures.append({"key": "", "reason": "empty image field"})
+            continue
+        country = resolve_country(reg, row.get(cc))
+        concept = str(row.get(kc) or "").strip().lower()
+        rkey = f"{key}|{row.get(cc)}|{concept}"  # one image may be listed for several regions/concepts
+        if _done(db, "globalrg", src, rkey):
+            counts["already"] += 1
+            continue
+        reason, sha = None, None
+        f = _safe_file(images, key)
+        if country is None:
+            reason = f"unknown country {row.get(cc)!r}"
+        elif not concept:
+            reason = "empty concept"
+        elif f is None:
+            reason = f"image file {key!r} not found in {images}"
+        else:
+            try:
+                with db.conn:
+                    sha = store_image(project, f.read_bytes())
+                    link_image(project, sha, concept, country, "globalrg", key, src,
+                               source_page=row.get(page) if page else None)
+            except ValueError as e:
+                reason = str(e)
+        with db.conn:
+            _record(db, "globalrg", src, rkey, "failed" if reason else "ok", reason, sha)
+        counts["failed" if reason else "imported"] += 1
+        if reason:
+            failures.append({"key": key, "reason": reason})
+    return _summary(dict(counts), failures)
+
+
+# ------------------------------------------------------------------ Crossmodal-3600 captions
+
+def _captions_of(line: dict, languages) -> dict[str, list[str]]:
+    caps = line.get("captions")
+    out: dict[str, list[str]] = {}
+    if isinstance(caps, dict):
+        src = caps
+    else:  # XM3600 layout: top-level language keys {"en": {"caption": [...]}}
+        src = {k: v for k, v in line.items() if k in languages}
+    for lang, v in src.items():
+        if isinstance(v, dict):
+            v = v.get("caption") or v.get("captions") or []
+        if isinstance(v, str):
+            v = [v]
+        texts = [str(t).strip() for t in v if str(t).strip()]
+        if texts:
+            out[str(lang)] = texts
+    return out
+
+
+def import_captions(project, captions, images) -> dict:
+    """Import a Crossmodal-3600-style ``captions.jsonl``: per line an image id (``image/key``, ``image_id``,
+    ``key`` or ``id``) and captions per language (``{"captions": {"de": [...]}}`` or XM3600's top-level
+    ``{"de": {"caption": [...]}}``). Lines with ``concept`` and ``country`` are also linked."""
+    rows = read_table(captions)
+    images = Path(images)
+    if not images.is_dir():
+        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+    reg = project.registry
+    languages = set(reg.languages)
+    src = Path(captions).name
+    db = project.db
+    counts, failures = defaultdict(int), []
+    for line in rows:
+        key = next((str(line[k]) for k in ("image/key", "image_id", "key", "id", "image") if line.get(k)), "")
+        if not key:
+            counts["failed"] += 1
+            failures.append({"key": "", "reason": "no image id"})
+            continue
+        if _done(db, "captions", src, key):
+            counts["already"] += 1
+            continue
+        caps = _captions_of(line, languages)
+        f = _safe_file(images, str(line.get("file") or line.get("image") or key))
+        reason, sha = None, None
+        if not caps:
+            reason = "no captions"
+        elif f is None:
+            reason = f"image file {key!r} not found in {images}"
+        else:
+            try:
+                with db.conn:
+                    sha = store_image(project, f.read_bytes())
+                    for lang, texts in sorted(caps.items()):
+                        for i, t in enumerate(texts):
+                            db["captions"].upsert({"image_sha256": sha, "language": lang, "idx": i, "text": t,
+                                                   "source": "import:captions", "created_at": dbmod.now()},
+                                                  pk=("image_sha256", "language", "idx", "source"))
+                    country = resolve_country(reg, line.get("country"))
+                    if country and line.get("concept"):
+                        link_image(project, sha, str(line["concept"]).strip().lower(), country, "captions",
+                                   key, src)
+            except ValueError as e:
+                reason = str(e)
+        with db.conn:
+            _record(db, "captions", src, key, "failed" if reason else "ok", reason, sha)
+        counts["failed" if reason else "imported"] += 1
+        if reason:
+            failures.append({"key": key, "reason": reason})
+        else:
+            counts["captions"] += sum(len(v) for v in caps.values())
+    return _summary(dict(counts), failures)
+
+
+# ------------------------------------------------------------------ CAIRe ratings
+
+def import_ratings(project, path, *, image_column=None, country_column=None, score_column=None) -> dict:
+    """Import per-image culture ratings (Likert 1–5) as ``relevance`` decisions (rule ``import``, value = mean
+    over raters, ``n_annotations`` = raters). The image is a sha256 or the key of an earlier import. A
+    re-import supersedes the earlier imported decision for the same image × country."""
+    rows = read_table(path)
+    if not rows:
+        raise DatasetImportError(f"{path} has no rows.")
+    ic = _column(rows, image_column, ("sha256",) + IMAGE_COLS, "image", path)
+    cc = _column(rows, country_column, COUNTRY_COLS, "country", path)
+    sc = _column(rows, score_column, SCORE_COLS, "score", path)
+    reg = project.registry
+    db = project.db
+    src = Path(path).name
+    known = {r[0] for r in db.execute("SELECT sha256 FROM images")}
+    by_key = {}
+    for k, sha in db.execute("SELECT key, sha256 FROM import_rows WHERE status = 'ok' AND sha256 IS NOT NULL "
+                             "ORDER BY created_at"):
+        by_key[k] = by_key[k.split("|", 1)[0]] = sha  # the full key, and the image name alone
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    counts, failures = defaultdict(int), []
+    for i, row in enumerate(rows):
+        img = str(row.get(ic) or "").strip()
+        sha = img if SHA_RE.match(img) and img in known else by_key.get(img)
+        country = resolve_country(reg, row.get(cc))
+        try:
+            score = float(row.get(sc))
+        except (TypeError, ValueError):
+            score = None
+        reason = None
+        if sha is None:
+            reason = f"unknown image {img!r} (import the images first)"
+        elif country is None:
+            reason = f"unknown country {row.get(cc)!r}"
+        elif score is None or not 1 <= score <= 5:
+            reason = f"score {row.get(sc)!r} is not a number from 1 to 5 (rescale to the Likert scale)"
+        if reason:
+            counts["failed"] += 1
+            failures.append({"row": i + 1, "key": img, "reason": reason})
+            with db.conn:
+                _record(db, "ratings", src, f"{img}|{row.get(cc)}|{i + 1}", "failed", reason, sha)
+            continue
+        groups[(sha, country)].append(score)
+    with db.conn:
+        for (sha, country), scores in sorted(groups.items()):
+            key = f"relevance-import:{sha}:{country}"
+            value = sum(scores) / len(scores)
+            cur = db.execute("SELECT id, value, n_annotations FROM decisions WHERE kind = 'relevance' AND "
+                             "item_key = ? AND superseded = 0", [key]).fetchall()
+            if any(abs((v or 0) - value) < 1e-12 and n == len(scores) for _, v, n in cur):
+                counts["unchanged"] += 1
+                continue
+            for did, _, _ in cur:
+                db["decisions"].update(did, {"superseded": 1})
+            db["decisions"].insert({"kind": "relevance", "item_key": key, "campaign": f"import:{src}",
+                                    "sha256": sha, "country": country, "value": value, "rule": "import",
+                                    "n_annotations": len(scores), "details": dbmod.dumps({"scores": scores}),
+                                    "superseded": 0, "decided_at": dbmod.now()})
+            _record(db, "ratings", src, f"{sha}|{country}", "ok", None, sha)
+            counts["decisions"] += 1
+    counts["ratings"] = sum(len(v) for v in groups.values())
+    return _summary(dict(counts), failures)

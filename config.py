@@ -77,7 +77,7 @@ class DedupSection(_Section):
 
 
 class ConceptsSection(_Section):
-    dedup_embedder: str = "BAAI/bge-m3"
+    dedup_embedder: str = "st:BAAI/bge-m3"
     dedup_threshold: float = Field(0.92, ge=-1, le=1)
 
 

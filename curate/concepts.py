@@ -191,13 +191,11 @@ def dedup_concepts(project, *, threshold: float | None = None, embedder: str | N
     cfg = project.config.concepts
     threshold = cfg.dedup_threshold if threshold is None else threshold
     spec = embedder or cfg.dedup_embedder
-    if ":" not in spec.split("/")[0]:
-        spec = "st:" + spec
     rows = list_concepts(project)
     if len(rows) < 2:
         return []
     names = [r["name"] for r in rows]
-    emb = get_embedder(spec).embed_texts(names)
+    emb = get_embedder(spec, default_family="st").embed_texts(names)
     sims = emb @ emb.T
     i, j = np.where(np.triu(sims, k=1) >= threshold)
     n = len(names)

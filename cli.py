@@ -116,6 +116,8 @@ COMMAND_MODULES = [
     "cultura.annotate.commands",
     "cultura.curate.build_commands",
     "cultura.evaluate.commands",
+    "cultura.evaluate.social_commands",
+    "cultura.evaluate.llm_commands",
 ]
 
 

@@ -23,6 +23,8 @@ SCHEMA_MODULES = [
     "cultura.annotate.schema",
     "cultura.curate.build_schema",
     "cultura.evaluate.schema",
+    "cultura.evaluate.social_schema",
+    "cultura.evaluate.llm_schema",
 ]
 
 BUSY_TIMEOUT_MS = 30_000

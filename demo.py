@@ -184,6 +184,8 @@ LATER_STAGES = [
     # (module, function, label): each takes the project and returns a summary dict
     ("cultura.annotate.demo", "annotate_demo", "annotation"),
     ("cultura.curate.build", "build_demo", "benchmark build + export"),
+    ("cultura.evaluate.suites.latent", "latent_social_demo", "latent probes + social audit"),
+    ("cultura.evaluate.suites.llm", "llm_attribution_demo", "LLM entity bias + cultural attribution"),
     ("cultura.evaluate.runner", "evaluate_demo", "evaluation + report"),
 ]
 

@@ -1,0 +1,362 @@
+"""Run suites over models and store self-describing results (``eval_runs`` / ``eval_results`` and JSON).
+
+Usage::
+
+    from cultura.evaluate.runner import run_evaluation, load_results
+    runs = run_evaluation(project, ["fake", "openclip:ViT-B-32/openai"], "all")
+    rows = load_results(project, suite="association")
+
+Each model is loaded once and evaluated on every requested suite; each (model, suite) pair is one
+``eval_runs`` row written first with status ``running`` and finished last with ``done``, ``skipped`` (the
+project has no data for the suite, with the reason) or ``failed`` (with the error). Nothing is deleted: a
+rerun adds runs, and :func:`load_results` reads the latest done run per model × suite × benchmark. Embeddings
+go through the project's cache, so rerunning a model computes none (``n_embedded`` = 0).
+
+Every stored row is self-describing: model identity and info, benchmark name/version/hash, suite, parameters,
+git revision, date, metric, value, CI, n, group and details. JSON files (one per run, under
+``reports/results/``) write ``inf``/``nan`` as the strings ``"inf"``/``"nan"`` (JSON has no such numbers).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..db import dumps, now
+from ..errors import CulturaError
+from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
+from .suites.data import resolve_benchmark
+
+RESULTS_DIR = "reports/results"
+
+
+@dataclass
+class RunRecord:
+    """What happened to one (model, suite) evaluation."""
+
+    run_id: int
+    model: str
+    spec: str
+    suite: str
+    status: str
+    benchmark: str | None = None
+    benchmark_version: int | None = None
+    n_results: int = 0
+    n_embedded: int = 0
+    reason: str | None = None
+    json_path: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=1)
+def git_revision() -> str | None:
+    """The git commit of the cultura source tree (``+dirty`` when it has local changes), or None outside a
+    checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def cultura_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cultura")
+    except PackageNotFoundError:
+        return None
+
+
+def run_evaluation(project, models, suites="all", *, benchmark: str | None = None, batch_size: int | None = None,
+                   device: str | None = None, options: dict | None = None, progress: bool | None = None
+                   ) -> list[RunRecord]:
+    """Evaluate every model spec (or :class:`Embedder`) on every suite; returns one record per pair.
+
+    ``suites``: a name, a comma-separated string, a list, or ``"all"``. ``options``: per-suite options
+    ``{"association": {"n_resamples": 200}, ...}`` (a flat dict applies to every suite). Library errors of one
+    pair (model unavailable, bad benchmark) are recorded as ``failed`` runs and do not stop the others;
+    programming errors propagate after being recorded.
+    """
+    from .models import get_embedder
+
+    if isinstance(models, str) or not hasattr(models, "__iter__"):
+        models = [models]
+    models = list(models)
+    if not models:
+        raise CulturaError("No model given. Pass --model SPEC (e.g. --model fake or "
+                           "--model openclip:ViT-B-32/openai).")
+    requested = [suites] if isinstance(suites, str) else list(suites)
+    expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
+    chosen = resolve_suites(requested)
+    records: list[RunRecord] = []
+    for spec in models:
+        kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
+              if v is not None}
+        try:
+            embedder = spec if not isinstance(spec, str) else get_embedder(spec, **kw)
+            identity = embedder.identity
+        except CulturaError as e:
+            for suite in chosen:
+                records.append(_record_failure(project, str(spec), suite, benchmark, str(e)))
+            continue
+        for suite in chosen:
+            opts = _suite_options(options, suite.name)
+            records.append(run_suite(project, embedder, suite, benchmark=benchmark, options=opts,
+                                     spec=spec if isinstance(spec, str) else identity,
+                                     from_all=expanded, extra_params={k: v for k, v in kw.items()
+                                                                      if k != "progress"}))
+    return records
+
+
+def _suite_options(options: dict | None, name: str) -> dict:
+    if not options:
+        return {}
+    names = set(load_suites())
+    if any(k in names for k in options):
+        return dict(options.get(name) or {})
+    return dict(options)
+
+
+def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = None, options: dict | None = None,
+              spec: str | None = None, from_all: bool = False, extra_params: dict | None = None) -> RunRecord:
+    """Run one suite for one embedder, store its rows, and return the run record."""
+    suite = get_suite(suite) if isinstance(suite, str) else suite
+    options = dict(options or {})
+    db = project.db
+    identity = embedder.identity
+    run = {"model": identity, "model_spec": spec or identity, "model_info": dumps(_info(embedder)),
+           "benchmark": benchmark, "suite": suite.name,
+           "params": dumps({"options": options, "benchmark_arg": benchmark, **(extra_params or {})}),
+           "git_revision": git_revision(), "cultura_version": cultura_version(), "status": "running",
+           "started_at": now()}
+    with db.conn:
+        run_id = db["eval_runs"].insert(run).last_pk
+    rec = RunRecord(run_id=run_id, model=identity, spec=run["model_spec"], suite=suite.name, status="running")
+    before = _embedded(embedder)
+    try:
+        bench_arg = benchmark
+        if suite.benchmark_kind:
+            bench = resolve_benchmark(project, benchmark, None if benchmark else suite.benchmark_kind)
+            if bench.kind != suite.benchmark_kind:
+                msg = (f"Benchmark {bench.ref} is a {bench.kind} benchmark; suite {suite.name} reads "
+                       f"{suite.benchmark_kind} benchmarks. Pass one with --benchmark.")
+                raise SuiteSkipped(msg) if from_all else CulturaError(msg)
+            bench_arg = bench.ref
+            _set_bench(rec, run, bench.provenance())
+        rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
+        rows = [_check_row(r, suite.name) for r in rows]
+        prov = next((r["details"].get("provenance") for r in rows if r["details"].get("provenance")), None)
+        if prov and not suite.benchmark_kind:
+            _set_bench(rec, run, prov)
+        for r in rows:
+            r["details"].pop("provenance", None)
+        rec.n_results, rec.n_embedded = len(rows), _embedded(embedder) - before
+        with db.conn:
+            db["eval_results"].insert_all(
+                [{"run_id": run_id, "suite": r["suite"], "metric": r["metric"], "value": _sql_value(r["value"]),
+                  "ci_low": _sql_value(r["ci_low"]), "ci_high": _sql_value(r["ci_high"]), "n": r["n"],
+                  "group": dumps(r["group"]), "details": dumps(_json_safe(r["details"]))} for r in rows])
+            db["eval_runs"].update(run_id, {"benchmark": run["benchmark"],
+                                            "benchmark_version": run.get("benchmark_version"),
+                                            "benchmark_hash": run.get("benchmark_hash"), "status": "done",
+                                            "n_results": len(rows), "n_embedded": rec.n_embedded,
+                                            "finished_at": now()})
+        rec.status = "done"
+        rec.json_path = str(write_run_json(project, run_id))
+    except SuiteSkipped as e:
+        rec.status, rec.reason = ("skipped" if from_all else "failed"), str(e)
+        _finish(db, run_id, rec, embedder, before)
+    except CulturaError as e:
+        rec.status, rec.reason = "failed", str(e)
+        _finish(db, run_id, rec, embedder, before)
+    except BaseException as e:  # a bug or an interrupt: recorded, then raised
+        rec.status, rec.reason = "failed", f"{type(e).__name__}: {e}"
+        _finish(db, run_id, rec, embedder, before)
+        raise
+    return rec
+
+
+def _set_bench(rec: RunRecord, run: dict, prov: dict) -> None:
+    run["benchmark"] = prov.get("benchmark")
+    run["benchmark_version"] = prov.get("benchmark_version")
+    run["benchmark_hash"] = prov.get("benchmark_hash")
+    rec.benchmark, rec.benchmark_version = run["benchmark"], run["benchmark_version"]
+
+
+def _finish(db, run_id: int, rec: RunRecord, embedder, before: int) -> None:
+    rec.n_embedded = _embedded(embedder) - before
+    with db.conn:
+        db["eval_runs"].update(run_id, {"status": rec.status, "error": rec.reason, "n_embedded": rec.n_embedded,
+                                        "benchmark": rec.benchmark, "benchmark_version": rec.benchmark_version,
+                                        "finished_at": now()})
+
+
+def _record_failure(project, spec: str, suite: Suite, benchmark, reason: str) -> RunRecord:
+    with project.db.conn:
+        run_id = project.db["eval_runs"].insert({
+            "model": spec, "model_spec": spec, "model_info": "{}", "benchmark": benchmark, "suite": suite.name,
+            "params": "{}", "git_revision": git_revision(), "cultura_version": cultura_version(),
+            "status": "failed", "error": reason, "n_results": 0, "n_embedded": 0, "started_at": now(),
+            "finished_at": now()}).last_pk
+    return RunRecord(run_id=run_id, model=spec, spec=spec, suite=suite.name, status="failed", reason=reason)
+
+
+def _info(embedder) -> dict:
+    try:
+        return _json_safe(dict(embedder.info))
+    except CulturaError:
+        return {"identity": embedder.identity}
+
+
+def _embedded(embedder) -> int:
+    stats = getattr(embedder, "stats", None) or {}
+    return int(stats.get("images", 0)) + int(stats.get("texts", 0))
+
+
+def _check_row(r: dict, suite: str) -> dict:
+    from .suites import ROW_KEYS
+
+    missing = [k for k in ROW_KEYS if k not in r]
+    if missing:
+        raise CulturaError(f"Suite {suite!r} returned a row without {', '.join(missing)}; build rows with "
+                           "cultura.evaluate.suites.row().")
+    out = dict(r)
+    out["group"] = dict(r.get("group") or {})
+    out["details"] = dict(r.get("details") or {})
+    return out
+
+
+def _sql_value(x):
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _json_safe(obj):
+    """Replace non-finite floats by the strings 'inf', '-inf', 'nan' (recursively); numpy scalars → Python."""
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        return _json_safe(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def _from_json(x):
+    if isinstance(x, str) and x in ("inf", "-inf", "nan"):
+        return float(x)
+    return x
+
+
+# -- reading results --------------------------------------------------------------------------------
+
+def list_runs(project, *, status: str | None = None) -> list[dict]:
+    """All ``eval_runs`` rows (newest first), JSON columns decoded."""
+    where, args = ("WHERE status = ?", [status]) if status else ("", [])
+    out = []
+    for r in project.db.query(f"SELECT * FROM eval_runs {where} ORDER BY id DESC", args):
+        r = dict(r)
+        r["model_info"] = json.loads(r["model_info"] or "{}")
+        r["params"] = json.loads(r["params"] or "{}")
+        out.append(r)
+    return out
+
+
+def load_results(project, *, suite: str | None = None, model: str | None = None, benchmark: str | None = None,
+                 latest: bool = True, run_ids=None) -> list[dict]:
+    """Self-describing result rows. ``latest``: only the newest done run per (model, suite, benchmark,
+    benchmark version). Values are floats (``inf`` for an infinite SP, ``nan`` for an undefined value)."""
+    where, args = ["r.status = 'done'"], []
+    for col, val in (("r.suite", suite), ("r.model", model), ("r.benchmark", benchmark)):
+        if val is not None:
+            where.append(f"{col} = ?")
+            args.append(val)
+    if run_ids is not None:
+        ids = [int(i) for i in run_ids] or [-1]
+        where.append(f"r.id IN ({','.join('?' * len(ids))})")
+        args += ids
+    if latest:
+        where.append("r.id = (SELECT max(r2.id) FROM eval_runs r2 WHERE r2.status = 'done' AND r2.model = r.model "
+                     "AND r2.suite = r.suite AND coalesce(r2.benchmark, '') = coalesce(r.benchmark, '') "
+                     "AND coalesce(r2.benchmark_version, -1) = coalesce(r.benchmark_version, -1))")
+    sql = ("SELECT e.*, r.model, r.model_spec, r.model_info, r.benchmark, r.benchmark_version, r.benchmark_hash, "
+           "r.params, r.git_revision, r.cultura_version, r.finished_at AS date FROM eval_results e "
+           f"JOIN eval_runs r ON r.id = e.run_id WHERE {' AND '.join(where)} ORDER BY e.run_id, e.id")
+    out = []
+    for r in project.db.query(sql, args):
+        details = {k: _from_json(v) for k, v in json.loads(r["details"] or "{}").items()}
+        value = r["value"]
+        if value is None:
+            value = float("nan")
+        out.append({
+            "run_id": r["run_id"], "model": r["model"], "model_spec": r["model_spec"],
+            "model_info": json.loads(r["model_info"] or "{}"), "benchmark": r["benchmark"],
+            "benchmark_version": r["benchmark_version"], "benchmark_hash": r["benchmark_hash"],
+            "suite": r["suite"], "params": json.loads(r["params"] or "{}"), "git_revision": r["git_revision"],
+            "cultura_version": r["cultura_version"], "date": r["date"], "metric": r["metric"],
+            "value": float(value), "ci_low": _nan(r["ci_low"]), "ci_high": _nan(r["ci_high"]), "n": r["n"],
+            "group": json.loads(r["group"] or "{}"), "details": details,
+        })
+    return out
+
+
+def _nan(x):
+    return float("nan") if x is None else float(x)
+
+
+def results_json(rows: list[dict]) -> list[dict]:
+    """Rows with non-finite numbers as strings, ready for ``json.dumps``."""
+    return _json_safe(rows)
+
+
+def write_run_json(project, run_id: int) -> Path:
+    """Write the self-describing rows of one run to ``reports/results/run-<id>-<suite>-<model>.json``."""
+    rows = load_results(project, latest=False, run_ids=[run_id])
+    run = next(iter(project.db.query("SELECT * FROM eval_runs WHERE id = ?", [run_id])))
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", run["model"])[:80]
+    path = Path(project.root) / RESULTS_DIR / f"run-{run_id:05d}-{run['suite']}-{slug}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results_json(rows), indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def records_table(records: list[RunRecord]) -> list[dict]:
+    """Records as plain dicts for printing."""
+    return [{k: v for k, v in asdict(r).items() if k != "extra"} for r in records]
+
+
+# -- demo -------------------------------------------------------------------------------------------
+
+DEMO_MODELS = ("openclip:cultura-tiny", "fake")
+DEMO_SUITES = "prevalence,association,descriptor"
+
+
+def evaluate_demo(project, *, models=DEMO_MODELS, suites=DEMO_SUITES, options: dict | None = None) -> dict:
+    """Evaluate the project's benchmarks with the demo models (a tiny random-init open_clip and the fake) on
+    the seed 000 suites (pass ``suites="all"`` for every registered suite) and write the report to
+    ``project/reports/evaluation.html`` (+ .md and CSV). Returns the run records, the report paths and the
+    reasons of failed runs."""
+    from .report import write_report
+
+    opts = options if options is not None else {"n_resamples": 200}
+    records = run_evaluation(project, list(models), suites, options=opts, progress=False)
+    paths = write_report(project, Path(project.root) / "reports" / "evaluation.html")
+    return {"runs": records_table(records), "report": {k: str(v) for k, v in paths.items()},
+            "failed": [r.reason for r in records if r.status == "failed"]}

@@ -1,0 +1,141 @@
+"""The evaluation report (HTML + Markdown + CSV) and the ``cultura evaluate`` commands."""
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from cultura.cli import cli
+from cultura.evaluate.report import (REPORT_SECTIONS, Cell, ReportSection, Table, register_report_section,
+                                     write_report)
+from cultura.evaluate.runner import run_evaluation
+from cultura.evaluate.suites import SUITES, register_suite, row
+from cultura.errors import CulturaError
+
+from .test_suites import Planted, make_world
+
+FAST = {"n_resamples": 50, "projection": "pca"}
+
+
+@pytest.fixture
+def evaluated(project):
+    w = make_world(project)
+    run_evaluation(project, [Planted(w["meta"], alpha=0.9, gamma=1.0, noise=1.0),
+                             Planted(w["meta"], concept=0.0, alpha=3.0, noise=0.0)], "all", options=FAST)
+    return project
+
+
+def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
+    paths = write_report(evaluated, tmp_path / "out" / "report.html")
+    html = paths["html"].read_text(encoding="utf-8")
+    for title in ("Prevalence bias", "Association bias", "Cultural-descriptor compliance", "Runs &amp; provenance"):
+        assert title in html
+    for shape in ("Table 1 shape", "Table 8 shape", "Table 2 shape", "Table 12 shape", "Table 11 shape",
+                  "Table 3 shape", "Table 15 shape", "Table 18 shape", "Figure 5 shape", "Figure 6 shape",
+                  "Figure 7 shape"):
+        assert shape in html, shape
+    # self-contained: figures and example images are data URIs, nothing is fetched
+    uris = re.findall(r'src="([^"]+)"', html)
+    assert uris and all(u.startswith("data:image/") for u in uris)
+    assert not re.search(r'(src|href)="https?://', html)
+    png = base64.b64decode(next(u for u in uris if u.startswith("data:image/png")).split(",", 1)[1])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # SP = ∞ with its reason; every shown CI has a bracket and n
+    assert "∞" in html and "M_cr = 0: no trial ranked the correct image first" in html
+    assert "Random baseline" in html and re.search(r'class="ci">\[', html)
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "## Association bias" in md and "∞" in md and "| model | M_cr ↑ |" in md
+    with open(paths["csv_dir"] / "association-table2.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["model"] == "Random baseline"
+    inf_row = next(r for r in rows if r["model"].startswith("fake-planted-a3.0"))
+    assert inf_row["SP ↓"] == "inf" and "M_cr = 0" in inf_row["SP ↓ reason"] and inf_row["SP ↓ n"] == "64"
+
+
+def test_a_registered_section_and_the_generic_fallback(evaluated, tmp_path):
+    def extra(project, embedder, *, benchmark=None, options):
+        return [row("extra", "score", 0.5, ci_low=0.4, ci_high=0.6, n=10, group={"country": "JP"})]
+
+    def other(project, embedder, *, benchmark=None, options):
+        return [row("other", "thing", float("nan"), n=0, details={"reason": "nothing to measure"})]
+
+    register_suite("extra", extra, description="x", in_all=False)
+    register_suite("other", other, description="y", in_all=False)
+    register_report_section("extra", lambda results, project: ReportSection(
+        "Extra section", f"<p>{len(results)} extra rows</p>", "extra", {"extra": [{"a": 1}]}))
+    try:
+        run_evaluation(evaluated, ["fake"], "extra,other")
+        paths = write_report(evaluated, tmp_path / "r.html")
+        html = paths["html"].read_text(encoding="utf-8")
+        assert "Extra section" in html and "1 extra rows" in html
+        assert "Suite other" in html and "nothing to measure" in html
+        assert (paths["csv_dir"] / "extra-extra.csv").exists()
+    finally:
+        SUITES.pop("extra")
+        SUITES.pop("other")
+        REPORT_SECTIONS.pop("extra")
+
+
+def test_cells_and_tables_render_numbers_with_ci_n_and_reasons():
+    c = Cell(0.5123, 0.49, 0.53, 100)
+    assert c.text() == "0.512 [0.490, 0.530]"
+    assert Cell(0.25, 0.2, 0.3, 8, pct=True).text() == "25.00% [20.00%, 30.00%]"
+    inf = Cell(float("inf"), reason="M_cr = 0")
+    assert inf.text(with_ci=False) == "∞" and 'title="M_cr = 0"' in inf.html()
+    assert Cell(1e-9, digits=4, p=True).text() == "<0.0001"
+    t = Table(["model", "SP"], [["m", inf], ["n", c]])
+    assert "† M_cr = 0" in t.markdown() and t.csv_rows()[0]["SP"] == "inf"
+    assert "<td class=\"n\">100</td>" in t.html()
+
+
+def test_report_without_results_says_what_to_run(project):
+    with pytest.raises(CulturaError, match="cultura evaluate run"):
+        write_report(project)
+
+
+def test_cli_run_results_report_and_cache(project, tmp_path):
+    make_world(project, n_concepts=4, per_cell=1)
+    runner = CliRunner()
+    base = ["--project", str(project.root), "evaluate"]
+    r = runner.invoke(cli, base + ["run", "--model", "fake", "--suite", "association,descriptor",
+                                   "--option", "n_resamples=30", "--option", "association.projection=\"none\"",
+                                   "--json"])
+    assert r.exit_code == 0, r.output
+    runs = json.loads(r.output)
+    assert {x["suite"] for x in runs} == {"association", "descriptor"} and all(x["status"] == "done" for x in runs)
+    assert all(x["n_embedded"] > 0 for x in runs[:1])
+    r = runner.invoke(cli, base + ["run", "--model", "fake", "--suite", "association", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)[0]["n_embedded"] == 0
+    r = runner.invoke(cli, base + ["results", "--suite", "association", "--json"])
+    rows = json.loads(r.output)
+    assert rows and all(x["benchmark"] == "xcm" and x["model"] == "fake:dim=32" for x in rows)
+    r = runner.invoke(cli, base + ["results", "--suite", "association"])
+    assert r.exit_code == 0 and "M_cr" in r.output
+    out = tmp_path / "rep.html"
+    r = runner.invoke(cli, base + ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.exists() and out.with_suffix(".md").exists()
+    r = runner.invoke(cli, base + ["cache", "size", "--json"])
+    assert json.loads(r.output)["models"]["fake:dim=32"]["image"] > 0
+    r = runner.invoke(cli, base + ["cache", "clear", "--yes"])
+    assert r.exit_code == 0 and "Removed" in r.output
+    r = runner.invoke(cli, base + ["suites"])
+    assert "association" in r.output
+    # a failure exits non-zero with the reason, and the run is recorded
+    r = runner.invoke(cli, base + ["run", "--model", "fake", "--suite", "prevalence", "--benchmark", "nope"])
+    assert r.exit_code == 1 and "No ready benchmark 'nope'" in r.output
+    r = runner.invoke(cli, base + ["run", "--model", "fake", "--suite", "nosuch"])
+    assert r.exit_code == 1 and "Unknown suite 'nosuch'" in r.output
+
+
+def test_every_evaluate_command_has_help():
+    runner = CliRunner()
+    for args in (["evaluate"], ["evaluate", "run"], ["evaluate", "report"], ["evaluate", "results"],
+                 ["evaluate", "cache"], ["evaluate", "cache", "size"], ["evaluate", "cache", "clear"],
+                 ["evaluate", "suites"]):
+        r = runner.invoke(cli, args + ["--help"])
+        assert r.exit_code == 0 and len(r.output) > 80, args

@@ -1,0 +1,111 @@
+"""Annotators: a Label Studio user each, plus what cultura needs to assign work (country, languages).
+
+No password or token is ever stored: Label Studio ignores the ``password`` field of ``users.create``; hand
+out an invite link, or for a local server set one with ``label-studio reset_password --username EMAIL``.
+
+>>> # add_annotator(project, "aiko", email="aiko@example.org", country="JP", languages=["ja", "en"])
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from cultura.db import dumps, now
+from cultura.errors import CulturaError
+
+from .server import Connection, LabelStudioError, connect
+
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+ROLES = ("annotator", "adjudicator")
+
+
+def _row_out(r: dict) -> dict:
+    return {"name": r["name"], "email": r["email"], "ls_user_id": r["ls_user_id"], "country": r["country"],
+            "languages": json.loads(r["languages"] or "[]"), "role": r["role"], "active": bool(r["active"])}
+
+
+def add_annotator(project, name: str, *, email: str, country: str | None = None,
+                  languages: list[str] | None = None, role: str = "annotator",
+                  conn: Connection | None = None) -> dict:
+    """Create (or find) the Label Studio user for ``email`` and record the annotator. Idempotent for the
+    same name and email; reactivates a deactivated annotator."""
+    if not EMAIL_RE.match(email or ""):
+        raise CulturaError(f"--email {email!r} is not an e-mail address; Label Studio users need one.")
+    if role not in ROLES:
+        raise CulturaError(f"--role {role!r} is not valid; use one of {', '.join(ROLES)}.")
+    if country:
+        country = project.registry.country(country).code
+    langs = [l.strip().lower() for l in (languages or []) if l.strip()]
+    if not langs and country:
+        langs = list(project.registry.country(country).languages)
+    db = project.db
+    existing = list(db["annotators"].rows_where("name = ? or email = ?", [name, email]))
+    for r in existing:
+        if r["name"] != name or r["email"] != email:
+            raise CulturaError(f"Annotator {r['name']!r} already uses e-mail {r['email']!r}; pick another "
+                               "name or e-mail.")
+    conn = conn or connect(project)
+    uid = _ensure_user(conn, name, email)
+    row = {"name": name, "email": email, "ls_user_id": uid, "ls_url": conn.url, "country": country,
+           "languages": dumps(langs), "role": role, "active": 1, "updated_at": now()}
+    with db.conn:
+        if existing:
+            db["annotators"].update(existing[0]["id"], row)
+        else:
+            db["annotators"].insert({**row, "created_at": now()})
+    return _row_out(db["annotators"].get(existing[0]["id"]) if existing else
+                    next(db["annotators"].rows_where("name = ?", [name])))
+
+
+def _ensure_user(conn: Connection, name: str, email: str) -> int:
+    from label_studio_sdk.core.api_error import ApiError
+    import httpx
+
+    try:
+        for u in conn.client.users.list():
+            if (u.email or "").lower() == email.lower():
+                return u.id
+        first, _, last = name.partition(" ")
+        u = conn.client.users.create(username=re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150], email=email,
+                                     first_name=first, last_name=last)
+        return u.id
+    except httpx.HTTPError as e:
+        raise LabelStudioError(f"Label Studio at {conn.url} does not answer ({type(e).__name__}); start "
+                               "it with 'cultura annotate server start'.") from None
+    except ApiError as e:
+        raise LabelStudioError(f"Label Studio refused to create user {email!r} (HTTP {e.status_code}: "
+                               f"{e.body}).") from None
+
+
+def list_annotators(project, *, include_inactive: bool = True) -> list[dict]:
+    where = None if include_inactive else "active = 1"
+    return [_row_out(r) for r in project.db["annotators"].rows_where(where, order_by="id")]
+
+
+def get_annotators(project, names: list[str] | None = None, *, role: str | None = None) -> list[dict]:
+    """Active annotator rows (raw, with ids), optionally restricted to ``names``; unknown names fail."""
+    rows = list(project.db["annotators"].rows_where("active = 1", order_by="id"))
+    if role:
+        rows = [r for r in rows if r["role"] == role]
+    if names:
+        by = {r["name"]: r for r in rows}
+        from cultura.errors import unknown
+        missing = [n for n in names if n not in by]
+        if missing:
+            raise unknown("active annotator", missing[0], by, hint="Add one with 'cultura annotate "
+                          "annotators add NAME --email E'.")
+        rows = [by[n] for n in names]
+    for r in rows:
+        r["languages"] = json.loads(r["languages"] or "[]")
+    return rows
+
+
+def deactivate_annotator(project, name: str) -> dict:
+    """Mark an annotator inactive: no new assignments; their annotations are kept."""
+    rows = list(project.db["annotators"].rows_where("name = ?", [name]))
+    if not rows:
+        from cultura.errors import unknown
+        raise unknown("annotator", name, [r["name"] for r in project.db["annotators"].rows])
+    with project.db.conn:
+        project.db["annotators"].update(rows[0]["id"], {"active": 0, "updated_at": now()})
+    return _row_out(project.db["annotators"].get(rows[0]["id"]))

@@ -1,0 +1,212 @@
+"""``cultura annotate …``: Label Studio server, annotators, push, pull, agreement, adjudication, status.
+Thin: each command calls one library function of :mod:`cultura.annotate`."""
+from __future__ import annotations
+
+import click
+
+from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(annotate)
+
+
+@click.group()
+def annotate():
+    """Human annotation in Label Studio: filter images, review duplicates, rate cultural relevance, label
+    entities and translations; agreement and adjudication on top of Label Studio Community."""
+
+
+# ---------------------------------------------------------------------------------------------- server
+
+@annotate.group()
+def server():
+    """Run the project's local Label Studio (bound to 127.0.0.1), or see whether it answers."""
+
+
+@server.command("start")
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--timeout", type=float, default=240, show_default=True,
+              help="Seconds to wait for the first answer (a fresh data dir migrates for ~45 s).")
+@json_option
+@pass_ctx
+def server_start(ctx, port, timeout, as_json):
+    """Start Label Studio with its data in PROJECT/labelstudio and admin credentials in
+    PROJECT/.secrets/labelstudio.json (mode 0600)."""
+    from .server import start_server
+    summary("annotate server start", start_server(ctx.project, port=port, timeout=timeout), as_json)
+
+
+@server.command("stop")
+@json_option
+@pass_ctx
+def server_stop(ctx, as_json):
+    """Stop the project's local Label Studio."""
+    from .server import stop_server
+    summary("annotate server stop", stop_server(ctx.project), as_json)
+
+
+@server.command("status")
+@json_option
+@pass_ctx
+def server_status_cmd(ctx, as_json):
+    """Whether Label Studio answers, where, and which version (never prints credentials)."""
+    from .server import server_status
+    summary("annotate server status", server_status(ctx.project), as_json)
+
+
+@annotate.command("serve-images")
+@click.option("--port", type=int, default=8081, show_default=True, help="Port on 127.0.0.1.")
+@pass_ctx
+def serve_images(ctx, port):
+    """Serve the project's blobs/ read-only over HTTP on 127.0.0.1 (only /blobs/ab/<sha256>.<ext>), so task
+    images reach annotators by URL. Set annotate.image_base_url to the printed URL before pushing."""
+    from .images import make_server
+    httpd = make_server(ctx.project.blobs, port)
+    out.print(f"Serving {ctx.project.blobs} at http://127.0.0.1:{httpd.server_address[1]}/blobs/ (Ctrl-C stops)")
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
+
+
+# ------------------------------------------------------------------------------------------ annotators
+
+@annotate.group()
+def annotators():
+    """Add, list and deactivate annotators (each one is a Label Studio user)."""
+
+
+@annotators.command("add")
+@click.argument("name")
+@click.option("--email", required=True, help="E-mail of the Label Studio user (created if missing).")
+@click.option("--country", default=None, help="Country code of the culture the annotator rates (relevance).")
+@click.option("--languages", default=None, help="Comma-separated ISO 639-1 codes spoken (entity, translation); "
+              "default: the country's languages.")
+@click.option("--role", type=click.Choice(["annotator", "adjudicator"]), default="annotator", show_default=True,
+              help="An adjudicator receives the disagreements.")
+@json_option
+@pass_ctx
+def annotators_add(ctx, name, email, country, languages, role, as_json):
+    """Create the Label Studio user for NAME and record the annotator (no password is stored: hand out an
+    invite link, or for a local server run 'label-studio reset_password --username EMAIL')."""
+    from .annotators import add_annotator
+    langs = languages.split(",") if languages else None
+    summary("annotate annotators add", add_annotator(ctx.project, name, email=email, country=country,
+                                                     languages=langs, role=role), as_json)
+
+
+@annotators.command("list")
+@json_option
+@pass_ctx
+def annotators_list(ctx, as_json):
+    """List annotators with country, languages, role and whether they are active."""
+    from .annotators import list_annotators
+    rows = list_annotators(ctx.project)
+    emit_json(rows) if as_json else table("annotators", rows)
+
+
+@annotators.command("deactivate")
+@click.argument("name")
+@json_option
+@pass_ctx
+def annotators_deactivate(ctx, name, as_json):
+    """Stop assigning new items to NAME (their annotations are kept)."""
+    from .annotators import deactivate_annotator
+    summary("annotate annotators deactivate", deactivate_annotator(ctx.project, name), as_json)
+
+
+# ------------------------------------------------------------------------------------------------ work
+
+@annotate.command("push")
+@click.argument("kind", type=click.Choice(["filter", "dedup-review", "relevance", "entity", "translation"]))
+@click.option("--overlap", type=int, default=2, show_default=True, help="Annotators per item (K).")
+@click.option("--annotators", "names", default=None, help="Comma-separated annotator names (default: all active "
+              "annotators with role 'annotator').")
+@click.option("--gold", type=int, default=None, help="Gold items (with known answers) mixed into every "
+              "annotator's project (default: all gold items available).")
+@click.option("--batch", default=None, help="Campaign name (default: KIND). A new name starts a new campaign.")
+@click.option("--from", "source", type=click.Path(dir_okay=False), default=None,
+              help="JSONL/CSV file: the items for entity/translation; gold answers (item_key, gold) for others.")
+@click.option("--other-countries", type=int, default=None, help="relevance: other countries each image is "
+              "rated for besides its own (default: annotate.relevance_other_countries or 1).")
+@click.option("--image-base", default=None, help="Base URL of 'cultura annotate serve-images' (default: "
+              "annotate.image_base_url, else the images' original URLs).")
+@json_option
+@pass_ctx
+def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, image_base, as_json):
+    """Build KIND items from the database (or --from FILE), assign each to K annotators (balanced, native
+    speakers where needed) and import new tasks into each annotator's own Label Studio project. Rerunning adds
+    only new items and resumes an interrupted push without duplicate tasks."""
+    from .push import push
+    res = push(ctx.project, kind, overlap=overlap, annotators=names.split(",") if names else None, gold=gold,
+               batch=batch, source=source, other_countries=other_countries, image_base=image_base)
+    summary(f"annotate push {kind}", res, as_json)
+
+
+@annotate.command("pull")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@json_option
+@pass_ctx
+def pull_cmd(ctx, campaign, as_json):
+    """Fetch annotations of every campaign project (append-only: an edited annotation becomes a new version).
+    Projects deleted in Label Studio are reported; nothing local is lost."""
+    from .pull import pull
+    summary("annotate pull", pull(ctx.project, campaign=campaign), as_json)
+
+
+@annotate.command("agreement")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@json_option
+@pass_ctx
+def agreement_cmd(ctx, campaign, as_json):
+    """Percent agreement, Cohen's κ per pair (quadratic for Likert), Fleiss' κ, Krippendorff's α, leave-one-out
+    consensus, gold accuracy, throughput, workload and per-country breakdown."""
+    from .report import agreement_report
+    reps = agreement_report(ctx.project, campaign)
+    if as_json:
+        emit_json(reps)
+        return
+    for r in reps:
+        flat = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
+        table(f"agreement · {r['campaign']}", [{"what": k, "value": v} for k, v in flat.items()])
+        if r.get("pairwise_kappa"):
+            table("Cohen's κ per pair", r.get("pairwise_kappa_quadratic") or r["pairwise_kappa"])
+        if r.get("loo_consensus"):
+            table("leave-one-out consensus", r["loo_consensus"])
+        if r.get("gold_accuracy"):
+            table("gold accuracy", [{"annotator": k, **v} for k, v in r["gold_accuracy"].items()])
+        if r.get("throughput"):
+            table("throughput", [{"annotator": k, **v} for k, v in r["throughput"].items()])
+        table("workload", r["workload"])
+
+
+@annotate.command("adjudicate")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@click.option("--rule", "rule_name", type=click.Choice(["majority", "unanimity", "median", "mean"]), default=None,
+              help="Decision rule (default: majority for labels, median for Likert).")
+@click.option("--min-agreement", type=float, default=None, help="Items below this agreement go to adjudication "
+              "(default 1.0 for labels, 0.75 for Likert).")
+@click.option("--adjudicator", default=None, help="Annotator who resolves disagreements (default: the one with "
+              "role adjudicator).")
+@json_option
+@pass_ctx
+def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json):
+    """Write final decisions (read by build: removed images, resolved duplicate clusters, relevance scores) and
+    send disagreements to an adjudication project showing the earlier labels."""
+    from .decide import adjudicate
+    res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
+                     adjudicator=adjudicator)
+    emit_json(res) if as_json else table("annotate adjudicate", res)
+
+
+@annotate.command("status")
+@json_option
+@pass_ctx
+def status_cmd(ctx, as_json):
+    """Per campaign and annotator: assigned, done, remaining, last activity; projects missing in Label Studio."""
+    from .report import status
+    rows = status(ctx.project)
+    emit_json(rows) if as_json else table("annotate status", rows)

@@ -1,0 +1,238 @@
+"""Build annotation items from the database state (filter, dedup-review, relevance) or from an imported
+JSONL/CSV file (entity, translation, or gold answers for any kind).
+
+An item is ``{"item_key", "kind", "payload", "sha256", "country", "language", "cluster_id", "gold"}``; the
+key is stable so a second push recognises items it already has. Task data is made from the payload at push
+time (:func:`task_data`), so image URLs follow the current ``annotate.image_base_url``.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import html
+import json
+import random
+from pathlib import Path
+from typing import Callable, Iterable
+
+from cultura.errors import CulturaError, unknown
+
+BUILDERS: dict[str, Callable] = {}
+
+
+def builder(kind: str):
+    def reg(fn):
+        BUILDERS[kind] = fn
+        return fn
+    return reg
+
+
+def build_items(project, kind: str, *, source: str | Path | None = None, other_countries: int = 1,
+                seed: int = 0) -> list[dict]:
+    """All items of ``kind`` the project holds now (``source``: a JSONL/CSV file, required for entity and
+    translation)."""
+    if kind in FILE_KINDS:
+        if not source:
+            raise CulturaError(f"Items of kind {kind!r} come from a file: pass --from FILE (JSONL or CSV with "
+                               f"columns {', '.join(FILE_KINDS[kind])}).")
+        return items_from_file(project, kind, source)
+    if kind not in BUILDERS:
+        raise unknown("annotation kind", kind, [*BUILDERS, *FILE_KINDS])
+    items = BUILDERS[kind](project, other_countries=other_countries, seed=seed)
+    if source:
+        apply_gold(items, read_rows(source))
+    return items
+
+
+def _image_url_sql() -> str:
+    return ("(SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256 AND c.status = 'downloaded') AS url,"
+            " (SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256) AS any_url")
+
+
+def current_removed(db) -> set[str]:
+    """Images with a current 'filter' decision 'remove'."""
+    return {r[0] for r in db.execute("SELECT sha256 FROM decisions WHERE kind = 'filter' AND superseded = 0 "
+                                     "AND label = 'remove' AND sha256 IS NOT NULL").fetchall()}
+
+
+@builder("filter")
+def filter_items(project, **_) -> list[dict]:
+    """Downloaded, non-excluded images with the concept(s) and countries that found them."""
+    db = project.db
+    rows = db.execute(
+        f"""SELECT i.sha256, i.path, {_image_url_sql()},
+                   GROUP_CONCAT(DISTINCT co.name) AS concepts, GROUP_CONCAT(DISTINCT l.country) AS countries
+            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
+            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
+    out = []
+    for sha, path, url, any_url, concepts, countries in rows:
+        concept = " / ".join(sorted(set(concepts.split(","))))
+        out.append({"item_key": f"filter:{sha}", "kind": "filter", "sha256": sha,
+                    "country": sorted(countries.split(","))[0],
+                    "payload": {"sha256": sha, "path": path, "url": url or any_url, "concept": concept,
+                                "countries": sorted(countries.split(","))}})
+    return out
+
+
+@builder("dedup-review")
+def dedup_items(project, **_) -> list[dict]:
+    """Open duplicate clusters with two or more members, representative first."""
+    db = project.db
+    out = []
+    for cid, rep in db.execute("SELECT id, representative FROM dup_clusters WHERE status = 'open' "
+                               "ORDER BY id").fetchall():
+        members = db.execute(
+            f"""SELECT i.sha256, i.path, {_image_url_sql()}, m.distance FROM dup_members m
+                JOIN images i ON i.sha256 = m.sha256 WHERE m.cluster_id = ?
+                ORDER BY (i.sha256 != ?), m.distance, i.sha256""", [cid, rep]).fetchall()
+        if len(members) < 2:
+            continue
+        out.append({"item_key": f"dedup:{cid}", "kind": "dedup-review", "cluster_id": cid, "sha256": rep,
+                    "payload": {"cluster_id": cid, "members": [
+                        {"sha256": s, "path": p, "url": u or au, "distance": d} for s, p, u, au, d in members]}})
+    return out
+
+
+@builder("relevance")
+def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) -> list[dict]:
+    """Kept images (not removed by a filter decision) x culture labels: each image's own countries plus
+    ``other_countries`` others drawn (seeded by the image hash) from the project's countries."""
+    db = project.db
+    removed = current_removed(db)
+    codes = [c.code for c in project.countries]
+    names = {c.code: c.name for c in project.countries}
+    rows = db.execute(
+        f"""SELECT i.sha256, i.path, {_image_url_sql()}, GROUP_CONCAT(DISTINCT l.country),
+                   GROUP_CONCAT(DISTINCT co.name)
+            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
+            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
+    out = []
+    for sha, path, url, any_url, countries, concepts in rows:
+        if sha in removed:
+            continue
+        own = sorted(set(countries.split(",")))
+        rng = random.Random(f"{seed}:{sha}")
+        others = [c for c in codes if c not in own]
+        labels = own + sorted(rng.sample(others, min(other_countries, len(others))))
+        for cc in labels:
+            name = names.get(cc) or project.registry.country(cc).name
+            out.append({"item_key": f"relevance:{sha}:{cc}", "kind": "relevance", "sha256": sha, "country": cc,
+                        "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": cc,
+                                    "culture_name": name, "own": cc in own, "concept": concepts}})
+    return out
+
+
+# ------------------------------------------------------------------------------------------- files
+
+FILE_KINDS = {"entity": ["entity", "country", "category", "language", "gold", "key"],
+              "translation": ["source", "translation", "language", "source_language", "gold", "key"]}
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """Rows of a JSONL or CSV file (by extension)."""
+    p = Path(path)
+    if not p.exists():
+        raise CulturaError(f"--from {p} does not exist; pass a JSONL or CSV file.")
+    if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        rows = []
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise CulturaError(f"{p}:{n} is not valid JSON ({e.msg}); fix that line.") from None
+        return rows
+    if p.suffix.lower() in (".csv", ".tsv"):
+        with p.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f, delimiter="\t" if p.suffix.lower() == ".tsv" else ","))
+    raise CulturaError(f"--from {p}: unknown format {p.suffix!r}; use .jsonl or .csv.")
+
+
+def _key(kind: str, row: dict, fields: Iterable[str]) -> str:
+    if row.get("key"):
+        return f"{kind}:{row['key']}"
+    h = hashlib.sha256(json.dumps([row.get(f) for f in fields], ensure_ascii=False).encode()).hexdigest()
+    return f"{kind}:{h[:16]}"
+
+
+def _gold(kind_level: str, g) -> dict | None:
+    if g is None or g == "":
+        return None
+    if kind_level == "ordinal":
+        return {"value": float(g)}
+    return {"label": str(g).strip().lower()}
+
+
+def items_from_file(project, kind: str, source) -> list[dict]:
+    from .kinds import get_kind
+
+    level = get_kind(kind).level
+    out = []
+    for n, row in enumerate(read_rows(source), 1):
+        if kind == "entity":
+            if not row.get("entity") or not row.get("country"):
+                raise CulturaError(f"{source} row {n}: entity rows need 'entity' and 'country' columns.")
+            c = project.registry.country(row["country"])
+            lang = row.get("language") or c.language
+            payload = {"entity": row["entity"], "category": row.get("category") or "entity",
+                       "culture": c.code, "culture_name": c.name}
+            out.append({"item_key": _key(kind, row, ["entity", "country", "category"]), "kind": kind,
+                        "country": c.code, "language": lang, "payload": payload,
+                        "gold": _gold(level, row.get("gold"))})
+        else:
+            if not row.get("source") or not row.get("translation") or not row.get("language"):
+                raise CulturaError(f"{source} row {n}: translation rows need 'source', 'translation' and "
+                                   "'language' columns.")
+            payload = {"source": row["source"], "translation": row["translation"], "language": row["language"],
+                       "source_language": row.get("source_language") or "en"}
+            out.append({"item_key": _key(kind, row, ["source", "translation", "language"]), "kind": kind,
+                        "language": row["language"], "country": row.get("country") or None, "payload": payload,
+                        "gold": _gold(level, row.get("gold"))})
+    return out
+
+
+def apply_gold(items: list[dict], rows: list[dict]) -> int:
+    """Set known answers from rows ``{"item_key": ..., "gold": ...}`` on matching items."""
+    from .kinds import get_kind
+
+    by = {it["item_key"]: it for it in items}
+    n = 0
+    for r in rows:
+        it = by.get(r.get("item_key"))
+        if it is not None and r.get("gold") not in (None, ""):
+            it["gold"] = _gold(get_kind(it["kind"]).level, r["gold"])
+            n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------- task data
+
+def image_url(payload: dict, base: str | None) -> str:
+    """Blob URL under ``base`` (serve-images) when set, else the original URL; never base64."""
+    if base and payload.get("path"):
+        return base.rstrip("/") + "/" + payload["path"]
+    return payload.get("url") or ""
+
+
+def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None = None) -> dict:
+    """The Label Studio task data of one item (every ``$variable`` its template uses, plus item_key)."""
+    if kind == "filter":
+        return {"item_key": item_key, "image": image_url(payload, image_base), "concept": payload["concept"]}
+    if kind == "relevance":
+        return {"item_key": item_key, "image": image_url(payload, image_base),
+                "culture_name": payload["culture_name"]}
+    if kind == "dedup-review":
+        figs = "".join(
+            f"<figure style='margin:4px;text-align:center'><img src='{html.escape(image_url(m, image_base))}' "
+            f"style='max-width:300px;max-height:300px'/><figcaption>image {i}</figcaption></figure>"
+            for i, m in enumerate(payload["members"], 1))
+        options = [{"value": "keep all (all distinct)"}] + [
+            {"value": f"image {i}"} for i in range(1, len(payload["members"]) + 1)]
+        return {"item_key": item_key, "cluster": f"<div style='display:flex;flex-wrap:wrap'>{figs}</div>",
+                "options": options}
+    if kind == "entity":
+        return {"item_key": item_key, **{k: payload[k] for k in ("entity", "category", "culture_name")}}
+    if kind == "translation":
+        return {"item_key": item_key,
+                **{k: payload[k] for k in ("source", "translation", "language", "source_language")}}
+    raise unknown("annotation kind", kind, ["filter", "dedup-review", "relevance", "entity", "translation"])

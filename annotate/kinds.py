@@ -1,0 +1,228 @@
+"""The five annotation kinds: their Label Studio template, how a result is parsed, how gold answers are
+compared and which decision they produce. A registry, so a new kind registers exactly like a built-in.
+
+>>> spec = get_kind("relevance")
+>>> spec.level
+'ordinal'
+>>> spec.parse([{"from_name": "relevance", "type": "choices", "value": {"choices": ["4"]}}])["value"]
+4.0
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+
+from cultura.errors import CulturaError, unknown
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+LS_DIR = TEMPLATES / "labelstudio"
+GUIDE_DIR = TEMPLATES / "guidelines"
+
+FILTER_REASONS = [("Wrong concept", "wrong_concept"), ("Not a photo", "not_photo"),
+                  ("Offensive", "offensive"), ("Watermark / text-heavy", "watermark_text"),
+                  ("Other", "other")]
+ENTITY_LABELS = [("Local culture", "local"), ("Western", "western"), ("Neither", "neither"),
+                 ("Noise", "noise")]
+FILTER_GUIDELINE = ("Keep the image if it shows the concept named above as a real photograph. Remove it if it "
+                    "shows another concept, is not a photo (drawing, diagram, screenshot), is offensive, or is "
+                    "dominated by watermarks or text.")
+
+
+class TemplateError(CulturaError):
+    """A rendered Label Studio config failed offline validation."""
+
+
+@lru_cache(maxsize=None)
+def guideline(name: str) -> str:
+    """A guideline markdown file without its source comment."""
+    text = (GUIDE_DIR / f"{name}.md").read_text(encoding="utf-8")
+    return re.sub(r"<!--.*?-->", "", text, flags=re.S).strip()
+
+
+def _table_rows(md: str) -> list[list[str]]:
+    rows = []
+    for line in md.splitlines():
+        if line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line):
+            rows.append([c.strip().strip("*") for c in line.strip("|").split("|")])
+    return rows[1:]  # drop the header row
+
+
+def _plain(md: str) -> list[str]:
+    out = []
+    for line in md.splitlines():
+        line = re.sub(r"[*#]+", "", line).replace("“", '"').replace("”", '"').strip()
+        if line:
+            out.append(line)
+    return out
+
+
+def _context(kind: str) -> dict:
+    if kind == "filter":
+        return {"guideline": FILTER_GUIDELINE, "reasons": FILTER_REASONS}
+    if kind == "dedup-review":
+        return {"guideline": " ".join(_plain(guideline("dedup_review"))[1:])}
+    if kind == "relevance":
+        return {"rubric": _table_rows(guideline("relevance_rubric"))}
+    if kind == "entity":
+        return {"labels": ENTITY_LABELS, "guideline": _plain(guideline("entity"))}
+    if kind == "translation":
+        return {"guideline": "Score how accurately and naturally the translation renders the source text "
+                "(1-5, seed 003 App. E).", "scale": _table_rows(guideline("translation"))}
+    return {}
+
+
+_env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(LS_DIR)), autoescape=False,
+                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def render_config(kind: str, *, adjudication: bool = False, validate: bool = True) -> str:
+    """Render the Label Studio labeling config of ``kind`` (``adjudication`` adds the earlier labels) and
+    validate it offline with label-studio-sdk's LabelInterface."""
+    spec = get_kind(kind)
+    xml = _env.get_template(spec.template).render(adjudication=adjudication, **_context(kind))
+    if validate:
+        validate_config(xml, example=spec.example_task(adjudication))
+    return xml
+
+
+def validate_config(xml: str, *, example: dict | None = None) -> None:
+    """Offline checks: XML schema, unique names, toName targets, tag attributes; and that the example task
+    provides every ``$variable`` the config uses. Raises :class:`TemplateError`."""
+    from label_studio_sdk.label_interface import LabelInterface
+
+    try:
+        li = LabelInterface(xml)
+        li.validate()
+    except Exception as e:  # the SDK raises several exception types; report them all the same way
+        raise TemplateError(f"Label Studio config is invalid: {e}. Fix the template in {LS_DIR}.") from None
+    if example is not None:
+        used = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", xml))
+        missing = sorted(used - set(example))
+        if missing or not li.validate_task({"data": example}):
+            raise TemplateError(f"Task data lacks {missing or 'a variable'} used by the config.")
+
+
+# ----------------------------------------------------------------------------------------- parsing
+
+def _choices(result: list[dict], name: str) -> list[str]:
+    for r in result or []:
+        if r.get("from_name") == name and "choices" in (r.get("value") or {}):
+            return list(r["value"]["choices"])
+    return []
+
+
+def _alias(choice: str, pairs: list[tuple[str, str]]) -> str:
+    for value, alias in pairs:
+        if choice in (value, alias):
+            return alias
+    return choice.strip().lower()
+
+
+def _likert(choice: str) -> float | None:
+    m = re.match(r"\s*([1-5])", choice or "")
+    return float(m.group(1)) if m else None
+
+
+def parse_filter(result):
+    ch = _choices(result, "decision")
+    label = _alias(ch[0], [("Keep", "keep"), ("Remove", "remove")]) if ch else None
+    reasons = [_alias(c, FILTER_REASONS) for c in _choices(result, "reason")]
+    return {"label": label, "value": None, "details": {"reasons": reasons} if reasons else None}
+
+
+def parse_dedup(result):
+    ch = _choices(result, "keep")
+    if not ch:
+        return {"label": None, "value": None, "details": None}
+    if any(c.lower().startswith("keep all") for c in ch):
+        return {"label": "all", "value": None, "details": {"keep": "all"}}
+    idx = sorted({int(m.group(1)) for c in ch if (m := re.search(r"(\d+)", c))})
+    return {"label": "keep:" + ",".join(map(str, idx)), "value": None, "details": {"keep": idx}}
+
+
+def _parse_likert(name):
+    def parse(result):
+        ch = _choices(result, name)
+        v = _likert(ch[0]) if ch else None
+        return {"label": None if v is None else str(int(v)), "value": v, "details": None}
+    return parse
+
+
+def parse_entity(result):
+    ch = _choices(result, "association")
+    return {"label": _alias(ch[0], ENTITY_LABELS) if ch else None, "value": None, "details": None}
+
+
+# ----------------------------------------------------------------------------------------- registry
+
+@dataclass
+class KindSpec:
+    """One annotation kind. ``level`` is nominal (labels) or ordinal (1-5 Likert values)."""
+
+    name: str
+    template: str
+    level: str
+    decision_kind: str
+    parse: Callable[[list], dict]
+    default_rule: str
+    labels: list[str] = field(default_factory=list)
+    example: dict = field(default_factory=dict)
+    result_for: Callable[[str], list] | None = None   # build a result from a label (simulation, tests)
+
+    def example_task(self, adjudication: bool = False) -> dict:
+        return {**self.example, **({"earlier": "a: x; b: y"} if adjudication else {})}
+
+
+_KINDS: dict[str, KindSpec] = {}
+
+
+def register_kind(spec: KindSpec) -> KindSpec:
+    _KINDS[spec.name] = spec
+    return spec
+
+
+def get_kind(name: str) -> KindSpec:
+    if name not in _KINDS:
+        raise unknown("annotation kind", name, _KINDS)
+    return _KINDS[name]
+
+
+def kinds() -> list[str]:
+    return list(_KINDS)
+
+
+def _res(from_name, to_name, choices):
+    return [{"from_name": from_name, "to_name": to_name, "type": "choices", "value": {"choices": choices}}]
+
+
+_IMG = "http://127.0.0.1:1/blobs/00/x.jpg"
+register_kind(KindSpec(
+    "filter", "filter.xml.j2", "nominal", "filter", parse_filter, "majority", ["keep", "remove"],
+    {"image": _IMG, "concept": "rice", "item_key": "filter:x"},
+    lambda label: _res("decision", "image", [label])))
+register_kind(KindSpec(
+    "dedup-review", "dedup-review.xml.j2", "nominal", "dedup", parse_dedup, "majority", [],
+    {"cluster": "<div><img src='x'/></div>", "options": [{"value": "keep all (all distinct)"},
+                                                       {"value": "image 1"}], "item_key": "dedup:1"},
+    lambda label: _res("keep", "cluster", ["keep all (all distinct)"] if label == "all" else
+                       [f"image {i}" for i in label.split(":", 1)[1].split(",")])))
+register_kind(KindSpec(
+    "relevance", "relevance.xml.j2", "ordinal", "relevance", _parse_likert("relevance"), "median",
+    ["1", "2", "3", "4", "5"], {"image": _IMG, "culture_name": "Japan", "item_key": "relevance:x:JP"},
+    lambda label: _res("relevance", "image", [str(int(float(label)))])))
+register_kind(KindSpec(
+    "entity", "entity.xml.j2", "nominal", "entity", parse_entity, "majority",
+    [a for _, a in ENTITY_LABELS],
+    {"entity": "dosa", "category": "food", "culture_name": "India", "item_key": "entity:x"},
+    lambda label: _res("association", "entity", [label])))
+register_kind(KindSpec(
+    "translation", "translation.xml.j2", "ordinal", "translation", _parse_likert("score"), "median",
+    ["1", "2", "3", "4", "5"],
+    {"source": "a photo of rice", "translation": "ご飯の写真", "source_language": "en", "language": "ja",
+     "item_key": "translation:x"},
+    lambda label: _res("score", "translation", [str(int(float(label)))])))

@@ -1,0 +1,322 @@
+"""Push items to Label Studio: one project per annotator per campaign (Community edition has no task
+assignment), K annotators per item with balanced workload and native-speaker constraints, gold items mixed
+in for everyone.
+
+Idempotent and resumable: items, assignments and projects are recorded before anything is sent; tasks are
+imported in bulk chunks and their ids recorded per chunk; a rerun after a failure first reconciles the tasks
+Label Studio already holds (by ``item_key`` in the task data), so no task is ever imported twice.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import httpx
+
+from cultura.db import dumps, now
+from cultura.errors import CulturaError
+
+from .annotators import get_annotators
+from .items import build_items, task_data
+from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
+from .server import Connection, LabelStudioError, connect, unreachable
+
+CHUNK = 2000
+MAX_TASKS_PER_PROJECT = 90_000      # Label Studio recommends < 100k tasks per project
+
+
+class ProjectMissing(LabelStudioError):
+    """A Label Studio project recorded by cultura no longer exists (deleted by hand)."""
+
+
+# --------------------------------------------------------------------------------------- eligibility
+
+def eligible(kind: str, item: dict, annotator: dict) -> bool:
+    """Native-speaker constraints: relevance for country X → annotators from X (seed 004); entity and
+    translation → speakers of the item's language; filter and dedup-review → anyone."""
+    if kind == "relevance":
+        return annotator.get("country") == item.get("country")
+    if kind in ("entity", "translation"):
+        lang = item.get("language")
+        if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):
+            return True
+        return bool(lang) and lang in (annotator.get("languages") or [])
+    return True
+
+
+# ------------------------------------------------------------------------------------------- campaign
+
+def ensure_campaign(db, name: str, kind: str, overlap: int, params: dict) -> dict:
+    rows = list(db["campaigns"].rows_where("name = ?", [name]))
+    if rows:
+        c = rows[0]
+        if c["kind"] != kind:
+            raise CulturaError(f"Campaign {name!r} is a {c['kind']!r} campaign; pass another --batch name for "
+                               f"{kind!r} items.")
+        if overlap != c["overlap"]:
+            db["campaigns"].update(c["id"], {"overlap": overlap, "updated_at": now()})
+        return db["campaigns"].get(c["id"])
+    db["campaigns"].insert({"name": name, "kind": kind, "overlap": overlap, "params": dumps(params),
+                            "created_at": now()})
+    return next(db["campaigns"].rows_where("name = ?", [name]))
+
+
+def _project_row(db, campaign: dict, annotator: dict, purpose: str, max_tasks: int, *,
+                 full: bool = False) -> dict:
+    """The annotator's current project row for the campaign; a new part when the last one is full."""
+    rows = list(db["campaign_projects"].rows_where(
+        "campaign_id = ? AND annotator_id = ? AND purpose = ?", [campaign["id"], annotator["id"], purpose],
+        order_by="part DESC"))
+    if rows:
+        last = rows[0]
+        n = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ?", [last["id"]]).fetchone()[0]
+        if n < max_tasks and not full:
+            return last
+        part = last["part"] + 1
+    else:
+        part = 1
+    suffix = " · adjudication" if purpose == "adjudicate" else ""
+    title = f"cultura {campaign['name']} · {annotator['name']}{suffix}" + (f" · part {part}" if part > 1 else "")
+    pid = db["campaign_projects"].insert({"campaign_id": campaign["id"], "annotator_id": annotator["id"],
+                                          "purpose": purpose, "part": part, "title": title,
+                                          "created_at": now()}).last_pk
+    return db["campaign_projects"].get(pid)
+
+
+def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, overlap: int,
+           gold_keys: set[str], purpose: str = "annotate",
+           max_tasks: int = MAX_TASKS_PER_PROJECT) -> dict:
+    """Create assignment rows for items that have none yet. Gold items go to every eligible annotator,
+    others to the ``overlap`` least-loaded eligible ones (ties by name). Returns counts."""
+    kind = campaign["kind"]
+    load = {a["id"]: 0 for a in annotators}
+    for aid, n in db.execute("SELECT a.annotator_id, COUNT(*) FROM assignments a JOIN annotation_items i "
+                             "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ? GROUP BY 1",
+                             [campaign["id"], purpose]).fetchall():
+        if aid in load:
+            load[aid] = n
+    have = {r[0] for r in db.execute("SELECT DISTINCT a.item_id FROM assignments a JOIN annotation_items i "
+                                     "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ?",
+                                     [campaign["id"], purpose]).fetchall()}
+    projects: dict[int, dict] = {}
+    rows, under, unassigned = [], 0, []
+    for it in items:
+        if it["id"] in have:
+            continue
+        ok = [a for a in annotators if eligible(kind, it, a)]
+        if not ok:
+            unassigned.append(it["item_key"])
+            continue
+        if it["item_key"] in gold_keys:
+            chosen = ok
+        else:
+            chosen = sorted(ok, key=lambda a: (load[a["id"]], a["name"]))[:overlap]
+            under += len(chosen) < overlap
+        for a in chosen:
+            load[a["id"]] += 1
+            p = projects.get(a["id"])
+            if p is None or p["_n"] >= max_tasks:
+                p = projects[a["id"]] = _project_row(db, campaign, a, purpose, max_tasks, full=p is not None)
+                p["_n"] = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ?",
+                                     [p["id"]]).fetchone()[0]
+            p["_n"] += 1
+            rows.append({"item_id": it["id"], "annotator_id": a["id"], "project_id": p["id"],
+                         "purpose": purpose, "status": "pending", "created_at": now()})
+    db["assignments"].insert_all(rows, ignore=True)
+    return {"assignments": len(rows), "under_assigned": under, "unassigned": len(unassigned),
+            "unassigned_examples": unassigned[:5]}
+
+
+# ----------------------------------------------------------------------------------- Label Studio I/O
+
+def _api(conn: Connection, fn, *args, **kwargs):
+    """Call the SDK; connection failures become one clear sentence."""
+    from label_studio_sdk.core.api_error import ApiError
+    try:
+        return fn(*args, **kwargs)
+    except httpx.HTTPError as e:
+        raise unreachable(conn.url, e) from None
+    except ApiError as e:
+        if e.status_code == 404:
+            raise ProjectMissing(f"Label Studio at {conn.url} answered 404 (not found).") from None
+        raise LabelStudioError(f"Label Studio answered HTTP {e.status_code}: {e.body}") from None
+
+
+def check_project(conn: Connection, db, prow: dict) -> bool:
+    """True if the project still exists; otherwise mark it ``missing`` (nothing local is deleted)."""
+    r = conn.get(f"/api/projects/{prow['ls_project_id']}")
+    if r.status_code == 404:
+        db["campaign_projects"].update(prow["id"], {"status": "missing", "checked_at": now(), "reason":
+                                                    "project deleted in Label Studio"})
+        return False
+    if r.status_code >= 400:
+        raise LabelStudioError(f"Label Studio answered HTTP {r.status_code} for project "
+                               f"{prow['ls_project_id']}.")
+    db["campaign_projects"].update(prow["id"], {"checked_at": now()})
+    return True
+
+
+def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
+    """Create the Label Studio project of ``prow`` if not yet created; record its id at once."""
+    if prow.get("ls_project_id"):
+        if prow["status"] == "missing" or not check_project(conn, db, prow):
+            raise ProjectMissing(
+                f"Label Studio project {prow['ls_project_id']} ({prow['title']!r}) was deleted in Label Studio; "
+                "its annotations pulled so far are kept. Run 'cultura annotate status' to see it; push to a new "
+                "--batch to send its items again.")
+        return prow
+    adjud = prow["purpose"] == "adjudicate"
+    cfg = render_config(kind, adjudication=adjud)
+    instr = _instructions(kind)
+    p = _api(conn, conn.client.projects.create, title=prow["title"][:50], label_config=cfg,
+             description=f"cultura campaign project ({kind})", expert_instruction=instr,
+             show_instruction=True, maximum_annotations=1, show_skip_button=True)
+    db["campaign_projects"].update(prow["id"], {"ls_project_id": p.id, "ls_url": conn.url, "status": "active"})
+    return db["campaign_projects"].get(prow["id"])
+
+
+def _instructions(kind: str) -> str:
+    import html as h
+    name = {"dedup-review": "dedup_review", "relevance": "relevance_rubric", "entity": "entity",
+            "translation": "translation"}.get(kind)
+    text = guideline(name) if name else FILTER_GUIDELINE
+    return "<pre style='white-space:pre-wrap'>" + h.escape(text) + "</pre>"
+
+
+def ls_task_keys(conn: Connection, ls_project_id: int) -> dict[str, int]:
+    """item_key → task id for every task Label Studio holds in the project."""
+    out: dict[str, int] = {}
+    r = conn.get(f"/api/projects/{ls_project_id}/export", exportType="JSON", download_all_tasks="true")
+    if r.status_code == 404:
+        raise ProjectMissing(f"Label Studio project {ls_project_id} was deleted.")
+    r.raise_for_status()
+    for t in r.json():
+        k = (t.get("data") or {}).get("item_key")
+        if k is not None:
+            out.setdefault(k, t["id"])
+    return out
+
+
+def _after_import(prow: dict, n: int) -> None:
+    """Hook between a chunk's import and its recording (tests use it to simulate a crash there)."""
+
+
+def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str | None = None,
+                 chunk: int = CHUNK, on_chunk=None) -> int:
+    """Import the pending assignments of one campaign project; returns how many tasks were created."""
+    prow = ensure_ls_project(conn, db, prow, kind)
+    pending = db.execute(
+        """SELECT a.id, i.item_key, i.kind, i.payload, i.id FROM assignments a
+           JOIN annotation_items i ON i.id = a.item_id WHERE a.project_id = ? AND a.ls_task_id IS NULL
+           ORDER BY a.id""", [prow["id"]]).fetchall()
+    if not pending:
+        return 0
+    pushed_before = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ? AND ls_task_id IS NOT "
+                               "NULL", [prow["id"]]).fetchone()[0]
+    # Reconcile: tasks Label Studio holds that we did not record (a crash between import and record).
+    info = _api(conn, conn.client.projects.get, prow["ls_project_id"])
+    if (getattr(info, "task_number", None) or 0) > pushed_before:
+        keys = ls_task_keys(conn, prow["ls_project_id"])
+        with db.conn:
+            for aid, key, *_ in pending:
+                if key in keys:
+                    db["assignments"].update(aid, {"ls_task_id": keys[key], "status": "pushed",
+                                                   "pushed_at": now()})
+        pending = [p for p in pending if p[1] not in keys]
+    earlier = _earlier_labels(db, prow) if prow["purpose"] == "adjudicate" else {}
+    created = 0
+    for start in range(0, len(pending), chunk):
+        part = pending[start:start + chunk]
+        tasks = []
+        for aid, key, k, payload, item_id in part:
+            data = task_data(k, key, json.loads(payload), image_base=image_base)
+            if earlier:
+                data["earlier"] = earlier.get(item_id, "")
+            tasks.append(data)
+        res = _api(conn, conn.client.projects.import_tasks, prow["ls_project_id"], request=tasks,
+                   return_task_ids=True)
+        ids = list(res.task_ids or [])
+        if len(ids) != len(part):
+            raise LabelStudioError(f"Label Studio returned {len(ids)} task ids for {len(part)} tasks; rerun "
+                                   "push to reconcile.")
+        _after_import(prow, len(part))
+        t = now()
+        with db.conn:
+            db.conn.executemany("UPDATE assignments SET ls_task_id = ?, status = 'pushed', pushed_at = ? WHERE id = ?",
+                           [(tid, t, p[0]) for tid, p in zip(ids, part)])
+            db.execute("UPDATE campaign_projects SET n_tasks = (SELECT COUNT(*) FROM assignments WHERE "
+                       "project_id = ? AND ls_task_id IS NOT NULL) WHERE id = ?", [prow["id"], prow["id"]])
+        created += len(part)
+        if on_chunk:
+            on_chunk(prow, created)
+    return created
+
+
+def _earlier_labels(db, prow: dict) -> dict[int, str]:
+    rows = db.execute(
+        """SELECT a.item_id, an.name, a.label, a.value FROM annotations a JOIN annotators an
+           ON an.id = a.annotator_id JOIN annotation_items i ON i.id = a.item_id
+           WHERE i.campaign_id = ? AND a.is_current = 1 AND a.purpose = 'annotate' AND a.was_cancelled = 0
+           ORDER BY an.name""", [prow["campaign_id"]]).fetchall()
+    out: dict[int, list[str]] = {}
+    for item_id, name, label, value in rows:
+        out.setdefault(item_id, []).append(f"{name}: {label if label is not None else value}")
+    return {k: "; ".join(v) for k, v in out.items()}
+
+
+# ------------------------------------------------------------------------------------------------ push
+
+def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None = None, gold: int | None = None,
+         batch: str | None = None, source=None, other_countries: int | None = None, seed: int = 0,
+         image_base: str | None = None, conn: Connection | None = None, chunk: int = CHUNK,
+         max_tasks: int | None = None, on_chunk=None) -> dict:
+    """Build the items of ``kind``, assign them and import the new tasks into Label Studio.
+
+    ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
+    (default: all of them). Returns a summary; a second call with the same state adds nothing."""
+    get_kind(kind)  # unknown kinds fail here, naming the valid ones
+    if overlap < 1:
+        raise CulturaError("--overlap must be at least 1.")
+    cfg = project.config.annotate or {}
+    other_countries = int(cfg.get("relevance_other_countries", 1) if other_countries is None else other_countries)
+    image_base = image_base or cfg.get("image_base_url")
+    max_tasks = int(max_tasks or cfg.get("max_tasks_per_project", MAX_TASKS_PER_PROJECT))
+    db = project.db
+    people = get_annotators(project, annotators, role=None if annotators else "annotator")
+    if not people:
+        raise CulturaError("No active annotators. Add some with 'cultura annotate annotators add NAME --email E "
+                           "[--country C] [--languages ja,en]'.")
+    items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
+    name = batch or kind
+    n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
+                          "WHERE c.name = ?", [name]).fetchone()[0]
+    with db.conn:
+        campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
+                                                             "source": str(source) if source else None})
+        t = now()
+        db["annotation_items"].insert_all(
+            [{"campaign_id": campaign["id"], "item_key": it["item_key"], "kind": kind,
+              "payload": dumps(it["payload"]), "sha256": it.get("sha256"), "country": it.get("country"),
+              "language": it.get("language"), "cluster_id": it.get("cluster_id"),
+              "gold": dumps(it["gold"]) if it.get("gold") else None, "created_at": t} for it in items],
+            ignore=True)
+    stored = [dict(r) for r in db["annotation_items"].rows_where("campaign_id = ?", [campaign["id"]],
+                                                                 order_by="id")]
+    gold_rows = [r for r in stored if r["gold"]]
+    rng = random.Random(seed)
+    gold_keys = {r["item_key"] for r in (gold_rows if gold is None else
+                                         rng.sample(gold_rows, min(gold, len(gold_rows))))}
+    # gold items not selected for mixing are left out of this push
+    pool = [r for r in stored if not r["gold"] or r["item_key"] in gold_keys]
+    with db.conn:
+        counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
+    conn = conn or connect(project)
+    created, missing = 0, []
+    for prow in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
+                                                   [campaign["id"]], order_by="id"):
+        try:
+            created += push_project(conn, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
+        except ProjectMissing as e:
+            missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
+    return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
+            "gold_items": len(gold_keys), **counts, "tasks_created": created, "missing_projects": missing}

@@ -1,0 +1,175 @@
+"""Agreement and progress reports over pulled annotations (the statistics come from
+:mod:`cultura.annotate.agreement`, which wraps sklearn, krippendorff and statsmodels).
+
+Per campaign: percent agreement, Cohen's κ per annotator pair (quadratic-weighted for Likert kinds),
+Fleiss' κ, Krippendorff's α (nominal and ordinal), each annotator's agreement with the leave-one-out
+consensus, gold accuracy, throughput (items/hour, median lead time), workload (assigned / done / remaining)
+and a per-country breakdown.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cultura.errors import CulturaError
+
+from . import agreement as ag
+from .kinds import get_kind
+from .pull import current_annotations
+
+
+def _nan(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _clean(obj):
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return _nan(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def campaigns(db, name: str | None = None) -> list[dict]:
+    rows = list(db["campaigns"].rows_where("name = ?" if name else None, [name] if name else [], order_by="id"))
+    if name and not rows:
+        from cultura.errors import unknown
+        raise unknown("campaign", name, [r["name"] for r in db["campaigns"].rows])
+    return rows
+
+
+def latest_per_rater(records: list[dict]) -> list[dict]:
+    """One record per (item, annotator): the most recently updated."""
+    best: dict[tuple, dict] = {}
+    for r in records:
+        k = (r["item_id"], r["annotator"])
+        if k not in best or (r["ls_updated_at"] or "") >= (best[k]["ls_updated_at"] or ""):
+            best[k] = r
+    return list(best.values())
+
+
+def rating_matrix(records: list[dict], level: str):
+    """(matrix, raters, items, categories) for ``records`` (non-gold, one per item × annotator)."""
+    if level == "ordinal":
+        recs = [{**r, "v": r["value"]} for r in records if r["value"] is not None]
+        m, raters, items = ag.to_matrix(recs, "item_id", "annotator", "v")
+        return m, raters, items, None
+    cats = sorted({r["label"] for r in records if r["label"] is not None})
+    m, raters, items = ag.to_matrix([r for r in records if r["label"] is not None], "item_id", "annotator",
+                                    "label", categories=cats)
+    return m, raters, items, cats
+
+
+def agreement_stats(records: list[dict], level: str) -> dict:
+    """All agreement statistics of one set of records (needs ≥ 2 annotators on some item)."""
+    out: dict = {"n_annotations": len(records), "n_items": len({r["item_id"] for r in records})}
+    if len({r["annotator"] for r in records}) < 2:
+        return {**out, "note": "fewer than 2 annotators: agreement undefined"}
+    m, raters, items, cats = rating_matrix(records, level)
+    if not (np.sum(~np.isnan(m), axis=0) >= 2).any():
+        return {**out, "note": "no item has 2 or more annotations yet"}
+    weights = "quadratic" if level == "ordinal" else None
+    out["percent_agreement"] = ag.percent_agreement(m)
+    out["pairwise_kappa"] = [{"a": p["pair"][0], "b": p["pair"][1], "n_common": p["n_common"],
+                              "kappa": p["kappa"]} for p in ag.pairwise_kappas(m, raters)]
+    if weights:
+        out["pairwise_kappa_quadratic"] = [
+            {"a": p["pair"][0], "b": p["pair"][1], "n_common": p["n_common"], "kappa": p["kappa"]}
+            for p in ag.pairwise_kappas(m, raters, weights="quadratic")]
+    out["fleiss_kappa"] = ag.fleiss_kappa(m)
+    out["krippendorff_alpha_nominal"] = ag.krippendorff_alpha(m, level="nominal")
+    out["krippendorff_alpha_ordinal"] = ag.krippendorff_alpha(m, level="ordinal") if level == "ordinal" else None
+    out["loo_consensus"] = ag.loo_consensus_agreement(m, level=level, annotator_names=raters)
+    return out
+
+
+def agreement_report(project, campaign: str | None = None) -> list[dict]:
+    """One report per campaign (see module docstring). Values that are undefined are ``None``."""
+    db = project.db
+    reports = []
+    for c in campaigns(db, campaign):
+        spec = get_kind(c["kind"])
+        recs = latest_per_rater(current_annotations(db, c["id"]))
+        main = [r for r in recs if r["gold"] is None]
+        rep = {"campaign": c["name"], "kind": c["kind"], "level": spec.level, "overlap": c["overlap"]}
+        try:
+            rep.update(agreement_stats(main, spec.level))
+        except ag.AgreementInputError as e:
+            rep["note"] = str(e)
+        rep["gold_accuracy"] = _gold(recs, spec.level)
+        rep["throughput"] = _throughput(recs)
+        rep["workload"] = workload(db, c["id"])
+        countries = sorted({r["country"] for r in main if r["country"]})
+        if len(countries) > 1 or c["kind"] == "relevance":
+            rep["by_country"] = {}
+            for cc in countries:
+                sub = [r for r in main if r["country"] == cc]
+                try:
+                    rep["by_country"][cc] = agreement_stats(sub, spec.level)
+                except ag.AgreementInputError as e:
+                    rep["by_country"][cc] = {"note": str(e)}
+                if spec.level == "ordinal":
+                    rep["by_country"][cc]["mean_value"] = float(np.mean([r["value"] for r in sub]))
+        reports.append(_clean(rep))
+    return reports
+
+
+def _gold(recs: list[dict], level: str) -> dict:
+    out = {}
+    for name in sorted({r["annotator"] for r in recs if r["gold"] is not None}):
+        mine = [r for r in recs if r["annotator"] == name and r["gold"] is not None]
+        labels = {r["item_id"]: (r["value"] if level == "ordinal" else r["label"]) for r in mine}
+        gold = {r["item_id"]: r["gold"].get("value" if level == "ordinal" else "label") for r in mine}
+        out[name] = {"n_gold": len(mine), "accuracy": ag.gold_accuracy(labels, gold)}
+    return out
+
+
+def _throughput(recs: list[dict]) -> dict:
+    out = {}
+    for name in sorted({r["annotator"] for r in recs}):
+        lt = [r["lead_time"] for r in recs if r["annotator"] == name and r["lead_time"] is not None]
+        if lt:
+            out[name] = ag.throughput(lt)
+    return out
+
+
+def workload(db, campaign_id: int) -> list[dict]:
+    """Per annotator: assigned, done (a current annotation), remaining, last activity."""
+    rows = db.execute(
+        """SELECT an.name, p.purpose, COUNT(a.id),
+                  SUM(EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = a.id AND x.is_current = 1)),
+                  SUM(a.ls_task_id IS NULL),
+                  (SELECT MAX(x.ls_updated_at) FROM annotations x JOIN assignments y ON y.id = x.assignment_id
+                   WHERE y.project_id IN (SELECT id FROM campaign_projects WHERE campaign_id = ?
+                   AND annotator_id = an.id))
+           FROM assignments a JOIN annotators an ON an.id = a.annotator_id
+           JOIN campaign_projects p ON p.id = a.project_id
+           WHERE p.campaign_id = ? GROUP BY an.id, p.purpose ORDER BY an.name""",
+        [campaign_id, campaign_id]).fetchall()
+    return [{"annotator": n, "purpose": pur, "assigned": a, "done": d or 0, "remaining": a - (d or 0),
+             "not_pushed": np_ or 0, "last_activity": last} for n, pur, a, d, np_, last in rows]
+
+
+def status(project) -> list[dict]:
+    """Per campaign and annotator: done / remaining / last activity, and projects missing in Label Studio."""
+    db = project.db
+    out = []
+    for c in campaigns(db):
+        missing = [r["title"] for r in db["campaign_projects"].rows_where(
+            "campaign_id = ? AND status = 'missing'", [c["id"]])]
+        for w in workload(db, c["id"]):
+            out.append({"campaign": c["name"], "kind": c["kind"], **w})
+        for t in missing:
+            out.append({"campaign": c["name"], "kind": c["kind"], "annotator": t, "purpose": "MISSING in "
+                        "Label Studio"})
+    return out
+
+
+def require_campaign(db, name: str | None) -> None:
+    if name is None and not db["campaigns"].count:
+        raise CulturaError("No campaign yet. Push items first: 'cultura annotate push filter'.")

@@ -1,0 +1,129 @@
+"""Tables of the annotation area: campaigns, their Label Studio projects, annotators, items, assignments and
+the append-only annotation log. Final decisions go to the core ``decisions`` table (``db/schema.py``).
+
+Nothing here holds a password or a token: Label Studio credentials live in ``.secrets/labelstudio.json``
+(mode 0600) beside the project, never in the database.
+"""
+from __future__ import annotations
+
+from cultura.db.migrations import Migrations
+
+annotate = Migrations("annotate")
+
+
+@annotate()
+def m001_annotation_tables(db):
+    db.executescript(
+        """
+        -- A campaign = one KIND pushed under one name (the --batch NAME, default the kind).
+        CREATE TABLE campaigns (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,               -- filter | dedup-review | relevance | entity | translation
+            overlap INTEGER NOT NULL,         -- K annotators per item
+            params TEXT,                      -- JSON (gold, other countries, source file, ...)
+            status TEXT NOT NULL DEFAULT 'active',
+            created_at TEXT NOT NULL,
+            updated_at TEXT
+        );
+
+        CREATE TABLE annotators (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            email TEXT NOT NULL UNIQUE,
+            ls_user_id INTEGER,               -- Label Studio user id (no password, no token)
+            ls_url TEXT,                      -- server the user was created on
+            country TEXT,                     -- ISO code of the culture they rate (seed 004: own country)
+            languages TEXT NOT NULL DEFAULT '[]',   -- JSON list of ISO 639-1 codes they speak
+            role TEXT NOT NULL DEFAULT 'annotator', -- annotator | adjudicator
+            active INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT
+        );
+
+        -- One Label Studio project per annotator per campaign (Community has no task assignment), split in
+        -- parts before Label Studio's recommended 100k tasks. purpose 'adjudicate' = adjudication project.
+        CREATE TABLE campaign_projects (
+            id INTEGER PRIMARY KEY,
+            campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+            annotator_id INTEGER NOT NULL REFERENCES annotators(id),
+            purpose TEXT NOT NULL DEFAULT 'annotate',   -- annotate | adjudicate
+            part INTEGER NOT NULL DEFAULT 1,
+            ls_project_id INTEGER,
+            ls_url TEXT,
+            title TEXT,
+            n_tasks INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'active',      -- active | missing (deleted in Label Studio)
+            reason TEXT,
+            created_at TEXT NOT NULL,
+            checked_at TEXT,
+            UNIQUE (campaign_id, annotator_id, purpose, part)
+        );
+
+        CREATE TABLE annotation_items (
+            id INTEGER PRIMARY KEY,
+            campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+            item_key TEXT NOT NULL,           -- stable: 'filter:<sha256>', 'relevance:<sha256>:<CC>', ...
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,            -- JSON: what the task shows (urls, texts, concept, ...)
+            sha256 TEXT,
+            country TEXT,
+            language TEXT,
+            cluster_id INTEGER,
+            gold TEXT,                        -- JSON known answer {"label": ...} / {"value": ...}; NULL if none
+            created_at TEXT NOT NULL,
+            UNIQUE (campaign_id, item_key)
+        );
+
+        CREATE TABLE assignments (
+            id INTEGER PRIMARY KEY,
+            item_id INTEGER NOT NULL REFERENCES annotation_items(id),
+            annotator_id INTEGER NOT NULL REFERENCES annotators(id),
+            project_id INTEGER NOT NULL REFERENCES campaign_projects(id),
+            purpose TEXT NOT NULL DEFAULT 'annotate',   -- annotate | adjudicate
+            ls_task_id INTEGER,               -- NULL until Label Studio confirmed the import
+            status TEXT NOT NULL DEFAULT 'pending',     -- pending | pushed
+            created_at TEXT NOT NULL,
+            pushed_at TEXT,
+            UNIQUE (item_id, annotator_id, purpose)
+        );
+        CREATE INDEX idx_assignments_project ON assignments(project_id, ls_task_id);
+
+        -- Append-only: an annotation edited in Label Studio becomes a new version; old rows are kept with
+        -- is_current = 0.
+        CREATE TABLE annotations (
+            id INTEGER PRIMARY KEY,
+            assignment_id INTEGER REFERENCES assignments(id),
+            item_id INTEGER NOT NULL REFERENCES annotation_items(id),
+            annotator_id INTEGER REFERENCES annotators(id),
+            purpose TEXT NOT NULL DEFAULT 'annotate',
+            ls_project_id INTEGER NOT NULL,
+            ls_task_id INTEGER NOT NULL,
+            ls_annotation_id INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            result TEXT NOT NULL,             -- JSON result list as exported by Label Studio
+            label TEXT,                       -- parsed nominal label
+            value REAL,                       -- parsed Likert value
+            details TEXT,                     -- JSON: reason, kept members, ...
+            was_cancelled INTEGER NOT NULL DEFAULT 0,
+            completed_by INTEGER,             -- Label Studio user id
+            lead_time REAL,                   -- seconds
+            ls_created_at TEXT,
+            ls_updated_at TEXT,
+            is_current INTEGER NOT NULL DEFAULT 1,
+            pulled_at TEXT NOT NULL,
+            UNIQUE (ls_project_id, ls_annotation_id, version)
+        );
+        CREATE INDEX idx_annotations_item ON annotations(item_id, is_current);
+
+        CREATE TABLE annotation_pulls (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES campaign_projects(id),
+            status TEXT NOT NULL,             -- ok | missing | failed
+            n_new INTEGER NOT NULL DEFAULT 0,
+            n_versions INTEGER NOT NULL DEFAULT 0,
+            error TEXT,
+            pulled_at TEXT NOT NULL
+        );
+        """
+    )

@@ -26,7 +26,7 @@ def render() -> str:
              "Generated from the command tree by `scripts/gen_cli_docs.py`; `tests/test_docs.py` keeps it true.",
              ""]
     for path, cmd in walk(cli, ["cultura"]):
-        ctx = click.Context(cmd, info_name=" ".join(path))
+        ctx = click.Context(cmd, info_name=" ".join(path), help_option_names=["-h", "--help"])
         lines += [f"{'#' * min(2 + len(path) - 1, 4)} `{' '.join(path)}`", "", "```text",
                   cmd.get_help(ctx).replace(" \n", "\n").rstrip(), "```", ""]
     return "\n".join(lines)

@@ -139,7 +139,7 @@ def localise_urls(world_dir: Path, host_port: str) -> Path:
 
 def run_curation(project_dir: str | Path, *, say=print) -> dict:
     """init → concepts → terms → queries → search (urls:, folder:) → download → dedup → tag."""
-    from .curate.concepts import add_concepts, build_queries, set_term
+    from .curate.concepts import add_concepts, build_queries, set_term, store_english_terms
     from .curate.dedup import dedup_images
     from .curate.download import download_candidates
     from .curate.search import search_images
@@ -157,6 +157,7 @@ def run_curation(project_dir: str | Path, *, say=print) -> dict:
     for cc, terms in TERMS.items():
         for concept, term in terms.items():
             set_term(project, concept, cc, term)
+    store_english_terms(project)
     results["queries"] = build_queries(project)
     say(f"• {len(CONCEPTS)} concepts, native terms for {', '.join(TERMS)}, {results['queries']['total']} queries")
     with serve(world / "www") as host_port:

@@ -256,10 +256,7 @@ def translate_concepts(project, *, model: str | None = None, overwrite: bool = F
         if not todo:
             continue
         if lang == "en":
-            with db.conn:
-                for c in todo:
-                    _store_term(db, c["id"], country.code, lang, c["name"], "english")
-                    stored += 1
+            stored += store_english_terms(project, countries=[country], concepts=todo)
             continue
         for i in range(0, len(todo), batch):
             part = todo[i:i + batch]
@@ -280,6 +277,24 @@ def translate_concepts(project, *, model: str | None = None, overwrite: bool = F
     summary = {"stored": stored, "failed": failed, "kept": skipped}
     finish_run(db, run, summary)
     return summary
+
+
+def store_english_terms(project, *, countries=None, concepts=None) -> int:
+    """For countries whose primary language is English the native term is the concept name (source
+    ``english``): no LLM needed. Existing terms are kept. Returns how many were stored."""
+    db = project.db
+    concepts = active_concepts(db) if concepts is None else concepts
+    n = 0
+    with db.conn:
+        for country in countries or project.countries:
+            if country.language != "en":
+                continue
+            have = {r["concept_id"] for r in db["terms"].rows_where("country = ?", [country.code])}
+            for c in concepts:
+                if c["id"] not in have or db["terms"].get((c["id"], country.code, "en"))["source"] == "english":
+                    _store_term(db, c["id"], country.code, "en", c["name"], "english")
+                    n += 1
+    return n
 
 
 def _store_term(db, concept_id, country, language, term, source):

@@ -134,15 +134,19 @@ def annotators_deactivate(ctx, name, as_json):
               "rated for besides its own (default: annotate.relevance_other_countries or 1).")
 @click.option("--image-base", default=None, help="Base URL of 'cultura annotate serve-images' (default: "
               "annotate.image_base_url, else the images' original URLs).")
+@click.option("--prioritise", type=click.Choice(["attribution"]), default=None,
+              help="relevance: push first the image x culture pairs the automated CAIRe judge is least sure "
+                   "about (needs 'cultura attribution run').")
 @json_option
 @pass_ctx
-def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, image_base, as_json):
+def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, image_base, prioritise, as_json):
     """Build KIND items from the database (or --from FILE), assign each to K annotators (balanced, native
     speakers where needed) and import new tasks into each annotator's own Label Studio project. Rerunning adds
     only new items and resumes an interrupted push without duplicate tasks."""
     from .push import push
     res = push(ctx.project, kind, overlap=overlap, annotators=names.split(",") if names else None, gold=gold,
-               batch=batch, source=source, other_countries=other_countries, image_base=image_base)
+               batch=batch, source=source, other_countries=other_countries, image_base=image_base,
+               prioritise=prioritise)
     summary(f"annotate push {kind}", res, as_json)
 
 

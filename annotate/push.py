@@ -14,7 +14,7 @@ import random
 import httpx
 
 from cultura.db import dumps, now
-from cultura.errors import CulturaError
+from cultura.errors import CulturaError, unknown
 
 from .annotators import get_annotators
 from .items import build_items, task_data
@@ -266,11 +266,33 @@ def _earlier_labels(db, prow: dict) -> dict[int, str]:
 
 # ------------------------------------------------------------------------------------------------ push
 
+PRIORITIES = ("attribution",)
+
+
+def prioritised(project, kind: str, items: list[dict], how: str) -> list[dict]:
+    """Reorder ``items`` by ``how`` (see :func:`push`); a stable sort, so ties keep their order."""
+    if how not in PRIORITIES:
+        raise unknown("priority", how, PRIORITIES)
+    if kind != "relevance":
+        raise CulturaError("--prioritise attribution applies to 'relevance' pushes only.")
+    from ..evaluate.attribution.evaluation import attribution_priority
+
+    uncertainty = {(s, c): u for s, c, u in attribution_priority(project)}
+    if not uncertainty:
+        raise CulturaError("No attribution scores to prioritise by. Run 'cultura attribution run' first, or push "
+                           "without --prioritise.")
+    return sorted(items, key=lambda it: -uncertainty.get((it.get("sha256"), it.get("country")), -1.0))
+
+
 def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None = None, gold: int | None = None,
          batch: str | None = None, source=None, other_countries: int | None = None, seed: int = 0,
          image_base: str | None = None, conn: Connection | None = None, chunk: int = CHUNK,
-         max_tasks: int | None = None, on_chunk=None) -> dict:
+         max_tasks: int | None = None, on_chunk=None, prioritise: str | None = None) -> dict:
     """Build the items of ``kind``, assign them and import the new tasks into Label Studio.
+
+    ``prioritise="attribution"`` (relevance only): items the automated CAIRe judge is least sure about come
+    first (the entropy of its five-score distribution, from ``cultura attribution run``), so people rate
+    those first; items the judge has not scored follow in their usual order.
 
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
     (default: all of them). Returns a summary; a second call with the same state adds nothing."""
@@ -287,6 +309,8 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
         raise CulturaError("No active annotators. Add some with 'cultura annotate annotators add NAME --email E "
                            "[--country C] [--languages ja,en]'.")
     items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
+    if prioritise:
+        items = prioritised(project, kind, items, prioritise)
     name = batch or kind
     n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
                           "WHERE c.name = ?", [name]).fetchone()[0]

@@ -173,3 +173,23 @@ def test_attribution_suite_with_stub_judge(world):
     from cultura.evaluate.report import build_report
     sections = dict(build_report(project)["sections"])
     assert "CAIRe" in sections["attribution"].title
+
+
+def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
+    """`annotate push relevance --prioritise attribution` puts the pairs the judge is least sure about first."""
+    from cultura.annotate import push as push_mod
+    from cultura.errors import CulturaError
+    import cultura.evaluate.attribution.evaluation as ev
+
+    items = [{"sha256": "a", "country": "JP"}, {"sha256": "b", "country": "JP"}, {"sha256": "c", "country": "TH"}]
+    monkeypatch.setattr(ev, "attribution_priority", lambda project: [("c", "TH", 0.9), ("a", "JP", 0.2)])
+    out = push_mod.prioritised(None, "relevance", items, "attribution")
+    assert [i["sha256"] for i in out] == ["c", "a", "b"]
+    import pytest
+    with pytest.raises(CulturaError, match="relevance"):
+        push_mod.prioritised(None, "filter", items, "attribution")
+    with pytest.raises(KeyError, match="Unknown priority"):
+        push_mod.prioritised(None, "relevance", items, "judge")
+    monkeypatch.setattr(ev, "attribution_priority", lambda project: [])
+    with pytest.raises(CulturaError, match="cultura attribution run"):
+        push_mod.prioritised(None, "relevance", items, "attribution")

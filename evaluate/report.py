@@ -34,6 +34,7 @@ from ..errors import CulturaError
 RenderFunc = Callable[[list, object], "ReportSection"]
 REPORT_SECTIONS: dict[str, RenderFunc] = {}
 BUILTIN_SECTION_MODULES = ["cultura.evaluate.report_sections"]
+LEADING_SECTIONS = ("prevalence", "association", "descriptor")
 _loaded = False
 
 
@@ -271,7 +272,10 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     by_suite: dict[str, list[dict]] = {}
     for r in results:
         by_suite.setdefault(r["suite"], []).append(r)
-    order = [s for s in REPORT_SECTIONS if s in by_suite] + [s for s in by_suite if s not in REPORT_SECTIONS]
+    # the seed 000 leaderboards (Tables 1-3) lead; then other registered sections, then the rest
+    first = [s for s in LEADING_SECTIONS if s in by_suite]
+    order = first + [s for s in REPORT_SECTIONS if s in by_suite and s not in first] + \
+        [s for s in by_suite if s not in REPORT_SECTIONS and s not in first]
     sections = []
     for suite in order:
         rows = _label_benchmarks(by_suite[suite])

@@ -70,6 +70,39 @@ def api_key() -> str:
                          "non-OpenAI server, OPENAI_BASE_URL.")
 
 
+def base_url(explicit: str | None = None) -> str | None:
+    """The endpoint: ``explicit`` (config or option), else ``OPENAI_BASE_URL``, else the SDK default."""
+    return explicit or os.environ.get("OPENAI_BASE_URL") or None
+
+
+def make_client(url: str | None = None, *, timeout: float = 60.0):
+    """An ``openai.OpenAI`` client for any OpenAI-compatible endpoint, with the key from :func:`api_key`."""
+    import openai
+
+    return openai.OpenAI(api_key=api_key(), base_url=base_url(url), timeout=timeout, max_retries=2)
+
+
+class OpenAIEndpoint:
+    """Mixin for classes that talk to an OpenAI-compatible endpoint and set ``base_url``, ``timeout`` and
+    ``_client``: a lazily created client, and the endpoint's host for model identities."""
+
+    base_url: str | None
+    timeout: float
+    _client = None
+
+    @property
+    def host(self) -> str:
+        from urllib.parse import urlparse
+
+        return urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = make_client(self.base_url, timeout=self.timeout)
+        return self._client
+
+
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 
 
@@ -101,11 +134,7 @@ class LLM:
     @property
     def client(self):
         if self._client is None:
-            import openai
-
-            base_url = self.cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
-            self._client = openai.OpenAI(api_key=api_key(), base_url=base_url, timeout=self.cfg.timeout,
-                                         max_retries=2)
+            self._client = make_client(self.cfg.base_url, timeout=self.cfg.timeout)
         return self._client
 
     def _create(self, messages, schema: type[BaseModel] | None, **extra):

@@ -21,15 +21,14 @@ import base64
 import hashlib
 import io
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
-from urllib.parse import urlparse
 
 from ...curate.llm import render_prompt
 from ...errors import CulturaError, unknown
 from ..metrics import argmax_score, expected_score
+from ...curate.llm import OpenAIEndpoint, base_url as resolve_base_url
 
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
 TEMPLATE = "caire_relevance_score.j2"
@@ -93,7 +92,7 @@ def image_data_url(path: str, *, max_side: int = 768) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-class OpenAIJudge(RelevanceJudge):
+class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
     """An OpenAI-compatible chat model asked for one score token with ``logprobs=True, top_logprobs=5``.
 
     ``vision``: attach the image. ``guided``: send ``guided_choice: ["1".."5"]`` (vLLM). ``logit_bias``:
@@ -104,7 +103,7 @@ class OpenAIJudge(RelevanceJudge):
         if not model:
             raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url = resolve_base_url(base_url)
         self.supports_images = bool(vision)
         self.guided = guided
         self.logit_bias = logit_bias
@@ -114,19 +113,8 @@ class OpenAIJudge(RelevanceJudge):
 
     @property
     def identity(self) -> str:
-        host = urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
-        return f"openai{'-vision' if self.supports_images else ''}:{self.model}@{host}"
+        return f"openai{'-vision' if self.supports_images else ''}:{self.model}@{self.host}"
 
-    @property
-    def client(self):
-        if self._client is None:
-            import openai
-
-            from ...curate.llm import api_key
-
-            self._client = openai.OpenAI(api_key=api_key(), base_url=self.base_url, timeout=self.timeout,
-                                         max_retries=2)
-        return self._client
 
     def messages(self, *, culture, entity_text="", titles=None, image_path=None) -> list[dict]:
         prompt = render_prompt(TEMPLATE, culture=culture, entity_text=entity_text or "", titles=titles or [],

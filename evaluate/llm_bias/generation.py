@@ -13,12 +13,11 @@ in the ``llm_generations`` table, so reruns cost nothing.
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any, Callable
-from urllib.parse import urlparse
 
 from ...db import now
 from ...errors import CulturaError, unknown
+from ...curate.llm import OpenAIEndpoint, base_url as resolve_base_url
 
 MAX_TOKENS = 30
 
@@ -95,7 +94,7 @@ class HFGenerator(TextGenerator):
         return [tok.decode(g[ids.shape[1]:], skip_special_tokens=True).strip() for g in gen]
 
 
-class OpenAIChatGenerator(TextGenerator):
+class OpenAIChatGenerator(OpenAIEndpoint, TextGenerator):
     """Greedy replies from an OpenAI-compatible chat endpoint (``temperature=0, top_p=1``)."""
 
     family = "openai"
@@ -103,25 +102,14 @@ class OpenAIChatGenerator(TextGenerator):
     def __init__(self, model: str, *, base_url: str | None = None, client=None, timeout: float = 120.0, **kw):
         super().__init__(**kw)
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url = resolve_base_url(base_url)
         self.timeout = timeout
         self._client = client
 
     @property
     def identity(self) -> str:
-        host = urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
-        return f"openai:{self.model}@{host}"
+        return f"openai:{self.model}@{self.host}"
 
-    @property
-    def client(self):
-        if self._client is None:
-            import openai
-
-            from ...curate.llm import api_key
-
-            self._client = openai.OpenAI(api_key=api_key(), base_url=self.base_url, timeout=self.timeout,
-                                         max_retries=2)
-        return self._client
 
     def _generate_batch(self, prompts):
         import openai

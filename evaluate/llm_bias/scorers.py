@@ -27,7 +27,6 @@ import math
 import os
 from functools import lru_cache
 from typing import Any, Callable
-from urllib.parse import urlparse
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from ...db import now
 from ...errors import CulturaError, unknown
 from ..llm_schema import ensure_schema
 from .contexts import split_mask
+from ...curate.llm import OpenAIEndpoint, base_url as resolve_base_url
 
 MODES = ("prefix", "sentence")
 SQL_CHUNK = 400
@@ -261,7 +261,7 @@ class HFScorer(LogProbScorer):
 
 # -- OpenAI-compatible completions ---------------------------------------------------------------------------
 
-class OpenAICompletionsScorer(LogProbScorer):
+class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
     """Prompt log-probabilities from ``/v1/completions`` (``echo=True, logprobs=1, max_tokens=0``) of an
     OpenAI-compatible server (vLLM, llama.cpp server, the legacy OpenAI API). Spec ``openai:MODEL``; the base
     URL comes from ``base_url``, else ``OPENAI_BASE_URL``. Tokens are assigned to the entity by their
@@ -276,26 +276,15 @@ class OpenAICompletionsScorer(LogProbScorer):
         if not model:
             raise CulturaError("The openai scorer needs a model name: openai:MODEL.")
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url = resolve_base_url(base_url)
         self.max_tokens = int(max_tokens)
         self.timeout = timeout
         self._client = client
 
     @property
     def identity(self) -> str:
-        host = urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
-        return f"openai:{self.model}@{host}"
+        return f"openai:{self.model}@{self.host}"
 
-    @property
-    def client(self):
-        if self._client is None:
-            import openai
-
-            from ...curate.llm import api_key
-
-            self._client = openai.OpenAI(api_key=api_key(), base_url=self.base_url, timeout=self.timeout,
-                                         max_retries=2)
-        return self._client
 
     def _request(self, prompts: list[str]):
         import openai

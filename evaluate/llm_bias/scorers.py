@@ -13,7 +13,9 @@ Two modes (seed 001 §4.1 eq. (1); spec §5):
 Scorer specs (a registry, like embedders): ``hf:NAME_OR_PATH`` (transformers; ``hf:cultura-tiny-gpt2`` builds a
 tiny random GPT-2 locally, see :mod:`.tiny`) and ``openai:MODEL`` (``/v1/completions`` with ``echo=True``,
 ``logprobs=1``, ``max_tokens=0`` — what vLLM and the legacy OpenAI API support for prompt log-probabilities;
-``max_tokens=1`` is used instead when a server refuses 0, the generated token is never counted).
+when a server refuses that, vLLM's ``prompt_logprobs`` extension, then ``max_tokens=1``; the generated token
+is never counted). Options follow a ``?``: ``openai:MODEL?api=prompt_logprobs`` (or ``?mode=…``) forces vLLM's
+form, ``?api=echo`` the echo form (see :class:`OpenAICompletionsScorer`).
 
 >>> # doctest: +SKIP
 >>> s = get_scorer("hf:cultura-tiny-gpt2")
@@ -262,57 +264,179 @@ class HFScorer(LogProbScorer):
 # -- OpenAI-compatible completions ---------------------------------------------------------------------------
 
 class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
-    """Prompt log-probabilities from ``/v1/completions`` (``echo=True, logprobs=1, max_tokens=0``) of an
-    OpenAI-compatible server (vLLM, llama.cpp server, the legacy OpenAI API). Spec ``openai:MODEL``; the base
-    URL comes from ``base_url``, else ``OPENAI_BASE_URL``. Tokens are assigned to the entity by their
-    ``text_offset``: every token that ends after the prefix counts (a token straddling the boundary is counted
-    in full)."""
+    """Prompt log-probabilities from ``/v1/completions`` of an OpenAI-compatible server (vLLM, llama.cpp
+    server, the legacy OpenAI API). Spec ``openai:MODEL`` (options after ``?``: ``openai:MODEL?api=prompt_logprobs``);
+    the base URL comes from ``base_url``, else ``OPENAI_BASE_URL``.
+
+    ``api`` picks the request form:
+
+    - ``echo``: ``echo=True, logprobs=1, max_tokens=0`` (``max_tokens=1`` when a server refuses 0; the generated
+      token is never counted). Tokens are assigned to the entity by their ``text_offset``.
+    - ``prompt_logprobs``: vLLM's extension, ``extra_body={"prompt_logprobs": 1}`` with ``max_tokens=1``; the
+      answer's ``choices[i].prompt_logprobs`` is one entry per prompt token (the first is ``null``), each
+      ``{token_id: {"logprob", "rank", "decoded_token"}}``. The prompt token is the entry named by
+      ``prompt_token_ids`` when the server returns them, else the one entry, else the entry that is not rank 1
+      (the prompt token is always listed; a second entry is the top-1 alternative). Token boundaries come from
+      the decoded tokens, laid back from the end of the prompt (the first token's text is unknown).
+    - ``auto`` (default): ``echo`` with ``max_tokens=0``; if the server rejects that (HTTP 400),
+      ``prompt_logprobs``; if that is rejected or answered without prompt log-probabilities, ``echo`` with
+      ``max_tokens=1``. The form that worked is kept for later batches (``resolved_api``).
+
+    Either way every token that overlaps the entity counts (a token straddling the boundary in full), and an
+    entity whose first token has no log-probability (it starts the prompt) is a failure with its reason.
+    """
 
     family = "openai"
+    APIS = ("auto", "echo", "prompt_logprobs")
 
     def __init__(self, model: str, *, base_url: str | None = None, batch_size: int = 16, max_tokens: int = 0,
-                 client=None, timeout: float = 120.0):
+                 client=None, timeout: float = 120.0, api: str = "auto"):
         super().__init__(batch_size=batch_size)
         if not model:
             raise CulturaError("The openai scorer needs a model name: openai:MODEL.")
+        if api not in self.APIS:
+            raise unknown("completions log-probability API", api, self.APIS)
         self.model = model
         self.base_url = resolve_base_url(base_url)
         self.max_tokens = int(max_tokens)
         self.timeout = timeout
         self._client = client
+        self.api = api
+        # the forms still to try, in order; the first one is the one in use
+        if api == "prompt_logprobs":
+            self._forms = ["prompt_logprobs"]
+        elif api == "echo" or self.max_tokens != 0:
+            self._forms = ["echo0", "echo1"] if self.max_tokens == 0 else ["echo1"]
+        else:
+            self._forms = ["echo0", "prompt_logprobs", "echo1"]
 
     @property
     def identity(self) -> str:
         return f"openai:{self.model}@{self.host}"
 
+    @property
+    def resolved_api(self) -> str:
+        """The request form in use: ``echo`` (max_tokens 0), ``echo+1`` (max_tokens 1) or ``prompt_logprobs``."""
+        return {"echo0": "echo", "echo1": "echo+1", "prompt_logprobs": "prompt_logprobs"}[self._forms[0]]
+
+    def _create(self, form: str, prompts: list[str]):
+        if form == "prompt_logprobs":
+            return self.client.completions.create(model=self.model, prompt=prompts, max_tokens=1, temperature=0,
+                                                  extra_body={"prompt_logprobs": 1})
+        return self.client.completions.create(model=self.model, prompt=prompts,
+                                              max_tokens=0 if form == "echo0" else max(self.max_tokens, 1),
+                                              echo=True, logprobs=1, temperature=0)
 
     def _request(self, prompts: list[str]):
+        """``(form, response)`` from the first form the server accepts; rejected forms are dropped."""
         import openai
 
-        try:
-            return self.client.completions.create(model=self.model, prompt=prompts, max_tokens=self.max_tokens,
-                                                  echo=True, logprobs=1, temperature=0)
-        except openai.BadRequestError:
-            if self.max_tokens != 0:
-                raise
-            self.max_tokens = 1  # this server refuses max_tokens=0; the generated token is ignored below
-            return self.client.completions.create(model=self.model, prompt=prompts, max_tokens=1, echo=True,
-                                                  logprobs=1, temperature=0)
-        except openai.APIConnectionError:
-            raise CulturaError(f"Cannot reach the completions endpoint at {self.base_url or 'api.openai.com'}. "
-                               "Check OPENAI_BASE_URL.") from None
-        except openai.NotFoundError:
-            raise CulturaError(f"The endpoint does not serve model {self.model!r} on /v1/completions; check "
-                               "the name (--llm openai:MODEL).") from None
+        while True:
+            form = self._forms[0]
+            try:
+                resp = self._create(form, prompts)
+            except openai.BadRequestError as e:
+                if len(self._forms) == 1:
+                    raise CulturaError(f"The completions endpoint at {self.base_url or 'api.openai.com'} refused "
+                                       f"the {self.resolved_api} request for prompt log-probabilities "
+                                       f"({_short(e)}); try --llm openai:{self.model}?api=echo or "
+                                       f"?api=prompt_logprobs.") from None
+                self._forms.pop(0)
+                continue
+            except openai.APIConnectionError:
+                raise CulturaError(f"Cannot reach the completions endpoint at {self.base_url or 'api.openai.com'}. "
+                                   "Check OPENAI_BASE_URL.") from None
+            except openai.NotFoundError:
+                raise CulturaError(f"The endpoint does not serve model {self.model!r} on /v1/completions; check "
+                                   "the name (--llm openai:MODEL).") from None
+            if form == "prompt_logprobs" and len(self._forms) > 1 and not any(
+                    _extra(ch, "prompt_logprobs") for ch in resp.choices):
+                self._forms.pop(0)  # the server ignored the unknown parameter: not vLLM
+                continue
+            return form, resp
 
     def _score_batch(self, pairs):
         prompts = [p + c for p, c in pairs]
-        resp = self._request(prompts)
+        form, resp = self._request(prompts)
         choices = sorted(resp.choices, key=lambda ch: ch.index)
         if len(choices) != len(prompts):
             raise CulturaError(f"The completions endpoint returned {len(choices)} choices for {len(prompts)} "
                                "prompts; it must answer a list prompt with one choice per prompt.")
+        if form == "prompt_logprobs":
+            return [_sum_prompt_logprobs(ch, p + c, len(p), len(p) + len(c)) for ch, (p, c) in zip(choices, pairs)]
         return [_sum_span(ch, len(p), len(p) + len(c)) for ch, (p, c) in zip(choices, pairs)]
+
+
+def _short(e) -> str:
+    msg = getattr(e, "message", None) or str(e)
+    return msg if len(msg) <= 160 else msg[:157] + "..."
+
+
+def _extra(obj, name: str):
+    """A field outside the OpenAI schema (vLLM's ``prompt_logprobs``, ``prompt_token_ids``) of an SDK object."""
+    val = getattr(obj, name, None)
+    if val is None:
+        val = (getattr(obj, "model_extra", None) or {}).get(name)
+    return val
+
+
+def _prompt_token_entry(entry: dict, token_id) -> dict | None:
+    """The prompt token's ``{"logprob", "rank", "decoded_token"}`` among one position's entries."""
+    if not entry:
+        return None
+    if token_id is not None:
+        hit = entry.get(str(token_id), entry.get(token_id))
+        if hit is not None:
+            return hit
+    vals = list(entry.values())
+    if len(vals) == 1:
+        return vals[0]
+    return max(vals, key=lambda v: v.get("rank") or 0)  # the top-1 alternative has rank 1
+
+
+def _sum_prompt_logprobs(choice, prompt: str, start: int, end: int) -> tuple[float | None, int, str | None]:
+    """Sum the logprobs of the prompt tokens overlapping ``prompt[start:end]`` from vLLM's ``prompt_logprobs``.
+
+    Token offsets: the decoded tokens of positions 1.. must spell the end of ``prompt``; position 0 (no
+    log-probability) covers whatever precedes them (nothing when it is a BOS token)."""
+    plp = _extra(choice, "prompt_logprobs")
+    if not plp:
+        return None, 0, "the endpoint returned no prompt_logprobs (needs vLLM's prompt_logprobs support)"
+    ids = _extra(choice, "prompt_token_ids")
+    if ids is not None and len(ids) != len(plp):
+        ids = None
+    toks: list[tuple[str, float | None]] = []
+    for i, entry in enumerate(plp):
+        if i == 0 or entry is None:
+            toks.append(("", None))
+            continue
+        hit = _prompt_token_entry(entry, ids[i] if ids else None)
+        if hit is None or hit.get("decoded_token") is None:
+            return None, 0, "a prompt_logprobs entry has no decoded_token; token boundaries are unknown"
+        toks.append((hit["decoded_token"], float(hit["logprob"])))
+    tail = "".join(t for t, _ in toks[1:])
+    if not prompt.endswith(tail):
+        return None, 0, ("the decoded prompt tokens do not spell the prompt (a byte-level token splits a "
+                         "character?); token boundaries are unknown, try ?api=echo")
+    total, n = 0.0, 0
+    off = len(prompt) - len(tail)
+    spans = [(0, off, toks[0][1])]
+    for t, val in toks[1:]:
+        spans.append((off, off + len(t), val))
+        off += len(t)
+    for i, (tok_start, tok_end, val) in enumerate(spans):
+        if tok_start == tok_end:  # BOS, or a partial character whose text the next token carries
+            if i == 0 or not start <= tok_start < end:
+                continue
+        elif tok_start >= end or tok_end <= start:
+            continue
+        if val is None:
+            return None, 0, "the entity starts the prompt; its first token has no log-probability"
+        total += val
+        n += 1
+    if n == 0:
+        return None, 0, "no prompt token falls inside the entity span"
+    return total, n, None
 
 
 def _sum_span(choice, start: int, end: int) -> tuple[float | None, int, str | None]:
@@ -360,7 +484,34 @@ def get_scorer(spec: "str | LogProbScorer", **options: Any) -> LogProbScorer:
     family, _, rest = spec.strip().partition(":")
     if family not in _SCORERS:
         raise unknown("LLM scorer family", family, _SCORERS)
-    return _SCORERS[family](rest, **options)
+    rest, query = split_spec_options(rest)
+    try:
+        return _SCORERS[family](rest, **{**query, **options})
+    except TypeError as e:
+        if "unexpected keyword" not in str(e):
+            raise
+        raise CulturaError(f"The {family} scorer does not take option(s) {', '.join(sorted(query))}: {e}.") from None
+
+
+def split_spec_options(rest: str) -> tuple[str, dict[str, str]]:
+    """``"MODEL?api=echo&x=1"`` → ``("MODEL", {"api": "echo", "x": "1"})``; a name without ``?key=value``
+    options is returned as is. ``mode`` is read as ``api`` (``openai:MODEL?mode=prompt_logprobs``)."""
+    name, sep, query = rest.rpartition("?")
+    if not sep or not query or "=" not in query:
+        return rest, {}
+    opts: dict[str, str] = {}
+    for part in query.split("&"):
+        key, eq, val = part.partition("=")
+        if not eq or not key.strip():
+            raise CulturaError(f"Scorer option {part!r} in {rest!r} is not key=value; write MODEL?api=echo.")
+        key = key.strip()
+        opts["api" if key == "mode" else key] = val.strip()
+    if "batch_size" in opts:
+        try:
+            opts["batch_size"] = int(opts["batch_size"])
+        except ValueError:
+            raise CulturaError(f"batch_size must be an integer, got {opts['batch_size']!r}.") from None
+    return name, opts
 
 
 register_scorer("hf", lambda rest, **kw: HFScorer(rest, **kw))

@@ -81,33 +81,38 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
     from ..llm_bias.qa import extractive_qa
     from ..llm_bias.sentiment import sentiment_association
 
+    from ..llm_bias.contexts import list_contexts
+
     gen = get_generator(gen_spec)
     n_ent, seeds = int(o.get("n_entities", 50)), list(o.get("seeds", [0, 1, 2]))
     n_res = int(o.get("n_resamples", 1000))
     rows = []
-    for lang in langs:
-        for english in ([False, True] if o.get("english", True) else [False]):
-            det = {**ident, "generator": gen.identity, "english": english}
-            for s in sentiment_association(project, gen, language=lang, n_entities=n_ent, seeds=seeds,
-                                           english=english, n_resamples=n_res):
-                g = {"language": s["language"] if not english else lang or "*", "test_language":
-                     "en" if english else s["language"]}
-                for m in ("delta_fn", "delta_fp"):
-                    lo, hi = s[f"{m}_ci"]
-                    rows.append(row(NAME, m, s[m], ci_low=lo, ci_high=hi, n=s["n_contexts"], group=g,
-                                    details={**det, "fn_local": s["fn_local"], "fn_western": s["fn_western"],
-                                             "fp_local": s["fp_local"], "fp_western": s["fp_western"],
-                                             "invalid": s["invalid"], "n_sentences": s["n_sentences"],
-                                             "seeds": seeds}))
-            for q in extractive_qa(project, gen, language=lang, n_entities=n_ent, seed=seeds[0] if seeds else 0,
-                                   english=english, n_resamples=n_res):
-                g = {"language": q["language"] if not english else lang or "*",
-                     "test_language": "en" if english else q["language"]}
-                rows.append(row(NAME, "qa_acc_local", q["acc_local"], n=q["n_local"], group=g, details=det))
-                rows.append(row(NAME, "qa_acc_western", q["acc_western"], n=q["n_western"], group=g, details=det))
-                lo, hi = q["delta_acc_ci"]
-                rows.append(row(NAME, "delta_qa_acc", q["delta_acc"], ci_low=lo, ci_high=hi, n=q["n_contexts"],
-                                group=g, details=det))
+    # the parallel English runs go one source language at a time, so each native row has its English twin
+    # (seed 001 Table 1); the prompts are the same as one pooled run, so the generation cache answers them
+    en_langs = [x for x in langs if x] or sorted({c["language"] for c in list_contexts(project)})
+    runs = [(lang, False) for lang in langs] + ([(x, True) for x in en_langs] if o.get("english", True) else [])
+    for lang, english in runs:
+        det = {**ident, "generator": gen.identity, "english": english}
+        for s in sentiment_association(project, gen, language=lang, n_entities=n_ent, seeds=seeds,
+                                       english=english, n_resamples=n_res):
+            g = {"language": s["language"] if not english else lang or "*", "test_language":
+                 "en" if english else s["language"]}
+            for m in ("delta_fn", "delta_fp"):
+                lo, hi = s[f"{m}_ci"]
+                rows.append(row(NAME, m, s[m], ci_low=lo, ci_high=hi, n=s["n_contexts"], group=g,
+                                details={**det, "fn_local": s["fn_local"], "fn_western": s["fn_western"],
+                                         "fp_local": s["fp_local"], "fp_western": s["fp_western"],
+                                         "invalid": s["invalid"], "n_sentences": s["n_sentences"],
+                                         "seeds": seeds}))
+        for q in extractive_qa(project, gen, language=lang, n_entities=n_ent, seed=seeds[0] if seeds else 0,
+                               english=english, n_resamples=n_res):
+            g = {"language": q["language"] if not english else lang or "*",
+                 "test_language": "en" if english else q["language"]}
+            rows.append(row(NAME, "qa_acc_local", q["acc_local"], n=q["n_local"], group=g, details=det))
+            rows.append(row(NAME, "qa_acc_western", q["acc_western"], n=q["n_western"], group=g, details=det))
+            lo, hi = q["delta_acc_ci"]
+            rows.append(row(NAME, "delta_qa_acc", q["delta_acc"], ci_low=lo, ci_high=hi, n=q["n_contexts"],
+                            group=g, details=det))
     return rows
 
 
@@ -131,8 +136,9 @@ def _coverage_rows(project, scorer, ident) -> list[dict]:
 # -- report section -------------------------------------------------------------------------------------
 
 def render_llm(results, project):
-    """Leaderboards in the shape of seed 001 Tables 14–17 (one row per LLM, one column per language, Avg)
-    and the grounded-vs-neutral comparison (Figure 4)."""
+    """Leaderboards in the shape of seed 001 Tables 14–17 (one row per LLM, one column per language, Avg),
+    the grounded-vs-neutral comparison (Figure 4) and native language vs parallel English (Table 1 shape,
+    :func:`native_vs_english_tables`)."""
     from ..report import Cell, ReportSection, Table
 
     def model_of(r):
@@ -168,11 +174,70 @@ def render_llm(results, project):
         parts_html.append(t.html())
         parts_md.append(t.markdown())
         csvs[f"llm_{metric}{'_' + kind if kind else ''}"] = t.csv_rows()
+    for key, t in native_vs_english_tables(results, model_of):
+        parts_html.append(t.html())
+        parts_md.append(t.markdown())
+        csvs[key] = t.csv_rows()
     note = ("<p>CBS: share of (local, Western) entity pairs where the LLM gives the Western entity the higher "
             "likelihood in a masked context (seed 001 eq. 1); 50% = no preference, lower is better in grounded "
             "contexts.</p>")
     return ReportSection(title="LLM entity bias (Camellia)", html=note + "".join(parts_html),
                          markdown="\n\n".join(parts_md), csv_tables=csvs)
+
+
+ENGLISH_COLUMN = "English (parallel)"
+DELTA_COLUMN = "Δ native − English"
+
+
+def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
+    """Native language vs parallel English (seed 001 Table 1 shape): ``[(csv_key, Table)]``.
+
+    One CBS table per entity type (rows model × context kind × language; columns ``native``,
+    ``English (parallel)`` from the ``cbs_en`` rows, and ``Δ native − English``), and one table for the
+    generation metrics (ΔFN, ΔFP, ΔQA accuracy) with the same three columns, where the suite ran the parallel
+    English contexts. Δ is the difference of the two point estimates (no CI: the runs are not paired)."""
+    from ..report import Cell, Table
+
+    def pair_row(label, nat, en, pct):
+        cells = [Cell.of(nat, pct=pct), Cell.of(en, pct=pct)]
+        if nat is not None and en is not None and all(math.isfinite(x["value"]) for x in (nat, en)):
+            cells.append(Cell(nat["value"] - en["value"], pct=pct))
+        else:
+            cells.append(Cell(None, pct=pct, reason="needs both the native and the English value"))
+        return [*label, *cells]
+
+    out = []
+    nat_cbs = {(model_of(r), r["group"].get("type"), r["group"].get("kind"), r["group"]["language"]): r
+               for r in results if r["metric"] == "cbs"}
+    en_cbs = {(model_of(r), r["group"].get("type"), r["group"].get("kind"), r["group"]["language"]): r
+              for r in results if r["metric"] == "cbs_en"}
+    if en_cbs:
+        for typ in sorted({k[1] for k in en_cbs}, key=str):
+            keys = sorted({k for k in (*nat_cbs, *en_cbs) if k[1] == typ}, key=lambda k: tuple(map(str, k)))
+            rows = [pair_row([k[0], k[2], k[3]], nat_cbs.get(k), en_cbs.get(k), True) for k in keys]
+            out.append((f"llm_cbs_native_vs_english_{typ}", Table(
+                ["model", "kind", "language", "native", ENGLISH_COLUMN, DELTA_COLUMN], rows,
+                caption=f"CBS, native language vs parallel English, {typ} (↓ grounded; seed 001 Table 1 / "
+                        "Figure 12)")))
+    gen_rows = []
+    for metric, label in (("delta_fn", "ΔFN"), ("delta_fp", "ΔFP"), ("delta_qa_acc", "ΔQA accuracy")):
+        nat, en = {}, {}
+        for r in results:
+            if r["metric"] != metric:
+                continue
+            g = r["group"]
+            side = en if g.get("test_language") == "en" and g["language"] != "en" else nat
+            side[(model_of(r), g["language"])] = r
+        if not en:
+            continue
+        for k in sorted(set(nat) | set(en), key=lambda k: tuple(map(str, k))):
+            gen_rows.append(pair_row([k[0], label, k[1]], nat.get(k), en.get(k), False))
+    if gen_rows:
+        out.append(("llm_generation_native_vs_english", Table(
+            ["model", "metric", "language", "native", ENGLISH_COLUMN, DELTA_COLUMN], gen_rows,
+            caption="Sentiment ΔFN / ΔFP and extractive-QA Δaccuracy, native language vs parallel English "
+                    "(seed 001 Table 1)")))
+    return out
 
 
 register_suite(NAME, llm_suite, description="LLM entity bias (seed 001): CBS per entity type / language / "

@@ -77,6 +77,32 @@ def register(cli) -> None:
                 f.write(json.dumps(it, ensure_ascii=False) + "\n")
         out.print(f"{len(items)} translation item(s) for {language} written to {out_path}")
 
+    @social.command("translate-inventory")
+    @click.argument("language")
+    @click.option("--model", default=None, help="LLM model to translate with (default: llm.model in cultura.toml).")
+    @click.option("--section", "sections", multiple=True,
+                  type=click.Choice(["demographic", "crime", "non_human", "communion", "agency"]),
+                  help="Translate only this section (repeatable; default: every section the language lacks).")
+    @click.option("--overwrite", is_flag=True,
+                  help="Translate sections the language already has too, replacing the project's copy.")
+    @json_option
+    @pass_ctx
+    def translate_inventory_cmd(ctx, language, model, sections, overwrite, as_json):
+        """Translate the English prompt inventory into LANGUAGE with the LLM (unvalidated until rated)."""
+        from .social_translate import translate_inventory
+
+        res = translate_inventory(ctx.project, language, model=model, sections=list(sections) or None,
+                                  overwrite=overwrite)
+        if as_json:
+            emit_json(res)
+            return
+        table(f"Inventory translation: {language} ({res['model']})", res["sections"],
+              ["section", "status", "n_prompts", "reason", "llm_call"])
+        v = res["validation"]
+        out.print(f"{res['path'] if res['written'] else 'Nothing written'}; validation status: {v['status']} "
+                  f"(rate it with 'cultura social translation-items {language} --out FILE' and the "
+                  "'translation' annotation campaign)")
+
     @social.command("synthetic-portraits")
     @click.argument("directory", type=click.Path(file_okay=False))
     @click.option("--per-cell", type=click.IntRange(1), default=2, show_default=True,

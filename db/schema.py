@@ -180,7 +180,7 @@ def m001_core(db):
             concept_id INTEGER,               -- set when scope is within-concept
             representative TEXT NOT NULL REFERENCES images(sha256),
             size INTEGER NOT NULL,
-            status TEXT NOT NULL DEFAULT 'open',   -- open | resolved
+            status TEXT NOT NULL DEFAULT 'open',   -- open | resolved | superseded (a later run replaced it)
             created_at TEXT NOT NULL
         );
 
@@ -193,9 +193,9 @@ def m001_core(db):
 
         CREATE TABLE image_flags (
             sha256 TEXT NOT NULL REFERENCES images(sha256),
-            flag TEXT NOT NULL,               -- culture_conflict | ...
+            flag TEXT NOT NULL,               -- culture_conflict | unreadable
             details TEXT,                     -- JSON
-            status TEXT NOT NULL DEFAULT 'open',  -- open | resolved
+            status TEXT NOT NULL DEFAULT 'open',  -- open | resolved | superseded
             created_at TEXT NOT NULL,
             PRIMARY KEY (sha256, flag)
         );

@@ -159,16 +159,10 @@ class DDGSProvider(Provider):
                 try:
                     results = client.images(q["text"], region=q["region"] or "wt-wt", safesearch=cfg.safesearch,
                                             max_results=per_query, backend=cfg.backend)
-                except RatelimitException as e:
+                except (RatelimitException, TimeoutException) as e:  # transient: back off and retry
                     if attempt == cfg.max_attempts:
-                        _record_failure(db, q["id"], self.name, f"ratelimited: {e}", attempt)
-                        counts["failed"] += 1
-                        break
-                    limiter.backoff(attempt)
-                    continue
-                except TimeoutException as e:
-                    if attempt == cfg.max_attempts:
-                        _record_failure(db, q["id"], self.name, f"timeout: {e}", attempt)
+                        kind = "ratelimited" if isinstance(e, RatelimitException) else "timeout"
+                        _record_failure(db, q["id"], self.name, f"{kind}: {e}", attempt)
                         counts["failed"] += 1
                         break
                     limiter.backoff(attempt)

@@ -49,7 +49,7 @@ async def _raw_client(host: str, port: int, n: int, workers: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=640, help="number of images (distinct URLs)")
+    ap.add_argument("--n", type=int, default=1920, help="number of images (distinct URLs)")
     ap.add_argument("--workers", type=int, default=32, help="concurrent downloads")
     ap.add_argument("--latency", type=float, default=0.2, help="seconds the server waits before answering")
     ap.add_argument("--no-check", action="store_true", help="always exit 0")

@@ -48,7 +48,8 @@ def register(cli) -> None:
     @evaluate.command("run")
     @click.option("--model", "models", multiple=True, required=True, metavar="SPEC",
                   help="Embedder spec, repeatable: fake, openclip:ViT-B-32/openai, openclip:cultura-tiny, "
-                       "st:MODEL, hf:MODEL, openai:MODEL.")
+                       "st:MODEL, hf:MODEL, openai:MODEL. For a suite of language models named with --suite "
+                       "(llm), the LLM spec: hf:MODEL_OR_PATH or openai:MODEL.")
     @click.option("--suite", "suites", default="all", show_default=True,
                   help="Suite(s) to run, comma-separated: prevalence, association, descriptor (or any registered "
                        "suite), or 'all'.")

@@ -100,23 +100,41 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
     records: list[RunRecord] = []
+    kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
+          if v is not None}
     for spec in models:
-        kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
-              if v is not None}
-        try:
-            embedder = spec if not isinstance(spec, str) else get_embedder(spec, **kw)
-            identity = embedder.identity
-        except CulturaError as e:
-            for suite in chosen:
-                records.append(_record_failure(project, str(spec), suite, benchmark, str(e)))
-            continue
+        embedder, error = None, None
         for suite in chosen:
             opts = _suite_options(options, suite.name)
+            if suite.model_kind == "llm" and isinstance(spec, str) and not expanded:
+                # a suite of language models named on the command line: --model is the LLM
+                opts.setdefault("llm", spec)
+                records.append(run_suite(project, ModelRef(opts["llm"]), suite, benchmark=benchmark,
+                                         options=opts, spec=opts["llm"], from_all=expanded))
+                continue
+            if embedder is None and error is None:
+                try:
+                    embedder = spec if not isinstance(spec, str) else get_embedder(spec, **kw)
+                except CulturaError as e:
+                    error = str(e)
+            if error is not None:
+                records.append(_record_failure(project, str(spec), suite, benchmark, error))
+                continue
             records.append(run_suite(project, embedder, suite, benchmark=benchmark, options=opts,
-                                     spec=spec if isinstance(spec, str) else identity,
+                                     spec=spec if isinstance(spec, str) else embedder.identity,
                                      from_all=expanded, extra_params={k: v for k, v in kw.items()
                                                                       if k != "progress"}))
     return records
+
+
+class ModelRef:
+    """Stands in for an embedder when a suite evaluates another kind of model (an LLM): its identity is
+    the spec; the suite builds the model itself from ``options["llm"]``."""
+
+    def __init__(self, spec: str):
+        self.identity = spec
+        self.info = {"family": "llm", "spec": spec}
+        self.stats = {}
 
 
 def _suite_options(options: dict | None, name: str) -> dict:

@@ -189,8 +189,23 @@ def test_llm_suite_skips_without_llm(filled):
     from cultura.evaluate.runner import run_evaluation
     from cultura.evaluate.suites import llm as _  # noqa: F401
 
-    rec = run_evaluation(filled, ["fake"], ["llm"])[0]
-    assert rec.status == "failed" and "--option llm.llm" in rec.reason
+    rec = run_evaluation(filled, ["fake"], ["llm", "prevalence"])[0]
+    assert rec.status == "failed" and "An LLM spec looks like" in rec.reason  # fake is no LLM
+    # under --suite all the llm suite takes its model from options/config only, and skips without one
+    rec = next(r for r in run_evaluation(filled, ["fake"], "all") if r.suite == "llm")
+    assert rec.status == "skipped" and "--option llm.llm" in rec.reason
+
+
+def test_llm_suite_takes_the_model_from_model_option(filled, tiny_lm):  # noqa: F811
+    """`cultura evaluate run --model hf:… --suite llm`: the --model spec is the LLM under evaluation."""
+    from cultura.evaluate.runner import list_runs, run_evaluation
+    from cultura.evaluate.suites import llm as _  # noqa: F401
+
+    spec = f"hf:{tiny_lm}"
+    rec = run_evaluation(filled, [spec], ["llm"], options={"generator": "none", "n_resamples": 20,
+                                                          "english": False})[0]
+    assert rec.status == "done", rec.reason
+    assert rec.model == spec
 
 
 def test_wikidata_collection_against_local_sparql(project):

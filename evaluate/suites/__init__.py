@@ -66,6 +66,7 @@ class Suite:
     description: str
     benchmark_kind: str | None = None
     in_all: bool = True
+    model_kind: str = "embedder"
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -74,13 +75,17 @@ _loaded = False
 
 
 def register_suite(name: str, func: SuiteFunc, *, description: str, benchmark_kind: str | None = None,
-                   in_all: bool = True) -> Suite:
+                   in_all: bool = True, model_kind: str = "embedder") -> Suite:
     """Register ``func`` as suite ``name`` (re-registering a name replaces it). ``in_all``: whether
-    ``--suite all`` runs it."""
+    ``--suite all`` runs it. ``model_kind``: ``"embedder"`` (the runner builds an Embedder from each
+    ``--model``) or ``"llm"`` (a suite named explicitly gets each ``--model`` spec as ``options["llm"]`` and a
+    :class:`ModelRef` in place of the embedder)."""
     if not name or not callable(func):
         raise ValueError("register_suite needs a non-empty name and a callable func")
+    if model_kind not in ("embedder", "llm"):
+        raise ValueError("model_kind must be 'embedder' or 'llm'")
     suite = Suite(name=name, func=func, description=description, benchmark_kind=benchmark_kind,
-                  in_all=in_all)
+                  in_all=in_all, model_kind=model_kind)
     SUITES[name] = suite
     return suite
 

@@ -241,7 +241,8 @@ def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
 
 
 register_suite(NAME, llm_suite, description="LLM entity bias (seed 001): CBS per entity type / language / "
-               "context kind, sentiment ΔFN/ΔFP, extractive-QA Δaccuracy, tokenizer script coverage.")
+               "context kind, sentiment ΔFN/ΔFP, extractive-QA Δaccuracy, tokenizer script coverage.",
+               model_kind="llm")
 
 
 def _register_section():

@@ -129,7 +129,8 @@ def annotators_deactivate(ctx, name, as_json):
               "annotator's project (default: all gold items available).")
 @click.option("--batch", default=None, help="Campaign name (default: KIND). A new name starts a new campaign.")
 @click.option("--from", "source", type=click.Path(dir_okay=False), default=None,
-              help="JSONL/CSV file: the items for entity/translation; gold answers (item_key, gold) for others.")
+              help="JSONL/CSV file: the items for entity/translation (default: the entity table's candidates and "
+                   "the LLM-written benchmark queries); gold answers (item_key, gold) for the image kinds.")
 @click.option("--other-countries", type=int, default=None, help="relevance: other countries each image is "
               "rated for besides its own (default: annotate.relevance_other_countries or 1).")
 @click.option("--image-base", default=None, help="Base URL of 'cultura annotate serve-images' (default: "

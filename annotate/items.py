@@ -29,13 +29,17 @@ def builder(kind: str):
 
 def build_items(project, kind: str, *, source: str | Path | None = None, other_countries: int = 1,
                 seed: int = 0) -> list[dict]:
-    """All items of ``kind`` the project holds now (``source``: a JSONL/CSV file, required for entity and
-    translation)."""
+    """All items of ``kind`` the project holds now. ``source``: a JSONL/CSV file — the items for entity and
+    translation (default: the entity table's candidates, the LLM-written benchmark queries), gold answers
+    (``item_key, gold``) for the image kinds."""
     if kind in FILE_KINDS:
-        if not source:
-            raise CulturaError(f"Items of kind {kind!r} come from a file: pass --from FILE (JSONL or CSV with "
-                               f"columns {', '.join(FILE_KINDS[kind])}).")
-        return items_from_file(project, kind, source)
+        if source:
+            return items_from_file(project, kind, source)
+        rows = TABLE_ROWS[kind](project)
+        if not rows:
+            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or pass "
+                               f"--from FILE (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).")
+        return items_from_rows(project, kind, rows, f"the {kind} table")
     if kind not in BUILDERS:
         raise unknown("annotation kind", kind, [*BUILDERS, *FILE_KINDS])
     items = BUILDERS[kind](project, other_countries=other_countries, seed=seed)
@@ -163,12 +167,45 @@ def _gold(kind_level: str, g) -> dict | None:
     return {"label": str(g).strip().lower()}
 
 
+def entity_table_rows(project) -> list[dict]:
+    """Candidate entities of the LLM-bias entity tables (issue 7), keyed ``ent-<id>``."""
+    if not project.db["entities"].exists():
+        return []
+    from ..evaluate.llm_bias.entities import entity_item_rows
+
+    return entity_item_rows(project, status="candidate")
+
+
+def translation_table_rows(project) -> list[dict]:
+    """LLM-written benchmark queries (verbose and descriptor variants) next to their English counterpart of
+    the same concept and variant, keyed ``bq-<id>``; manual and short (native-term) queries are not rated."""
+    sql = """SELECT q.id, q.text, q.language, q.country, e.text AS source FROM benchmark_queries q
+             JOIN benchmark_queries e ON e.concept_id = q.concept_id AND e.variant = q.variant
+                  AND e.language = 'en' AND e.status = 'ok'
+             WHERE q.language != 'en' AND q.status = 'ok' AND q.source LIKE 'llm:%'
+               AND e.id = (SELECT min(id) FROM benchmark_queries x WHERE x.concept_id = q.concept_id
+                           AND x.variant = q.variant AND x.language = 'en' AND x.status = 'ok')
+             ORDER BY q.id"""
+    return [{"key": f"bq-{r['id']}", "source": r["source"], "translation": r["text"], "language": r["language"],
+             "source_language": "en", "country": r["country"]} for r in project.db.query(sql)]
+
+
+TABLE_ROWS = {"entity": entity_table_rows, "translation": translation_table_rows}
+TABLE_HINT = {"entity": "candidate entities: 'cultura entities import|collect-wikidata|extract'",
+              "translation": "LLM-written queries: 'cultura build queries'"}
+
+
 def items_from_file(project, kind: str, source) -> list[dict]:
+    return items_from_rows(project, kind, read_rows(source), str(source))
+
+
+def items_from_rows(project, kind: str, rows: list[dict], source: str) -> list[dict]:
+    """Items of the text kinds (entity, translation) from rows of a file or a table."""
     from .kinds import get_kind
 
     level = get_kind(kind).level
     out = []
-    for n, row in enumerate(read_rows(source), 1):
+    for n, row in enumerate(rows, 1):
         if kind == "entity":
             if not row.get("entity") or not row.get("country"):
                 raise CulturaError(f"{source} row {n}: entity rows need 'entity' and 'country' columns.")

@@ -292,3 +292,31 @@ def test_agreement_status_and_adjudicate_cli_offline(project):
     r = runner.invoke(cli, base + ["adjudicate", "--rule", "median"])
     assert r.exit_code == 1 and "does not fit" in r.output
     assert set(shas) >= set(dec)
+
+
+def test_text_items_come_from_the_project_tables(project):
+    """Without --from, entity items are the entity table's candidates and translation items are the
+    LLM-written benchmark queries beside their English counterpart."""
+    import pytest
+
+    from cultura.annotate.items import build_items
+    from cultura.curate.concepts import add_concepts
+    from cultura.db import now
+    from cultura.errors import CulturaError
+    from cultura.evaluate.llm_bias.entities import add_entities
+
+    with pytest.raises(CulturaError, match="cultura build queries"):
+        build_items(project, "translation")
+    add_concepts(project, ["bus"])
+    for cc, lang, text, src in [("US", "en", "Show me a bus", "llm:m"), ("JP", "ja", "バスを見せて", "llm:m"),
+                                ("TH", "th", "รถเมล์", "term")]:
+        project.db["benchmark_queries"].insert({"concept_id": 1, "country": cc, "language": lang,
+                                                "variant": "task" if src != "term" else "short", "text": text,
+                                                "source": src, "status": "ok", "updated_at": now()})
+    items = build_items(project, "translation")
+    assert [(i["item_key"], i["payload"]["source"], i["payload"]["translation"]) for i in items] == [
+        ("translation:bq-2", "Show me a bus", "バスを見せて")]
+    add_entities(project, [{"language": "ja", "side": "local", "type": "food", "native": "寿司", "english": "sushi",
+                            "status": "candidate"}], source="test")
+    ents = build_items(project, "entity")
+    assert len(ents) == 1 and ents[0]["item_key"].startswith("entity:ent-") and ents[0]["country"] == "JP"

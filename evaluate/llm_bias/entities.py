@@ -122,15 +122,24 @@ def export_entity_items(project, path: str | Path, *, status: str = "candidate",
                         ) -> int:
     """Write entities with ``status`` as JSONL rows for ``cultura annotate push entity --from PATH``
     (keys ``ent-<id>``, so decisions come back as ``entity:ent-<id>``). Returns the number of rows."""
-    rows = list_entities(project, status=status, language=language)
+    rows = entity_item_rows(project, status=status, language=language)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", encoding="utf-8") as f:
         for r in rows:
-            country = r["country"] or _language_country(project, r["language"])
-            f.write(json.dumps({"key": f"ent-{r['id']}", "entity": r["native"], "country": country,
-                                "category": r["type"], "language": r["language"]}, ensure_ascii=False) + "\n")
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
     return len(rows)
+
+
+def entity_item_rows(project, *, status: str = "candidate", language: str | None = None) -> list[dict]:
+    """Entities with ``status`` as ``entity`` annotation rows (keys ``ent-<id>``): what ``cultura annotate push
+    entity`` reads from the entity table when no --from file is given."""
+    out = []
+    for r in list_entities(project, status=status, language=language):
+        country = r["country"] or _language_country(project, r["language"])
+        out.append({"key": f"ent-{r['id']}", "entity": r["native"], "country": country, "category": r["type"],
+                    "language": r["language"]})
+    return out
 
 
 def _language_country(project, language: str) -> str:

@@ -51,6 +51,12 @@ def status(ctx, as_json):
             rows.append({"stage": stage, "counts": v})
     table(f"Project {s['project']}", rows)
     table("Per country", s["per_country"])
+    if s["per_concept"]:
+        codes = s["countries"]
+        grid: dict[str, dict] = {}
+        for r in s["per_concept"]:
+            grid.setdefault(r["concept"], {"concept": r["concept"], **{c: 0 for c in codes}})[r["country"]] = r["images"]
+        table("Images per concept x country", list(grid.values()), ["concept", *codes])
     fails = [{"where": w, "reason": r, "count": n} for w, d in s["failures"].items() for r, n in d.items()]
     table("Failures by reason", fails)
 

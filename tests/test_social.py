@@ -263,3 +263,21 @@ def test_runner_and_report_section(audited):
         assert shape in sec.markdown, shape
     assert "synthetic" in sec.markdown.lower() and sec.csv_tables["tests"]
     assert "the es inventory has no" in sec.html  # the reason behind an empty cell
+
+
+def test_skew_bootstrap_ci_brackets_the_value_and_is_seeded():
+    import numpy as np
+
+    from cultura.evaluate.suites.social import _skew_value, skew_ci
+
+    rng = np.random.default_rng(1)
+    labels = np.array(["Female"] * 30 + ["Male"] * 30, dtype=object)
+    sims = rng.normal(0.2, 0.02, size=(60, 3))
+    sims[:30, 0] += 0.1                      # planted: caption 0 sits closer to the female portraits
+    is_neg = np.zeros(60, bool)
+    args = (sims, labels, ["Female", "Male"], [0, 1], is_neg, "gender_max_skew", "similarity")
+    val = _skew_value(*args)
+    lo, hi = skew_ci(*args, n_resamples=300, seed=0)
+    assert lo <= val <= hi and hi - lo < val
+    assert (lo, hi) == skew_ci(*args, n_resamples=300, seed=0)
+    assert skew_ci(*args, n_resamples=0, seed=0) == (None, None)

@@ -52,8 +52,41 @@ def _top1(sims: np.ndarray) -> np.ndarray:
     return np.argmax(sims, axis=1)
 
 
-def skew_rows(sims, probe, gender, race, *, association: str, group: dict, details: dict) -> list[dict]:
-    """``gender_max_skew`` and ``race_mean_max_skew`` for one probe (see the module docstring)."""
+def _skew_value(sims, labels, present, neg_idx, is_neg, metric: str, association: str) -> float:
+    """The skew statistic alone (the row's value), for the bootstrap."""
+    fn = (lambda s: max_skew(s[present[0]], s[present[1]])) if metric.startswith("gender") else mean_max_skew
+    if association == "rate":
+        return fn({g: float(is_neg[labels == g].mean()) for g in present})
+    sc = group_scores(sims, labels, present)
+    vals = [fn({g: float(sc[g][i]) for g in present}) for i in neg_idx]
+    finite = [v for v in vals if not math.isnan(v)]
+    return max(finite) if finite else math.nan
+
+
+def skew_ci(sims, labels, present, neg_idx, is_neg, metric, association, *, n_resamples: int, seed: int,
+            level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI of a skew value, resampling portraits within each group (so every group keeps
+    its size). ``(None, None)`` when fewer than half the resamples give a finite value."""
+    if n_resamples < 1:
+        return None, None
+    rng = np.random.default_rng(seed)
+    members = [np.flatnonzero(labels == g) for g in present]
+    vals = []
+    for _ in range(n_resamples):
+        idx = np.concatenate([rng.choice(m, size=m.size, replace=True) for m in members])
+        v = _skew_value(sims[idx], labels[idx], present, neg_idx, is_neg[idx], metric, association)
+        if math.isfinite(v):
+            vals.append(v)
+    if len(vals) < n_resamples / 2:
+        return None, None
+    a = (1 - level) / 2
+    return float(np.quantile(vals, a)), float(np.quantile(vals, 1 - a))
+
+
+def skew_rows(sims, probe, gender, race, *, association: str, group: dict, details: dict,
+              n_resamples: int = 200, seed: int = 0) -> list[dict]:
+    """``gender_max_skew`` and ``race_mean_max_skew`` for one probe (see the module docstring), each with a
+    bootstrap CI over portraits resampled within groups."""
     out = []
     neg_idx = [i for i, lab in enumerate(probe.labels) if lab in probe.negative]
     top = _top1(sims)
@@ -90,9 +123,14 @@ def skew_rows(sims, probe, gender, race, *, association: str, group: dict, detai
             pairs = _pairs(per_caption[arg])
             d["skew_by_caption"] = vals
         d.update(caption=arg, scores=per_caption[arg], pair_skews=pairs)
+        lo = hi = None
         if math.isinf(val):
             d["reason"] = "a group's score is 0 while another's is not (MaxSkew is unbounded)"
-        out.append(row(NAME, metric, val, n=int(sum(d["groups"].values())), group=group, details=d))
+        else:
+            lo, hi = skew_ci(sims, labels, present, neg_idx, is_neg, metric, association,
+                             n_resamples=n_resamples, seed=seed)
+        out.append(row(NAME, metric, val, ci_low=lo, ci_high=hi, n=int(sum(d["groups"].values())), group=group,
+                       details=d))
     return out
 
 
@@ -141,7 +179,8 @@ def probe_rows(img, texts_emb, probe, gender, race, *, group, details, associati
     top_labels = np.array([probe.labels[i] for i in top], dtype=object)
     is_neg = np.isin(top_labels, list(probe.negative))
     out = rate_rows(is_neg, gender, race, group=group, details=details, n_resamples=n_resamples, seed=seed)
-    out += skew_rows(sims, probe, gender, race, association=association, group=group, details=details)
+    out += skew_rows(sims, probe, gender, race, association=association, group=group, details=details,
+                     n_resamples=min(n_resamples, 200), seed=seed)
     harmful = set(probe.negative) | set(probe.categories.get("NH", ()))
     harm = np.isin(top_labels, list(harmful)).astype(float)
     lo, hi = mean_ci(harm, n_resamples=n_resamples, seed=seed)

@@ -129,8 +129,12 @@ def silhouette_rows(project, embedder, trials, sp_by_country: dict[str, float], 
                            details={**d, "reason": "constant silhouette or SP across countries"}))
             continue
         res = sps.pearsonr(x, y)
-        out.append(row(suite, f"pearson_{kind}_silhouette_SP", res.statistic, n=len(common),
-                       details={**d, "p": float(res.pvalue)}))
+        lo = hi = None
+        if len(common) > 3:  # Fisher-z interval (scipy); undefined for n = 3
+            ci = res.confidence_interval(confidence_level=0.95)
+            lo, hi = float(ci.low), float(ci.high)
+        out.append(row(suite, f"pearson_{kind}_silhouette_SP", res.statistic, ci_low=lo, ci_high=hi,
+                       n=len(common), details={**d, "p": float(res.pvalue), "ci": "Fisher z, 95%"}))
     return out
 
 

@@ -178,6 +178,15 @@ def _record(db, kind, source, key, status, reason=None, sha=None) -> None:
                               "sha256": sha, "created_at": dbmod.now()}, pk=("kind", "source", "key"))
 
 
+def _finish_row(db, kind, source, row_key, key, reason, sha, counts, failures) -> None:
+    """Record one input row's outcome in ``import_rows`` and in the run's counts and failure list."""
+    with db.conn:
+        _record(db, kind, source, row_key, "failed" if reason else "ok", reason, sha)
+    counts["failed" if reason else "imported"] += 1
+    if reason:
+        failures.append({"key": key, "reason": reason})
+
+
 def _summary(counts, failures) -> dict:
     return {**counts, "failures": failures[:20]}
 
@@ -229,11 +238,7 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
                                source_page=row.get(page) if page else None)
             except ValueError as e:
                 reason = str(e)
-        with db.conn:
-            _record(db, "globalrg", src, rkey, "failed" if reason else "ok", reason, sha)
-        counts["failed" if reason else "imported"] += 1
-        if reason:
-            failures.append({"key": key, "reason": reason})
+        _finish_row(db, "globalrg", src, rkey, key, reason, sha, counts, failures)
     return _summary(dict(counts), failures)
 
 
@@ -301,12 +306,8 @@ def import_captions(project, captions, images) -> dict:
                                    key, src)
             except ValueError as e:
                 reason = str(e)
-        with db.conn:
-            _record(db, "captions", src, key, "failed" if reason else "ok", reason, sha)
-        counts["failed" if reason else "imported"] += 1
-        if reason:
-            failures.append({"key": key, "reason": reason})
-        else:
+        _finish_row(db, "captions", src, key, key, reason, sha, counts, failures)
+        if not reason:
             counts["captions"] += sum(len(v) for v in caps.values())
     return _summary(dict(counts), failures)
 

@@ -31,6 +31,20 @@ from .data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchm
 NAME = "association"
 
 
+def variant_trials(project, embedder, bench, opts: dict, roles, *, main: str):
+    """For each query variant of the benchmark (``opts["variants"]`` or all it has; ``main`` when none):
+    ``(variant, trials, similarities, group, details)`` — the prelude every trial suite shares. ``group`` is
+    empty for the ``main`` variant and ``{"variant": v}`` otherwise."""
+    variants = list(opts.get("variants") or query_variants(project, bench, descriptor=bench.kind == "descriptor")
+                    or [main])
+    for variant in variants:
+        trials = load_trials(project, bench, roles, variant=variant)
+        sims = trial_similarities(project, embedder, trials)
+        group = {} if variant == main else {"variant": variant}
+        details = {"variant": variant, "excluded": trials.excluded, "provenance": bench.provenance()}
+        yield variant, trials, sims, group, details
+
+
 def trial_similarities(project, embedder, trials) -> np.ndarray:
     """(trials × roles) cosine similarities of each trial's query with each of its candidate images."""
     if len(trials) == 0:
@@ -170,15 +184,10 @@ def association(project, embedder, *, benchmark=None, options: dict) -> list[dic
     """Run the association suite (see the module docstring for the options)."""
     opts = dict(options or {})
     seed, n_res = int(opts.get("seed", 0)), int(opts.get("n_resamples", 1000))
-    bench = resolve_benchmark(project, benchmark, "association")
-    variants = list(opts.get("variants") or query_variants(project, bench, descriptor=False) or ["short"])
     roles = ASSOCIATION_ROLES
     out: list[dict] = []
-    for variant in variants:
-        trials = load_trials(project, bench, roles, variant=variant)
-        sims = trial_similarities(project, embedder, trials)
-        vg = {} if variant == "short" else {"variant": variant}
-        det = {"variant": variant, "excluded": trials.excluded, "provenance": bench.provenance()}
+    bench = resolve_benchmark(project, benchmark, "association")
+    for variant, trials, sims, vg, det in variant_trials(project, embedder, bench, opts, roles, main="short"):
         out += win_rate_rows(NAME, sims, roles, group=vg, details=det, n_resamples=n_res, seed=seed)
         if variant != "short":
             continue

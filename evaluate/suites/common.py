@@ -14,30 +14,24 @@ UMAP_MIN_POINTS = 200
 # -- embeddings (through the project's cache) --------------------------------------------------------
 
 def embed_texts(project, embedder, texts) -> np.ndarray:
-    """One unit-norm row per text, read from / written to the project's embedding cache (each distinct text
-    embedded once)."""
+    """One unit-norm row per text (duplicates included), through the project's embedding cache, which embeds
+    each distinct text once."""
     from ..models import embed_texts_cached
 
     texts = list(texts)
-    uniq = list(dict.fromkeys(texts))
-    if not uniq:
+    if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    vecs = np.asarray(embed_texts_cached(project, embedder, uniq), dtype=np.float32)
-    pos = {t: i for i, t in enumerate(uniq)}
-    return vecs[[pos[t] for t in texts]]
+    return np.asarray(embed_texts_cached(project, embedder, texts), dtype=np.float32)
 
 
 def embed_images(project, embedder, sha256s) -> np.ndarray:
-    """One unit-norm row per image sha256 (cached; each distinct image embedded once)."""
+    """One unit-norm row per image sha256 (duplicates included), through the cache."""
     from ..models import embed_images_cached
 
     shas = list(sha256s)
-    uniq = list(dict.fromkeys(shas))
-    if not uniq:
+    if not shas:
         return np.zeros((0, 0), dtype=np.float32)
-    vecs = np.asarray(embed_images_cached(project, embedder, uniq), dtype=np.float32)
-    pos = {s: i for i, s in enumerate(uniq)}
-    return vecs[[pos[s] for s in shas]]
+    return np.asarray(embed_images_cached(project, embedder, shas), dtype=np.float32)
 
 
 # -- trials -----------------------------------------------------------------------------------------

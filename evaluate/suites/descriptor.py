@@ -22,9 +22,9 @@ import numpy as np
 
 from ..metrics.association import paired_chi2, similarity_drift
 from . import register_suite, row
-from .association import trial_similarities, win_rate_rows
+from .association import variant_trials, win_rate_rows
 from .common import embed_images, embed_texts, mean_ci, per_trial_wins
-from .data import DESCRIPTOR_ROLES, base_texts, load_trials, query_variants, resolve_benchmark
+from .data import DESCRIPTOR_ROLES, base_texts, resolve_benchmark
 
 NAME = "descriptor"
 CHI2_TESTS = (("orlb", "or", "query-language association (object relevant: language culture vs other)"),
@@ -80,14 +80,9 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
     opts = dict(options or {})
     seed, n_res = int(opts.get("seed", 0)), int(opts.get("n_resamples", 1000))
     bench = resolve_benchmark(project, benchmark, "descriptor")
-    variants = list(opts.get("variants") or query_variants(project, bench, descriptor=True) or ["mention"])
     roles = DESCRIPTOR_ROLES
     out: list[dict] = []
-    for variant in variants:
-        trials = load_trials(project, bench, roles, variant=variant)
-        sims = trial_similarities(project, embedder, trials)
-        vg = {} if variant == "mention" else {"variant": variant}
-        det = {"variant": variant, "excluded": trials.excluded, "provenance": bench.provenance()}
+    for variant, trials, sims, vg, det in variant_trials(project, embedder, bench, opts, roles, main="mention"):
         out += win_rate_rows(NAME, sims, roles, group=vg, details=det, n_resamples=n_res, seed=seed,
                              sp_pair=None)
         out += chi2_rows(sims, roles, group=vg, details=det)

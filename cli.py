@@ -3,11 +3,8 @@ result (a rich table, or JSON with ``--json``) and turns library errors into one
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import json
-import os
-import sys
 from pathlib import Path
 
 import click
@@ -50,19 +47,6 @@ def json_option(f):
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
 
 
-def handle_errors(f):
-    """Turn library errors into ``click.ClickException`` (one sentence, exit 1)."""
-
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except CulturaError as e:
-            raise click.ClickException(str(e)) from None
-
-    return wrapper
-
-
 def emit_json(data) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -79,6 +63,16 @@ def table(title: str | None, rows: list[dict], columns: list[str] | None = None)
     for r in rows:
         t.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
     out.print(t)
+
+
+def listing(title: str, rows: list[dict], as_json: bool, columns: list[str] | None = None, *,
+            shown: list[dict] | None = None) -> None:
+    """Print ``rows`` as JSON (``--json``) or as a table; ``shown``: the rows as the table displays them
+    (default: ``rows``)."""
+    if as_json:
+        emit_json(rows)
+    else:
+        table(title, rows if shown is None else shown, columns)
 
 
 def summary(title: str, data: dict, as_json: bool = False) -> None:

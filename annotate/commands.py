@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 def register(cli: click.Group) -> None:
@@ -105,7 +105,7 @@ def annotators_list(ctx, as_json):
     """List annotators with country, languages, role and whether they are active."""
     from .annotators import list_annotators
     rows = list_annotators(ctx.project)
-    emit_json(rows) if as_json else table("annotators", rows)
+    listing("annotators", rows, as_json)
 
 
 @annotators.command("deactivate")
@@ -204,7 +204,7 @@ def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json
     from .decide import adjudicate
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
-    emit_json(res) if as_json else table("annotate adjudicate", res)
+    listing("annotate adjudicate", res, as_json)
 
 
 @annotate.command("status")
@@ -214,4 +214,4 @@ def status_cmd(ctx, as_json):
     """Per campaign and annotator: assigned, done, remaining, last activity; projects missing in Label Studio."""
     from .report import status
     rows = status(ctx.project)
-    emit_json(rows) if as_json else table("annotate status", rows)
+    listing("annotate status", rows, as_json)

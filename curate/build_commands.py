@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 def register(cli: click.Group) -> None:
@@ -145,7 +145,7 @@ def list_queries_cmd(ctx, concept, country, status, as_json):
     from .queries import list_queries
 
     rows = list_queries(ctx.project, concept=concept, country=country, status=status)
-    emit_json(rows) if as_json else table("Queries", rows)
+    listing("Queries", rows, as_json)
 
 
 @build.command("stats")
@@ -178,7 +178,7 @@ def build_list(ctx, as_json):
     from .build import list_benchmarks
 
     rows = list_benchmarks(ctx.project)
-    emit_json(rows) if as_json else table("Benchmarks", rows)
+    listing("Benchmarks", rows, as_json)
 
 
 @click.command()

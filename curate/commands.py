@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 def register(cli: click.Group) -> None:
@@ -116,9 +116,7 @@ def concepts_list(ctx, status_, as_json):
     from .concepts import list_concepts
 
     rows = list_concepts(ctx.project, status=None if status_ == "all" else status_)
-    if as_json:
-        return emit_json(rows)
-    table(f"{len(rows)} concepts", rows, ["id", "name", "status", "source", "terms", "queries", "images"])
+    listing(f"{len(rows)} concepts", rows, as_json, ["id", "name", "status", "source", "terms", "queries", "images"])
 
 
 @concepts.command("remove")
@@ -190,9 +188,7 @@ def concepts_terms(ctx, country, as_json):
     from .concepts import list_terms
 
     rows = list_terms(ctx.project, country=country)
-    if as_json:
-        return emit_json(rows)
-    table(f"{len(rows)} terms", rows)
+    listing(f"{len(rows)} terms", rows, as_json)
 
 
 @concepts.command("queries")
@@ -304,6 +300,4 @@ def images_failures(ctx, limit, as_json):
     rows = [dict(r) for r in ctx.project.db.query(
         "SELECT id, url, status, reason, detail, http_status FROM candidates WHERE status IN ('failed','skipped') "
         "ORDER BY reason, id LIMIT ?", [limit])]
-    if as_json:
-        return emit_json(rows)
-    table(f"{len(rows)} failed or skipped candidates", rows)
+    listing(f"{len(rows)} failed or skipped candidates", rows, as_json)

@@ -39,7 +39,7 @@ def _options_for_runner(parsed: dict) -> dict | None:
 
 
 def register(cli) -> None:
-    from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+    from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
 
     @cli.group("evaluate")
     def evaluate():
@@ -68,11 +68,8 @@ def register(cli) -> None:
         recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
                               device=device, options=_options_for_runner(_parse_options(option_pairs)))
         rows = records_table(recs)
-        if as_json:
-            emit_json(rows)
-        else:
-            table("Evaluation runs", rows, ["run_id", "spec", "suite", "status", "benchmark", "benchmark_version",
-                                            "n_results", "n_embedded", "reason"])
+        listing("Evaluation runs", rows, as_json, ["run_id", "spec", "suite", "status", "benchmark",
+                                                   "benchmark_version", "n_results", "n_embedded", "reason"])
         failed = [r for r in recs if r.status == "failed"]
         if failed:
             raise click.ClickException(f"{len(failed)} of {len(recs)} run(s) failed; first: {failed[0].suite} × "
@@ -118,7 +115,7 @@ def register(cli) -> None:
 
         rows = [{"suite": s.name, "benchmark kind": s.benchmark_kind or "-", "in all": s.in_all,
                  "description": s.description} for s in load_suites().values()]
-        emit_json(rows) if as_json else table("Suites", rows)
+        listing("Suites", rows, as_json)
 
     @evaluate.group("cache")
     def cache():

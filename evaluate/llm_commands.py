@@ -7,7 +7,7 @@ import click
 
 
 def register(cli) -> None:
-    from ..cli import emit_json, json_option, pass_ctx, summary, table
+    from ..cli import emit_json, json_option, listing, pass_ctx, summary, table
 
     @cli.group("entities")
     def entities():
@@ -80,7 +80,7 @@ def register(cli) -> None:
         rows = list_entities(ctx.project, language=language, type=type_, side=side,
                              status=None if status == "any" else status)
         cols = ["id", "language", "type", "side", "native", "english", "status", "source"]
-        emit_json(rows) if as_json else table("Entities", rows, cols)
+        listing("Entities", rows, as_json, cols)
 
     @cli.group("contexts")
     def contexts():
@@ -113,7 +113,7 @@ def register(cli) -> None:
         from .llm_bias.contexts import list_contexts
 
         rows = list_contexts(ctx.project, language=language, kind=kind, type=type_)
-        emit_json(rows) if as_json else table("Contexts", rows, ["id", "language", "kind", "type", "sentiment",
+        listing("Contexts", rows, as_json, ["id", "language", "kind", "type", "sentiment",
                                                                  "text"])
 
     @cli.group("kb")

@@ -9,7 +9,7 @@ import click
 
 
 def register(cli) -> None:
-    from ..cli import emit_json, json_option, out, pass_ctx, summary, table
+    from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
 
     @cli.group("social")
     def social():
@@ -42,11 +42,8 @@ def register(cli) -> None:
         from .social_data import portrait_sets
 
         rows = portrait_sets(ctx.project)
-        if as_json:
-            emit_json(rows)
-        else:
-            table("Portrait sets", rows, ["dataset", "layout", "synthetic", "n_ok", "n_failed", "source",
-                                          "updated_at"])
+        listing("Portrait sets", rows, as_json, ["dataset", "layout", "synthetic", "n_ok", "n_failed", "source",
+                                                 "updated_at"])
 
     @social.command("inventories")
     @json_option
@@ -56,11 +53,9 @@ def register(cli) -> None:
         from .social_data import inventories
 
         rows = inventories(ctx.project)
-        if as_json:
-            emit_json(rows)
-        else:
-            table("Prompt inventories", [{**r, "axes": ", ".join(r["axes"])} for r in rows],
-                  ["language", "status", "axes", "n_prompts", "n_rated", "n_accepted", "mean_score", "source"])
+        listing("Prompt inventories", rows, as_json,
+                ["language", "status", "axes", "n_prompts", "n_rated", "n_accepted", "mean_score", "source"],
+                shown=[{**r, "axes": ", ".join(r["axes"])} for r in rows])
 
     @social.command("translation-items")
     @click.argument("language")

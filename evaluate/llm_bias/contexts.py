@@ -132,6 +132,17 @@ def set_context_status(project, context_id: int, status: str, *, reason: str | N
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
 
 
+def by_language(contexts: list[dict], *, english: bool = False) -> dict[str, list[dict]]:
+    """Contexts grouped by language, in language order; with ``english`` their parallel English versions
+    (contexts without one are left out)."""
+    if english:
+        contexts = [v for v in (english_view(c) for c in contexts) if v]
+    groups: dict[str, list[dict]] = {}
+    for c in contexts:
+        groups.setdefault(c["language"], []).append(c)
+    return dict(sorted(groups.items()))
+
+
 def english_view(row: dict) -> dict | None:
     """The parallel English version of a context row (language 'en', same kind/type/sentiment), or None."""
     if not row.get("english"):

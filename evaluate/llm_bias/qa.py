@@ -17,7 +17,7 @@ import unicodedata
 import numpy as np
 
 from ...curate.llm import render_prompt
-from .contexts import english_view, fill, list_contexts
+from .contexts import by_language, fill, list_contexts
 from .entities import entity_sets
 from .generation import generate_cached, get_generator
 from .sentiment import language_name, sample_fills
@@ -45,13 +45,8 @@ def extractive_qa(project, generator, *, language: str | None = None, n_entities
 
     gen = get_generator(generator)
     ctxs = list_contexts(project, language=language, kind="qa")
-    if english:
-        ctxs = [v for v in (english_view(c) for c in ctxs) if v]
-    by_lang: dict[str, list[dict]] = {}
-    for c in ctxs:
-        by_lang.setdefault(c["language"], []).append(c)
     rows = []
-    for lang, cs in sorted(by_lang.items()):
+    for lang, cs in by_language(ctxs, english=english).items():
         jobs = []
         for c in cs:
             local, western = entity_sets(project, c.get("source_language", c["language"]), c["type"],

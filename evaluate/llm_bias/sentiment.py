@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from ...curate.llm import render_prompt
-from .contexts import english_view, fill, list_contexts
+from .contexts import by_language, fill, list_contexts
 from .entities import entity_sets
 from .generation import generate_cached, get_generator
 
@@ -63,13 +63,8 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
     gen = get_generator(generator)
     ctxs = [c for k in ("grounded", "neutral") for c in list_contexts(project, language=language, kind=k)
             if c["sentiment"]]
-    if english:
-        ctxs = [v for v in (english_view(c) for c in ctxs) if v]
-    by_lang: dict[str, list[dict]] = {}
-    for c in ctxs:
-        by_lang.setdefault(c["language"], []).append(c)
     rows = []
-    for lang, cs in sorted(by_lang.items()):
+    for lang, cs in by_language(ctxs, english=english).items():
         per_ctx = {c["id"]: np.zeros(4) for c in cs}      # fn_l, fn_w, fp_l, fp_w summed over seeds
         invalid = n_sent = 0
         for seed in seeds:

@@ -41,6 +41,27 @@ def _figure(uri: str, caption: str) -> tuple[str, str]:
             f"*Figure: {caption}* (see the HTML report)")
 
 
+class _Parts:
+    """The HTML and Markdown of a section, built side by side."""
+
+    def __init__(self):
+        self.html, self.md = [], []
+
+    def text(self, s: str) -> None:
+        self.html.append(f"<p>{htmlmod.escape(s)}</p>")
+        self.md.append(s)
+
+    def table(self, t, *, scroll: bool = False) -> None:
+        self.html.append(f'<div class="overflow">{t.html()}</div>' if scroll else t.html())
+        self.md.append(t.markdown())
+
+    def figure(self, uri: str | None, caption: str) -> None:
+        if uri:
+            h, m = _figure(uri, caption)
+            self.html.append(h)
+            self.md.append(m)
+
+
 def _of(rows, model, metric):
     return [r for r in rows if model_label(r) == model and r["metric"] == metric]
 
@@ -196,51 +217,36 @@ def projection_figure(rows, model) -> str | None:
 
 def render_latent(rows, project) -> ReportSection:
     """The latent suite's report section (see the module docstring)."""
-    parts_h, parts_md, csv = [], [], {}
+    out = _Parts()
     meta = next((r for r in rows if r["metric"] == "n_images"), None)
     if meta:
         d = meta["details"]
-        s = (f"Images: {int(meta['value'])} in {meta['n']} concepts; grouping {d.get('grouping')} "
-             f"(G = {d.get('in_group')}); left out: {d.get('excluded')}.")
-        parts_h.append(f"<p>{htmlmod.escape(s)}</p>")
-        parts_md.append(s)
+        out.text(f"Images: {int(meta['value'])} in {meta['n']} concepts; grouping {d.get('grouping')} "
+                 f"(G = {d.get('in_group')}); left out: {d.get('excluded')}.")
     t3_all, t4_all, al_all = [], [], []
     for model in _models(rows):
         t3, t4 = table3(rows, model), table4(rows, model)
         summ = next(iter(_of(rows, model, "ww_vs_wn_significant")), None)
         if summ and math.isfinite(summ["value"]):
-            s = (f"{model}: {summ['details']['n_significant_bonf']} of {summ['n']} concepts significant after "
-                 f"Bonferroni ({summ['details']['n_significant_holm']} after Holm), α = {summ['details']['alpha']}.")
-            parts_h.append(f"<p>{htmlmod.escape(s)}</p>")
-            parts_md.append(s)
-        parts_h.append(f'<div class="overflow">{t3.html()}</div>')
-        parts_md.append(t3.markdown())
-        hm = heatmap_figure(rows, model)
-        if hm:
-            h, m = _figure(hm, f"{model}: country × country mean image similarity, G first (seed 002 Figure 1 "
-                               "shape); the most significant concepts.")
-            parts_h.append(h)
-            parts_md.append(m)
-        parts_h.append(t4.html())
-        parts_md.append(t4.markdown())
+            out.text(f"{model}: {summ['details']['n_significant_bonf']} of {summ['n']} concepts significant after "
+                     f"Bonferroni ({summ['details']['n_significant_holm']} after Holm), "
+                     f"α = {summ['details']['alpha']}.")
+        out.table(t3, scroll=True)
+        out.figure(heatmap_figure(rows, model), f"{model}: country × country mean image similarity, G first "
+                                                "(seed 002 Figure 1 shape); the most significant concepts.")
+        out.table(t4)
         uri, tal = alignment_figure(rows, model)
-        if uri:
-            h, m = _figure(uri, f"{model}: countries ranked by average caption–image alignment (seed 002 "
-                                "Figure 4, as bars).")
-            parts_h.append(h)
-            parts_md.append(m)
-        parts_h.append(tal.html())
-        parts_md.append(tal.markdown())
-        pj = projection_figure(rows, model)
-        if pj:
-            h, m = _figure(pj, f"{model}: images (circle = G, triangle = not G) and the caption (star) in 2-D, "
-                               "with k-means regions (seed 002 Figure 3 shape).")
-            parts_h.append(h)
-            parts_md.append(m)
+        out.figure(uri, f"{model}: countries ranked by average caption–image alignment (seed 002 Figure 4, as "
+                        "bars).")
+        out.table(tal)
+        out.figure(projection_figure(rows, model), f"{model}: images (circle = G, triangle = not G) and the "
+                                                   "caption (star) in 2-D, with k-means regions (seed 002 Figure 3 "
+                                                   "shape).")
         t3_all += [{"model": model, **r} for r in t3.csv_rows()]
         t4_all += [{"model": model, **r} for r in t4.csv_rows()]
         al_all += [{"model": model, **r} for r in tal.csv_rows()]
     csv = {"table3": t3_all, "table4": t4_all, "alignment": al_all}
+    parts_h, parts_md = out.html, out.md
     return ReportSection("Latent-space probes (seed 002)", "\n".join(parts_h), "\n\n".join(parts_md), csv)
 
 

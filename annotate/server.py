@@ -248,6 +248,17 @@ def data_dir(project) -> Path:
     return project.root / DATA_REL
 
 
+def seeded_credentials(data: Path, seed_dir: str | Path | None, username: str) -> tuple[dict, bool]:
+    """Admin credentials for a fresh server in ``data``: a migrated database and its admin copied from
+    ``seed_dir`` when it holds both (the server then starts in seconds), else new random ones.
+    Returns ``(credentials, seeded)``."""
+    seed = Path(seed_dir) if seed_dir else None
+    if seed and (seed / "label_studio.sqlite3").exists() and (seed / "creds.json").exists():
+        shutil.copy(seed / "label_studio.sqlite3", Path(data) / "label_studio.sqlite3")
+        return json.loads((seed / "creds.json").read_text()), True
+    return {"username": username, "password": secrets.token_urlsafe(12), "api_key": secrets.token_hex(20)}, False
+
+
 def start_server(project, *, port: int | None = None, timeout: float = 240,
                  seed_dir: str | Path | None = None) -> dict:
     """Start (or find running) the project's local Label Studio; returns its status (url, pid, port).

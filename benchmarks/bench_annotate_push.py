@@ -22,7 +22,8 @@ sys.path.insert(0, str(REPO))  # for tests.labelstudio_fixture helpers when run 
 
 from cultura.annotate import annotators, pull, push  # noqa: E402
 from cultura.annotate.kinds import get_kind  # noqa: E402
-from cultura.annotate.server import find_executable, free_port, launch, stop_process, use_server, wait_ready  # noqa: E402
+from cultura.annotate.server import (find_executable, free_port, launch, seeded_credentials,  # noqa: E402
+                                     stop_process, use_server, wait_ready)
 from cultura.project import init_project  # noqa: E402
 
 
@@ -31,12 +32,7 @@ def main(n: int = 10_000, n_annotated: int = 200) -> dict:
     seed = REPO / ".cache" / "labelstudio-seed"
     data = tmp / "ls"
     data.mkdir()
-    if (seed / "creds.json").exists():
-        creds = json.loads((seed / "creds.json").read_text())
-        shutil.copy(seed / "label_studio.sqlite3", data / "label_studio.sqlite3")
-    else:
-        creds = {"username": "admin@bench.local", "password": secrets.token_urlsafe(12),
-                 "api_key": secrets.token_hex(20)}
+    creds, _ = seeded_credentials(data, seed, "admin@bench.local")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -62,19 +61,13 @@ def _snapshot(data_dir: Path, creds: dict) -> None:
 @pytest.fixture(scope="session")
 def labelstudio(tmp_path_factory):
     """A running Label Studio (``.url``, ``.api_key``); stopped at the end of the session."""
-    from cultura.annotate.server import free_port, launch, stop_process, wait_ready
+    from cultura.annotate.server import free_port, launch, seeded_credentials, stop_process, wait_ready
 
     exe = _executable()
     if exe is None:
         pytest.skip("no label-studio executable (set LABEL_STUDIO_BIN or run 'make setup' to create .venv-ls)")
     data = tmp_path_factory.mktemp("labelstudio")
-    seeded = (SEED / "label_studio.sqlite3").exists() and (SEED / "creds.json").exists()
-    if seeded:
-        creds = json.loads((SEED / "creds.json").read_text())
-        shutil.copy(SEED / "label_studio.sqlite3", data / "label_studio.sqlite3")
-    else:
-        creds = {"username": "admin@cultura-tests.local", "password": secrets.token_urlsafe(12),
-                 "api_key": secrets.token_hex(20)}
+    creds, seeded = seeded_credentials(data, SEED, "admin@cultura-tests.local")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = data / "server.log"

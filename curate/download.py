@@ -158,6 +158,15 @@ def _redact(url: str) -> str:
 
 # --------------------------------------------------------------------------------------------- sniffing
 
+def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:
+    """:func:`sniff_image` for callers outside the downloader (imports): the same checks (allowed formats,
+    pixel cap, truncation), raising ``ValueError("not a readable image (<reason>: <detail>)")``."""
+    try:
+        return sniff_image(data, max_pixels=max_pixels, min_side=min_side)
+    except _Failure as e:
+        raise ValueError(f"not a readable image ({e.reason}: {e.detail})") from None
+
+
 def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None) -> ImageInfo:
     """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
     :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""

@@ -16,18 +16,17 @@ rows already imported, and a bad row never stops the others.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import re
 from collections import defaultdict
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
 
 from .. import db as dbmod
 from ..errors import CulturaError
 from .blobs import store_blob
+from .download import validate_image
 
 IMAGE_COLS = ("image", "image_path", "path", "file", "filename", "img", "image_id", "image/key", "key", "id")
 COUNTRY_COLS = ("country", "country_code", "region", "culture")
@@ -110,24 +109,13 @@ def glob_escape(s: str) -> str:
 # ------------------------------------------------------------------ storing
 
 def store_image(project, data: bytes) -> str:
-    """Verify ``data`` with Pillow, store the blob and the ``images`` row (idempotent); return sha256."""
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.verify()
-        with Image.open(io.BytesIO(data)) as im:
-            fmt, (w, h) = im.format, im.size
-            im.load()
-            try:
-                import imagehash
-                ph, dh = str(imagehash.phash(im)), str(imagehash.dhash(im))
-            except Exception:  # hashes are optional; dedup computes them later
-                ph = dh = None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
-        raise ValueError(f"not a readable image ({type(e).__name__})") from None
-    sha = hashlib.sha256(data).hexdigest()
-    sha, rel = store_blob(project, data, fmt, sha256=sha)
-    project.db["images"].insert({"sha256": sha, "path": rel, "format": fmt.lower(), "width": w, "height": h,
-                                 "bytes": len(data), "phash": ph, "dhash": dh, "status": "ok",
+    """Check ``data`` as the downloader does (allowed formats, pixel cap, truncation; no minimum size for
+    existing datasets), store the blob and the ``images`` row (idempotent); return sha256. Perceptual hashes
+    are left to ``cultura images dedup``, so every image is hashed by one definition."""
+    info = validate_image(data, max_pixels=project.config.download.max_pixels)
+    sha, rel = store_blob(project, data, info.format, sha256=info.sha256)
+    project.db["images"].insert({"sha256": sha, "path": rel, "format": info.format, "width": info.width,
+                                 "height": info.height, "bytes": len(data), "status": "ok",
                                  "created_at": dbmod.now()}, ignore=True)
     return sha
 

@@ -46,7 +46,9 @@ class Project:
 
     @cached_property
     def db(self) -> sqlite_utils.Database:
-        return dbmod.open_db(self.db_path)
+        db = dbmod.open_db(self.db_path)
+        sync_countries(self, db)
+        return db
 
     @property
     def registry(self):
@@ -71,8 +73,10 @@ class Project:
             del self.__dict__["db"]
 
 
-def sync_countries(project: Project) -> None:
-    """Copy the project's countries from the registry into the ``countries`` table (for SQL joins)."""
+def sync_countries(project: Project, db: sqlite_utils.Database | None = None) -> None:
+    """Mirror the project's countries (config + registry) into the ``countries`` table, for SQL joins.
+    Run on every open, so the table follows edits of ``project.countries`` in cultura.toml."""
+    db = db if db is not None else project.db
     reg = project.registry
     rows = []
     for c in project.countries:
@@ -84,8 +88,13 @@ def sync_countries(project: Project) -> None:
             "attributes": dbmod.dumps({"income": c.income, "script": lang.script if lang else "",
                                        "resource_tier": lang.resource_tier if lang else "", **c.extra}),
         })
-    with project.db.conn:
-        project.db["countries"].upsert_all(rows, pk="code")
+    codes = [r["code"] for r in rows]
+    current = {r["code"]: r for r in db["countries"].rows}
+    if current.keys() == set(codes) and all(current[r["code"]] == r for r in rows):
+        return  # already in step: no write
+    with db.conn:
+        db.execute(f"DELETE FROM countries WHERE code NOT IN ({', '.join('?' * len(codes))})", codes)
+        db["countries"].upsert_all(rows, pk="code")
 
 
 def init_project(directory: str | Path, *, countries=None, preset: str | None = None,
@@ -114,7 +123,6 @@ def init_project(directory: str | Path, *, countries=None, preset: str | None = 
     project = Project(root, cfg)
     project.save_config()
     project.blobs.mkdir(exist_ok=True)
-    sync_countries(project)
     project.db["meta"].upsert({"key": "created_with", "value": "cultura"}, pk="key")
     return project
 

@@ -53,3 +53,15 @@ def test_cli_errors_are_one_sentence(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     res = r.invoke(cli, ["--project", str(tmp_path / "ok"), "status", "--json"])
     assert res.exit_code == 0 and '"countries"' in res.output
+
+
+def test_countries_table_follows_the_config(tmp_path):
+    p = init_project(tmp_path / "c", countries=["US", "JP"])
+    assert {r["code"] for r in p.db["countries"].rows} == {"US", "JP"}
+    p.close()
+    text = (p.root / "cultura.toml").read_text().replace('"JP",', '"JP",\n    "TH",')
+    (p.root / "cultura.toml").write_text(text)
+    q = Project(p.root)
+    assert {r["code"] for r in q.db["countries"].rows} == {"US", "JP", "TH"}
+    assert q.db["countries"].get("TH")["native_name"] == "ประเทศไทย"
+    q.close()

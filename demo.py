@@ -184,9 +184,9 @@ def run_curation(project_dir: str | Path, *, say=print) -> dict:
 LATER_STAGES = [
     # (module, function, label): each takes the project and returns a summary dict
     ("cultura.annotate.demo", "annotate_demo", "annotation"),
-    ("cultura.curate.build", "build_demo", "benchmark build + export"),
-    ("cultura.evaluate.suites.latent", "latent_social_demo", "latent probes + social audit"),
-    ("cultura.evaluate.suites.llm", "llm_attribution_demo", "LLM entity bias + cultural attribution"),
+    ("cultura.curate.build.build", "build_demo", "benchmark build + export"),
+    ("cultura.evaluate.suites.latent.suite", "latent_social_demo", "latent probes + social audit"),
+    ("cultura.evaluate.suites.llm_bias.suite", "llm_attribution_demo", "LLM entity bias + cultural attribution"),
     ("cultura.evaluate.runner", "evaluate_demo", "evaluation + report"),
 ]
 

@@ -15,7 +15,7 @@ import sqlite_utils
 
 from . import db as dbmod
 from .config import Config, dump_config, load_config
-from .curate.countries import Country, registry
+from .countries import Country, registry
 from .errors import CulturaError, ProjectNotFound
 
 CONFIG_NAME = "cultura.toml"

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(annotate)
+from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 @click.group()
@@ -215,3 +211,6 @@ def status_cmd(ctx, as_json):
     from .report import status
     rows = status(ctx.project)
     listing("annotate status", rows, as_json)
+
+
+COMMANDS = [annotate]

@@ -171,7 +171,7 @@ def entity_table_rows(project) -> list[dict]:
     """Candidate entities of the LLM-bias entity tables (issue 7), keyed ``ent-<id>``."""
     if not project.db["entities"].exists():
         return []
-    from ..evaluate.llm_bias.entities import entity_item_rows
+    from ..evaluate.suites.llm_bias.entities import entity_item_rows
 
     return entity_item_rows(project, status="candidate")
 

@@ -275,7 +275,7 @@ def prioritised(project, kind: str, items: list[dict], how: str) -> list[dict]:
         raise unknown("priority", how, PRIORITIES)
     if kind != "relevance":
         raise CulturaError("--prioritise attribution applies to 'relevance' pushes only.")
-    from ..evaluate.attribution.evaluation import attribution_priority
+    from ..evaluate.suites.attribution.evaluation import attribution_priority
 
     uncertainty = {(s, c): u for s, c, u in attribution_priority(project)}
     if not uncertainty:

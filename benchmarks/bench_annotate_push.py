@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # for tests.labelstudio_fixture helpers when run from a checkout
+sys.path.insert(0, str(REPO))  # for tests.fakes.labelstudio helpers when run from a checkout
 
 from cultura.annotate import annotators, pull, push  # noqa: E402
 from cultura.annotate.kinds import get_kind  # noqa: E402

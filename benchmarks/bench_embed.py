@@ -54,7 +54,7 @@ def run(model: str = "openclip:cultura-tiny", n: int = 256, batch_size: int = 32
         repeat: int = 5, threads: int | None = None) -> dict:
     import torch
 
-    from cultura.evaluate.models import embed_images_cached, get_embedder
+    from cultura.models.embedders import embed_images_cached, get_embedder
     from cultura.project import init_project
 
     if threads:

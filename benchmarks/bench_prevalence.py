@@ -64,7 +64,7 @@ def _task(name: str, a: dict) -> dict:
     traced peak and the growth of the process peak RSS caused by the step."""
     import hashlib
 
-    from cultura.evaluate.suites.prevalence import prevalence_rows, topk_chunked
+    from cultura.evaluate.suites.retrieval.prevalence import prevalence_rows, topk_chunked
 
     rng = np.random.default_rng(0)
     n_img, n_cap = (a["images"], a["captions"]) if name == "full" else (a["naive_images"], a["naive_captions"])

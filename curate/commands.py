@@ -3,14 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(init)
-    cli.add_command(status)
-    cli.add_command(concepts)
-    cli.add_command(images)
+from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 @click.command()
@@ -301,3 +294,6 @@ def images_failures(ctx, limit, as_json):
         "SELECT id, url, status, reason, detail, http_status FROM candidates WHERE status IN ('failed','skipped') "
         "ORDER BY reason, id LIMIT ?", [limit])]
     listing(f"{len(rows)} failed or skipped candidates", rows, as_json)
+
+
+COMMANDS = [init, status, concepts, images]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..db import dumps, finish_run, now, start_run
 from ..errors import CulturaError, unknown
-from .llm import LLM
+from ..models.llm import LLM
 
 PRESETS = {"3xcm": "concepts_3xcm.csv", "globalrg": "concepts_globalrg.csv"}
 
@@ -186,7 +186,7 @@ def dedup_concepts(project, *, threshold: float | None = None, embedder: str | N
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from ..evaluate.models import get_embedder
+    from ..models.embedders import get_embedder
 
     cfg = project.config.concepts
     threshold = cfg.dedup_threshold if threshold is None else threshold

@@ -8,7 +8,7 @@ Methods (a registry, :data:`METHODS`):
 - ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
   threshold found exactly by a faiss binary index; the hashes are computed once per image and stored in
   ``images.phash`` / ``images.dhash`` (16-hex), so a rerun hashes nothing;
-- ``embedding`` — image embeddings of any :mod:`cultura.evaluate.models` embedder (cached in
+- ``embedding`` — image embeddings of any :mod:`cultura.models.embedders` embedder (cached in
   ``embeddings``), pairs with cosine similarity ``>= threshold`` (faiss ``IndexFlatIP.range_search``).
 
 Scope: ``within-concept`` links two images only inside a concept they were both found for (one cluster set
@@ -193,7 +193,7 @@ def _hash_method(kind: str) -> Method:
 
 
 def _embedder(opts):
-    from ..evaluate.models import get_embedder
+    from ..models.embedders import get_embedder
 
     if opts.get("_embedder_obj") is None:
         opts["_embedder_obj"] = get_embedder(opts["embedder"])
@@ -205,7 +205,7 @@ def _embedding_params(opts):
 
 
 def _embedding_find(project, inv, opts):
-    from ..evaluate.models import embed_images_cached
+    from ..models.embedders import embed_images_cached
 
     emb = _embedder(opts)
     idx = np.array([i for i in range(inv.n) if i not in inv.unreadable], dtype=np.int64)

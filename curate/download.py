@@ -53,7 +53,7 @@ import httpx
 from .. import db as dbmod
 from ..errors import CulturaError
 from . import safety
-from .blobs import store_blob, sweep_blobs
+from ..db.blobs import store_blob, sweep_blobs
 
 __all__ = ["REASONS", "ALLOWED_FORMATS", "FetchResult", "ImageInfo", "download_candidates",
            "adownload_candidates", "fetch_image", "make_client", "sniff_image", "store_blob", "DownloadLocked"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import db as dbmod
 from ..errors import CulturaError
-from .blobs import store_blob
+from ..db.blobs import store_blob
 from .download import validate_image
 
 IMAGE_COLS = ("image", "image_path", "path", "file", "filename", "img", "image_id", "image/key", "key", "id")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from ..db import dumps, finish_run, now, start_run
 from ..errors import CulturaError, unknown
 from .concepts import active_concepts, normalise
-from .llm import LLM
+from ..models.llm import LLM
 
 CLIP_TEMPLATE = "a photo of a {}"
 
@@ -48,7 +48,7 @@ def _data_url(project, row) -> str:
 def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = False, limit: int | None = None,
                  llm: LLM | None = None, progress: bool = True) -> dict:
     """Tag images with a vision chat model; tags outside the concept list are dropped (kept in ``raw``)."""
-    from .llm import render_prompt
+    from ..models.llm import render_prompt
 
     llm = llm or LLM(project, model=model or project.config.llm.vision_model)
     db = project.db
@@ -91,7 +91,7 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
                   min_score: float | None = None, template: str = CLIP_TEMPLATE, limit: int | None = None,
                   embedder=None, progress: bool = True) -> dict:
     """Zero-shot tags: softmax over 100 × cosine(image, "a photo of a {concept}"), top-k kept with scores."""
-    from ..evaluate.models import embed_images_cached, embed_texts_cached, get_embedder
+    from ..models.embedders import embed_images_cached, embed_texts_cached, get_embedder
 
     cfg = project.config.tag
     emb = embedder or get_embedder(clip_model or cfg.clip_model)

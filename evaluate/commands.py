@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+
 
 def _parse_options(pairs) -> dict:
     """``--option association.n_resamples=200`` / ``--option seed=1`` → nested options dict."""
@@ -38,117 +40,116 @@ def _options_for_runner(parsed: dict) -> dict | None:
     return {name: {**shared, **parsed.get(name, {})} for name in load_suites()}
 
 
-def register(cli) -> None:
-    from ..cli import emit_json, json_option, listing, out, pass_ctx, summary, table
+@click.group("evaluate")
+def evaluate():
+    """Evaluate embedding models on the project's benchmarks (seed 000 suites) and report the results."""
 
-    @cli.group("evaluate")
-    def evaluate():
-        """Evaluate embedding models on the project's benchmarks (seed 000 suites) and report the results."""
+@evaluate.command("run")
+@click.option("--model", "models", multiple=True, required=True, metavar="SPEC",
+              help="Embedder spec, repeatable: fake, openclip:ViT-B-32/openai, openclip:cultura-tiny, "
+                   "st:MODEL, hf:MODEL, openai:MODEL. For a suite of language models named with --suite "
+                   "(llm), the LLM spec: hf:MODEL_OR_PATH or openai:MODEL.")
+@click.option("--suite", "suites", default="all", show_default=True,
+              help="Suite(s) to run, comma-separated: prevalence, association, descriptor (or any registered "
+                   "suite), or 'all'.")
+@click.option("--benchmark", default=None, metavar="NAME[@VERSION]",
+              help="Benchmark to evaluate (default: the latest ready benchmark of each suite's kind).")
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Inputs per model call.")
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA when available).")
+@click.option("--option", "option_pairs", multiple=True, metavar="[SUITE.]KEY=VALUE",
+              help="Suite option, repeatable, e.g. n_resamples=200 or prevalence.ks=[5,10] (JSON values).")
+@json_option
+@pass_ctx
+def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, as_json):
+    """Run suites over one or more models and store self-describing results (DB and JSON)."""
+    from .runner import records_table, run_evaluation
 
-    @evaluate.command("run")
-    @click.option("--model", "models", multiple=True, required=True, metavar="SPEC",
-                  help="Embedder spec, repeatable: fake, openclip:ViT-B-32/openai, openclip:cultura-tiny, "
-                       "st:MODEL, hf:MODEL, openai:MODEL. For a suite of language models named with --suite "
-                       "(llm), the LLM spec: hf:MODEL_OR_PATH or openai:MODEL.")
-    @click.option("--suite", "suites", default="all", show_default=True,
-                  help="Suite(s) to run, comma-separated: prevalence, association, descriptor (or any registered "
-                       "suite), or 'all'.")
-    @click.option("--benchmark", default=None, metavar="NAME[@VERSION]",
-                  help="Benchmark to evaluate (default: the latest ready benchmark of each suite's kind).")
-    @click.option("--batch-size", type=click.IntRange(1), default=None, help="Inputs per model call.")
-    @click.option("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA when available).")
-    @click.option("--option", "option_pairs", multiple=True, metavar="[SUITE.]KEY=VALUE",
-                  help="Suite option, repeatable, e.g. n_resamples=200 or prevalence.ks=[5,10] (JSON values).")
-    @json_option
-    @pass_ctx
-    def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, as_json):
-        """Run suites over one or more models and store self-describing results (DB and JSON)."""
-        from .runner import records_table, run_evaluation
+    recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
+                          device=device, options=_options_for_runner(_parse_options(option_pairs)))
+    rows = records_table(recs)
+    listing("Evaluation runs", rows, as_json, ["run_id", "spec", "suite", "status", "benchmark",
+                                               "benchmark_version", "n_results", "n_embedded", "reason"])
+    failed = [r for r in recs if r.status == "failed"]
+    if failed:
+        raise click.ClickException(f"{len(failed)} of {len(recs)} run(s) failed; first: {failed[0].suite} × "
+                                   f"{failed[0].spec}: {failed[0].reason}")
 
-        recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
-                              device=device, options=_options_for_runner(_parse_options(option_pairs)))
-        rows = records_table(recs)
-        listing("Evaluation runs", rows, as_json, ["run_id", "spec", "suite", "status", "benchmark",
-                                                   "benchmark_version", "n_results", "n_embedded", "reason"])
-        failed = [r for r in recs if r.status == "failed"]
-        if failed:
-            raise click.ClickException(f"{len(failed)} of {len(recs)} run(s) failed; first: {failed[0].suite} × "
-                                       f"{failed[0].spec}: {failed[0].reason}")
+@evaluate.command("results")
+@click.option("--suite", default=None, help="Only this suite.")
+@click.option("--model", default=None, help="Only this model identity.")
+@click.option("--all-runs", is_flag=True, help="Every done run, not only the latest per model × suite × "
+                                                 "benchmark.")
+@json_option
+@pass_ctx
+def results_cmd(ctx, suite, model, all_runs, as_json):
+    """List stored results (latest run per model × suite × benchmark)."""
+    from .runner import load_results, results_json
 
-    @evaluate.command("results")
-    @click.option("--suite", default=None, help="Only this suite.")
-    @click.option("--model", default=None, help="Only this model identity.")
-    @click.option("--all-runs", is_flag=True, help="Every done run, not only the latest per model × suite × "
-                                                     "benchmark.")
-    @json_option
-    @pass_ctx
-    def results_cmd(ctx, suite, model, all_runs, as_json):
-        """List stored results (latest run per model × suite × benchmark)."""
-        from .runner import load_results, results_json
+    rows = load_results(ctx.project, suite=suite, model=model, latest=not all_runs)
+    if as_json:
+        emit_json(results_json(rows))
+        return
+    shown = [{"run": r["run_id"], "model": r["model_spec"], "suite": r["suite"], "metric": r["metric"],
+              "group": ",".join(f"{k}={v}" for k, v in r["group"].items()),
+              "value": _fmt(r["value"]), "ci": f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", "n": r["n"]}
+             for r in rows if not r["metric"].startswith("projection_")]
+    table("Results", shown)
 
-        rows = load_results(ctx.project, suite=suite, model=model, latest=not all_runs)
-        if as_json:
-            emit_json(results_json(rows))
-            return
-        shown = [{"run": r["run_id"], "model": r["model_spec"], "suite": r["suite"], "metric": r["metric"],
-                  "group": ",".join(f"{k}={v}" for k, v in r["group"].items()),
-                  "value": _fmt(r["value"]), "ci": f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", "n": r["n"]}
-                 for r in rows if not r["metric"].startswith("projection_")]
-        table("Results", shown)
+@evaluate.command("report")
+@click.argument("out_html", required=False, type=click.Path(dir_okay=False))
+@json_option
+@pass_ctx
+def report_cmd(ctx, out_html, as_json):
+    """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
+    from .report import write_report
 
-    @evaluate.command("report")
-    @click.argument("out_html", required=False, type=click.Path(dir_okay=False))
-    @json_option
-    @pass_ctx
-    def report_cmd(ctx, out_html, as_json):
-        """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
-        from .report import write_report
+    paths = write_report(ctx.project, out_html)
+    summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
 
-        paths = write_report(ctx.project, out_html)
-        summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
+@evaluate.command("suites")
+@json_option
+def suites_cmd(as_json):
+    """List the registered suites."""
+    from .suites import load_suites
 
-    @evaluate.command("suites")
-    @json_option
-    def suites_cmd(as_json):
-        """List the registered suites."""
-        from .suites import load_suites
+    rows = [{"suite": s.name, "benchmark kind": s.benchmark_kind or "-", "in all": s.in_all,
+             "description": s.description} for s in load_suites().values()]
+    listing("Suites", rows, as_json)
 
-        rows = [{"suite": s.name, "benchmark kind": s.benchmark_kind or "-", "in all": s.in_all,
-                 "description": s.description} for s in load_suites().values()]
-        listing("Suites", rows, as_json)
+@evaluate.group("cache")
+def cache():
+    """The embedding cache (per model identity and image sha256 / text hash)."""
 
-    @evaluate.group("cache")
-    def cache():
-        """The embedding cache (per model identity and image sha256 / text hash)."""
+@cache.command("size")
+@json_option
+@pass_ctx
+def cache_size_cmd(ctx, as_json):
+    """Show how many embeddings are cached, per model."""
+    from ..models.embedders import cache_size
 
-    @cache.command("size")
-    @json_option
-    @pass_ctx
-    def cache_size_cmd(ctx, as_json):
-        """Show how many embeddings are cached, per model."""
-        from .models import cache_size
+    info = cache_size(ctx.project)
+    if as_json:
+        emit_json(info)
+        return
+    rows = [{"model": m, "images": d["image"], "texts": d["text"], "MB": round(d["bytes"] / 1e6, 2)}
+            for m, d in info["models"].items()]
+    table(f"Embedding cache: {info['rows']} vectors, {info['bytes'] / 1e6:.2f} MB", rows)
 
-        info = cache_size(ctx.project)
-        if as_json:
-            emit_json(info)
-            return
-        rows = [{"model": m, "images": d["image"], "texts": d["text"], "MB": round(d["bytes"] / 1e6, 2)}
-                for m, d in info["models"].items()]
-        table(f"Embedding cache: {info['rows']} vectors, {info['bytes'] / 1e6:.2f} MB", rows)
+@cache.command("clear")
+@click.option("--model", default=None, help="Only this model identity (see 'cache size'); default all.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def cache_clear_cmd(ctx, model, yes):
+    """Delete cached embeddings (they are recomputed on the next run)."""
+    from ..models.embedders import clear_cache
 
-    @cache.command("clear")
-    @click.option("--model", default=None, help="Only this model identity (see 'cache size'); default all.")
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    @pass_ctx
-    def cache_clear_cmd(ctx, model, yes):
-        """Delete cached embeddings (they are recomputed on the next run)."""
-        from .models import clear_cache
+    if not yes:
+        click.confirm(f"Delete cached embeddings of {model or 'every model'}?", abort=True)
+    n = clear_cache(ctx.project, model)
+    out.print(f"Removed {n} cached embedding(s).")
 
-        if not yes:
-            click.confirm(f"Delete cached embeddings of {model or 'every model'}?", abort=True)
-        n = clear_cache(ctx.project, model)
-        out.print(f"Removed {n} cached embedding(s).")
 
+COMMANDS = [evaluate]
 
 def _fmt(x) -> str:
     import math

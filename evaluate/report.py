@@ -33,7 +33,7 @@ from ..errors import CulturaError
 
 RenderFunc = Callable[[list, object], "ReportSection"]
 REPORT_SECTIONS: dict[str, RenderFunc] = {}
-BUILTIN_SECTION_MODULES = ["cultura.evaluate.report_sections"]
+BUILTIN_SECTION_MODULES = ["cultura.evaluate.suites.retrieval.report"]
 LEADING_SECTIONS = ("prevalence", "association", "descriptor")
 _loaded = False
 

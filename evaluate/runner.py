@@ -29,7 +29,7 @@ from pathlib import Path
 from ..db import dumps, now
 from ..errors import CulturaError
 from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
-from .suites.data import resolve_benchmark
+from .data import resolve_benchmark
 
 RESULTS_DIR = "reports/results"
 
@@ -88,7 +88,7 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     pair (model unavailable, bad benchmark) are recorded as ``failed`` runs and do not stop the others;
     programming errors propagate after being recorded.
     """
-    from .models import get_embedder
+    from ..models.embedders import get_embedder
 
     if isinstance(models, str) or not hasattr(models, "__iter__"):
         models = [models]

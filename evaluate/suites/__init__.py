@@ -38,13 +38,13 @@ SuiteFunc = Callable[..., list]
 
 #: Modules of the built-in suites, imported on first use (a module that does not exist yet is skipped).
 BUILTIN_MODULES = [
-    "cultura.evaluate.suites.prevalence",
-    "cultura.evaluate.suites.association",
-    "cultura.evaluate.suites.descriptor",
-    "cultura.evaluate.suites.latent",
-    "cultura.evaluate.suites.social",
-    "cultura.evaluate.suites.llm",
-    "cultura.evaluate.suites.attribution",
+    "cultura.evaluate.suites.retrieval.prevalence",
+    "cultura.evaluate.suites.retrieval.association",
+    "cultura.evaluate.suites.retrieval.descriptor",
+    "cultura.evaluate.suites.latent.suite",
+    "cultura.evaluate.suites.social.suite",
+    "cultura.evaluate.suites.llm_bias.suite",
+    "cultura.evaluate.suites.attribution.suite",
 ]
 ENTRY_POINT_GROUP = "cultura.suites"
 ROW_KEYS = ("suite", "metric", "value", "ci_low", "ci_high", "n", "group", "details")

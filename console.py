@@ -1,0 +1,114 @@
+"""Output helpers shared by every command: the click context object, ``--json``, tables and errors.
+
+Tables take their columns from the union of the rows' keys (in first-seen order), so a key that only some
+rows carry (a note, a reason) is never dropped; cell text is printed literally (``[evaluate.llm]`` is not
+rich markup). With ``--json`` an error is printed as a JSON object on stdout as well as the exit status.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .errors import CulturaError, ProjectNotFound
+from .project import Project, find_project
+
+console = Console(stderr=True)
+out = Console()
+
+
+class Ctx:
+    """Click context object: the project is opened only when a command needs it."""
+
+    def __init__(self, project_dir: str | None):
+        self.project_dir = project_dir
+        self._project = None
+
+    @property
+    def project(self) -> Project:
+        if self._project is None:
+            if self.project_dir:
+                if not (Path(self.project_dir) / "cultura.toml").exists():
+                    raise ProjectNotFound(f"--project {self.project_dir} has no cultura.toml. Run "
+                                          f"'cultura init {self.project_dir}' first.")
+                self._project = Project(self.project_dir)
+            else:
+                self._project = find_project()
+        return self._project
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def json_option(f):
+    """Add ``--json``: print machine-readable output instead of tables (errors too)."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+
+
+def emit_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def columns_of(rows: list[dict]) -> list[str]:
+    """The union of the rows' keys, in first-seen order."""
+    return list(dict.fromkeys(k for r in rows for k in r))
+
+
+def table(title: str | None, rows: list[dict], columns: list[str] | None = None) -> None:
+    """Print ``rows`` as a rich table (columns default to the union of the rows' keys)."""
+    if not rows:
+        out.print(f"[dim]{escape(title) + ': ' if title else ''}nothing to show[/dim]")
+        return
+    columns = columns or columns_of(rows)
+    t = Table(title=escape(title) if title else None, show_lines=False)
+    for c in columns:
+        t.add_column(escape(str(c)), overflow="fold")
+    for r in rows:
+        t.add_row(*["" if r.get(c) is None else escape(str(r.get(c))) for c in columns])
+    out.print(t)
+
+
+def listing(title: str, rows: list[dict], as_json: bool, columns: list[str] | None = None, *,
+            shown: list[dict] | None = None) -> None:
+    """Print ``rows`` as JSON (``--json``) or as a table; ``shown``: the rows as the table displays them
+    (default: ``rows``)."""
+    if as_json:
+        emit_json(rows)
+    else:
+        table(title, rows if shown is None else shown, columns)
+
+
+def summary(title: str, data: dict, as_json: bool = False) -> None:
+    if as_json:
+        emit_json(data)
+        return
+    table(title, [{"what": k, "value": v} for k, v in data.items()])
+
+
+class JsonAwareError(click.ClickException):
+    """A library error turned into one sentence; under ``--json`` printed as ``{"error": …}`` on stdout."""
+
+    def __init__(self, message: str, *, as_json: bool = False, kind: str = "CulturaError"):
+        super().__init__(message)
+        self.as_json = as_json
+        self.kind = kind
+
+    def show(self, file=None) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"error": self.format_message(), "type": self.kind}, ensure_ascii=False))
+        else:
+            super().show(file)
+
+
+def cli_error(e: CulturaError, args: list[str]) -> click.ClickException:
+    """The click exception for a library error raised by a command called with ``args`` (a JSON object on
+    stdout when they include ``--json``)."""
+    return JsonAwareError(str(e), as_json="--json" in args, kind=type(e).__name__)
+
+
+__all__ = ["Ctx", "pass_ctx", "json_option", "emit_json", "table", "listing", "summary", "columns_of", "out",
+           "console", "cli_error", "CulturaError"]

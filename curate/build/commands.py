@@ -1,0 +1,259 @@
+"""CLI commands of benchmark assembly: ``build …``, ``export`` and ``import …`` (thin wrappers)."""
+from __future__ import annotations
+
+import click
+
+from ...console import emit_json, json_option, listing, out, pass_ctx, summary, table
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _print_report(b: dict, as_json: bool) -> None:
+    if as_json:
+        return emit_json(b)
+    rep = b["report"]
+    img, smp = rep["images"], rep["sampling"]
+    out.print(f"Built [bold]{b['name']}@{b['version']}[/bold] ({b['kind']}, seed {b['seed']}): "
+              f"{b['n_items']} trials, content hash {b['content_hash'][:16]}…")
+    if not img["reviewed"]:
+        out.print(f"[yellow]No filter decisions exist: {img['unreviewed_used']} unreviewed images were used "
+                  "(--allow-unreviewed).[/yellow]")
+    summary("Excluded images", {"linked images": img["total"], "eligible": img["eligible"],
+                                **img["excluded"], "links below min relevance": img["low_relevance_links"]})
+    summary("Trials", {"cells": smp["cells"], "requested": smp["requested_trials"],
+                       "built": smp["built_trials"], "missing": smp["missing_trials"],
+                       "duplicate conflicts": smp["duplicate_conflicts"],
+                       "tag-conflict images": sum(smp["tag_conflicts"].values())})
+    holes = smp["too_few_images"]
+    if holes:
+        table(f"Cells with too few images ({len(holes)})", holes[:30])
+
+
+def _build_options(f):
+    opts = [
+        click.option("--name", help="Benchmark name (default: the kind)."),
+        click.option("--version", "version", type=int,
+                     help="Version number (default: the next one); an existing name+version is an error."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Random seed (an integer)."),
+        click.option("--per-pair", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Trials per concept × query country (× descriptor) cell."),
+        click.option("--concepts", help="Comma-separated concept names (default: every active concept)."),
+        click.option("--countries", help="Comma-separated query countries (default: the project's)."),
+        click.option("--allow-unreviewed", is_flag=True,
+                     help="Build even though no filter decision exists (images are then unreviewed)."),
+        click.option("--min-relevance", type=float, default=4.0, show_default=True,
+                     help="When relevance ratings exist, drop image cultures rated below this mean score."),
+        json_option,
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+@click.group()
+def build():
+    """Assemble versioned benchmarks (association, descriptor) and their query texts."""
+
+
+@build.command("association")
+@_build_options
+@pass_ctx
+def build_association(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed,
+                      min_relevance, as_json):
+    """Three-candidate trials (cr, lb, ti) per concept × query country (seed 000 RQ2)."""
+    from .build import build_benchmark
+
+    b = build_benchmark(ctx.project, "association", name=name, version=version, seed=seed, per_pair=per_pair,
+                        concepts=_csv(concepts), countries=_csv(countries), allow_unreviewed=allow_unreviewed,
+                        min_relevance=min_relevance)
+    _print_report(b, as_json)
+
+
+@build.command("descriptor")
+@_build_options
+@click.option("--descriptors", help="Comma-separated descriptor countries D (default: the query countries).")
+@pass_ctx
+def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed, min_relevance,
+                     as_json, descriptors):
+    """Six-candidate trials (cr, orlb, or, cdr, lb, ti) per concept × query country × descriptor country
+    (seed 000 RQ3)."""
+    from .build import build_benchmark
+
+    b = build_benchmark(ctx.project, "descriptor", name=name, version=version, seed=seed, per_pair=per_pair,
+                        concepts=_csv(concepts), countries=_csv(countries), descriptors=_csv(descriptors),
+                        allow_unreviewed=allow_unreviewed, min_relevance=min_relevance)
+    _print_report(b, as_json)
+
+
+@build.command("queries")
+@click.option("--short-only", is_flag=True, help="Only the short queries (native terms); no LLM calls.")
+@click.option("--no-descriptors", is_flag=True, help="Skip the descriptor (mention_<CC>) variants.")
+@click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
+@click.option("--concepts", help="Comma-separated concept names (default: every active concept).")
+@click.option("--overwrite", is_flag=True, help="Regenerate LLM texts that are already valid (manual kept).")
+@json_option
+@pass_ctx
+def build_queries_cmd(ctx, short_only, no_descriptors, model, concepts, overwrite, as_json):
+    """Short, verbose (task, casual) and descriptor query variants per concept × country, parallel across
+    languages; LLM texts are validated (native term present, no culture cue)."""
+    from .queries import build_queries
+
+    res = build_queries(ctx.project, verbose=not short_only, descriptors=not (short_only or no_descriptors),
+                        model=model, concepts=_csv(concepts), overwrite=overwrite)
+    if as_json:
+        return emit_json(res)
+    for k, v in res.items():
+        summary(f"Queries: {k}", v)
+
+
+@build.command("set-query")
+@click.argument("concept")
+@click.argument("country")
+@click.argument("variant")
+@click.argument("text")
+@json_option
+@pass_ctx
+def set_query_cmd(ctx, concept, country, variant, text, as_json):
+    """Set the TEXT of one query VARIANT (short, task, casual, task_mention_CC …) for CONCEPT × COUNTRY by
+    hand; it is never overwritten by 'build queries'."""
+    from .queries import set_query
+
+    r = set_query(ctx.project, concept, country, variant, text)
+    if as_json:
+        return emit_json(r)
+    out.print(f"Stored {r['variant']} for {r['concept']} × {r['country']}: {r['text']}")
+    if r["warning"]:
+        out.print(f"[yellow]Note: {r['warning']} (kept, as set by hand).[/yellow]")
+
+
+@build.command("list-queries")
+@click.option("--concept", help="Only this concept.")
+@click.option("--country", help="Only this country.")
+@click.option("--status", type=click.Choice(["ok", "invalid"]), help="Only this status.")
+@json_option
+@pass_ctx
+def list_queries_cmd(ctx, concept, country, status, as_json):
+    """Stored query texts with their source and status (invalid ones with the reason)."""
+    from .queries import list_queries
+
+    rows = list_queries(ctx.project, concept=concept, country=country, status=status)
+    listing("Queries", rows, as_json)
+
+
+@build.command("stats")
+@click.option("--min-images", type=click.IntRange(min=1), default=3, show_default=True,
+              help="A concept × country cell with fewer images is a coverage hole.")
+@click.option("--benchmark", help="Count the images of this benchmark (NAME or NAME@VERSION) instead of the "
+                                  "eligible pool.")
+@json_option
+@pass_ctx
+def build_stats_cmd(ctx, min_images, benchmark, as_json):
+    """Images per country and per concept (seed 000 Tables 9 and 10) and coverage holes."""
+    from .build import build_stats
+
+    s = build_stats(ctx.project, min_images=min_images, benchmark=benchmark)
+    if as_json:
+        return emit_json(s)
+    table("Images per country (Table 9)", s["countries"])
+    out.print(f"Average per country: {s['average_per_country']}")
+    table("Images per concept (Table 10)", s["concepts"])
+    table(f"Coverage holes (< {min_images} images)", s["holes"][:50])
+    if len(s["holes"]) > 50:
+        out.print(f"… {len(s['holes']) - 50} more holes (use --json for all)")
+
+
+@build.command("list")
+@json_option
+@pass_ctx
+def build_list(ctx, as_json):
+    """Every built benchmark: name, version, kind, seed, trials, content hash."""
+    from .build import list_benchmarks
+
+    rows = list_benchmarks(ctx.project)
+    listing("Benchmarks", rows, as_json)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--benchmark", "benchmarks", multiple=True,
+              help="NAME or NAME@VERSION (repeatable; default: the latest version of every benchmark).")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl", "webdataset"]), default="parquet",
+              show_default=True, help="Table format (webdataset: JSON Lines tables + images.tar).")
+@click.option("--no-images", is_flag=True, help="Do not copy the image files (metadata only).")
+@json_option
+@pass_ctx
+def export(ctx, directory, benchmarks, fmt, no_images, as_json):
+    """Export benchmarks to DIRECTORY (new or empty): tables, images and a README.md dataset card."""
+    from .export import export_benchmark
+
+    r = export_benchmark(ctx.project, directory, benchmarks=list(benchmarks) or None, fmt=fmt,
+                         images=not no_images)
+    if as_json:
+        return emit_json(r)
+    out.print(f"Exported {', '.join(r['benchmarks'])} to [bold]{r['dir']}[/bold]: {r['items']} trials, "
+              f"{r['images']} images, {r['queries']} queries ({r['format']}).")
+
+
+@click.group("import")
+def import_():
+    """Bring existing datasets (GlobalRG, Crossmodal-3600 captions, CAIRe ratings) into the project."""
+
+
+def _import_result(r: dict, title: str, as_json: bool) -> None:
+    if as_json:
+        return emit_json(r)
+    summary(title, {k: v for k, v in r.items() if k != "failures"})
+    if r.get("failures"):
+        table("Failed rows (first 20)", r["failures"])
+
+
+@import_.command("globalrg")
+@click.argument("table_path", metavar="TABLE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--images", "images_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="Folder holding the images named in TABLE.")
+@click.option("--image-column", help="Column with the image file name (default: guessed).")
+@click.option("--country-column", help="Column with the country or region (default: guessed).")
+@click.option("--concept-column", help="Column with the universal concept (default: guessed).")
+@json_option
+@pass_ctx
+def import_globalrg_cmd(ctx, table_path, images_dir, image_column, country_column, concept_column, as_json):
+    """Import a GlobalRG-style TABLE (CSV/TSV/JSONL/Parquet: image, country, concept) and its images."""
+    from ..importers import import_globalrg
+
+    r = import_globalrg(ctx.project, table_path, images_dir, image_column=image_column,
+                        country_column=country_column, concept_column=concept_column)
+    _import_result(r, "GlobalRG import", as_json)
+
+
+@import_.command("captions")
+@click.argument("captions_path", metavar="CAPTIONS", type=click.Path(exists=True, dir_okay=False))
+@click.option("--images", "images_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="Folder holding the images (named by image id).")
+@json_option
+@pass_ctx
+def import_captions_cmd(ctx, captions_path, images_dir, as_json):
+    """Import a Crossmodal-3600-style captions.jsonl (image id → captions per language) and its images."""
+    from ..importers import import_captions
+
+    _import_result(import_captions(ctx.project, captions_path, images_dir), "Captions import", as_json)
+
+
+@import_.command("ratings")
+@click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--image-column", help="Column with the image sha256 or import key (default: guessed).")
+@click.option("--country-column", help="Column with the rated country (default: guessed).")
+@click.option("--score-column", help="Column with the 1–5 score (default: guessed).")
+@json_option
+@pass_ctx
+def import_ratings_cmd(ctx, path, image_column, country_column, score_column, as_json):
+    """Import CAIRe-style per-image culture ratings (image, country, 1–5 score) as relevance decisions."""
+    from ..importers import import_ratings
+
+    r = import_ratings(ctx.project, path, image_column=image_column, country_column=country_column,
+                       score_column=score_column)
+    _import_result(r, "Ratings import", as_json)
+
+
+COMMANDS = [build, export, import_]

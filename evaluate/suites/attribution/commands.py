@@ -1,0 +1,69 @@
+"""``cultura kb|attribution …``: the knowledge base and the attribution runs (seed 004, CAIRe). Thin: each
+command calls one library function and prints its result."""
+from __future__ import annotations
+
+import click
+
+from ....console import emit_json, json_option, listing, pass_ctx, summary, table
+
+
+@click.group("kb")
+def kb():
+    """The knowledge base used to link images to entities (seed 004)."""
+
+@kb.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--kb", "kb_name", default="default", show_default=True, help="Name of the knowledge base.")
+@json_option
+@pass_ctx
+def kb_import(ctx, path, kb_name, as_json):
+    """Import KB entities from JSONL or CSV (columns id, lemma, gloss, text, images, frequency)."""
+    from .kb import import_kb
+
+    summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name), as_json)
+
+@click.group("attribution")
+def attribution():
+    """Cultural attribution of the project's images (CAIRe): judge scores and their evaluation."""
+
+@attribution.command("run")
+@click.option("--encoder", default="fake", show_default=True,
+              help="Vision-language embedder spec for the KB index and linking.")
+@click.option("--judge", required=True, help="Judge spec: openai:MODEL, openai-vision:MODEL or stub.")
+@click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
+@click.option("--country", "countries", multiple=True, help="Culture label(s) (default: the project's).")
+@click.option("--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
+@click.option("--method", type=click.Choice(["lemma", "gloss", "frequency"]), default="lemma",
+              show_default=True, help="Re-ranking of the linked entities.")
+@click.option("--context", type=click.Choice(["entity", "titles"]), default="entity", show_default=True,
+              help="Give the judge the top entity's text or the top-k titles.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many pairs this run.")
+@json_option
+@pass_ctx
+def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context, limit, as_json):
+    """Score every image x culture label with the judge (resumable)."""
+    from .run import run_attribution
+
+    summary("Attribution", run_attribution(ctx.project, encoder, judge, kb=kb_name,
+                                           countries=list(countries) or None, k=k, method=method,
+                                           context=context, limit=limit), as_json)
+
+@attribution.command("evaluate")
+@click.option("--ratings", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="CAIRe-style ratings file (sha256, country, rating) instead of the relevance campaign.")
+@click.option("--threshold", type=float, default=3.0, show_default=True, help="Binary relevance at > this.")
+@json_option
+@pass_ctx
+def attribution_evaluate(ctx, ratings, threshold, as_json):
+    """Precision, F1 and Pearson of the stored scores against human relevance ratings."""
+    from .evaluation import evaluate_attribution
+
+    rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold)
+    if as_json:
+        emit_json(rows)
+        return
+    table("Attribution vs human ratings", [{k: v for k, v in r.items() if k != "per_country"} for r in rows],
+          ["judge", "encoder", "context", "n", "precision", "f1", "pearson"])
+
+
+COMMANDS = [kb, attribution]

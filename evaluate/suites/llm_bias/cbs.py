@@ -1,0 +1,92 @@
+"""Cultural Bias Score per context, aggregated per entity type, language and context kind (seed 001 §4.1).
+
+For each masked context ``c`` of type ``D`` in language ``L``, every accepted local entity ``a_i`` and
+Western entity ``b_j`` of type ``D`` in ``L`` is scored by the LLM (log P of the entity filling ``[MASK]``,
+see :mod:`.scorers`), and
+
+    CBS(c) = (1/(|A||B|)) sum_i sum_j [P(b_j | c) > P(a_i | c)]
+
+(:func:`cultura.evaluate.metrics.cultural_bias_score`, by sorting). The CBS of a type / language / kind is the
+mean over its contexts, with a bootstrap CI over contexts. ``english=True`` scores the parallel English
+translations with the entities' English forms (seed 001 Figure 12 / Table 18). Grounded vs neutral (Figure 4)
+is the same summary grouped by kind.
+
+>>> # doctest: +SKIP
+>>> rows = cbs_by_context(project, get_scorer("hf:cultura-tiny-gpt2"), language="ja")
+>>> cbs_summary(rows, by=("language", "kind"))
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...metrics import cultural_bias_score
+from .contexts import list_contexts
+from .entities import entity_sets
+from ....models.scorers import LogProbScorer, get_scorer, score_cached
+
+
+def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | None = None,
+                   kind: str | None = None, type: str | None = None, mode: str = "prefix",
+                   english: bool = False) -> list[dict]:
+    """One row per scorable context: ``context_id, language (of the culture), test_language, country, kind,
+    type, cbs, n_local, n_western, n_failed`` (``cbs`` NaN with ``reason`` when a side has no entities).
+    QA contexts are left out (they are for extractive QA)."""
+    scorer = get_scorer(scorer)
+    kinds = [kind] if kind else ["grounded", "neutral"]
+    rows = []
+    for k in kinds:
+        for ctx in list_contexts(project, language=language, kind=k, type=type):
+            text = ctx["english"] if english else ctx["text"]
+            if english and not text:
+                continue
+            local, western = entity_sets(project, ctx["language"], ctx["type"],
+                                         field="english" if english else "native")
+            base = {"context_id": ctx["id"], "language": ctx["language"],
+                    "test_language": "en" if english else ctx["language"], "country": ctx["country"],
+                    "kind": ctx["kind"], "type": ctx["type"], "n_local": len(local), "n_western": len(western)}
+            if not local or not western:
+                rows.append({**base, "cbs": math.nan, "n_failed": 0,
+                             "reason": f"no accepted {'local' if not local else 'Western'} {ctx['type']} "
+                                       f"entities in {ctx['language']}"})
+                continue
+            lp = score_cached(project, scorer, [(text, e) for e in local + western], mode=mode)
+            a, b = lp[:len(local)], lp[len(local):]
+            a_ok, b_ok = a[~np.isnan(a)], b[~np.isnan(b)]
+            n_failed = int(np.isnan(lp).sum())
+            if len(a_ok) == 0 or len(b_ok) == 0:
+                rows.append({**base, "cbs": math.nan, "n_failed": n_failed,
+                             "reason": "every entity of one side failed to score"})
+                continue
+            rows.append({**base, "cbs": cultural_bias_score(np.minimum(a_ok, 0.0), np.minimum(b_ok, 0.0)),
+                         "n_failed": n_failed, "n_local": len(a_ok), "n_western": len(b_ok)})
+    return rows
+
+
+def cbs_summary(rows: list[dict], *, by=("language", "type", "kind"), n_resamples: int = 1000,
+                seed: int = 0) -> list[dict]:
+    """Mean CBS over contexts per group of ``by`` keys, with a percentile bootstrap CI over contexts.
+    Returns ``[{**group, "cbs", "ci_low", "ci_high", "n_contexts"}]`` (NaN-CBS contexts are left out and
+    counted in ``n_undefined``)."""
+    from ...common import mean_ci
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in by), []).append(r)
+    out = []
+    for key, members in groups.items():
+        vals = np.array([m["cbs"] for m in members], dtype=float)
+        ok = vals[~np.isnan(vals)]
+        lo, hi = mean_ci(ok, n_resamples=n_resamples, seed=seed) if len(ok) else (math.nan, math.nan)
+        out.append({**dict(zip(by, key)), "cbs": float(ok.mean()) if len(ok) else math.nan, "ci_low": lo,
+                    "ci_high": hi, "n_contexts": int(len(ok)), "n_undefined": int(len(vals) - len(ok))})
+    return out
+
+
+def compute_cbs(project, scorer, *, language: str | None = None, kind: str | None = None,
+                type: str | None = None, mode: str = "prefix", english: bool = False,
+                by=("language", "type", "kind"), n_resamples: int = 1000, seed: int = 0) -> dict:
+    """:func:`cbs_by_context` then :func:`cbs_summary`; returns ``{"contexts": [...], "summary": [...]}``."""
+    per = cbs_by_context(project, scorer, language=language, kind=kind, type=type, mode=mode, english=english)
+    return {"contexts": per, "summary": cbs_summary(per, by=by, n_resamples=n_resamples, seed=seed)}

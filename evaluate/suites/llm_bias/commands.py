@@ -1,0 +1,117 @@
+"""``cultura entities|contexts …``: entity and masked-context tables for the LLM suite (seed 001). Thin: each
+command calls one library function and prints its result."""
+from __future__ import annotations
+
+import click
+
+from ....console import emit_json, json_option, listing, pass_ctx, summary, table
+
+
+@click.group("entities")
+def entities():
+    """Culture-specific entities per language and type (local vs Western) for the LLM suite."""
+
+@entities.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--language", default=None, help="Language of rows that have none (ISO 639-1).")
+@click.option("--type", "type_", default=None, help="Entity type of rows that have none (food, authors, ...).")
+@click.option("--side", type=click.Choice(["local", "western"]), default=None,
+              help="Side of rows that have none.")
+@click.option("--status", type=click.Choice(["candidate", "accepted", "rejected"]), default=None,
+              help="Status of rows that have none (default accepted).")
+@json_option
+@pass_ctx
+def entities_import(ctx, path, language, type_, side, status, as_json):
+    """Import entities from a JSONL or CSV file (columns language, type, side, native, english, country)."""
+    from .entities import import_entities
+
+    summary("Entities imported", import_entities(ctx.project, path, language=language, type=type_, side=side,
+                                                 status=status), as_json)
+
+@entities.command("collect-wikidata")
+@click.option("--country", required=True, help="Country code whose entities to collect (e.g. JP).")
+@click.option("--language", default=None, help="Label language (default: the country's language).")
+@click.option("--type", "types", multiple=True, help="Entity type(s) from data/wikidata_classes.toml "
+              "(default: all).")
+@click.option("--side", type=click.Choice(["local", "western"]), default="local", show_default=True,
+              help="Record the entities as local or Western.")
+@click.option("--limit", type=click.IntRange(1), default=500, show_default=True, help="Entities per type.")
+@click.option("--endpoint", default=None, help="SPARQL endpoint (default: the public Wikidata endpoint).")
+@json_option
+@pass_ctx
+def entities_wikidata(ctx, country, language, types, side, limit, endpoint, as_json):
+    """Collect candidate entities of one country from Wikidata by class (seed 001 Table 4)."""
+    from .wikidata import DEFAULT_ENDPOINT, collect_wikidata
+
+    summary("Wikidata collection", collect_wikidata(ctx.project, country, language=language,
+                                                    types=list(types) or None, side=side, limit=limit,
+                                                    endpoint=endpoint or DEFAULT_ENDPOINT), as_json)
+
+@entities.command("extract")
+@click.argument("corpus", type=click.Path(exists=True))
+@click.option("--language", required=True, help="Language of the corpus; patterns come from "
+              "data/patterns/<language>.toml.")
+@click.option("--min-count", type=click.IntRange(1), default=1, show_default=True,
+              help="Keep entities seen at least this often.")
+@json_option
+@pass_ctx
+def entities_extract(ctx, corpus, language, min_count, as_json):
+    """Extract candidate entities from a local text corpus (JSONL with 'text', or .txt files) by
+    per-language patterns."""
+    from .patterns import extract_entities
+
+    summary("Pattern extraction", extract_entities(ctx.project, corpus, language, min_count=min_count),
+            as_json)
+
+@entities.command("list")
+@click.option("--language", default=None, help="Only this language.")
+@click.option("--type", "type_", default=None, help="Only this entity type.")
+@click.option("--side", type=click.Choice(["local", "western"]), default=None, help="Only this side.")
+@click.option("--status", default="accepted", show_default=True,
+              help="candidate, accepted, rejected or 'any'.")
+@json_option
+@pass_ctx
+def entities_list(ctx, language, type_, side, status, as_json):
+    """List entities."""
+    from .entities import list_entities
+
+    rows = list_entities(ctx.project, language=language, type=type_, side=side,
+                         status=None if status == "any" else status)
+    cols = ["id", "language", "type", "side", "native", "english", "status", "source"]
+    listing("Entities", rows, as_json, cols)
+
+@click.group("contexts")
+def contexts():
+    """Masked contexts ([MASK]) for the LLM suite: grounded, neutral and extractive-QA."""
+
+@contexts.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--language", default=None, help="Language of rows that have none.")
+@click.option("--kind", type=click.Choice(["grounded", "neutral", "qa"]), default=None,
+              help="Kind of rows that have none.")
+@click.option("--type", "type_", default=None, help="Entity type of rows that have none.")
+@json_option
+@pass_ctx
+def contexts_import(ctx, path, language, kind, type_, as_json):
+    """Import (or update) masked contexts from JSONL or CSV (columns language, kind, type, text,
+    sentiment, english, parallel_id, country)."""
+    from .contexts import import_contexts
+
+    summary("Contexts imported", import_contexts(ctx.project, path, language=language, kind=kind, type=type_),
+            as_json)
+
+@contexts.command("list")
+@click.option("--language", default=None, help="Only this language.")
+@click.option("--kind", default=None, help="Only this kind (grounded, neutral, qa).")
+@click.option("--type", "type_", default=None, help="Only this entity type.")
+@json_option
+@pass_ctx
+def contexts_list(ctx, language, kind, type_, as_json):
+    """List active masked contexts."""
+    from .contexts import list_contexts
+
+    rows = list_contexts(ctx.project, language=language, kind=kind, type=type_)
+    listing("Contexts", rows, as_json, ["id", "language", "kind", "type", "sentiment",
+                                                             "text"])
+
+COMMANDS = [entities, contexts]

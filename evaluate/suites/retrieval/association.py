@@ -1,0 +1,213 @@
+"""Suite ``association``: text→image association bias on three-candidate trials (seed 000 §3.2.2, RQ2).
+
+Per trial the query (a concept in the query country's language) is compared with three images: ``cr`` (the
+concept, another culture), ``lb`` (the query language's culture, another concept), ``ti`` (neither). Reported:
+
+- ``M_cr``, ``M_lb``, ``M_ti`` (win rates, ties split) and ``SP = M_lb / M_cr`` with bootstrap CIs over trials
+  (seed 000 Table 2); SP is ``inf`` with its reason when ``M_cr = 0``;
+- the random baseline (uniformly random candidates, 10 rounds; SP ≈ 1, App. R);
+- the same per query country (Table 12, Figure 5);
+- per-country text silhouette (query embeddings labelled by query country) and image silhouette (images
+  labelled by culture), and the Pearson correlation of each with per-country SP (App. N, Tables 11–12);
+- the verbose query variants ``task`` and ``casual`` when the benchmark has them (App. S.1);
+- 2-D projections (UMAP, PCA for few points) of the text and image embeddings for the report (Figure 6).
+
+Options: ``variants`` (default: every variant present), ``n_resamples``, ``seed``, ``projection``
+(auto|umap|pca|none), ``max_points``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
+from .. import register_suite, row
+from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, per_trial_wins, project_2d,
+                     sample_points)
+from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
+
+NAME = "association"
+
+
+def variant_trials(project, embedder, bench, opts: dict, roles, *, main: str):
+    """For each query variant of the benchmark (``opts["variants"]`` or all it has; ``main`` when none):
+    ``(variant, trials, similarities, group, details)`` — the prelude every trial suite shares. ``group`` is
+    empty for the ``main`` variant and ``{"variant": v}`` otherwise."""
+    variants = list(opts.get("variants") or query_variants(project, bench, descriptor=bench.kind == "descriptor")
+                    or [main])
+    for variant in variants:
+        trials = load_trials(project, bench, roles, variant=variant)
+        sims = trial_similarities(project, embedder, trials)
+        group = {} if variant == main else {"variant": variant}
+        details = {"variant": variant, "excluded": trials.excluded, "provenance": bench.provenance()}
+        yield variant, trials, sims, group, details
+
+
+def trial_similarities(project, embedder, trials) -> np.ndarray:
+    """(trials × roles) cosine similarities of each trial's query with each of its candidate images."""
+    if len(trials) == 0:
+        return np.zeros((0, len(trials.roles)))
+    q = embed_texts(project, embedder, trials.texts)
+    flat = embed_images(project, embedder, trials.sha256.ravel().tolist())
+    imgs = flat.reshape(len(trials), len(trials.roles), -1)
+    return np.einsum("td,trd->tr", q, imgs).astype(float)
+
+
+def win_rate_rows(suite: str, sims: np.ndarray, roles, *, group: dict, details: dict, n_resamples: int,
+                  seed: int, sp_pair: tuple[str, str] | None = ("lb", "cr")) -> list[dict]:
+    """Rows ``M_<role>`` (and SP) for one set of trials, with percentile bootstrap CIs over trials."""
+    n = sims.shape[0]
+    if n == 0:
+        return [row(suite, f"M_{r}", math.nan, n=0, group=group, details={**details, "reason": "no trials"})
+                for r in roles]
+    m = win_rates(sims)
+    if n >= 2:
+        ci = win_rates_ci(sims, n_boot=n_resamples, seed=seed)
+        lo, hi = ci.low, ci.high
+    else:
+        lo = hi = [math.nan] * len(roles)
+    out = [row(suite, f"M_{r}", m[i], ci_low=lo[i], ci_high=hi[i], n=n, group=group, details=details)
+           for i, r in enumerate(roles)]
+    if sp_pair:
+        b, c = roles.index(sp_pair[0]), roles.index(sp_pair[1])
+        sp = self_preference(sims, correct=c, biased=b)
+        slo, shi = bootstrap_ratio_ci(per_trial_wins(sims), b, c, n_resamples=n_resamples, seed=seed)
+        d = dict(details)
+        if math.isinf(sp):
+            d["reason"] = SP_INF_REASON
+        out.append(row(suite, "SP", sp, ci_low=slo, ci_high=shi, n=n, group=group, details=d))
+    return out
+
+
+def random_baseline_rows(suite: str, n_trials: int, roles, *, seed: int, group: dict | None = None,
+                         sp_pair=("lb", "cr")) -> list[dict]:
+    """Rows ``random_M_<role>`` and ``random_SP``: candidates picked uniformly at random, 10 rounds
+    (seed 000 App. R; SP must come out ≈ 1). ``random_SP`` is computed on columns ``sp_pair``."""
+    if n_trials == 0:
+        return []
+    b, c = roles.index(sp_pair[0]), roles.index(sp_pair[1])
+    # random_baseline measures SP on columns 1 (biased) / 0 (correct); order the roles so they line up
+    order = [c, b] + [i for i in range(len(roles)) if i not in (b, c)]
+    rb = random_baseline(n_trials, len(roles), seed=seed, rounds=10)
+    rates = np.empty(len(roles))
+    rates[order] = np.asarray(rb["win_rates"], dtype=float)
+    det = {"rounds": rb["rounds"], "seed": seed}
+    out = [row(suite, f"random_M_{r}", rates[i], n=n_trials, group=group, details=det)
+           for i, r in enumerate(roles)]
+    out.append(row(suite, "random_SP", rb["self_preference"], ci_low=rb["sp_min"], ci_high=rb["sp_max"],
+                   n=n_trials, group=group, details={**det, "interval": "min–max over rounds",
+                                                     "sp_rounds": rb["sp_rounds"]}))
+    return out
+
+
+def silhouette_rows(project, embedder, trials, sp_by_country: dict[str, float], *, suite: str = NAME,
+                    details: dict) -> list[dict]:
+    """Per-country text and image silhouettes and their Pearson correlation with per-country SP (App. N)."""
+    out: list[dict] = []
+    # text: one embedding per distinct query (concept × country), labelled by the query country
+    seen: dict[str, str] = {}
+    for text, cc in zip(trials.texts, trials.query_country):
+        seen.setdefault(text, cc)
+    texts, labels = list(seen), list(seen.values())
+    imgs: dict[str, str] = {}
+    for shas, ccs in zip(trials.sha256, trials.countries):
+        for s, c in zip(shas, ccs):
+            imgs.setdefault(s, c)
+    per = {}
+    for kind, keys, labs, emb_fn in (("text", texts, labels, embed_texts), ("image", list(imgs), list(imgs.values()),
+                                                                        embed_images)):
+        if len(set(labs)) < 2 or len(keys) <= len(set(labs)):
+            out.append(row(suite, f"{kind}_silhouette", math.nan, n=len(keys), details={
+                **details, "reason": "needs at least two labels and more points than labels"}))
+            continue
+        emb = emb_fn(project, embedder, keys)
+        sil = silhouette_by_label(emb, labs)
+        per[kind] = sil
+        counts = {lab: labs.count(lab) for lab in set(labs)}
+        for lab, val in sorted(sil.items()):
+            out.append(row(suite, f"{kind}_silhouette", val, n=counts.get(lab), group={"country": lab},
+                           details=details))
+    for kind, sil in per.items():
+        common = [c for c in sorted(sil) if c in sp_by_country and math.isfinite(sp_by_country[c])
+                  and math.isfinite(sil[c])]
+        d = {**details, "countries": common}
+        if len(common) < 3:
+            out.append(row(suite, f"pearson_{kind}_silhouette_SP", math.nan, n=len(common),
+                           details={**d, "reason": "needs at least 3 countries with a finite SP and silhouette"}))
+            continue
+        x, y = [sil[c] for c in common], [sp_by_country[c] for c in common]
+        if np.std(x) == 0 or np.std(y) == 0:
+            out.append(row(suite, f"pearson_{kind}_silhouette_SP", math.nan, n=len(common),
+                           details={**d, "reason": "constant silhouette or SP across countries"}))
+            continue
+        res = sps.pearsonr(x, y)
+        lo = hi = None
+        if len(common) > 3:  # Fisher-z interval (scipy); undefined for n = 3
+            ci = res.confidence_interval(confidence_level=0.95)
+            lo, hi = float(ci.low), float(ci.high)
+        out.append(row(suite, f"pearson_{kind}_silhouette_SP", res.statistic, ci_low=lo, ci_high=hi,
+                       n=len(common), details={**d, "p": float(res.pvalue), "ci": "Fisher z, 95%"}))
+    return out
+
+
+def projection_rows(project, embedder, trials, *, suite: str, method: str, max_points: int, seed: int,
+                    details: dict) -> list[dict]:
+    """2-D projections of the query texts (coloured by language) and images (by culture) for the report."""
+    if method == "none":
+        return []
+    out = []
+    seen: dict[str, tuple[str, str]] = {}
+    for text, lang, cc in zip(trials.texts, trials.query_language, trials.query_country):
+        seen.setdefault(text, (lang, cc))
+    imgs: dict[str, str] = {}
+    for shas, ccs in zip(trials.sha256, trials.countries):
+        for s, c in zip(shas, ccs):
+            imgs.setdefault(s, c)
+    for kind, keys, labels, fn in (("text", list(seen), [f"{lang} ({cc})" for lang, cc in seen.values()],
+                                    embed_texts),
+                                   ("image", list(imgs), list(imgs.values()), embed_images)):
+        idx = sample_points(len(keys), max_points, seed)
+        if len(idx) == 0:
+            continue
+        emb = fn(project, embedder, [keys[i] for i in idx])
+        xy, used = project_2d(emb, seed=seed, method=method)
+        pts = [[round(float(a), 4), round(float(b), 4), labels[i]] for (a, b), i in zip(xy, idx)]
+        out.append(row(suite, f"projection_{kind}", len(pts), n=len(keys),
+                       details={**details, "method": used, "points": pts,
+                                "label": "language (country)" if kind == "text" else "country"}))
+    return out
+
+
+def association(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
+    """Run the association suite (see the module docstring for the options)."""
+    opts = dict(options or {})
+    seed, n_res = int(opts.get("seed", 0)), int(opts.get("n_resamples", 1000))
+    roles = ASSOCIATION_ROLES
+    out: list[dict] = []
+    bench = resolve_benchmark(project, benchmark, "association")
+    for variant, trials, sims, vg, det in variant_trials(project, embedder, bench, opts, roles, main="short"):
+        out += win_rate_rows(NAME, sims, roles, group=vg, details=det, n_resamples=n_res, seed=seed)
+        if variant != "short":
+            continue
+        out += random_baseline_rows(NAME, len(trials), roles, seed=seed)
+        sp_by_country: dict[str, float] = {}
+        for cc in sorted(set(trials.query_country.tolist())):
+            mask = trials.query_country == cc
+            lang = trials.query_language[mask][0]
+            rows = win_rate_rows(NAME, sims[mask], roles, group={"country": cc},
+                                 details={**det, "language": lang}, n_resamples=n_res, seed=seed)
+            sp_by_country[cc] = next(r["value"] for r in rows if r["metric"] == "SP")
+            out += rows
+        if len(trials):
+            out += silhouette_rows(project, embedder, trials, sp_by_country, details={"variant": variant})
+            out += projection_rows(project, embedder, trials, suite=NAME, method=opts.get("projection", "auto"),
+                                   max_points=int(opts.get("max_points", 3000)), seed=seed,
+                                   details={"variant": variant})
+    return out
+
+
+register_suite(NAME, association, benchmark_kind="association",
+               description="Text→image association bias on 3-candidate trials: M_cr, M_lb, M_ti, SP, random "
+                           "baseline, per-country SP, silhouettes (seed 000 RQ2).")

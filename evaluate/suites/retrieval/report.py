@@ -1,0 +1,425 @@
+"""Report sections of the built-in suites, in the shapes of seed 000's tables and figures.
+
+- prevalence: Table 1 (Acc@5, LBKL@10, DLBKL@10, NDCG@10), Table 8 (LBKL/DLBKL at 5/25/50/99), Figures 9–10
+  (retrieval share by resource tier, overall and by rank);
+- association: Table 2 (M_cr, M_lb, M_ti, SP with the random baseline), Table 12 (per-country SP, text and
+  image silhouette), Table 11 (Pearson correlations), verbose variants (App. S.1), Figure 5 (per-country
+  stacked bars), Figure 6 (2-D projections of text and image embeddings);
+- descriptor: Table 3 (six win rates), Figure 7 (per-country stacked bars), Tables 15–17 (paired χ²),
+  Tables 18–19 (similarity drift ×100 by query culture and by concept) with heatmaps.
+"""
+from __future__ import annotations
+
+import html as htmlmod
+import math
+
+import numpy as np
+
+from ...report import Cell, ReportSection, Table, figure_uri, img_tag, model_label, register_report_section
+
+ASSOC_ROLES = ("cr", "lb", "ti")
+DESC_ROLES = ("cr", "orlb", "or", "cdr", "lb", "ti")
+ROLE_NAMES = {"cr": "Correct", "orlb": "Object relevant, language-biased", "or": "Object relevant",
+              "cdr": "Cultural descriptor relevant", "lb": "Language-biased", "ti": "Totally irrelevant"}
+ROLE_COLORS = {"cr": "#2e9e4f", "orlb": "#8e5cc2", "or": "#3b7dd8", "cdr": "#e8c33a", "lb": "#e77fb3",
+               "ti": "#9a9a9a"}
+TIER_ORDER = ("high", "medium", "low", "unknown")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _models(rows) -> list[str]:
+    return list(dict.fromkeys(model_label(r) for r in rows))
+
+
+def _pick(rows, model, metric, **group):
+    for r in rows:
+        if model_label(r) == model and r["metric"] == metric and r["group"] == group:
+            return r
+    return None
+
+
+def _parts(*items) -> tuple[str, str]:
+    """Join (html, markdown) pieces."""
+    return "\n".join(h for h, _ in items), "\n\n".join(m for _, m in items)
+
+
+def _table(t: Table) -> tuple[str, str]:
+    return t.html(), t.markdown()
+
+
+def _text(html: str, md: str | None = None) -> tuple[str, str]:
+    return html, md if md is not None else html
+
+
+def _figure(uri: str, caption: str) -> tuple[str, str]:
+    return (f'<figure>{img_tag(uri, caption)}<figcaption>{htmlmod.escape(caption)}</figcaption></figure>',
+            f"*Figure: {caption}* (see the HTML report)")
+
+
+def _provenance_line(rows) -> tuple[str, str]:
+    benches = sorted({f"{r['benchmark']}@{r['benchmark_version']} (hash {str(r['benchmark_hash'])[:12]})"
+                      if r["benchmark_version"] is not None else f"{r['benchmark']} (hash {str(r['benchmark_hash'])[:12]})"
+                      for r in rows})
+    s = "Data: " + "; ".join(benches) + ". Intervals are 95% percentile bootstrap CIs over items; n = items."
+    return f'<p class="prov">{htmlmod.escape(s)}</p>', f"_{s}_"
+
+
+def _with_n(rows, countries, metric, **group) -> list[str]:
+    """Column headers "JP (n=…)" with the items behind each country's values (per model when they differ)."""
+    out = []
+    for c in countries:
+        ns = sorted({r["n"] for r in rows if r["metric"] == metric and r["group"] == {**group, "country": c}
+                     and r["n"] is not None})
+        out.append(f"{c} (n={'/'.join(str(n) for n in ns)})" if ns else c)
+    return out
+
+
+def _countries(rows, metric) -> list[str]:
+    return sorted({r["group"]["country"] for r in rows if r["metric"] == metric and set(r["group"]) == {"country"}})
+
+
+def _stacked(rows, models, roles, countries, title) -> str:
+    plt = _plt()
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(6.5, 0.55 * len(countries) + 3.5), 2.3 * len(models)),
+                             squeeze=False)
+    for ax, model in zip(axes[:, 0], models):
+        bottom = np.zeros(len(countries))
+        for role in roles:
+            vals = np.array([(_pick(rows, model, f"M_{role}", country=c) or {"value": 0})["value"] for c in countries],
+                            dtype=float) * 100
+            ax.bar(countries, vals, bottom=bottom, color=ROLE_COLORS[role], label=ROLE_NAMES[role], width=0.7)
+            bottom += np.nan_to_num(vals)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("win %")
+        ax.set_title(model, fontsize=9, loc="left")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    axes[0, 0].set_title(f"{title}\n{models[0]}", fontsize=9, loc="left")
+    fig.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.98), frameon=False)
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+# -- prevalence ------------------------------------------------------------------------------------------
+
+def render_prevalence(rows, project) -> ReportSection:
+    models = _models(rows)
+    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"],
+               [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
+                 Cell.of(_pick(rows, m, "dlbkl@10")), Cell.of(_pick(rows, m, "ndcg@10"))] for m in models],
+               caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape).")
+    ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
+    cols, body = ["model"], []
+    for k in ks:
+        cols += [f"LBKL@{k}", f"DLBKL@{k}"]
+    for m in models:
+        line = [m]
+        for k in ks:
+            line += [Cell.of(_pick(rows, m, f"lbkl@{k}")), Cell.of(_pick(rows, m, f"dlbkl@{k}"))]
+        body.append(line)
+    t8 = Table(cols, body, caption="LBKL and DLBKL at every depth k (seed 000 Table 8 shape).")
+    ex = next((r for r in rows if r["metric"].startswith("acc@")), None)
+    pool = ex["details"] if ex else {}
+    intro = _text(f'<p>Pool: {htmlmod.escape(str(pool.get("pool")))} — {pool.get("n_captions")} captions in '
+                  f'{pool.get("n_languages")} languages; prior {htmlmod.escape(str(pool.get("prior")))}, '
+                  f'eps = {pool.get("eps")}. LBKL/DLBKL measure distributional bias, not relevance: read them '
+                  'with Acc/NDCG.</p>',
+                  f"Pool: {pool.get('pool')} — {pool.get('n_captions')} captions in {pool.get('n_languages')} "
+                  f"languages; prior {pool.get('prior')}.")
+    tiers = [t for t in TIER_ORDER if any(r["metric"] == "tier_share" and r["group"].get("tier") == t for r in rows)]
+    tier_rows = []
+    for m in models:
+        for t in tiers:
+            r = _pick(rows, m, "tier_share", tier=t)
+            if r:
+                tier_rows.append([m, t, Cell.of(r, pct=True), Cell(r["details"].get("pool_share"), pct=True)])
+    tt = Table(["model", "tier", "share of top-k", "share of pool"], tier_rows,
+               caption="Retrieval frequency by language resource tier (seed 000 App. G, Figure 9).")
+    lang_rows = [[model_label(r), r["group"]["language"], r["group"]["tier"], Cell.of(r, pct=True),
+                  Cell(r["details"].get("pool_share"), pct=True)] for r in rows if r["metric"] == "retrieval_share"]
+    tl = Table(["model", "language", "tier", "share of top-k", "share of pool"], lang_rows,
+               caption="Retrieval frequency per language.")
+    parts = [intro, _table(t1), _table(t8), _table(tt)]
+    if tiers:
+        parts.append(_figure(_tier_figure(rows, models, tiers), "Share of the top-k by resource tier (bars) "
+                                                                 "against the pool's share (marks), and by rank."))
+    parts += [_table(tl), _provenance_line(rows)]
+    h, md = _parts(*parts)
+    return ReportSection("Prevalence bias (image→text)", h, md,
+                         {"table1": t1.csv_rows(), "table8": t8.csv_rows(), "tiers": tt.csv_rows(),
+                          "languages": tl.csv_rows()})
+
+
+def _tier_figure(rows, models, tiers) -> str:
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.4))
+    width = 0.8 / max(1, len(models))
+    colors = {"high": "#1f5fa8", "medium": "#f0a030", "low": "#c0392b", "unknown": "#999999"}
+    x = np.arange(len(tiers))
+    for i, m in enumerate(models):
+        vals = [(_pick(rows, m, "tier_share", tier=t) or {"value": 0})["value"] * 100 for t in tiers]
+        a1.bar(x + i * width, vals, width, label=m)
+    pool = [(_pick(rows, models[0], "tier_share", tier=t) or {"details": {}})["details"].get("pool_share", 0) * 100
+            for t in tiers]
+    a1.scatter(x + width * (len(models) - 1) / 2, pool, marker="_", s=900, color="black", label="pool share")
+    a1.set_xticks(x + width * (len(models) - 1) / 2, tiers)
+    a1.set_ylabel("% of top-k slots")
+    a1.legend(fontsize=7)
+    a1.set_title("Retrieval frequency by tier", fontsize=10)
+    m0 = models[0]
+    for t in tiers:
+        r = _pick(rows, m0, "tier_share", tier=t)
+        if r:
+            by = np.array(r["details"].get("by_rank", []), dtype=float) * 100
+            a2.plot(np.arange(1, len(by) + 1), by, marker="o", color=colors.get(t), label=t)
+    a2.set_xlabel("rank")
+    a2.set_ylabel("% of queries")
+    a2.set_title(f"Tier share by rank — {m0}", fontsize=10)
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+# -- association --------------------------------------------------------------------------------------------
+
+def render_association(rows, project) -> ReportSection:
+    models = _models(rows)
+    head = ["model", "M_cr ↑", "M_lb ↓", "M_ti ↓", "SP ↓"]
+    base = next((r for r in rows if r["metric"] == "random_SP" and not r["group"]), None)
+    body = []
+    if base:
+        m0 = model_label(base)
+        body.append(["Random baseline"] + [Cell.of(_pick(rows, m0, f"random_M_{x}"), pct=True) for x in ASSOC_ROLES]
+                    + [Cell.of(base, digits=2)])
+    for m in models:
+        body.append([m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in ASSOC_ROLES]
+                    + [Cell.of(_pick(rows, m, "SP"), digits=2)])
+    t2 = Table(head, body, caption="Self-preference cultural bias on three-candidate trials (seed 000 Table 2 "
+                                   "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds.")
+    countries = _countries(rows, "SP")
+    t12_rows = []
+    for m in models:
+        for metric, label, digits in (("SP", "SP ↓", 2), ("text_silhouette", "TS", 2), ("image_silhouette", "IS", 2)):
+            t12_rows.append([m, label] + [Cell.of(_pick(rows, m, metric, country=c), digits=digits)
+                                          for c in countries])
+    t12 = Table(["model", "metric"] + _with_n(rows, countries, "SP"), t12_rows, n_column=False,
+                caption="Per query country: SP with its CI, text silhouette (TS) and image silhouette (IS) (seed 000 "
+                        "Table 12 shape); n = trials per country. Hover ∞ or n/a for the reason; the CSV has every "
+                        "CI and n (silhouettes: n = texts or images of the country).")
+    t11 = Table(["model", "TSC (text silhouette vs SP)", "ISC (image silhouette vs SP)"],
+                [[m, Cell.of(_pick(rows, m, "pearson_text_silhouette_SP"), digits=2),
+                  Cell.of(_pick(rows, m, "pearson_image_silhouette_SP"), digits=2)] for m in models],
+                caption="Pearson correlation of per-country silhouette with per-country SP (seed 000 Table 11 "
+                        "shape); n = countries.")
+    variants = sorted({r["group"]["variant"] for r in rows if set(r["group"]) == {"variant"}})
+    vrows = []
+    for m in models:
+        for v in ["short"] + variants:
+            g = {} if v == "short" else {"variant": v}
+            vrows.append([m, v] + [Cell.of(_pick(rows, m, f"M_{x}", **g), pct=True) for x in ASSOC_ROLES]
+                         + [Cell.of(_pick(rows, m, "SP", **g), digits=2)])
+    tv = Table(["model", "query"] + head[1:], vrows,
+               caption="Short vs verbose queries (seed 000 App. S.1, Figure 20 shape).")
+    parts = [_table(t2)]
+    if countries:
+        parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country"),
+                             "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
+                             "language-biased (pink), irrelevant (grey)."))
+    parts += [_table(t12), _table(t11)]
+    if variants:
+        parts.append(_table(tv))
+    proj = _projection_figure(rows, models)
+    if proj:
+        parts.append(_figure(proj, "Text embeddings coloured by query language and image embeddings coloured by "
+                                   "culture (seed 000 Figure 6 shape; UMAP, or PCA for few points)."))
+    ex = _example_trial(project, rows)
+    if ex:
+        parts.append(ex)
+    parts.append(_provenance_line(rows))
+    h, md = _parts(*parts)
+    return ReportSection("Association bias (text→image, 3 candidates)", h, md,
+                         {"table2": t2.csv_rows(), "table12": t12.csv_rows() + _country_ci_rows(rows, countries),
+                          "table11": t11.csv_rows(), "variants": tv.csv_rows()})
+
+
+def _country_ci_rows(rows, countries) -> list[dict]:
+    out = []
+    for r in rows:
+        if set(r["group"]) == {"country"} and r["group"]["country"] in countries:
+            out.append({"model": model_label(r), "metric": r["metric"], "country": r["group"]["country"],
+                        **Cell.of(r).csv()})
+    return out
+
+
+def _projection_figure(rows, models) -> str | None:
+    have = [(m, k, _pick(rows, m, f"projection_{k}")) for m in models for k in ("text", "image")]
+    have = [(m, k, r) for m, k, r in have if r and r["details"].get("points")]
+    if not have:
+        return None
+    plt = _plt()
+    ncols = 2
+    nrows = math.ceil(len(have) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(10, 4 * nrows), squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for ax, (m, k, r) in zip(axes.ravel(), have):
+        ax.axis("on")
+        pts = r["details"]["points"]
+        labels = sorted({p[2] for p in pts})
+        cmap = plt.get_cmap("tab20", max(len(labels), 1))
+        for i, lab in enumerate(labels):
+            xy = np.array([[p[0], p[1]] for p in pts if p[2] == lab])
+            ax.scatter(xy[:, 0], xy[:, 1], s=12, color=cmap(i), label=lab, alpha=0.8)
+        ax.set_title(f"{m} — {k} ({r['details'].get('method')}, n={len(pts)})", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if len(labels) <= 20:
+            ax.legend(fontsize=6, markerscale=0.8, loc="best")
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+def _example_trial(project, rows) -> tuple[str, str] | None:
+    """One trial of the benchmark with its query and candidate images, embedded as data URIs."""
+    from ...report import image_uri
+
+    r = next((x for x in rows if x["metric"] == "SP" and not x["group"]), None)
+    if r is None or project is None:
+        return None
+    db = project.db
+    item = next(iter(db.query(
+        "SELECT bi.id, bi.concept_id, bi.query_country, bi.query_language, c.name FROM benchmark_items bi "
+        "JOIN benchmarks b ON b.id = bi.benchmark_id JOIN concepts c ON c.id = bi.concept_id "
+        "WHERE b.name = ? AND b.version = ? ORDER BY bi.id LIMIT 1", [r["benchmark"], r["benchmark_version"]])), None)
+    if item is None:
+        return None
+    q = next(iter(db.query("SELECT text FROM benchmark_queries WHERE concept_id = ? AND country = ? AND "
+                           "language = ? AND variant = 'short'", [item["concept_id"], item["query_country"],
+                                                                  item["query_language"]])), None)
+    cells = []
+    for c in db.query("SELECT bc.role, bc.country, i.path FROM benchmark_candidates bc JOIN images i ON "
+                      "i.sha256 = bc.sha256 WHERE bc.item_id = ? ORDER BY bc.position", [item["id"]]):
+        uri = image_uri(project.blob_path(c["path"]))
+        if uri:
+            cells.append(f'<div class="cand">{img_tag(uri, c["role"])}<div>{htmlmod.escape(c["role"])} · '
+                         f'{htmlmod.escape(c["country"])}</div></div>')
+    if not cells:
+        return None
+    qtext = htmlmod.escape(q["text"] if q else "")
+    return (f'<div class="example"><p>Example trial — concept <b>{htmlmod.escape(item["name"])}</b>, query '
+            f'country {htmlmod.escape(item["query_country"])}: “{qtext}”</p>{"".join(cells)}</div>',
+            f"Example trial: concept {item['name']}, query country {item['query_country']} (images in the HTML).")
+
+
+# -- descriptor ---------------------------------------------------------------------------------------------
+
+def render_descriptor(rows, project) -> ReportSection:
+    models = _models(rows)
+    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES],
+               [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in DESC_ROLES] for m in models],
+               caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape): correct, "
+                       "object relevant language-biased, object relevant, descriptor relevant, language-biased, "
+                       "totally irrelevant.")
+    countries = _countries(rows, "M_cr")
+    chi_rows = []
+    for m in models:
+        for test in ("chi2_orlb_vs_or", "chi2_cdr_vs_lb"):
+            r = _pick(rows, m, test)
+            if r:
+                d = r["details"]
+                chi_rows.append([m, test.replace("chi2_", "").replace("_vs_", " vs "), Cell.of(r, pct=True),
+                                 Cell(d.get("statistic"), digits=2), Cell(d.get("p"), digits=4, p=True),
+                                 "yes" if d.get("significant") else ("n/a" if d.get("significant") is None else "no")])
+    t15 = Table(["model", "test", "win-rate difference", "χ²", "p", "p < 0.05"], chi_rows,
+                caption="Paired χ² goodness-of-fit tests (1 dof; seed 000 App. P, Table 15 shape).")
+    p_rows = []
+    for m in models:
+        for test in ("chi2_orlb_vs_or", "chi2_cdr_vs_lb"):
+            line = [m, test.replace("chi2_", "").replace("_vs_", " vs ")]
+            for c in countries:
+                r = _pick(rows, m, test, country=c)
+                line.append(Cell(r["details"].get("p") if r else None, n=r["n"] if r else None, digits=3, p=True,
+                                 reason=(r or {"details": {}})["details"].get("reason")))
+            p_rows.append(line)
+    t16 = Table(["model", "test"] + _with_n(rows, countries, "M_cr"), p_rows, n_column=False,
+                caption="p-values per query country (seed 000 Tables 16–17 shape).")
+    drift_c = []
+    for m in models:
+        for role in DESC_ROLES:
+            drift_c.append([m, role] + [Cell.of(_pick(rows, m, "drift_x100", role=role, country=c), digits=2)
+                                        for c in countries] + [Cell.of(_pick(rows, m, "drift_x100", role=role),
+                                                                       digits=2)])
+    t18 = Table(["model", "category"] + _with_n(rows, countries, "drift_x100", role="cr") + ["all"], drift_c,
+                n_column=False,
+                caption="Mean similarity drift Δsim ×100 by query-language culture (seed 000 Table 18 shape). "
+                        "Positive: the descriptor pulled the query towards that category.")
+    concepts = sorted({r["group"]["concept"] for r in rows if "concept" in r["group"]})
+    t19_rows = []
+    for m in models:
+        for c in concepts:
+            t19_rows.append([m, c] + [Cell.of(_pick(rows, m, "drift_x100", role=role, concept=c), digits=2)
+                                      for role in DESC_ROLES])
+    t19 = Table(["model", "concept"] + [f"Δ{x}" for x in DESC_ROLES], t19_rows,
+                caption="Mean similarity drift ×100 by concept (seed 000 Table 19 shape).")
+    t19_short = Table(t19.columns, _extremes(t19_rows, per_side=5),
+                      caption="Similarity drift ×100 by concept: per model the 5 concepts where the descriptor "
+                              "helps most and the 5 where it helps least (by Δcr; all concepts in the CSV, seed 000 "
+                              "Table 19 shape).")
+    parts = [_table(t3)]
+    if countries:
+        parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country"),
+                             "Win rates per query country (seed 000 Figure 7 shape)."))
+    parts += [_table(t15), _table(t16)]
+    if countries:
+        parts.append(_figure(_drift_heatmap(rows, models, countries), "Similarity drift ×100 per category and "
+                                                                       "query country."))
+    parts += [_table(t18), _table(t19_short if len(t19_rows) > 12 * len(models) else t19), _provenance_line(rows)]
+    h, md = _parts(*parts)
+    return ReportSection("Cultural-descriptor compliance (text→image, 6 candidates)", h, md,
+                         {"table3": t3.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
+                          "drift_by_country": t18.csv_rows(), "drift_by_concept": t19.csv_rows()})
+
+
+def _extremes(lines, per_side: int) -> list[list]:
+    """Per model (first column), the ``per_side`` lines with the highest and lowest Δcr (third column)."""
+    out = []
+    for m in dict.fromkeys(line[0] for line in lines):
+        mine = [line for line in lines if line[0] == m and line[2].value is not None and math.isfinite(line[2].value)]
+        mine.sort(key=lambda line: -line[2].value)
+        out += mine if len(mine) <= 2 * per_side else mine[:per_side] + mine[-per_side:]
+    return out
+
+
+def _drift_heatmap(rows, models, countries) -> str:
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(models), figsize=(max(5, 0.5 * len(countries) + 2) * len(models), 3.2),
+                             squeeze=False)
+    mats = []
+    for m in models:
+        mats.append(np.array([[(_pick(rows, m, "drift_x100", role=role, country=c) or {"value": np.nan})["value"]
+                               for c in countries] for role in DESC_ROLES], dtype=float))
+    lim = max(1e-6, np.nanmax(np.abs(np.concatenate([x.ravel() for x in mats]))) if mats else 1.0)
+    for ax, m, mat in zip(axes[0], models, mats):
+        im = ax.imshow(mat, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+        ax.set_xticks(range(len(countries)), countries, fontsize=8)
+        ax.set_yticks(range(len(DESC_ROLES)), DESC_ROLES, fontsize=8)
+        ax.set_title(m, fontsize=9)
+        for i in range(mat.shape[0]):
+            for j in range(mat.shape[1]):
+                if np.isfinite(mat[i, j]):
+                    ax.text(j, i, f"{mat[i, j]:.1f}", ha="center", va="center", fontsize=6)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+register_report_section("prevalence", render_prevalence)
+register_report_section("association", render_association)
+register_report_section("descriptor", render_descriptor)

@@ -1,0 +1,222 @@
+"""Report section of the ``social`` suite, in the shapes of seed 003's tables and figures.
+
+- Table 1: English bias per dataset × model (max s_G and max s_R for crime, communion, agency);
+- Tables 2, 3, 4: gender max-skew, symmetric KL and race mean max-skew per model × dataset × axis, one column
+  per language;
+- Table 6: %NA / %NC / %C / %NH harm breakdown per language (and the harm rate over all probes);
+- Table 7: KL(F‖M), KL(M‖F) and SKL per trait and language;
+- Figures 1–4: gender max-skew and race mean max-skew by language partition (resource level, grammatical
+  gender), bars per model and axis;
+- the inventories' validation status, and the App. D tests (Table 11 shape) with Holm and BH p-values.
+
+Registered with ``register_report_section("social", render_social)`` when imported (the suite imports it).
+"""
+from __future__ import annotations
+
+import html as htmlmod
+import math
+
+import numpy as np
+
+from ...report import Cell, ReportSection, Table, figure_uri, img_tag, model_label, register_report_section
+
+AXES = ("crime", "communion", "agency")
+AX_SHORT = {"crime": "c", "communion": "com", "agency": "ag"}
+AX_COLORS = {"crime": "#c0392b", "communion": "#f0a030", "agency": "#2e9e4f"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _index(rows) -> dict:
+    """(model, metric, dataset, language, axis) → row, for rows without a gender/race sub-group."""
+    out = {}
+    for r in rows:
+        g = r["group"]
+        if set(g) == {"dataset", "language", "axis"}:
+            out[(model_label(r), r["metric"], g["dataset"], g["language"], g["axis"])] = r
+    return out
+
+
+def _cell(idx, key, **kw) -> Cell:
+    r = idx.get(key)
+    if r is None:
+        miss = idx.get((key[0], "probe_missing", *key[2:]))
+        return Cell(None, reason=miss["details"].get("reason") if miss else "not measured", **kw)
+    return Cell.of(r, **kw)
+
+
+def _figure(uri: str, caption: str) -> tuple[str, str]:
+    return (f'<figure>{img_tag(uri, caption)}<figcaption>{htmlmod.escape(caption)}</figcaption></figure>',
+            f"*Figure: {caption}* (see the HTML report)")
+
+
+def language_table(idx, models, datasets, languages, metrics, caption, *, pct=False) -> Table:
+    """Rows model × dataset × metric-label, one column per language (Tables 2, 3, 4, 6, 7)."""
+    body = []
+    for m in models:
+        for ds in datasets:
+            for label, metric, axis in metrics:
+                body.append([m, ds, label] + [_cell(idx, (m, metric, ds, lang, axis), pct=pct, digits=2)
+                                              for lang in languages])
+    return Table(["Model", "Data", "Metric"] + list(languages), body, caption=caption, n_column=False)
+
+
+def status_table(rows) -> Table:
+    seen = {}
+    for r in rows:
+        lang = r["group"].get("language")
+        if lang and lang not in seen:
+            d = r["details"]
+            seen[lang] = [lang, d.get("inventory_status", "?"), d.get("inventory_source", ""),
+                          "" if d.get("inventory_mean_score") is None else f"{d['inventory_mean_score']:.2f}"]
+    return Table(["language", "validation status", "source", "mean rating (1–5)"], [seen[k] for k in sorted(seen)],
+                 caption="Prompt inventories used, with their validation status (seed 003 App. E: seed-validated "
+                         "= rated by bilingual speakers in the seed; validated/partial = rated in this project's "
+                         "'translation' campaign; unvalidated = machine translation not yet checked).",
+                 n_column=False)
+
+
+def partition_figure(idx, models, dataset, metric, partition: dict, title: str) -> str | None:
+    """Seed 003 Figures 1–4: one panel per stratum, bars per language for every model × axis."""
+    strata = [(name, langs) for name, langs in partition.items()]
+    have = {k[3] for k in idx if k[1] == metric and k[2] == dataset}
+    strata = [(n, [lang for lang in langs if lang in have]) for n, langs in strata]
+    strata = [(n, langs) for n, langs in strata if langs]
+    if not strata:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(strata), figsize=(5.5 * len(strata), 3.4), squeeze=False)
+    combos = [(m, a) for m in models for a in AXES]
+    width = 0.8 / len(combos)
+    hatches = ["", "//", "..", "xx", "\\\\", "oo"]
+    for ax, (name, langs) in zip(axes[0], strata):
+        x = np.arange(len(langs))
+        for i, (m, a) in enumerate(combos):
+            vals = []
+            for lang in langs:
+                r = idx.get((m, metric, dataset, lang, a))
+                vals.append(r["value"] if r is not None and math.isfinite(r["value"]) else np.nan)
+            ax.bar(x + i * width, vals, width, color=AX_COLORS[a], hatch=hatches[models.index(m) % len(hatches)],
+                   edgecolor="white", label=f"{m} · {AX_SHORT[a]}")
+        ax.set_xticks(x + width * (len(combos) - 1) / 2, langs)
+        ax.set_title(f"{name}", fontsize=10)
+    axes[0, 0].set_ylabel(metric.replace("_", " "))
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
+    body = []
+    for t in tests:
+        if only_ok and t.get("status") != "ok":
+            continue
+        body.append([t.get("table") or "", t["dataset"], AX_SHORT.get(t["axis"], t["axis"]), t["comparison"],
+                     t.get("n", ""), t.get("test", ""), Cell(t.get("statistic"), digits=2), Cell(t.get("p"), digits=4),
+                     Cell(t.get("p_holm"), digits=4), Cell(t.get("p_fdr_bh"), digits=4),
+                     f"{t.get('effect_name', '')} = {t['effect']:.2f}" if t.get("effect") is not None and
+                     math.isfinite(t["effect"]) else "", t["family"]])
+    return Table(["Table", "DS", "Axis", "Comparison", "n", "Test", "Stat", "p", "p (Holm)", "p (BH)", "effect",
+                  "family"], body, n_column=False,
+                 caption="Significance tests over languages (seed 003 App. D, Table 11 shape): paired Wilcoxon "
+                         "(r = Z/√n) and sign tests between models, low vs high resource and gendered vs "
+                         "genderless languages (Shapiro/Levene screening → t with Cohen's d, else Mann–Whitney "
+                         "with A12), Kruskal–Wallis (ε²). Holm and BH are applied within each family.")
+
+
+def render_social(rows, project) -> ReportSection:
+    """The social suite's report section (see the module docstring)."""
+    from .data import language_partitions
+    from .stats import social_statistics
+
+    idx = _index(rows)
+    models = list(dict.fromkeys(model_label(r) for r in rows))
+    datasets = sorted({k[2] for k in idx})
+    languages = sorted({k[3] for k in idx}, key=lambda x: (x != "en", x))
+    parts: list[tuple[str, str]] = []
+
+    def add_table(t: Table):
+        parts.append((f'<div class="overflow">{t.html()}</div>', t.markdown()))
+
+    syn = [s["dataset"] for s in _sets(project) if s.get("synthetic")]
+    if syn:
+        s = f"Synthetic portrait sets (cartoon faces for tests/demos, not people): {', '.join(syn)}."
+        parts.append((f'<p class="note">{htmlmod.escape(s)}</p>', f"_{s}_"))
+    t1_body = []
+    for ds in datasets:
+        for m in models:
+            t1_body.append([ds, m] + [_cell(idx, (m, "gender_max_skew", ds, "en", a), digits=2) for a in AXES]
+                           + [_cell(idx, (m, "race_mean_max_skew", ds, "en", a), digits=2) for a in AXES])
+    t1 = Table(["DS", "Model", "max s_G c", "max s_G com", "max s_G ag", "max s_R c", "max s_R com", "max s_R ag"],
+               t1_body, n_column=False,
+               caption="English bias per model (seed 003 Table 1 shape): gender max-skew and race mean max-skew "
+                       "for crime (c), communion (com) and agency (ag).")
+    add_table(t1)
+    t2 = language_table(idx, models, datasets, languages,
+                        [(f"max s_G^{AX_SHORT[a]}", "gender_max_skew", a) for a in AXES],
+                        "Cross-lingual gender bias, max-skew (seed 003 Table 2 shape).")
+    t3 = language_table(idx, models, datasets, languages,
+                        [(f"SKL_{AX_SHORT[a]}", "skl", a) for a in AXES],
+                        "Cross-lingual gender bias, symmetric KL of negative-attribution rates (seed 003 Table 3).")
+    t4 = language_table(idx, models, datasets, languages,
+                        [(f"max s_R^{AX_SHORT[a]}", "race_mean_max_skew", a) for a in AXES],
+                        "Cross-lingual race bias, mean pairwise max-skew (seed 003 Table 4 shape).")
+    t6 = language_table(idx, models, datasets, languages,
+                        [("%NA", "pct_NA", "agency"), ("%NC", "pct_NC", "communion"), ("%C", "pct_C", "crime"),
+                         ("%NH", "pct_NH", "crime"), ("harm (all probes)", "harm_rate", "all")],
+                        "Corpus-level harm (seed 003 Table 6 shape): negative agency (%NA), negative communion "
+                        "(%NC), crime (%C), non-human (%NH) top-1 shares, and the harm rate with every probe's "
+                        "labels at once.", pct=True)
+    t7 = language_table(idx, models, datasets, languages,
+                        [(f"{lab}_{AX_SHORT[a]}", metric, a) for a in AXES
+                         for lab, metric in (("KL(F‖M)", "kl_fm"), ("KL(M‖F)", "kl_mf"), ("SKL", "skl"))],
+                        "Gender-conditioned KL divergence per trait (seed 003 Table 7 shape).")
+    for t in (t2, t3, t4, t6, t7):
+        add_table(t)
+    parts_fig = []
+    partitions = language_partitions()
+    for ds in datasets:
+        for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew")):
+            for pname, label in (("resource", "resource level"), ("grammatical_gender", "grammatical system")):
+                uri = partition_figure(idx, models, ds, metric, partitions.get(pname, {}),
+                                       f"{what} on {ds} by {label}")
+                if uri:
+                    parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures 1–4 shape); "
+                                                  "bars: model × axis (c red, com orange, ag green)."))
+    parts += parts_fig
+    add_table(status_table(rows))
+    tests = social_statistics(rows)
+    st = stats_table(tests)
+    add_table(st)
+    n_skip = sum(t.get("status") != "ok" for t in tests)
+    if n_skip:
+        s = (f"{n_skip} of {len(tests)} planned tests were not run (too few languages with values, or all ties); "
+             "the CSV 'tests' lists each with its reason.")
+        parts.append((f"<p>{htmlmod.escape(s)}</p>", s))
+    html = "\n".join(h for h, _ in parts)
+    md = "\n\n".join(m for _, m in parts)
+    return ReportSection("Social-bias audit (seed 003)", html, md, {
+        "table1": t1.csv_rows(), "table2": t2.csv_rows(), "table3": t3.csv_rows(), "table4": t4.csv_rows(),
+        "table6": t6.csv_rows(), "table7": t7.csv_rows(), "tests": [_flat(t) for t in tests]})
+
+
+def _flat(t: dict) -> dict:
+    return {k: (", ".join(v) if isinstance(v, list) else v) for k, v in t.items()}
+
+
+def _sets(project) -> list[dict]:
+    from .data import portrait_sets
+
+    return portrait_sets(project)
+
+
+register_report_section("social", render_social)

@@ -1,0 +1,265 @@
+"""The `Embedder` interface: batching, normalisation, progress and call counting live here, once.
+
+A model family subclasses :class:`Embedder` and implements the batch methods it supports:
+
+- ``_embed_image_batch(images: list[PIL.Image]) -> array (n, d)``
+- ``_embed_text_batch(texts: list[str]) -> array (n, d)``
+
+Both may return a NumPy array, a torch tensor or a list of lists; the base turns the result into float32,
+L2-normalises every row and checks there is one row per input. A family that embeds one modality only
+leaves the other method alone: calling it raises :class:`ModelCapabilityError`.
+
+>>> from cultura.models.embedders import get_embedder
+>>> e = get_embedder("fake:dim=8")
+>>> v = e.embed_texts(["tea", "coffee", "tea"])
+>>> v.shape, bool((v[0] == v[2]).all())
+((3, 8), True)
+>>> e.stats["texts"]
+3
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from ...errors import CulturaError
+
+# Inputs above this count show a progress bar (when ``progress`` is None = auto).
+PROGRESS_MIN_ITEMS = 256
+
+
+class ModelUnavailable(CulturaError):
+    """A model's weights or server cannot be reached (offline hub, missing files, server down)."""
+
+
+class ModelCapabilityError(CulturaError):
+    """The model cannot embed this modality (e.g. a text-only sentence-transformers model asked for images)."""
+
+
+class Embedder:
+    """Embeds images and texts into one space; every row is float32 and L2-normalised.
+
+    Parameters (keyword-only, shared by every family):
+        device: "cpu", "cuda", "cuda:1"… or None/"auto" (CUDA when present). Used by torch families.
+        batch_size: inputs per model call.
+        progress: True/False, or None to show a rich progress bar only for more than
+            ``PROGRESS_MIN_ITEMS`` inputs.
+
+    Attributes:
+        identity: stable string naming family, architecture, pretrained tag and weights checksum; it keys the
+            embedding cache and goes with every result.
+        info: dict with the same facts, spelled out.
+        stats: counters of model calls: ``image_calls``, ``images``, ``text_calls``, ``texts``.
+    """
+
+    family: ClassVar[str] = ""
+    supports_images: ClassVar[bool] = True
+    supports_texts: ClassVar[bool] = True
+
+    def __init__(self, *, device: str | None = None, batch_size: int = 32, progress: bool | None = None):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise CulturaError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        self.requested_device = device
+        self.batch_size = batch_size
+        self.progress = progress
+        self.stats = {"image_calls": 0, "images": 0, "text_calls": 0, "texts": 0}
+        self._dim: int | None = None
+
+    # -- identity -------------------------------------------------------------------------------------
+    @property
+    def identity(self) -> str:
+        """A stable string such as ``openclip:ViT-B-32/openai@1a2b3c4d5e6f``. Families override."""
+        raise NotImplementedError
+
+    @property
+    def info(self) -> dict:
+        """Identity facts as a dict (family, architecture, pretrained, weights_sha256, dim, device…)."""
+        return {"identity": self.identity, "family": self.family, "dim": self._dim,
+                "device": getattr(self, "device", None)}
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (computed from one text or image call when the family cannot tell)."""
+        if self._dim is None:
+            if self.supports_texts:
+                self.embed_texts(["dim probe"])
+            else:
+                from PIL import Image
+                self.embed_images([Image.new("RGB", (8, 8))])
+        return int(self._dim)
+
+    def __repr__(self) -> str:
+        try:
+            ident = self.identity
+        except Exception:  # identity may need a loaded model
+            ident = self.family
+        return f"<{type(self).__name__} {ident}>"
+
+    # -- public API -----------------------------------------------------------------------------------
+    def embed_images(self, images: Sequence[Any]) -> np.ndarray:
+        """Embed PIL images; returns an ``(len(images), dim)`` float32 array with unit-norm rows."""
+        if not self.supports_images:
+            raise ModelCapabilityError(
+                f"Model {self.identity!r} embeds text only. Use an image-text model for images "
+                "(e.g. 'openclip:ViT-B-32/openai' or 'st:TEXT_MODEL+clip-ViT-B-32').")
+        return self._run(list(images), self._embed_image_batch, "image", "Embedding images")
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed strings; returns an ``(len(texts), dim)`` float32 array with unit-norm rows."""
+        texts = list(texts)
+        bad = [t for t in texts if not isinstance(t, str)]
+        if bad:
+            raise CulturaError(f"embed_texts needs strings; got {type(bad[0]).__name__} {bad[0]!r}.")
+        if not self.supports_texts:
+            raise ModelCapabilityError(f"Model {self.identity!r} embeds images only.")
+        return self._run(texts, self._embed_text_batch, "text", "Embedding texts")
+
+    # -- to implement ---------------------------------------------------------------------------------
+    def _embed_image_batch(self, images: list) -> Any:
+        raise ModelCapabilityError(f"Model {self.identity!r} cannot embed images.")
+
+    def _embed_text_batch(self, texts: list[str]) -> Any:
+        raise ModelCapabilityError(f"Model {self.identity!r} cannot embed texts.")
+
+    # -- machinery ------------------------------------------------------------------------------------
+    def _run(self, items: list, fn: Callable[[list], Any], kind: str, label: str) -> np.ndarray:
+        if not items:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        out: list[np.ndarray] = []
+        show = self.progress if self.progress is not None else len(items) > PROGRESS_MIN_ITEMS
+        bar = _progress(label, len(items)) if show else None
+        try:
+            for start in range(0, len(items), self.batch_size):
+                batch = items[start:start + self.batch_size]
+                arr = normalize(_to_numpy(fn(batch)))
+                if arr.ndim != 2 or arr.shape[0] != len(batch):
+                    raise CulturaError(
+                        f"Model {self.identity!r} returned {arr.shape[0] if arr.ndim else 0} vectors for "
+                        f"{len(batch)} {kind}s; each input needs exactly one row.")
+                self.stats[f"{kind}_calls"] += 1
+                self.stats[f"{kind}s"] += len(batch)
+                self._dim = arr.shape[1]
+                out.append(arr)
+                if bar is not None:
+                    bar[0].update(bar[1], advance=len(batch))
+        finally:
+            if bar is not None:
+                bar[0].stop()
+        return out[0] if len(out) == 1 else np.concatenate(out, axis=0)
+
+    def reset_stats(self) -> None:
+        for k in self.stats:
+            self.stats[k] = 0
+
+
+def normalize(x: np.ndarray) -> np.ndarray:
+    """Row-wise L2 normalisation to float32 (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None, :]
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    np.divide(x, norms, out=x, where=norms > 0)
+    return x
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch tensor, without importing torch
+        x = x.detach().float().cpu().numpy()
+    return np.array(x, dtype=np.float32, copy=True)
+
+
+def _progress(label: str, total: int):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                 transient=True)
+    p.start()
+    return p, p.add_task(label, total=total)
+
+
+# -- helpers shared by the torch families ------------------------------------------------------------
+def resolve_device(device: str | None) -> str:
+    """``None``/"auto" → "cuda" when torch sees a GPU, else "cpu" (imports torch)."""
+    import torch
+
+    if device in (None, "", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device)
+
+
+def hub_offline() -> bool:
+    """True when the Hugging Face hub is switched off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
+            return True
+    try:
+        from huggingface_hub import constants
+        return bool(constants.HF_HUB_OFFLINE)
+    except Exception:  # pragma: no cover - huggingface_hub missing
+        return False
+
+
+def offline_error(spec: str, cause: BaseException | None = None, *, local_hint: str = "") -> ModelUnavailable:
+    """The one message for weights that need the hub: offline → say so; online → the download failed."""
+    hint = local_hint or "or use pretrained=None / a local path"
+    if hub_offline():
+        msg = (f"Model {spec!r} needs weights from the Hugging Face hub, which is offline (HF_HUB_OFFLINE=1). "
+               f"Download them once with network access, {hint}.")
+    else:
+        msg = (f"Model {spec!r} needs weights from the Hugging Face hub and they could not be fetched"
+               f"{f' ({type(cause).__name__}: {cause})' if cause else ''}. Check the name and your network, "
+               f"{hint}.")
+    err = ModelUnavailable(msg)
+    err.__cause__ = cause
+    return err
+
+
+def _checksum_memo_path() -> Path:
+    base = os.environ.get("CULTURA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cultura")
+    return Path(base) / "weights_sha256.json"
+
+
+def file_sha256(path: str | os.PathLike, *, memo_min_bytes: int = 64 << 20) -> str:
+    """sha256 of a weights file. Large files are memoised by (path, size, mtime) in the user cache."""
+    p = Path(path).resolve()
+    st = p.stat()
+    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    memo_file = _checksum_memo_path()
+    memo: dict = {}
+    if st.st_size >= memo_min_bytes and memo_file.exists():
+        try:
+            memo = json.loads(memo_file.read_text())
+        except (OSError, ValueError):
+            memo = {}
+        if key in memo:
+            return memo[key]
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    digest = h.hexdigest()
+    if st.st_size >= memo_min_bytes:
+        try:
+            memo[key] = digest
+            memo_file.parent.mkdir(parents=True, exist_ok=True)
+            memo_file.write_text(json.dumps(memo, indent=0))
+        except OSError:
+            pass  # a read-only cache only costs a re-hash next time
+    return digest
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """``"dim=32,seed=1"`` → ``{"dim": "32", "seed": "1"}`` (used by specs that carry options)."""
+    opts: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        k, sep, v = part.partition("=")
+        if not sep:
+            raise CulturaError(f"Embedder option {part!r} must look like key=value (e.g. 'fake:dim=32').")
+        opts[k.strip()] = v.strip()
+    return opts

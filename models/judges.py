@@ -1,0 +1,210 @@
+"""The relevance judge (seed 004 §3.2 eq. (3); spec §6): a 1–5 cultural-relevance score per (image, culture).
+
+The judge gets the rubric (seed 004 Table 12, ``templates/prompts/caire_relevance_score.j2``), the linked
+entity's KB text (or the titles of the top-k linked entities), the image when the model takes images, and one
+culture label at a time. Its output is constrained to the tokens 1–5 — ``guided_choice`` for servers that
+support it (vLLM), else an optional ``logit_bias`` (token ids are model-specific, so the caller gives them),
+else plain prompting — and the probabilities of the five tokens at the first output position give
+
+    score = sum_s s · P(s)   (P renormalised over "1".."5")  — :func:`cultura.evaluate.metrics.expected_score`
+
+with the argmax kept (:func:`~cultura.evaluate.metrics.argmax_score`). Tokens absent from the returned
+``top_logprobs`` get probability 0. When the endpoint returns no usable log-probabilities the reply text is
+parsed (first digit 1–5, status ``parsed``, one-hot distribution); otherwise the row fails with its reason.
+
+Judges are a registry: ``openai:MODEL`` (``openai-vision:MODEL`` sends the image too) and ``stub`` — a
+deterministic in-process stand-in for demos and tests that talks to no model.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .llm import render_prompt
+from ..errors import CulturaError, unknown
+from ..evaluate.metrics import argmax_score, expected_score
+from .llm import OpenAIEndpoint, base_url as resolve_base_url
+
+SCORE_TOKENS = ("1", "2", "3", "4", "5")
+TEMPLATE = "caire_relevance_score.j2"
+
+
+@dataclass
+class JudgeResult:
+    """One rating: the five log-probabilities, the expectation, the argmax, and status / reason."""
+
+    status: str                                   # ok | parsed | failed
+    logprobs: dict = field(default_factory=dict)  # "1".."5" -> log-probability (-inf when absent)
+    score: float | None = None
+    argmax: int | None = None
+    reason: str | None = None
+    reply: str | None = None
+
+
+def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None) -> JudgeResult:
+    """Build a :class:`JudgeResult` from the first position's ``[(token, logprob)]`` (and the reply text as a
+    fallback)."""
+    lps = {s: -math.inf for s in SCORE_TOKENS}
+    for tok, lp in top:
+        t = str(tok).strip()
+        if t in lps and lp is not None and float(lp) > lps[t]:
+            lps[t] = float(lp)
+    if any(v > -math.inf for v in lps.values()):
+        return JudgeResult("ok", lps, expected_score(lps), argmax_score(lps), reply=reply)
+    m = re.search(r"[1-5]", reply or "")
+    if m:
+        one = {s: (0.0 if s == m.group(0) else -math.inf) for s in SCORE_TOKENS}
+        return JudgeResult("parsed", one, float(m.group(0)), int(m.group(0)),
+                           reason="no score token among the returned log-probabilities; parsed the reply",
+                           reply=reply)
+    return JudgeResult("failed", reason=f"the judge gave no score 1-5 (reply {str(reply)[:80]!r})", reply=reply)
+
+
+class RelevanceJudge:
+    """Rates one (image, culture) pair. Implement :meth:`rate`; set ``supports_images`` when the model
+    takes the image."""
+
+    supports_images = False
+
+    @property
+    def identity(self) -> str:
+        raise NotImplementedError
+
+    def rate(self, *, culture: str, entity_text: str = "", titles: list[str] | None = None,
+             image_path: str | None = None) -> JudgeResult:
+        raise NotImplementedError
+
+
+def image_data_url(path: str, *, max_side: int = 768) -> str:
+    """A JPEG data URL of the image (longest side at most ``max_side``)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        im.thumbnail((max_side, max_side))
+        buf = io.BytesIO()
+        im.save(buf, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
+    """An OpenAI-compatible chat model asked for one score token with ``logprobs=True, top_logprobs=5``.
+
+    ``vision``: attach the image. ``guided``: send ``guided_choice: ["1".."5"]`` (vLLM). ``logit_bias``:
+    ``{token_id: bias}`` for the five score tokens of this model's tokenizer (OpenAI-style constraint)."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, vision: bool = False, guided: bool = False,
+                 logit_bias: dict | None = None, top_logprobs: int = 5, client=None, timeout: float = 120.0):
+        if not model:
+            raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
+        self.model = model
+        self.base_url = resolve_base_url(base_url)
+        self.supports_images = bool(vision)
+        self.guided = guided
+        self.logit_bias = logit_bias
+        self.top_logprobs = int(top_logprobs)
+        self.timeout = timeout
+        self._client = client
+
+    @property
+    def identity(self) -> str:
+        return f"openai{'-vision' if self.supports_images else ''}:{self.model}@{self.host}"
+
+
+    def messages(self, *, culture, entity_text="", titles=None, image_path=None) -> list[dict]:
+        prompt = render_prompt(TEMPLATE, culture=culture, entity_text=entity_text or "", titles=titles or [],
+                               with_image=bool(image_path and self.supports_images))
+        if image_path and self.supports_images:
+            content: Any = [{"type": "text", "text": prompt},
+                            {"type": "image_url", "image_url": {"url": image_data_url(image_path)}}]
+        else:
+            content = prompt
+        return [{"role": "user", "content": content}]
+
+    def rate(self, *, culture, entity_text="", titles=None, image_path=None) -> JudgeResult:
+        import openai
+
+        kwargs: dict = dict(model=self.model, messages=self.messages(culture=culture, entity_text=entity_text,
+                                                                     titles=titles, image_path=image_path),
+                            max_tokens=1, temperature=0, logprobs=True, top_logprobs=self.top_logprobs)
+        if self.logit_bias:
+            kwargs["logit_bias"] = self.logit_bias
+        if self.guided:
+            kwargs["extra_body"] = {"guided_choice": list(SCORE_TOKENS)}
+        try:
+            resp = self.client.chat.completions.create(**kwargs)
+        except openai.APIConnectionError:
+            raise CulturaError(f"Cannot reach the judge endpoint at {self.base_url or 'api.openai.com'}. Check "
+                               "OPENAI_BASE_URL.") from None
+        except (openai.AuthenticationError, openai.NotFoundError) as e:
+            raise CulturaError(f"The judge endpoint refused the call ({type(e).__name__}); check OPENAI_API_KEY "
+                               f"and the model name {self.model!r}.") from None
+        except openai.APIError as e:
+            return JudgeResult("failed", reason=f"{type(e).__name__}: {str(e)[:200]}")
+        if not resp.choices:
+            return JudgeResult("failed", reason="the judge returned no choices")
+        ch = resp.choices[0]
+        reply = ch.message.content if ch.message else None
+        top: list[tuple[str, float]] = []
+        content = getattr(getattr(ch, "logprobs", None), "content", None) or []
+        if content:
+            first = content[0]
+            top = [(t.token, t.logprob) for t in (first.top_logprobs or [])] + [(first.token, first.logprob)]
+        return result_from_logprobs(top, reply)
+
+
+class StubJudge(RelevanceJudge):
+    """A deterministic in-process STUB judge for demos and tests — it consults no model.
+
+    The "score" is high when the culture's name (or code) occurs in the entity text / titles, low otherwise,
+    with a hash-seeded spread of log-probabilities so the expectation and the uncertainty vary per pair."""
+
+    def __init__(self, *, seed: int = 0, aliases: dict[str, list[str]] | None = None):
+        self.seed = int(seed)
+        self.aliases = aliases or {}
+
+    @property
+    def identity(self) -> str:
+        return f"stub-judge:seed={self.seed}"
+
+    def rate(self, *, culture, entity_text="", titles=None, image_path=None) -> JudgeResult:
+        text = " ".join([entity_text or "", *(titles or [])]).casefold()
+        names = [culture, *self.aliases.get(culture, [])]
+        hit = any(n and n.casefold() in text for n in names)
+        h = hashlib.sha256(f"{self.seed}|{culture}|{entity_text}|{titles}".encode()).digest()
+        peak = (4 + h[0] % 2) if hit else (1 + h[0] % 2)
+        sharp = 0.5 + (h[1] / 255.0) * 2.5
+        lps = {s: -sharp * abs(int(s) - peak) - 0.1 * (h[2 + i] / 255.0) for i, s in enumerate(SCORE_TOKENS)}
+        norm = math.log(sum(math.exp(v) for v in lps.values()))
+        lps = {s: v - norm for s, v in lps.items()}
+        return JudgeResult("ok", lps, expected_score(lps), argmax_score(lps), reply=str(argmax_score(lps)))
+
+
+JudgeFactory = Callable[..., RelevanceJudge]
+_JUDGES: dict[str, JudgeFactory] = {
+    "openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
+    "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
+    "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw),
+}
+
+
+def register_judge(family: str, factory: JudgeFactory) -> None:
+    """Register ``factory(rest, **options) -> RelevanceJudge`` for specs ``family:rest``."""
+    _JUDGES[family] = factory
+
+
+def get_judge(spec: "str | RelevanceJudge", **options) -> RelevanceJudge:
+    """``openai:MODEL``, ``openai-vision:MODEL``, ``stub`` (or ``stub:SEED``); an instance is returned as is."""
+    if isinstance(spec, RelevanceJudge):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise CulturaError("A judge spec looks like openai:MODEL, openai-vision:MODEL or stub.")
+    family, _, rest = spec.strip().partition(":")
+    if family not in _JUDGES:
+        raise unknown("judge family", family, _JUDGES)
+    return _JUDGES[family](rest, **options)

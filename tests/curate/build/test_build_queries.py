@@ -1,0 +1,110 @@
+"""Query variants: short (terms), verbose and descriptor (LLM via the local OpenAI stub), validation,
+manual edits."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from cultura.cli import cli
+from cultura.curate.build.queries import (QueryError, build_queries, build_short_queries, cue_patterns, list_queries,
+                                    set_query, validate_text)
+from tests.fakes.openai_stub import last_user_message
+from tests.fakes.world import make_world
+
+NAMES = {"US": "United States", "JP": "Japan", "TH": "Thailand", "DE": "Germany"}
+
+
+def term(concept, cc):
+    return concept if cc == "US" else f"{concept}-{cc.lower()}"
+
+
+def responder(req):
+    msg = last_user_message(req)
+    concept = re.search(r"'(\w+)':\n    \{", msg) or re.search(r'"concept": "(\w+)"', msg)
+    concept = concept.group(1)
+    if "Native Concept Word" in msg:  # Figure 22
+        names = re.findall(r"^      '([^']+)': '", msg, re.M)
+        cc = {v: k for k, v in NAMES.items()}
+        task = {n: f"I need a picture of {term(concept, cc[n]) if n in cc else concept} for school" for n in names}
+        casual = {n: f"show me a cool {term(concept, cc[n]) if n in cc else concept}" for n in names}
+        if "Japan" in casual:
+            casual["Japan"] = f"show me a Japanese {term(concept, 'JP')}"  # a culture cue: invalid
+        return json.dumps({concept: {"format_task": task, "format_casual": casual}})
+    target = re.search(r"^    \* ([^:]+): ", msg, re.M).group(1)
+    cc = {v: k for k, v in NAMES.items()}[target]
+    mentions = re.findall(r'"mention_([^"]+)"', msg)
+    block = {f"mention_{m}": f"a picture of {term(concept, cc)} from {m}" for m in NAMES.values()
+             if m in mentions or True}
+    return json.dumps({concept: {"format_task": {target: block}, "format_casual": {target: block}}})
+
+
+def test_validate_text():
+    pats = cue_patterns(["JP", "TH", "US"])
+    assert validate_text("a bus for school", "bus", pats) is None
+    assert validate_text("a Japanese bus", "bus", pats) == "culture cue 'Japanese'"
+    assert validate_text("ขอรูปรถบัสไทย", "รถบัส", pats) == "culture cue 'ไทย'"
+    assert "missing" in validate_text("a coach", "bus", pats)
+    # a cue inside the native term itself is not a cue
+    assert validate_text("find Thai boxing videos", "Thai boxing", pats) is None
+
+
+def test_short_queries_and_missing_term(project):
+    make_world(project, per_cell=0)
+    assert build_short_queries(project)["short"] == 12
+    rows = list_queries(project, country="JP")
+    assert {r["text"] for r in rows} == {"bus-jp", "temple-jp", "food-jp"}
+    project.db.execute("DELETE FROM terms WHERE country = 'DE' AND concept_id = 1")
+    project.db.conn.commit()
+    with pytest.raises(QueryError, match=r"bus × DE.*cultura concepts translate.*set-term"):
+        build_short_queries(project)
+
+
+def test_llm_variants(project, openai_stub):
+    make_world(project, concepts=("bus", "temple"), per_cell=0)
+    openai_stub.responder = responder
+    res = build_queries(project)
+    assert res["verbose"]["failed_calls"] == 0
+    rows = {(r["concept"], r["country"], r["variant"]): r for r in list_queries(project)}
+    ok = rows[("bus", "JP", "task")]
+    assert ok["status"] == "ok" and "bus-jp" in ok["text"] and ok["source"].startswith("llm:")
+    bad = rows[("bus", "JP", "casual")]
+    assert bad["status"] == "invalid" and "Japanese" in bad["reason"]
+    d = rows[("bus", "TH", "task_mention_JP")]
+    assert d["status"] == "ok" and "Japan" in d["text"]
+    assert rows[("bus", "TH", "casual_mention_DE")]["status"] == "ok"
+    # every country × variant exists: parallel by construction
+    for cc in NAMES:
+        for v in ("short", "task", "casual", "task_mention_US", "casual_mention_TH"):
+            assert ("temple", cc, v) in rows
+    # reruns keep valid texts and manual edits
+    set_query(project, "bus", "JP", "casual", "I want a picture of bus-jp")
+    n_calls = len(openai_stub.chat_requests())
+    build_queries(project, descriptors=False)
+    assert len(openai_stub.chat_requests()) > n_calls
+    rows = {(r["concept"], r["country"], r["variant"]): r for r in list_queries(project)}
+    assert rows[("bus", "JP", "casual")]["source"] == "manual"
+    assert rows[("bus", "JP", "casual")]["status"] == "ok"
+
+
+def test_llm_failure_is_counted(project, openai_stub):
+    make_world(project, concepts=("bus", "temple"), per_cell=0)
+    openai_stub.responder = lambda req: "not json at all"
+    res = build_queries(project, descriptors=False)
+    assert res["verbose"]["failed_calls"] == 2
+    assert project.db.execute("SELECT count(*) FROM llm_calls WHERE status = 'invalid'").fetchone()[0] == 2
+
+
+def test_set_query_cli(project):
+    make_world(project, per_cell=0)
+    base = ["--project", str(project.root), "build"]
+    r = CliRunner().invoke(cli, base + ["set-query", "bus", "JP", "task", "a Japanese bus-jp please"])
+    assert r.exit_code == 0 and "culture cue" in r.output
+    r = CliRunner().invoke(cli, base + ["set-query", "bus", "JP", "weird", "x"])
+    assert r.exit_code == 1 and "Variant 'weird'" in r.output
+    r = CliRunner().invoke(cli, base + ["set-query", "buss", "JP", "task", "x"])
+    assert r.exit_code == 1 and "Did you mean 'bus'" in r.output
+    r = CliRunner().invoke(cli, base + ["queries", "--short-only", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["short"]["short"] == 12

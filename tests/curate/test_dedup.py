@@ -1,0 +1,389 @@
+"""Image de-duplication: hashes, exact pair search, clusters, representatives, culture conflicts, reruns."""
+from __future__ import annotations
+
+import io
+import json
+
+import imagehash
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from cultura.curate import hashing
+from cultura.db.blobs import store_blob
+from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
+from cultura.db import now
+from cultura.errors import ConfigError, UnknownName
+from cultura.project import init_project
+
+SIZE = (320, 240)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def encode(im: Image.Image, fmt: str = "JPEG", **kw) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def crop(im: Image.Image, frac: float = 0.03) -> Image.Image:
+    w, h = im.size
+    dx, dy = int(w * frac), int(h * frac)
+    return im.crop((dx // 2, dy // 2, w - (dx - dx // 2), h - (dy - dy // 2)))
+
+
+class Builder:
+    """Writes blobs, images rows and the queries/candidates/search_results that link them."""
+
+    def __init__(self, project):
+        self.p = project
+        self.db = project.db
+        self.rank = 0
+
+    def concept(self, name: str) -> int:
+        row = self.db.execute("SELECT id FROM concepts WHERE name = ?", [name]).fetchone()
+        if row:
+            return row[0]
+        return self.db["concepts"].insert({"name": name, "source": "manual", "created_at": now()}).last_pk
+
+    def query(self, concept: str, country: str) -> int:
+        cid = self.concept(concept)
+        lang = {"US": "en", "JP": "ja"}[country]
+        self.db["queries"].insert({"concept_id": cid, "country": country, "language": lang, "kind": "native",
+                                   "text": f"{concept} {country}", "created_at": now()}, ignore=True)
+        return self.db.execute("SELECT id FROM queries WHERE concept_id = ? AND country = ?",
+                               [cid, country]).fetchone()[0]
+
+    def add(self, data: bytes, *links: tuple[str, str]) -> str:
+        with Image.open(io.BytesIO(data)) as im:
+            fmt, (w, h) = im.format.lower(), im.size
+        sha, rel = store_blob(self.p, data, fmt)
+        self.db["images"].insert({"sha256": sha, "path": rel, "format": fmt, "width": w, "height": h,
+                                  "bytes": len(data), "created_at": now()}, ignore=True)
+        for concept, country in links:
+            self.rank += 1
+            url = f"http://img.test/{sha}/{self.rank}"
+            cand = self.db["candidates"].insert({"url": url, "status": "downloaded", "sha256": sha,
+                                                 "bytes": len(data)}).last_pk
+            self.db["search_results"].insert({"query_id": self.query(concept, country), "provider": "test",
+                                              "rank": self.rank, "candidate_id": cand, "url": url,
+                                              "found_at": now()})
+        return sha
+
+
+@pytest.fixture(scope="module")
+def pictures():
+    """Encoded test images: originals and planted near-duplicates."""
+    base = {k: hashing.synthetic_image(seed, SIZE) for k, seed in
+            {"A": 11, "B": 12, "C": 13, "D": 14, "E": 15, "F": 16, "G": 17}.items()}
+    return {
+        "A": encode(base["A"], quality=90),
+        "A_small": encode(base["A"].resize((160, 120), Image.Resampling.LANCZOS), quality=90),
+        "A_q60": encode(base["A"], quality=60),
+        "B": encode(base["B"], quality=90),
+        "B_crop": encode(crop(base["B"], 0.03), quality=90),
+        "B_crop2": encode(crop(base["B"], 0.02), quality=85),
+        "C": encode(base["C"], quality=90),
+        "C_small": encode(base["C"].resize((240, 180), Image.Resampling.LANCZOS), quality=90),
+        "D": encode(base["D"], quality=90),
+        "E": encode(base["E"], quality=90),
+        "F": encode(base["F"], "PNG"),
+        "G_png1": encode(base["G"], "PNG", compress_level=1),
+        "G_png9": encode(base["G"], "PNG", compress_level=9),
+    }
+
+
+@pytest.fixture
+def world(tmp_path, pictures):
+    """A project with the planted duplicates, returning (project, {name: sha256})."""
+    p = init_project(tmp_path / "p", countries=["US", "JP"])
+    b = Builder(p)
+    shas = {
+        "A": b.add(pictures["A"], ("bread", "US")),
+        "A_small": b.add(pictures["A_small"], ("bread", "US")),
+        "A_q60": b.add(pictures["A_q60"], ("bread", "JP")),        # same picture, other country
+        "B": b.add(pictures["B"], ("bread", "US")),
+        "B_crop": b.add(pictures["B_crop"], ("bread", "US")),
+        "C": b.add(pictures["C"], ("bread", "JP")),
+        "C_small": b.add(pictures["C_small"], ("temple", "JP")),   # same picture, other concept
+        "D": b.add(pictures["D"], ("bread", "US"), ("bread", "JP")),  # one image found for two countries
+        "E": b.add(pictures["E"], ("temple", "US")),
+        "F": b.add(pictures["F"], ("temple", "US")),
+        "G_png1": b.add(pictures["G_png1"], ("temple", "JP")),
+        "G_png9": b.add(pictures["G_png9"], ("temple", "JP")),     # same pixels, other bytes
+    }
+    b.add(pictures["D"], ("bread", "US"))  # the same bytes found again: still one images row
+    yield p, shas, b
+    p.close()
+
+
+def clusters(p, method, scope=None, status=("open", "resolved")):
+    """{frozenset(member names' sha256): row} of the active clusters of one method."""
+    out = {}
+    sql = ("SELECT c.id, c.concept_id, c.representative, c.status, c.scope, group_concat(m.sha256) AS members "
+           "FROM dup_clusters c JOIN dup_members m ON m.cluster_id = c.id WHERE c.method = ? "
+           f"AND c.status IN ({','.join('?' * len(status))}) GROUP BY c.id")
+    for row in p.db.query(sql, [method, *status]):
+        if scope is None or row["scope"] == scope:
+            out[frozenset(row["members"].split(","))] = row
+    return out
+
+
+def names(shas, *keys):
+    return frozenset(shas[k] for k in keys)
+
+
+def flags(p, flag="culture_conflict"):
+    return {r["sha256"]: r for r in p.db.query("SELECT * FROM image_flags WHERE flag = ?", [flag])}
+
+
+# ------------------------------------------------------------------------------------------ hashing
+def test_hashes_equal_imagehash_on_small_images():
+    rng = np.random.default_rng(0)
+    ims = [Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)) for _ in range(10)]
+    ims.append(hashing.synthetic_image(3, (24, 20)))
+    ph, dh = hashing.compute_hashes(ims)
+    assert hashing.to_hex(ph) == [str(imagehash.phash(im)) for im in ims]
+    assert hashing.to_hex(dh) == [str(imagehash.dhash(im)) for im in ims]
+    assert (hashing.from_hex(hashing.to_hex(ph)) == ph).all()
+
+
+def test_compute_hashes_paths_and_bytes_agree_and_errors_name_the_file(tmp_path, pictures):
+    path = tmp_path / "a.jpg"
+    path.write_bytes(pictures["A"])
+    p1, d1 = hashing.compute_hashes([path])
+    p2, d2 = hashing.compute_hashes([pictures["A"]])
+    assert p1[0] == p2[0] and d1[0] == d2[0]
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not an image")
+    with pytest.raises(hashing.HashingError, match="bad.jpg"):
+        hashing.compute_hashes([path, bad])
+    res = hashing.hash_images([path, bad])
+    assert list(res.errors) == [1] and res.ok.tolist() == [True, False]
+
+
+def brute_pairs(h: np.ndarray, t: int) -> np.ndarray:
+    d = np.bitwise_count(h[:, None] ^ h[None, :])
+    i, j = np.nonzero(np.triu(d <= t, 1))
+    return np.stack([i, j], axis=1).astype(np.int64).reshape(-1, 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=60), st.integers(0, 64), st.data())
+def test_hamming_pairs_equals_brute_force(values, threshold, data):
+    h = np.array(values, dtype=np.uint64)
+    if len(h) > 2:  # plant near-duplicates: copies with a few bits flipped
+        k = data.draw(st.integers(0, len(h) // 2))
+        for i in range(k):
+            bits = data.draw(st.lists(st.integers(0, 63), max_size=12))
+            h[-1 - i] = h[i] ^ np.uint64(sum(1 << b for b in set(bits)))
+    pairs, dist = hashing.hamming_pairs(h, threshold, return_distances=True)
+    expected = brute_pairs(h, threshold)
+    assert pairs.tolist() == expected.tolist()
+    assert dist.tolist() == np.bitwise_count(h[expected[:, 0]] ^ h[expected[:, 1]]).tolist()
+
+
+@pytest.mark.parametrize("threshold", [1, 3, 8, 10, 12])
+def test_multi_index_path_is_exact(threshold):
+    rng = np.random.default_rng(threshold)
+    h = rng.integers(0, 2**64, size=3000, dtype=np.uint64)
+    h[1500:] = h[:1500]
+    for _ in range(threshold // 2 + 1):
+        h[1500:] ^= np.uint64(1) << rng.integers(0, 64, 1500).astype(np.uint64)
+    h[2900:] = h[2800:2900]  # exact duplicates too
+    expected = {tuple(x) for x in brute_pairs(h, threshold).tolist()}
+    # splits with small per-part radii (the ones the planner picks), incl. the pure pigeonhole split
+    ok = [m for m in range(2, threshold + 2) if -(-(threshold - m + 1) // m) <= 2 and 64 // m <= 16]
+    for n_parts in sorted({*ok[:2], threshold + 1} - {1}):
+        widths = [64 // n_parts + (i < 64 % n_parts) for i in range(n_parts)]
+        total = threshold - n_parts + 1
+        ts = [total // n_parts + (i < total % n_parts) for i in range(n_parts)]
+        parts = [(sum(widths[:i]), widths[i], ts[i]) for i in range(n_parts)]
+        fi, fj, _ = hashing._gph_pairs(h, threshold, parts)
+        got = set(zip(np.concatenate(fi).tolist(), np.concatenate(fj).tolist()))
+        assert got == expected, (threshold, parts)
+
+
+def test_hamming_pairs_validates_arguments():
+    with pytest.raises(ValueError, match="threshold"):
+        hashing.hamming_pairs(np.zeros(3, dtype=np.uint64), 65)
+    with pytest.raises(ValueError, match="hashes"):
+        hashing.hamming_pairs(np.zeros((3, 2), dtype=np.uint64), 3)
+    assert hashing.hamming_pairs(np.zeros(1, dtype=np.uint64), 3).shape == (0, 2)
+
+
+def test_cosine_pairs_equals_brute_force():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(80, 8)).astype(np.float32)
+    x[40:] = x[:40] + rng.normal(scale=0.2, size=(40, 8))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    sims = x @ x.T
+    i, j = np.nonzero(np.triu(sims >= 0.95, 1))
+    assert cosine_pairs(x, 0.95).tolist() == np.stack([i, j], 1).tolist()
+
+
+def test_representative_prefers_resolution_then_bytes_then_sha():
+    inv = Inventory(sha=["c", "b", "a", "d"], path=[""] * 4, pixels=np.array([100, 200, 200, 200]),
+                    nbytes=np.array([9, 5, 5, 4]), phash=[None] * 4, dhash=[None] * 4,
+                    links=[set()] * 4, concept_names={})
+    assert representative(inv, np.array([0, 1, 2, 3])) == 2      # tie on pixels and bytes: smallest sha
+    assert representative(inv, np.array([0, 3])) == 3            # resolution first
+    assert representative(inv, np.array([0, 1, 3])) == 1         # then bytes
+
+
+# ------------------------------------------------------------------------------------------ dedup
+def test_within_concept_clusters_representatives_and_conflicts(world):
+    p, s, _ = world
+    res = dedup_images(p, methods=["sha256", "phash", "dhash"], progress=False)
+    assert res["hashes_computed"] == 12 and res["images"] == 12
+    expected = {names(s, "A", "A_small", "A_q60"), names(s, "B", "B_crop"), names(s, "G_png1", "G_png9")}
+    for method in ("phash", "dhash"):
+        got = clusters(p, method)
+        assert set(got) == expected, method
+        assert got[names(s, "A", "A_small", "A_q60")]["representative"] == s["A"]  # largest resolution
+        rep_g = got[names(s, "G_png1", "G_png9")]["representative"]              # same size: most bytes
+        assert rep_g == s[max(("G_png1", "G_png9"), key=lambda k: len(world_bytes(p, s[k])))]
+        assert all(r["concept_id"] is not None and r["scope"] == "within-concept" for r in got.values())
+    rep_dist = p.db.execute("SELECT m.distance FROM dup_members m JOIN dup_clusters c ON c.id = m.cluster_id "
+                            "WHERE m.sha256 = c.representative").fetchall()
+    assert {d for (d,) in rep_dist} == {0.0}
+    assert res["clusters"] == {"phash": 3, "dhash": 3}
+    assert res["images_in_clusters"] == {"phash": 7, "dhash": 7}
+
+    f = flags(p)
+    assert set(f) == names(s, "A", "A_small", "A_q60", "D")
+    d = json.loads(f[s["D"]]["details"])
+    assert [(x["concept"], x["country"]) for x in d["pairs"]] == [("bread", "JP"), ("bread", "US")]
+    assert "sha256" in d["evidence"]
+    a = json.loads(f[s["A_small"]]["details"])
+    assert {(x["concept"], x["country"]) for x in a["pairs"]} == {("bread", "US"), ("bread", "JP")}
+    assert set(a["evidence"]) == {"phash/within-concept", "dhash/within-concept"}
+    assert all(r["status"] == "open" for r in f.values())
+    assert res["conflicts_flagged"] == 4 and res["conflicts_new"] == 4
+    assert res["multi_linked_images"] == 1
+
+
+def world_bytes(p, sha):
+    return (p.root / p.db.execute("SELECT path FROM images WHERE sha256 = ?", [sha]).fetchone()[0]).read_bytes()
+
+
+def test_rerun_is_idempotent_and_hashes_nothing(world):
+    p, s, _ = world
+    dedup_images(p, progress=False)
+    before = {t: p.db[t].count for t in ("dedup_runs", "dup_clusters", "dup_members", "image_flags")}
+    flags_before = {k: (r["details"], r["status"]) for k, r in flags(p).items()}
+    res = dedup_images(p, progress=False)
+    assert res["hashes_computed"] == 0
+    assert res["new_clusters"] == {"phash": 0, "dhash": 0}
+    assert res["superseded_clusters"] == {"phash": 0, "dhash": 0}
+    assert {t: p.db[t].count for t in before} == before
+    assert {k: (r["details"], r["status"]) for k, r in flags(p).items()} == flags_before
+    assert p.db.execute("SELECT count(*) FROM runs WHERE stage = 'dedup' AND status = 'done'").fetchone()[0] == 2
+
+
+def test_new_member_supersedes_only_the_changed_cluster_and_keeps_reviews(world, pictures):
+    p, s, b = world
+    dedup_images(p, methods=["phash"], progress=False)
+    old = clusters(p, "phash")
+    a_id = old[names(s, "A", "A_small", "A_q60")]["id"]
+    p.db.execute("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?", [a_id])
+    p.db.conn.commit()
+    s["B_crop2"] = b.add(pictures["B_crop2"], ("bread", "US"))
+    res = dedup_images(p, methods=["phash"], progress=False)
+    assert res["hashes_computed"] == 1
+    assert res["new_clusters"] == {"phash": 1} and res["superseded_clusters"] == {"phash": 1}
+    now_ = clusters(p, "phash")
+    assert set(now_) == {names(s, "A", "A_small", "A_q60"), names(s, "B", "B_crop", "B_crop2"),
+                         names(s, "G_png1", "G_png9")}
+    assert now_[names(s, "A", "A_small", "A_q60")]["id"] == a_id
+    assert now_[names(s, "A", "A_small", "A_q60")]["status"] == "resolved"
+    sup = clusters(p, "phash", status=("superseded",))
+    assert set(sup) == {names(s, "B", "B_crop")}
+    assert p.db["dedup_runs"].count == 2
+
+
+def test_global_scope_links_across_concepts(world):
+    p, s, _ = world
+    within = dedup_images(p, methods=["phash"], scope="within-concept", progress=False)
+    assert names(s, "C", "C_small") not in clusters(p, "phash", "within-concept")
+    res = dedup_images(p, methods=["phash"], scope="global", progress=False)
+    assert res["hashes_computed"] == 0
+    glob = clusters(p, "phash", "global")
+    assert names(s, "C", "C_small") in glob
+    assert glob[names(s, "C", "C_small")]["concept_id"] is None
+    assert len(glob) == within["clusters"]["phash"] + 1
+    d = json.loads(flags(p)[s["C_small"]]["details"])
+    assert {(x["concept"], x["country"]) for x in d["pairs"]} == {("bread", "JP"), ("temple", "JP")}
+    assert set(d["evidence"]) == {"phash/global"}
+
+
+def test_resolved_flag_reopens_only_when_pairs_grow(world):
+    p, s, b = world
+    dedup_images(p, methods=["sha256"], progress=False)
+    p.db.execute("UPDATE image_flags SET status = 'resolved' WHERE sha256 = ?", [s["D"]])
+    p.db.conn.commit()
+    dedup_images(p, methods=["sha256"], progress=False)
+    assert flags(p)[s["D"]]["status"] == "resolved"
+    b.add(world_bytes(p, s["D"]), ("temple", "US"))
+    dedup_images(p, methods=["sha256"], progress=False)
+    assert flags(p)[s["D"]]["status"] == "open"
+    assert len(json.loads(flags(p)[s["D"]]["details"])["pairs"]) == 3
+
+
+def test_unreadable_blob_is_flagged_once(world):
+    p, s, _ = world
+    path = p.root / p.db.execute("SELECT path FROM images WHERE sha256 = ?", [s["E"]]).fetchone()[0]
+    path.write_bytes(b"broken")
+    res = dedup_images(p, methods=["phash"], progress=False)
+    assert res["hash_failures"] == 1 and res["hashes_computed"] == 11
+    assert json.loads(flags(p, "unreadable")[s["E"]]["details"])["error"]
+    res = dedup_images(p, methods=["phash"], progress=False)
+    assert res["hash_failures"] == 0 and res["hashes_computed"] == 0
+
+
+def test_embedding_method_with_fake_embedder(world):
+    from cultura.models.embedders import get_embedder
+
+    p, s, _ = world
+    emb = get_embedder("fake")
+    res = dedup_images(p, methods=["embedding"], embedder=emb, embedding_threshold=0.99, progress=False)
+    got = clusters(p, "embedding")
+    assert set(got) == {names(s, "G_png1", "G_png9")}  # identical pixels only
+    assert res["hashes_computed"] == 0
+    params = json.loads(p.db.execute("SELECT params FROM dedup_runs WHERE method = 'embedding'").fetchone()[0])
+    assert params == {"embedder": emb.identity, "threshold": 0.99}
+    assert p.db.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 12
+    emb.reset_stats()
+    dedup_images(p, methods=["embedding"], embedder=emb, embedding_threshold=0.99, progress=False)
+    assert emb.stats["images"] == 0 and p.db["dedup_runs"].count == 1
+
+
+def test_options_are_validated(world):
+    p, _, _ = world
+    with pytest.raises(UnknownName, match="phash"):
+        dedup_images(p, methods=["phsah"], progress=False)
+    with pytest.raises(ConfigError, match="phash_threshold"):
+        dedup_images(p, methods=["phash"], phash_threshold=70, progress=False)
+    with pytest.raises(UnknownName, match="global"):
+        dedup_images(p, scope="globl", progress=False)
+
+
+def test_defaults_come_from_config(world):
+    p, _, _ = world
+    p.config.dedup.phash_threshold = 0
+    dedup_images(p, methods=["phash"], progress=False)
+    params = json.loads(p.db.execute("SELECT params FROM dedup_runs").fetchone()[0])
+    assert params["threshold"] == 0 and params["hash"] == hashing.HASH_VERSION
+
+
+def test_embedding_method_with_tiny_open_clip(world):
+    pytest.importorskip("open_clip")
+    p, s, _ = world
+    res = dedup_images(p, methods=["embedding"], embedder="openclip:cultura-tiny", embedding_threshold=0.9999,
+                       progress=False)
+    assert res["clusters"]["embedding"] >= 1
+    assert any(names(s, "G_png1", "G_png9") <= members for members in clusters(p, "embedding"))
+    params = json.loads(p.db.execute("SELECT params FROM dedup_runs WHERE method = 'embedding'").fetchone()[0])
+    assert params["embedder"].startswith("openclip:cultura-tiny")

@@ -1,0 +1,314 @@
+"""The image downloader against the local trap server: every trap's status and reason, retries, the address
+policy (allow_hosts, DNS to private addresses, each redirect hop), content-addressed blobs, idempotent reruns,
+duplicates and the orphan sweep."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cultura.curate import download as dl
+from cultura.curate import safety
+from cultura.db.blobs import store_blob, sweep_blobs
+from cultura.project import init_project
+from tests.fakes.image_server import image_bytes, image_server  # noqa: F401 (fixture)
+
+
+@pytest.fixture
+def proj(tmp_path, image_server):  # noqa: F811
+    p = init_project(tmp_path / "p", countries=["US", "JP"])
+    s = p.config.download
+    s.allow_hosts = [image_server.host_port]
+    s.read_timeout = 0.4
+    s.connect_timeout = 1.0
+    s.total_timeout = 5.0
+    s.backoff_base = 0.01
+    s.max_attempts = 2
+    s.max_bytes = 1_000_000
+    s.max_pixels = 1_000_000
+    yield p
+    p.close()
+
+
+def add(p, urls):
+    p.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in urls])
+
+
+def row(p, url):
+    return p.db.execute("SELECT status, reason, detail, http_status, sha256, attempts FROM candidates "
+                        "WHERE url = ?", [url]).fetchone()
+
+
+def run(p, **kw):
+    kw.setdefault("progress", False)
+    return dl.download_candidates(p, **kw)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+TRAPS = {
+    "/img/1.jpg": ("downloaded", None),
+    "/img/2.png": ("downloaded", None),
+    "/plain/3.jpg": ("downloaded", None),          # served as text/plain: we trust sniffing, not headers
+    "/redirect?to=/img/9.jpg": ("downloaded", None),
+    "/chain/3": ("downloaded", None),
+    "/flaky500/a": ("downloaded", None),
+    "/404": ("failed", "http_404"),
+    "/html": ("failed", "html"),
+    "/html-as-jpeg": ("failed", "html"),
+    "/svg": ("failed", "svg"),
+    "/truncated.jpg": ("failed", "truncated"),
+    "/bomb.png": ("failed", "too_many_pixels"),
+    "/img/10.jpg?w=1200&h=1000": ("failed", "too_many_pixels"),   # above max_pixels, below Pillow's limit
+    "/tiny.png": ("failed", "too_small"),
+    "/slow?s=2": ("failed", "timeout"),
+    "/big?n=3000000": ("failed", "too_large"),
+    "/biglen?n=3000000": ("failed", "too_large"),
+    "/chain/7": ("failed", "too_many_redirects"),
+    "/always503": ("failed", "too_many_retries"),
+    "/noai.jpg": ("skipped", "robots_noai"),
+    "/noimageai.jpg": ("skipped", "robots_noai"),
+    "/redirect-metadata": ("skipped", "blocked_address"),
+}
+
+
+def test_every_trap_gets_its_status_and_reason(proj, image_server, tmp_path):  # noqa: F811
+    closed = free_port()
+    proj.config.download.allow_hosts.append(f"127.0.0.1:{closed}")
+    local = tmp_path / "local.jpg"
+    local.write_bytes(image_bytes(12))
+    urls = {image_server.url(k): v for k, v in TRAPS.items()}
+    urls.update({
+        local.as_uri(): ("downloaded", None),
+        (tmp_path / "missing.jpg").as_uri(): ("failed", "file_missing"),
+        "ftp://example.com/a.jpg": ("failed", "bad_url"),
+        f"http://127.0.0.1:{closed}/x.jpg": ("failed", "connection_error"),
+    })
+    add(proj, urls)
+    summary = run(proj, workers=16)
+    got = {u: row(proj, u)[:2] for u in urls}
+    assert got == urls
+    assert summary["processed"] == len(urls)
+    assert summary["by_status"]["downloaded"] == sum(v[0] == "downloaded" for v in urls.values())
+    for reason in summary["by_reason"]:
+        assert reason in dl.REASONS
+    # every failure has a human detail; policy refusals are 'skipped' as REASONS says
+    for u, (status, reason) in urls.items():
+        r = row(proj, u)
+        if reason:
+            assert r[2] and dl.REASONS[reason][0] == status
+    assert row(proj, image_server.url("/404"))[3] == 404
+    assert row(proj, image_server.url("/flaky500/a"))[5] == 2          # one retry
+    assert "169.254.169.254" in row(proj, image_server.url("/redirect-metadata"))[2]
+    run_row = proj.db.execute("SELECT status, summary FROM runs WHERE stage = 'download'").fetchone()
+    assert run_row[0] == "done"
+
+
+def test_retry_after_is_honoured(proj, image_server):  # noqa: F811
+    s = proj.config.download
+    s.max_attempts = 3
+    url = image_server.url("/flaky429/k?after=1")
+
+    async def go():
+        async with dl.make_client(s) as client:
+            t = time.monotonic()
+            r = await dl.fetch_image(client, url, s)
+            return r, time.monotonic() - t
+
+    r, elapsed = asyncio.run(go())
+    assert r.ok and r.attempts == 2
+    assert image_server.hits["/flaky429/k"] == 2
+    assert elapsed >= 0.95          # waited the announced second, not the 10 ms back-off
+
+
+def test_retry_after_longer_than_allowed_gives_up_at_once(proj, image_server):  # noqa: F811
+    s = proj.config.download
+    s.max_attempts = 5
+    s.retry_after_max = 30
+    url = image_server.url("/always503?after=3600")
+    add(proj, [url])
+    run(proj)
+    status, reason, detail, http_status, _, attempts = row(proj, url)
+    assert (status, reason, http_status, attempts) == ("failed", "too_many_retries", 503, 1)
+    assert "Retry-After" in detail and image_server.hits["/always503"] == 1
+
+
+def test_loopback_needs_allow_hosts(proj, image_server):  # noqa: F811
+    proj.config.download.allow_hosts = []
+    url = image_server.url("/img/1.jpg")
+    add(proj, [url])
+    run(proj)
+    status, reason, detail, *_ = row(proj, url)
+    assert (status, reason) == ("skipped", "blocked_address")
+    assert "loopback" in detail and "allow_hosts" in detail
+    assert image_server.hits["/img/1.jpg"] == 0          # never contacted
+
+
+def test_public_name_resolving_to_private_address_is_blocked(proj, monkeypatch):
+    monkeypatch.setattr(safety, "resolve_host",
+                        lambda host, port: {"evil.example.com": ["10.1.2.3"],
+                                            "mixed.example.com": ["93.184.215.14", "192.168.0.7"]}[host])
+    urls = ["http://evil.example.com/a.jpg", "https://mixed.example.com/b.jpg"]
+    add(proj, urls)
+    run(proj)
+    for u, ip in zip(urls, ["10.1.2.3", "192.168.0.7"]):
+        status, reason, detail, *_ = row(proj, u)
+        assert (status, reason) == ("skipped", "blocked_address") and ip in detail
+
+
+def test_connection_goes_to_the_checked_address(proj, image_server, monkeypatch):  # noqa: F811
+    """The address that passed the check is the one connected to (no second DNS lookup)."""
+    calls = []
+
+    def fake(host, port):
+        calls.append(host)
+        return ["127.0.0.1"]
+
+    monkeypatch.setattr(safety, "resolve_host", fake)
+    name = f"images.example.com:{image_server.port}"
+    proj.config.download.allow_hosts.append(name)
+    url = f"http://{name}/img/21.jpg"
+    add(proj, [url])
+    run(proj)
+    assert row(proj, url)[0] == "downloaded" and calls == ["images.example.com"]
+
+
+def test_each_redirect_hop_is_rechecked(proj, image_server, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(safety, "resolve_host", lambda host, port: ["127.0.0.1"])
+    target = f"http://sneaky.example.com:{image_server.port}/img/1.jpg"   # resolves to loopback, not allowed
+    url = image_server.url(f"/redirect?to={target}")
+    add(proj, [url])
+    run(proj)
+    status, reason, detail, *_ = row(proj, url)
+    assert (status, reason) == ("skipped", "blocked_address") and "sneaky.example.com" in detail
+    assert image_server.hits["/redirect"] == 1 and image_server.hits["/img/1.jpg"] == 0
+
+
+def test_plain_httpx_client_is_checked_too(proj, image_server):  # noqa: F811
+    s = proj.config.download.model_copy(update={"allow_hosts": []})
+
+    async def go():
+        async with httpx.AsyncClient() as client:
+            return await dl.fetch_image(client, image_server.url("/img/1.jpg"), s)
+
+    r = asyncio.run(go())
+    assert (r.status, r.reason) == ("skipped", "blocked_address") and image_server.hits["/img/1.jpg"] == 0
+
+
+def test_blobs_are_content_addressed_and_rerun_is_a_noop(proj, image_server):  # noqa: F811
+    urls = [image_server.url(f"/img/{i}.jpg") for i in range(30, 36)] + [image_server.url("/img/36.png")]
+    add(proj, urls)
+    first = run(proj)
+    assert first["by_status"] == {"downloaded": 7} and first["new_images"] == 7
+    for sha, path, fmt, w, h, nbytes in proj.db.execute(
+            "SELECT sha256, path, format, width, height, bytes FROM images"):
+        ext = "png" if fmt == "png" else "jpg"
+        assert path == f"blobs/{sha[:2]}/{sha}.{ext}"
+        data = (proj.root / path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == sha and len(data) == nbytes and (w, h) == (320, 240)
+    for u in urls:
+        assert row(proj, u)[4] is not None
+    hits = sum(image_server.hits.values())
+    again = run(proj)
+    assert again["candidates"] == 0 and again["processed"] == 0
+    assert sum(image_server.hits.values()) == hits
+    assert proj.db["images"].count == 7
+
+
+def test_same_bytes_at_two_urls_make_one_image(proj, image_server):  # noqa: F811
+    urls = [image_server.url(p) for p in ("/dup/a.jpg", "/dup/b.jpg", "/country/US/11.jpg", "/country/JP/11.jpg",
+                                          "/img/11.jpg")]
+    add(proj, urls)
+    summary = run(proj)
+    assert summary["by_status"] == {"downloaded": 5}
+    assert proj.db["images"].count == 2 and summary["new_images"] == 2
+    shas = [row(proj, u)[4] for u in urls]
+    assert shas[0] == shas[1] and shas[2] == shas[3] == shas[4] and shas[0] != shas[2]
+    files = [p for p in (proj.root / "blobs").glob("??/*") if p.is_file()]
+    assert len(files) == 2
+
+
+def test_retry_failed_reprocesses_failed_candidates(proj, image_server):  # noqa: F811
+    proj.config.download.max_attempts = 1
+    url = image_server.url("/flaky500/once")
+    add(proj, [url])
+    run(proj)
+    assert row(proj, url)[:2] == ("failed", "too_many_retries")
+    assert run(proj)["candidates"] == 0          # failed ones wait for retry_failed
+    run(proj, retry_failed=True)
+    status, reason, _, http_status, sha, attempts = row(proj, url)
+    assert (status, reason, http_status, attempts) == ("downloaded", None, 200, 2) and sha
+
+
+def test_sweep_removes_tmp_and_orphans_only(proj):
+    sha, rel = store_blob(proj, image_bytes(50), "jpeg")
+    orphan_sha, orphan_rel = store_blob(proj, image_bytes(51), "jpeg")
+    proj.db["images"].insert({"sha256": sha, "path": rel, "format": "jpeg", "width": 320, "height": 240,
+                              "bytes": 1, "status": "ok", "created_at": "x"})
+    tmp = proj.root / "blobs" / ".tmp"
+    (tmp / "leftover.part").write_bytes(b"half")
+    keep = proj.root / "blobs" / "README.txt"
+    keep.write_text("not a blob")
+    assert sweep_blobs(proj) == {"tmp_removed": 1, "orphans_removed": 1}
+    assert (proj.root / rel).exists() and not (proj.root / orphan_rel).exists() and keep.exists()
+    assert store_blob(proj, image_bytes(50), "jpeg") == (sha, rel)      # idempotent
+
+
+def test_second_downloader_is_refused(proj):
+    import fcntl
+    proj.blobs.mkdir(exist_ok=True)
+    with open(proj.blobs / ".download.lock", "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(dl.DownloadLocked, match="Another download"):
+            run(proj)
+
+
+def test_credentials_in_urls_are_not_recorded(proj, image_server):  # noqa: F811
+    url = image_server.url("/redirect?to=http://user:secret@169.254.169.254/x")
+    add(proj, [url])
+    run(proj)
+    status, reason, detail, *_ = row(proj, url)
+    assert reason == "blocked_address" and "secret" not in detail
+    assert dl._redact("https://u:p@h.example:8443/a?b=1") == "https://h.example:8443/a?b=1"
+
+
+@pytest.mark.parametrize("ip, category", [
+    ("127.0.0.1", "loopback"), ("10.0.0.1", "private"), ("172.16.5.4", "private"), ("192.168.1.1", "private"),
+    ("169.254.169.254", "link-local"), ("224.0.0.1", "multicast"), ("0.0.0.0", "unspecified"),
+    ("100.64.0.1", "non-global"), ("240.0.0.1", "private"), ("::1", "loopback"), ("fe80::1", "link-local"),
+    ("fc00::1", "private"), ("::ffff:127.0.0.1", "loopback"), ("2002:a00:1::", "private"),
+    ("ff02::1", "multicast"), ("8.8.8.8", None), ("2606:4700:4700::1111", None)])
+def test_blocked_category(ip, category):
+    assert safety.blocked_category(ip) == category
+
+
+def test_numeric_host_forms_are_resolved_before_checking():
+    with pytest.raises(safety.BlockedAddress, match="loopback"):
+        safety.check_host("2130706433", 80)            # 127.0.0.1 written as one number
+    assert safety.check_host("127.0.0.1", 8080, ["127.0.0.1:8080"]) == ["127.0.0.1"]
+    assert safety.host_allowed("::1", 80, ["[::1]:80"])
+
+
+def test_fetch_image_on_its_own(proj, image_server, tmp_path):  # noqa: F811
+    s = proj.config.download
+
+    async def go():
+        async with dl.make_client(s) as client:
+            return await asyncio.gather(*(dl.fetch_image(client, image_server.url(p), s)
+                                          for p in ("/img/60.jpg", "/404")))
+
+    ok, missing = asyncio.run(go())
+    assert ok.ok and ok.format == "jpeg" and ok.data == image_bytes(60)
+    assert ok.sha256 == hashlib.sha256(ok.data).hexdigest() and (ok.width, ok.height) == (320, 240)
+    assert (missing.status, missing.reason, missing.http_status) == ("failed", "http_404", 404)
+    sha, rel = store_blob(proj, ok.data, ok.format)
+    assert Path(proj.root / rel).read_bytes() == ok.data and sha == ok.sha256

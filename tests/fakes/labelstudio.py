@@ -1,0 +1,211 @@
+"""Session fixture: one real Label Studio on a free loopback port for the whole test session.
+
+The executable comes from ``LABEL_STUDIO_BIN``, ``PATH`` or the repo's ``.venv-ls``; tests marked
+``labelstudio`` are skipped with a reason when none is found. A fresh data dir migrates for ~45 s, so the
+first run keeps a migrated copy in ``.cache/labelstudio-seed/`` (gitignored) and later sessions start in ~7 s.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SEED = REPO / ".cache" / "labelstudio-seed"
+
+
+def _executable() -> str | None:
+    for c in (os.environ.get("LABEL_STUDIO_BIN"), shutil.which("label-studio"),
+              str(REPO / ".venv-ls" / "bin" / "label-studio")):
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+@dataclass
+class LabelStudioServer:
+    url: str
+    api_key: str
+    username: str
+    password: str
+    data_dir: Path
+    proc: subprocess.Popen
+
+    def connection(self):
+        from cultura.annotate.server import Connection
+        return Connection(self.url, self.api_key)
+
+
+def _snapshot(data_dir: Path, creds: dict) -> None:
+    """Keep a consistent copy of a migrated data dir (sqlite backup API) as the seed for later sessions."""
+    tmp = SEED.with_name(SEED.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    src = sqlite3.connect(data_dir / "label_studio.sqlite3")
+    dst = sqlite3.connect(tmp / "label_studio.sqlite3")
+    with dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    (tmp / "creds.json").write_text(json.dumps(creds))
+    shutil.rmtree(SEED, ignore_errors=True)
+    tmp.rename(SEED)
+
+
+@pytest.fixture(scope="session")
+def labelstudio(tmp_path_factory):
+    """A running Label Studio (``.url``, ``.api_key``); stopped at the end of the session."""
+    from cultura.annotate.server import free_port, launch, seeded_credentials, stop_process, wait_ready
+
+    exe = _executable()
+    if exe is None:
+        pytest.skip("no label-studio executable (set LABEL_STUDIO_BIN or run 'make setup' to create .venv-ls)")
+    data = tmp_path_factory.mktemp("labelstudio")
+    creds, seeded = seeded_credentials(data, SEED, "admin@cultura-tests.local")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = data / "server.log"
+    proc = launch(exe, data, port, username=creds["username"], password=creds["password"],
+                  token=creds["api_key"], log_path=log)
+    try:
+        wait_ready(url, creds["api_key"], proc, timeout=300, log_path=log)
+        if not seeded:
+            _snapshot(data, creds)
+        yield LabelStudioServer(url, creds["api_key"], creds["username"], creds["password"], data, proc)
+    finally:
+        stop_process(proc.pid)
+
+
+# ------------------------------------------------------------------------------------- test data
+
+def add_images(project, concept: str, country: str, n: int, *, seed: int = 0, language: str = "en") -> list[str]:
+    """Create ``n`` small Pillow images found by a query for ``concept`` in ``country``: rows in concepts,
+    queries, candidates, search_results and images, blobs on disk. Returns their sha256 in order."""
+    import io
+
+    from PIL import Image
+
+    from cultura.db.blobs import store_blob
+    from cultura.db import now
+
+    db = project.db
+    t = now()
+    cid = db.execute("SELECT id FROM concepts WHERE name = ?", [concept]).fetchone()
+    if cid is None:
+        cid = db["concepts"].insert({"name": concept, "source": "manual", "created_at": t}).last_pk
+    else:
+        cid = cid[0]
+    db["queries"].insert({"concept_id": cid, "country": country, "language": language, "kind": "english",
+                          "text": f"{concept} {country}", "created_at": t}, ignore=True)
+    qid = db.execute("SELECT id FROM queries WHERE concept_id = ? AND country = ? AND text = ?",
+                     [cid, country, f"{concept} {country}"]).fetchone()[0]
+    shas = []
+    for i in range(n):
+        img = Image.new("RGB", (32, 24), ((seed * 37 + i * 53) % 256, (i * 91 + len(concept)) % 256,
+                                          (seed * 11 + hash(country) % 200) % 256))
+        buf = io.BytesIO()
+        img.save(buf, "PNG")
+        sha, rel = store_blob(project, buf.getvalue(), "png")
+        url = f"http://images.invalid/{concept}/{country}/{seed}/{i}.png"
+        cand = db["candidates"].insert({"url": url, "status": "downloaded", "sha256": sha, "updated_at": t}).last_pk
+        rank = db.execute("SELECT COALESCE(MAX(rank), 0) + 1 FROM search_results WHERE query_id = ?",
+                          [qid]).fetchone()[0]
+        db["search_results"].insert({"query_id": qid, "provider": "test", "rank": rank, "candidate_id": cand,
+                                     "url": url, "found_at": t})
+        db["images"].insert({"sha256": sha, "path": rel, "format": "png", "width": 32, "height": 24,
+                             "bytes": len(buf.getvalue()), "created_at": t}, ignore=True)
+        shas.append(sha)
+    return shas
+
+
+def add_cluster(project, shas: list[str]) -> int:
+    """An open duplicate cluster over ``shas`` (first = representative)."""
+    from cultura.db import now
+
+    db = project.db
+    run = db["dedup_runs"].insert({"method": "phash", "scope": "global", "created_at": now()}).last_pk
+    cid = db["dup_clusters"].insert({"run_id": run, "method": "phash", "scope": "global",
+                                     "representative": shas[0], "size": len(shas), "created_at": now()}).last_pk
+    db["dup_members"].insert_all([{"cluster_id": cid, "sha256": s, "distance": float(i)}
+                                  for i, s in enumerate(shas)])
+    return cid
+
+
+class TcpProxy:
+    """A loopback TCP forwarder in front of Label Studio that a test can cut (as if the server stopped) and
+    restore on the same port."""
+
+    def __init__(self, target_port: int):
+        import socket
+        import threading
+
+        self._socket, self._threading = socket, threading
+        self.target_port = target_port
+        self.port = None
+        self._conns: list = []
+        self._listener = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        s = self._socket.socket()
+        s.setsockopt(self._socket.SOL_SOCKET, self._socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port or 0))
+        s.listen(64)
+        self.port = s.getsockname()[1]
+        self._listener = s
+        self._threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def _accept(self, s) -> None:
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            try:
+                u = self._socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                c.close()
+                continue
+            self._conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for x in (a, b):
+                try:
+                    x.close()
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        """Refuse new connections and drop open ones."""
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self._conns.clear()

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .errors import CulturaError, ProjectNotFound
+from .redact import scrub
 from .project import Project, find_project
 
 console = Console(stderr=True)
@@ -107,7 +108,7 @@ class JsonAwareError(click.ClickException):
 def cli_error(e: CulturaError, args: list[str]) -> click.ClickException:
     """The click exception for a library error raised by a command called with ``args`` (a JSON object on
     stdout when they include ``--json``)."""
-    return JsonAwareError(str(e), as_json="--json" in args, kind=type(e).__name__)
+    return JsonAwareError(scrub(str(e)), as_json="--json" in args, kind=type(e).__name__)
 
 
 __all__ = ["Ctx", "pass_ctx", "json_option", "emit_json", "table", "listing", "summary", "columns_of", "out",

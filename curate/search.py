@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 
 from ..db import dumps, finish_run, now, start_run
 from ..errors import CulturaError, unknown
+from ..redact import scrub, scrub_obj, strip_userinfo
 from .concepts import add_concepts, get_concept, normalise
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif"}
@@ -55,6 +56,8 @@ def _store_results(db, query_id: int, provider: str, results: list[dict]) -> int
     """Store one query's results (and their candidates) and mark the query searched — one transaction."""
     with db.conn:
         for rank, r in enumerate(results, start=1):
+            # no user:password@ (nor any other known secret) is ever stored, exported or pushed
+            r = scrub_obj({k: strip_userinfo(v) if isinstance(v, str) else v for k, v in r.items()})
             url = r["image"]
             db.execute("INSERT OR IGNORE INTO candidates (url, status, updated_at) VALUES (?, 'pending', ?)",
                        [url, now()])
@@ -85,7 +88,7 @@ def _record_failure(db, query_id: int, provider: str, error: str, attempts: int)
                       VALUES (?, ?, 'failed', 0, ?, ?, ?)
                       ON CONFLICT (query_id, provider) DO UPDATE SET status = 'failed', error = excluded.error,
                       attempts = searches.attempts + excluded.attempts, searched_at = excluded.searched_at""",
-                   [query_id, provider, error, attempts, now()])
+                   [query_id, provider, scrub(error), attempts, now()])
 
 
 def _int(v):

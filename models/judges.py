@@ -139,7 +139,7 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
         try:
             resp = self.client.chat.completions.create(**kwargs)
         except openai.APIConnectionError:
-            raise CulturaError(f"Cannot reach the judge endpoint at {self.base_url or 'api.openai.com'}. Check "
+            raise CulturaError(f"Cannot reach the judge endpoint at {self.host}. Check "
                                "OPENAI_BASE_URL.") from None
         except (openai.AuthenticationError, openai.NotFoundError) as e:
             raise CulturaError(f"The judge endpoint refused the call ({type(e).__name__}); check OPENAI_API_KEY "

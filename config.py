@@ -138,6 +138,9 @@ def load_config(path: Path) -> Config:
         raise ConfigError(f"No configuration at {path}. Run 'cultura init DIR' to create a project.") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path} is not valid TOML ({e}). Fix the syntax and rerun.") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}). Save it as UTF-8 and "
+                          "rerun.") from None
     return parse_config(data, str(path))
 
 

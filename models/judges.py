@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .llm import render_prompt
+from .embedders.base import safe_image
 from ..errors import CulturaError, unknown
 from ..evaluate.metrics import argmax_score, expected_score
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
@@ -85,7 +86,7 @@ def image_data_url(path: str, *, max_side: int = 768) -> str:
     from PIL import Image
 
     with Image.open(path) as im:
-        im = im.convert("RGB")
+        im = safe_image(im).convert("RGB")  # a thin strip is cropped before the RGB copy
         im.thumbnail((max_side, max_side))
         buf = io.BytesIO()
         im.save(buf, format="JPEG", quality=85)

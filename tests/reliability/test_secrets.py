@@ -24,17 +24,17 @@ CANARY_IMGPASS = "canaryIMGPASS77aa"
 CANARIES = [CANARY_KEY, CANARY_USER, CANARY_PASS, CANARY_TOKEN, CANARY_IMGPASS]
 
 
-def leaks(root: Path, canaries=CANARIES) -> list[str]:
-    """``path: canary`` for every file under ``root`` that contains a canary (raw or URL-quoted)."""
+def leaks(root: Path, canaries=CANARIES, skip: tuple[str, ...] = ()) -> list[str]:
+    """``path: canary`` for every file under ``root`` (but the input folders in ``skip``) that contains a
+    canary (raw, URL-quoted, or as Basic auth)."""
     import base64
     import urllib.parse
 
     basic = base64.b64encode(f"{CANARY_USER}:{CANARY_PASS}".encode())  # an Authorization: Basic echo
-    found = [f"{p.relative_to(root)}: basic auth" for p in sorted(Path(root).rglob("*"))
-             if p.is_file() and not p.is_symlink() and basic in p.read_bytes()]
-    for p in sorted(Path(root).rglob("*")):
-        if not p.is_file() or p.is_symlink():
-            continue
+    files = [p for p in sorted(Path(root).rglob("*")) if p.is_file() and not p.is_symlink()
+             and not any(p.relative_to(root).parts[0] == s for s in skip)]
+    found = [f"{p.relative_to(root)}: basic auth" for p in files if basic in p.read_bytes()]
+    for p in files:
         data = p.read_bytes()
         for c in canaries:
             for form in {c, urllib.parse.quote(c)}:
@@ -139,6 +139,49 @@ def test_canary_secrets_never_reach_the_project_folder(project, image_server, ca
     project.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     project.close()
     assert leaks(project.root) == []
+
+
+@pytest.mark.slow
+def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
+    """The demo pipeline (search, download, dedup, tag, build, export, evaluate + report) on image URLs and
+    source pages carrying canaries, plus an LLM stage and an embedding model behind an echoing server."""
+    import cultura.demo as demo
+    from cultura.curate.build.build import build_demo
+    from cultura.curate.concepts import generate_concepts
+    from cultura.evaluate.runner import evaluate_demo
+    from cultura.project import Project
+
+    stub = canary_env
+    localise = demo.localise_urls
+
+    def with_userinfo(world_dir, host_port):
+        out = localise(world_dir, host_port)
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        for r in rows:
+            r["url"] = r["url"].replace("http://", f"http://img:{CANARY_IMGPASS}@")
+            r["source_page"] = f"https://u:{CANARY_IMGPASS}@pages.example/{r['concept']}?token={CANARY_TOKEN}"
+        out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        return out
+
+    monkeypatch.setattr(demo, "localise_urls", with_userinfo)
+    root = tmp_path / "proj"
+    res = demo.run_curation(root, say=lambda *a: None)
+    assert res["download"]["by_status"]["downloaded"] > 80  # the userinfo was stripped, not the images
+    project = Project(root)
+    project.config.llm.max_attempts = 1
+    project.save_config()
+    stub.fail_next = [400] * 50
+    generate_concepts(project, n=2)
+    built = build_demo(project)
+    assert all(Path(v["export"]).is_dir() for k, v in built.items() if isinstance(v, dict))
+    stub.fail_next = [400] * 50
+    ev = evaluate_demo(project, models=("fake", "openai:canary-embed"), suites="prevalence",
+                       options={"n_resamples": 20})
+    assert ev["failed"] and all(REDACTED in f or "rejected" in f for f in ev["failed"]), ev["failed"]
+    project.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    project.close()
+    assert (root / "reports").is_dir() and (root / "exports").is_dir()
+    assert leaks(root, skip=("fixture-world",)) == []  # the demo's input files live in the project folder
 
 
 def test_cli_errors_are_scrubbed(project, monkeypatch):

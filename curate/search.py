@@ -514,6 +514,8 @@ def ingest_img2dataset(project, directory: str | Path) -> dict:
                 reason = f"img2dataset: {meta.get('error_message') or meta.get('status')}"
             elif img is None:
                 reason = "image file missing next to its sidecar"
+            elif root.resolve() not in Path(os.path.realpath(img)).parents:
+                reason = "image file is a symlink out of the folder (not followed)"
             elif not meta.get("concept"):
                 reason = "missing additional column 'concept'"
             elif str(meta.get("country", "")).upper() not in codes:

@@ -157,10 +157,16 @@ def test_img2dataset_bad_sidecars_are_rejects(project, tmp_path):
     shard.mkdir(parents=True)
     (shard / "000000000.json").write_text("[1, 2]")
     (shard / "000000001.json").write_bytes(b"{\"url\": \"\xff\"}")
+    (tmp_path / "secret.jpg").write_bytes(b"x")
+    os.symlink(tmp_path / "secret.jpg", shard / "000000002.jpg")
+    (shard / "000000002.json").write_text(json.dumps({"url": "https://x.example/c.jpg", "status": "success",
+                                                      "concept": "bus", "country": "JP"}))
     r = ingest_img2dataset(project, tmp_path / "out")
-    assert r["rejected"] == 2
+    assert r["rejected"] == 3 and r["results"] == 0
     ingest_img2dataset(project, tmp_path / "out")
-    assert project.db["ingest_rejects"].count == 2
+    assert project.db["ingest_rejects"].count == 3
+    assert "symlink out of the folder" in project.db.execute(
+        "SELECT reason FROM ingest_rejects WHERE reason LIKE '%symlink%'").fetchone()[0]
 
 
 # ------------------------------------------------------------------------------------------ one URL validator

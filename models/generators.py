@@ -153,9 +153,7 @@ def get_generator(spec: "str | TextGenerator", **options: Any) -> TextGenerator:
 
 def generate_cached(project, generator: TextGenerator, prompts) -> list[str]:
     """Replies for ``prompts`` (input order), read from / written to ``llm_generations``."""
-    from ..evaluate.suites.llm_bias.schema import ensure_schema
 
-    ensure_schema(project)
     db = project.db
     prompts = list(prompts)
     model = generator.identity

@@ -34,7 +34,6 @@ import numpy as np
 
 from ..db import now
 from ..errors import CulturaError, unknown
-from ..evaluate.suites.llm_bias.schema import ensure_schema
 from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
@@ -116,7 +115,6 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = "prefix")
     """log P for ``(context_with_mask, entity)`` items, in input order, from the ``llm_scores`` cache; only
     misses are computed (and written batch by batch, so an interrupted run keeps its work). A failed item is
     NaN (its reason is stored in the cache row)."""
-    ensure_schema(project)
     db = project.db
     items = [(c, e) for c, e in items]
     model = scorer.identity

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from ....errors import CulturaError
-from ..llm_bias.schema import ensure_schema
 
 
 def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[str, str], tuple[float, int]]:
@@ -108,7 +107,6 @@ def _pearson(x, y) -> tuple[float, float, str | None, float, float]:
 def load_scores(project, *, judge: str | None = None, encoder: str | None = None, kb: str | None = None,
                 context: str | None = None) -> list[dict]:
     """``attribution_scores`` rows with status ok/parsed (logprobs decoded)."""
-    ensure_schema(project)
     where, args = ["status IN ('ok', 'parsed')"], []
     for col, val in (("judge", judge), ("encoder", encoder), ("kb", kb), ("context", context)):
         if val is not None:
@@ -166,7 +164,6 @@ def attribution_priority(project, *, judge: str | None = None, encoder: str | No
     1 = uniform); a parsed (one-hot) or baseline score counts 0. With several judge configurations the most
     uncertain one per pair is kept. ``unrated_only`` leaves out pairs that already have a human rating.
     """
-    ensure_schema(project)
     rated = set(human_ratings(project)) if unrated_only else set()
     best: dict[tuple[str, str], float] = {}
     for r in load_scores(project, judge=judge, encoder=encoder, kb=kb, context=context):

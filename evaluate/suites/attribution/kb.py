@@ -21,7 +21,6 @@ import numpy as np
 
 from ....db import now
 from ....errors import CulturaError
-from ..llm_bias.schema import ensure_schema
 
 
 def _images(value, base: Path) -> list[str]:
@@ -44,7 +43,6 @@ def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
     ``{"kb", "entities", "images", "missing_images"}``."""
     from ....annotate.items import read_rows
 
-    ensure_schema(project)
     p = Path(path)
     rows = []
     for n, r in enumerate(read_rows(p), 1):
@@ -68,7 +66,6 @@ def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
 
 def list_kb(project, kb: str = "default") -> list[dict]:
     """The entities of ``kb`` (images decoded), ordered by id."""
-    ensure_schema(project)
     out = []
     for r in project.db.query("SELECT * FROM kb_entities WHERE kb = ? ORDER BY entity_id", [kb]):
         r = dict(r)

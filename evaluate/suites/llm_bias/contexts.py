@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ....db import now
 from ....errors import CulturaError
-from .schema import ensure_schema
 
 MASK = "[MASK]"
 KINDS = ("grounded", "neutral", "qa")
@@ -76,7 +75,6 @@ def normalise_context(raw: dict, *, where: str = "context", defaults: dict | Non
 def add_contexts(project, rows, *, source: str) -> dict:
     """Insert contexts; an existing (language, kind, type, text) gets its sentiment, English, country and
     parallel id updated when the new row gives them. Returns ``{"rows", "inserted", "updated"}``."""
-    ensure_schema(project)
     db = project.db
     rows = list(rows)
     ts = now()
@@ -113,7 +111,6 @@ def import_contexts(project, path: str | Path, *, language: str | None = None, k
 def list_contexts(project, *, language: str | None = None, kind: str | None = None, type: str | None = None,
                   status: str | None = "active") -> list[dict]:
     """Context rows filtered by language, kind, type and status (None = any), ordered by id."""
-    ensure_schema(project)
     where, args = [], []
     for col, val in (("language", language), ("kind", kind), ("type", type), ("status", status)):
         if val is not None:
@@ -127,7 +124,6 @@ def set_context_status(project, context_id: int, status: str, *, reason: str | N
     """Exclude (``excluded``) or restore (``active``) one context; nothing is deleted."""
     if status not in ("active", "excluded"):
         raise CulturaError(f"status must be 'active' or 'excluded', got {status!r}.")
-    ensure_schema(project)
     with project.db.conn:
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
 

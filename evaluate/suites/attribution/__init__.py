@@ -16,6 +16,11 @@ from .kb import KBIndex, build_kb_index, import_kb, list_kb
 from .linking import link_image, link_images
 from .run import run_attribution
 
+from .suite import SUITE as _suite
+
+#: The folder's suites (report section included), registered by :func:`cultura.evaluate.suites.load_suites`.
+SUITES = (_suite,)
+
 __all__ = [
     "import_kb", "list_kb", "build_kb_index", "KBIndex", "link_image", "link_images", "RelevanceJudge",
     "OpenAIJudge", "StubJudge", "JudgeResult", "get_judge", "register_judge", "run_attribution",

@@ -19,16 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ....db.readers import read_rows
 from ....errors import CulturaError
 
 
 def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[str, str], tuple[float, int]]:
     """``{(sha256, country): (mean rating, n ratings)}`` from the project's relevance campaign (or ``source``)."""
     if source is not None:
-        from ....annotate.items import read_rows
 
         acc: dict[tuple[str, str], list[float]] = {}
-        for n, r in enumerate(read_rows(source), 1):
+        for n, r in enumerate(read_rows(source, strict=True), 1):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
             cc = str(r.get("country") or r.get("culture") or "").strip().upper()
             val = r.get("rating", r.get("value", r.get("score")))

@@ -39,3 +39,9 @@ def unknown(kind: str, name: str, valid: Iterable[str], *, hint: str = "") -> Un
     if hint:
         msg += " " + hint
     return UnknownName(msg)
+
+
+class SuiteSkipped(CulturaError):
+    """Raised by a suite when the project holds no data it can evaluate (no benchmark of its kind, no caption
+    pool, no portrait set). Under ``--suite all`` the run is recorded as ``skipped`` with this reason; asked for
+    by name, it is an error that says what to build or import first."""

@@ -14,9 +14,22 @@ from pathlib import Path
 import sqlite_utils
 
 from . import db as dbmod
+from .annotate.schema import annotate as annotate_migrations
 from .config import Config, dump_config, load_config
 from .countries import Country, registry
+from .curate.build.schema import build as build_migrations
 from .errors import CulturaError, ProjectNotFound
+from .evaluate.schema import evaluate as evaluate_migrations
+from .evaluate.suites.attribution.schema import attribution as attribution_migrations
+from .evaluate.suites.llm_bias.schema import llm_bias as llm_bias_migrations
+from .evaluate.suites.social.schema import social as social_migrations
+from .models.schema import models as models_migrations
+
+#: The areas' migration sets, applied in this order after the core set on every open. The project is the
+#: composition root of the library: it is the one module that names every area's schema (each schema module
+#: imports only :mod:`cultura.db.migrations`).
+MIGRATION_SETS = (annotate_migrations, build_migrations, evaluate_migrations, social_migrations,
+                  llm_bias_migrations, models_migrations, attribution_migrations)
 
 CONFIG_NAME = "cultura.toml"
 DB_NAME = "cultura.db"
@@ -46,7 +59,7 @@ class Project:
 
     @cached_property
     def db(self) -> sqlite_utils.Database:
-        db = dbmod.open_db(self.db_path)
+        db = dbmod.open_db(self.db_path, sets=MIGRATION_SETS)
         sync_countries(self, db)
         return db
 

@@ -16,6 +16,7 @@ import httpx
 from cultura.db import dumps, now
 from cultura.errors import CulturaError, unknown
 
+from . import priority
 from .annotators import get_annotators
 from .items import build_items, task_data
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
@@ -275,9 +276,7 @@ def prioritised(project, kind: str, items: list[dict], how: str) -> list[dict]:
         raise unknown("priority", how, PRIORITIES)
     if kind != "relevance":
         raise CulturaError("--prioritise attribution applies to 'relevance' pushes only.")
-    from ..evaluate.suites.attribution.evaluation import attribution_priority
-
-    uncertainty = {(s, c): u for s, c, u in attribution_priority(project)}
+    uncertainty = {(s, c): u for s, c, u in priority.judge_uncertainty(project)}
     if not uncertainty:
         raise CulturaError("No attribution scores to prioritise by. Run 'cultura attribution run' first, or push "
                            "without --prioritise.")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 
 from .. import db as dbmod
+from ..db.readers import TableReadError, read_rows
 from ..errors import CulturaError
 from ..db.blobs import store_blob
 from .download import validate_image
@@ -43,46 +44,13 @@ class DatasetImportError(CulturaError):
 # ------------------------------------------------------------------ reading inputs
 
 def read_table(path) -> list[dict]:
-    """Rows of a CSV, TSV, JSON Lines or Parquet file as dicts of strings/values."""
-    p = Path(path)
-    if not p.is_file():
-        raise DatasetImportError(f"{p} does not exist or is not a file. Pass the path of the table to import.")
-    suf = p.suffix.lower()
+    """Rows of a table to import (:func:`cultura.db.readers.read_rows`): a bad JSON Lines line is an error
+    row, which the importers record as a failed row; an unreadable file is one sentence."""
     try:
-        if suf in (".jsonl", ".ndjson"):
-            return _jsonl_rows(p)
-        if suf == ".parquet":
-            import pyarrow.parquet as pq
-            return pq.read_table(p).to_pylist()
-        text = p.read_text("utf-8-sig")
-        dialect = "excel-tab" if suf == ".tsv" or ("\t" in text.split("\n", 1)[0] and suf != ".csv") else "excel"
-        return list(csv.DictReader(io.StringIO(text), dialect=dialect))
-    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as e:
-        raise DatasetImportError(f"{p} cannot be read ({e}). Give a CSV, TSV, JSON Lines or Parquet file.") from None
-
-
-def _jsonl_rows(p: Path) -> list[dict]:
-    """JSON Lines read line by line: a line that is not UTF-8, not JSON or not an object becomes a row
-    ``{"__error__": reason}`` (a failed row of the import), never the whole file refused."""
-    rows = []
-    for i, bline in enumerate(p.read_bytes().splitlines(), start=1):
-        try:
-            line = bline.decode("utf-8-sig" if i == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-            rows.append({"__error__": f"line {i} is not UTF-8 ({e.reason} at byte {e.start})", "__line__": i})
-            continue
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            rows.append({"__error__": f"line {i} is not JSON ({e.msg})", "__line__": i})
-            continue
-        if not isinstance(obj, dict):
-            rows.append({"__error__": f"line {i} is JSON but not an object ({type(obj).__name__})", "__line__": i})
-            continue
-        rows.append(obj)
-    return rows
+        # not strict: a bad line is an error row, recorded as a failed row of the import (never the file)
+        return read_rows(path)
+    except TableReadError as e:
+        raise DatasetImportError(str(e)) from None
 
 
 def _bad_rows(rows: list[dict], kind: str, src: str, db, counts, failures) -> list[dict]:

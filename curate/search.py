@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..db import dumps, finish_run, now, start_run
+from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
 from ..redact import scrub, scrub_obj, strip_userinfo
 from .concepts import add_concepts, get_concept, normalise
@@ -272,53 +273,6 @@ def _query_for(db, project, concept_id: int, country, language: str | None, text
                       [concept_id, country.code, lang, kind, text]).fetchone()[0]
 
 
-def read_table(path: Path) -> list[dict]:
-    """Rows of a JSONL, CSV or Parquet file (the columns img2dataset consumes)."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        # line by line: one bad line (not JSON, not an object, not UTF-8) is a reject row, never the file
-        rows = []
-        for i, bline in enumerate(path.read_bytes().splitlines(), start=1):
-            try:
-                line = bline.decode("utf-8-sig" if i == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                rows.append({"__error__": f"line {i} is not UTF-8 ({e.reason} at byte {e.start})",
-                             "__raw__": bline.decode("utf-8", "replace")})
-                continue
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                rows.append({"__error__": f"line {i} is not JSON ({e.msg})", "__raw__": line})
-                continue
-            if not isinstance(obj, dict):
-                rows.append({"__error__": f"line {i} is JSON but not an object ({type(obj).__name__})",
-                             "__raw__": line})
-                continue
-            rows.append(obj)
-        return rows
-    if suffix in (".csv", ".tsv"):
-        import csv
-
-        try:
-            with path.open(newline="", encoding="utf-8-sig") as f:
-                return list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
-        except UnicodeDecodeError as e:
-            raise CulturaError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}). Save it as UTF-8 "
-                               "and rerun.") from None
-        except csv.Error as e:
-            raise CulturaError(f"{path} is not a readable {suffix[1:].upper()} file ({e}).") from None
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(path).to_pylist()
-        except Exception as e:  # pyarrow raises several types for a corrupt file: one sentence for all
-            raise CulturaError(f"{path} is not a readable Parquet file ({type(e).__name__}: {e}).") from None
-    raise CulturaError(f"{path}: unsupported file type {suffix!r}. Use .jsonl, .csv, .tsv or .parquet.")
-
-
 class UrlsProvider(Provider):
     """``urls:PATH``: rows with at least ``url, concept, country`` (optional ``language, query, rank, title,
     source_page``). Unknown concepts are added (source ``import:urls``); bad rows go to ``ingest_rejects``."""
@@ -333,8 +287,8 @@ class UrlsProvider(Provider):
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
         if not self.path.exists():
             raise CulturaError(f"{self.path} does not exist. Give the path of a JSONL/CSV/Parquet URL list.")
-        rows = read_table(self.path)
-        if rows and not any("url" in r or "__error__" in r for r in rows):  # a file without the column at all
+        rows = read_rows(self.path)
+        if rows and not any("url" in r or ERROR in r for r in rows):  # a file without the column at all
             raise CulturaError(f"{self.path} has no 'url' column (columns: {', '.join(rows[0])}). It needs at "
                                "least url, concept, country.")
         db = project.db
@@ -344,7 +298,7 @@ class UrlsProvider(Provider):
         rejected = 0
         with db.conn:
             for i, row in enumerate(rows, start=1):
-                reason = row.get("__error__")
+                reason = row.get(ERROR)
                 url = str(row.get("url") or "").strip()
                 country_code = str(row.get("country") or "").strip().upper()
                 concept = normalise(str(row.get("concept") or ""))

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import CulturaError
-from .suites import SuiteSkipped
+from ..errors import CulturaError, SuiteSkipped
 
 ASSOCIATION_ROLES = ("cr", "lb", "ti")
 DESCRIPTOR_ROLES = ("cr", "orlb", "or", "cdr", "lb", "ti")

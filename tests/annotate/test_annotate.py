@@ -108,7 +108,7 @@ def test_entity_and_translation_items_from_files(project, tmp_path):
         items_mod.build_items(project, "entity")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"entity": "x"\n', encoding="utf-8")
-    with pytest.raises(CulturaError, match="bad.jsonl:1"):
+    with pytest.raises(CulturaError, match="bad.jsonl: line 1 is not JSON"):
         items_mod.build_items(project, "entity", source=bad)
 
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.evaluate.report import (REPORT_SECTIONS, Cell, ReportSection, Table, register_report_section,
-                                     write_report)
+from cultura.evaluate.report import write_report
+from cultura.evaluate.reportkit import Cell, ReportSection, Table
 from cultura.evaluate.runner import run_evaluation
 from cultura.evaluate.suites import SUITES, register_suite, row
 from cultura.errors import CulturaError
@@ -63,10 +63,9 @@ def test_a_registered_section_and_the_generic_fallback(evaluated, tmp_path):
     def other(project, embedder, *, benchmark=None, options):
         return [row("other", "thing", float("nan"), n=0, details={"reason": "nothing to measure"})]
 
-    register_suite("extra", extra, description="x", in_all=False)
-    register_suite("other", other, description="y", in_all=False)
-    register_report_section("extra", lambda results, project: ReportSection(
+    register_suite("extra", extra, description="x", in_all=False, section=lambda results, project: ReportSection(
         "Extra section", f"<p>{len(results)} extra rows</p>", "extra", {"extra": [{"a": 1}]}))
+    register_suite("other", other, description="y", in_all=False)
     try:
         run_evaluation(evaluated, ["fake"], "extra,other")
         paths = write_report(evaluated, tmp_path / "r.html")
@@ -77,7 +76,6 @@ def test_a_registered_section_and_the_generic_fallback(evaluated, tmp_path):
     finally:
         SUITES.pop("extra")
         SUITES.pop("other")
-        REPORT_SECTIONS.pop("extra")
 
 
 def test_cells_and_tables_render_numbers_with_ci_n_and_reasons():

@@ -56,16 +56,22 @@ def test_bad_jsonl_lines_are_failed_rows_and_never_refuse_the_file(project, tmp_
         (imgs / f"img{i}.png").write_bytes(tiny_png(rng))
     path = tmp_path / "captions.jsonl"
     good = [json.dumps({"image_id": f"img{i}", "captions": {"en": [f"photo {i}"]}}) for i in range(2)]
-    path.write_bytes(b"[1, 2, 3]\nnull\n" + good[0].encode() + b"\n{\"image_id\": \"x\xff\xfe\"}\nnot json\n"
+    path.write_bytes(b"[1, 2, 3]\nnull\n" + good[0].encode() + b"\n{\"image_id\": 7}\nnot json\n"
                      + good[1].encode() + b"\n")
     r = import_captions(project, path, imgs)
     assert r["imported"] == 2 and r["failed"] == 4
     reasons = sorted(f["reason"] for f in r["failures"])
-    assert reasons == ["line 1 is JSON but not an object (list)", "line 2 is JSON but not an object (NoneType)",
-                       "line 4 is not UTF-8 (invalid start byte at byte 15)", "line 5 is not JSON (Expecting value)"]
+    assert reasons == ["line 1 is JSON but not an object (a list)", "line 2 is JSON but not an object (null)",
+                       "line 5 is not JSON (Expecting value)", "no captions"]
     stored = project.db.execute("SELECT count(*) FROM import_rows WHERE status = 'failed'").fetchone()[0]
     import_captions(project, path, imgs)  # rerun: the failed rows are not duplicated
     assert project.db.execute("SELECT count(*) FROM import_rows WHERE status = 'failed'").fetchone()[0] == stored == 4
+    # a file that is not UTF-8 at all: one sentence, no traceback
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(b'{"image_id": "caf\xe9"}\n')
+    r = CliRunner().invoke(cli, ["--project", str(project.root), "import", "captions", str(bad), "--images",
+                                 str(imgs)])
+    assert r.exit_code == 1 and "is not UTF-8" in r.output and "Traceback" not in r.output, r.output
     # a GlobalRG table whose first line is bad still imports the others
     table = tmp_path / "globalrg.jsonl"
     table.write_text("null\n" + json.dumps({"image": "img0.png", "region": "Japan", "concept": "dance"}) + "\n")
@@ -97,14 +103,14 @@ def test_urls_rows_added_for_an_already_searched_cell_are_ingested(project, tmp_
 def test_urls_bad_rows_are_rejects_once_and_the_first_row_does_not_decide(project, tmp_path):
     f = tmp_path / "urls.jsonl"
     f.write_bytes(b"[1, 2, 3]\nnull\n" + json.dumps({"concept": "bus", "country": "JP"}).encode() + b"\n"
-                  + b"{\"url\": \"https://a.example/\xff.jpg\", \"concept\": \"bus\", \"country\": \"JP\"}\n"
+                  + b"{\"url\": \"https://a.example/x.jpg\", \"concept\": \"bus\", \"country\": \"JP\"\n"
                   + json.dumps({"url": "file:///etc/passwd", "concept": "bus", "country": "JP"}).encode() + b"\n"
                   + json.dumps({"url": "https://a.example/ok.jpg", "concept": 7, "country": "JP"}).encode() + b"\n")
     r = search_images(project, provider=f"urls:{f}", progress=False)
     assert r["rows"] == 6 and r["rejected"] == 5 and r["results"] == 1
     assert [reason for _, reason in _rejects(project)] == sorted([
-        "line 1 is JSON but not an object (list)", "line 2 is JSON but not an object (NoneType)", "missing url",
-        "line 4 is not UTF-8 (invalid start byte at byte 27)", "url is not http(s)"])
+        "line 1 is JSON but not an object (a list)", "line 2 is JSON but not an object (null)", "missing url",
+        "line 4 is not JSON (Expecting ',' delimiter)", "url is not http(s)"])
     search_images(project, provider=f"urls:{f}", progress=False)
     assert project.db["ingest_rejects"].count == 5  # a rerun adds no reject rows
     csvf = tmp_path / "u.csv"

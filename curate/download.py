@@ -53,6 +53,7 @@ import httpx
 
 from .. import db as dbmod
 from ..errors import CulturaError
+from ..redact import strip_userinfo
 from . import safety
 from ..db.blobs import store_blob, sweep_blobs
 
@@ -149,18 +150,8 @@ class _Failure(Exception):
 
 
 def _redact(url: str) -> str:
-    """The URL without user:password (never written to the database or logs)."""
-    try:
-        p = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if p.username or p.password:
-        host = p.hostname or ""
-        netloc = f"[{host}]" if ":" in host else host
-        if p.port:
-            netloc += f":{p.port}"
-        return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
-    return url
+    """The URL without user:password (never written to the database or logs): :func:`cultura.redact.strip_userinfo`."""
+    return strip_userinfo(url)
 
 
 # --------------------------------------------------------------------------------------------- sniffing

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from .llm import render_prompt
 from .embedders.base import safe_image
+from ..redact import scrub
 from ..errors import CulturaError, unknown
 from .registry import Registry
 from ..evaluate.metrics import argmax_score, expected_score
@@ -147,7 +148,7 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
             raise CulturaError(f"The judge endpoint refused the call ({type(e).__name__}); check OPENAI_API_KEY "
                                f"and the model name {self.model!r}.") from None
         except openai.APIError as e:
-            return JudgeResult("failed", reason=f"{type(e).__name__}: {str(e)[:200]}")
+            return JudgeResult("failed", reason=scrub(f"{type(e).__name__}: {e}")[:200])  # scrub, then cut
         if not resp.choices:
             return JudgeResult("failed", reason="the judge returned no choices")
         ch = resp.choices[0]

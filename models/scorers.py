@@ -34,6 +34,7 @@ import numpy as np
 
 from ..db import now
 from ..errors import CulturaError, unknown
+from ..redact import scrub
 from .registry import Registry
 from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
@@ -367,7 +368,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
 
 
 def _short(e) -> str:
-    msg = getattr(e, "message", None) or str(e)
+    msg = scrub(getattr(e, "message", None) or str(e))  # scrubbed before it is cut
     return msg if len(msg) <= 160 else msg[:157] + "..."
 
 

@@ -18,7 +18,7 @@ import io
 import os
 
 from ...errors import CulturaError
-from ...redact import strip_userinfo
+from ...redact import scrub, strip_userinfo
 from .base import Embedder, ModelCapabilityError, ModelUnavailable
 
 IMAGE_MODES = ("input", "messages", "none")
@@ -127,7 +127,7 @@ class OpenAIEmbedder(Embedder):
 
 
 def _short(e: Exception, n: int = 200) -> str:
-    msg = getattr(e, "message", None) or str(e)
+    msg = scrub(getattr(e, "message", None) or str(e))  # scrubbed before it is cut (no half secret left)
     return msg if len(msg) <= n else msg[:n] + "…"
 
 

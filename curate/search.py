@@ -15,6 +15,7 @@ import json
 import os
 import random
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -22,7 +23,7 @@ from typing import Callable, Iterable
 from ..db import dumps, finish_run, now, start_run
 from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
-from ..redact import scrub, scrub_obj, strip_userinfo
+from ..redact import known_secrets, scrub, scrub_obj, strip_userinfo
 from .concepts import add_concepts, get_concept, normalise
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif"}
@@ -61,7 +62,8 @@ def _store_results(db, query_id: int, provider: str, results: list[dict], *, app
     ranked after the existing ones (new rows in a ``urls:`` file, new files in a ``folder:``). Returns the
     number of results written."""
     # no user:password@ (nor any other known secret) is ever stored, exported or pushed
-    results = [scrub_obj({k: strip_userinfo(v) if isinstance(v, str) else v for k, v in r.items()})
+    secrets = known_secrets()
+    results = [scrub_obj({k: strip_userinfo(v) if isinstance(v, str) else v for k, v in r.items()}, secrets=secrets)
                for r in results]
     with db.conn:
         if append:
@@ -114,8 +116,6 @@ def check_url(url, *, schemes=("http", "https")) -> str | None:
     one check. Only ``schemes`` (http/https for anything that came from the web or a list), a host, no
     whitespace or control characters. The reason never depends on anything outside the URL itself (a
     ``file://`` result is refused without looking at the disk)."""
-    import urllib.parse
-
     if not isinstance(url, str) or not url.strip():
         return "missing url"
     url = url.strip()

@@ -39,8 +39,9 @@ def build_items(project, kind: str, *, source: str | Path | None = None, other_c
             return items_from_file(project, kind, source)
         rows = TABLE_ROWS[kind](project)
         if not rows:
-            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or pass "
-                               f"--from FILE (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).")
+            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or give "
+                               f"a source file (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).",
+                               param="source")
         return items_from_rows(project, kind, rows, f"the {kind} table")
     if kind not in BUILDERS:
         raise unknown("annotation kind", kind, [*BUILDERS, *FILE_KINDS])

@@ -204,7 +204,7 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
     rows = read_table(table)
     images = Path(images)
     if not images.is_dir():
-        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+        raise DatasetImportError(f"{images} is not a folder; give the folder holding the images.", param="images")
     if not rows:
         raise DatasetImportError(f"{table} has no rows.")
     counts, failures = defaultdict(int), []
@@ -277,7 +277,7 @@ def import_captions(project, captions, images) -> dict:
     rows = read_table(captions)
     images = Path(images)
     if not images.is_dir():
-        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+        raise DatasetImportError(f"{images} is not a folder; give the folder holding the images.", param="images")
     reg = project.registry
     languages = set(reg.languages)
     src = Path(captions).name

@@ -281,7 +281,7 @@ class UrlsProvider(Provider):
 
     def __init__(self, arg):
         if not arg:
-            raise CulturaError("The urls provider needs a file: --provider urls:PATH (JSONL, CSV or Parquet).")
+            raise CulturaError("The urls provider needs a file: urls:PATH (JSONL, CSV or Parquet).", param="provider")
         self.path = Path(arg)
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
@@ -347,7 +347,7 @@ class FolderProvider(Provider):
 
     def __init__(self, arg):
         if not arg:
-            raise CulturaError("The folder provider needs a directory: --provider folder:DIR.")
+            raise CulturaError("The folder provider needs a directory: folder:DIR.", param="provider")
         self.root = Path(arg).resolve()
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:

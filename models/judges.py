@@ -104,7 +104,7 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
     def __init__(self, model: str, *, base_url: str | None = None, vision: bool = False, guided: bool = False,
                  logit_bias: dict | None = None, top_logprobs: int = 5, client=None, timeout: float = 120.0):
         if not model:
-            raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
+            raise CulturaError("The judge needs a model name: openai:MODEL.", param="judge")
         self.model = model
         self.base_url = resolve_base_url(base_url)
         self.supports_images = bool(vision)

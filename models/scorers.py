@@ -167,7 +167,7 @@ def load_hf_causal_lm(name: str, device: str | None = None):
         tok = AutoTokenizer.from_pretrained(path, local_files_only=local or hub_offline())
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=local or hub_offline())
     except OSError as e:
-        raise offline_error(f"hf:{name}", e, local_hint="or pass a local folder: --llm hf:/path/to/model") from e
+        raise offline_error(f"hf:{name}", e, local_hint="or give a local folder: hf:/path/to/model") from e
     dev = resolve_device(device)
     model.to(dev)
     model.eval()

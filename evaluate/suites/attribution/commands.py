@@ -7,6 +7,11 @@ import click
 from ....console import emit_json, json_option, listing, pass_ctx, summary, table
 
 
+def attribution_config(project) -> dict:
+    """The ``[evaluate.attribution]`` table of cultura.toml (empty when absent)."""
+    return dict((getattr(project.config, "evaluate", None) or {}).get("attribution") or {})
+
+
 @click.group("kb")
 def kb():
     """The knowledge base used to link images to entities (seed 004)."""
@@ -27,8 +32,10 @@ def attribution():
     """Cultural attribution of the project's images (CAIRe): judge scores and their evaluation."""
 
 @attribution.command("run")
-@click.option("--encoder", default="fake", show_default=True,
-              help="Vision-language embedder spec for the KB index and linking.")
+@click.option("--encoder", default=None,
+              help="Vision-language embedder spec for the KB index and linking, e.g. "
+                   "openclip:ViT-B-16-SigLIP-i18n-256/webli (mSigLIP, the seed's); default: [evaluate.attribution] "
+                   "encoder in cultura.toml. There is no built-in default.")
 @click.option("--judge", required=True, help="Judge spec: openai:MODEL, openai-vision:MODEL or stub.")
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
 @click.option("--country", "countries", multiple=True, help="Culture label(s) (default: the project's).")
@@ -44,6 +51,10 @@ def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context,
     """Score every image x culture label with the judge (resumable)."""
     from .run import run_attribution
 
+    encoder = encoder or attribution_config(ctx.project).get("encoder")
+    if not encoder:
+        raise click.UsageError("No encoder: pass --encoder SPEC (e.g. --encoder openclip:ViT-B-16-SigLIP-i18n-256/webli, "
+                               "the seed's mSigLIP) or set [evaluate.attribution] encoder = \"...\" in cultura.toml.")
     summary("Attribution", run_attribution(ctx.project, encoder, judge, kb=kb_name,
                                            countries=list(countries) or None, k=k, method=method,
                                            context=context, limit=limit), as_json)

@@ -36,6 +36,10 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
 
     if context not in CONTEXTS:
         raise unknown("attribution context", context, CONTEXTS)
+    if embedder is None or (isinstance(embedder, str) and not embedder.strip()):
+        raise CulturaError("run_attribution needs a vision-language encoder: pass embedder='openclip:ARCH/TAG' "
+                           "(the seed used mSigLIP, 'openclip:ViT-B-16-SigLIP-i18n-256/webli'). There is no "
+                           "default: a fake or random-init encoder links images to arbitrary entities.")
     embedder = get_embedder(embedder)
     judge = get_judge(judge)
     codes = [c.upper() for c in (countries or [c.code for c in project.countries])]

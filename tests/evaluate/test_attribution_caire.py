@@ -84,3 +84,62 @@ def test_identical_image_links_to_its_own_entity(photo_world):
     assert links == {shas["sushi"]: "e:sushi", shas["taco"]: "e:taco"}
     ents = dict(project.db.execute("SELECT sha256, entity_id FROM attribution_scores").fetchall())
     assert ents == {shas["sushi"]: "e:sushi", shas["taco"]: "e:taco"}
+
+
+# ----------------------------------------------------------------------------- item 2: thresholds (App. C.7)
+
+def test_threshold_is_score_at_least_t_with_recall():
+    """App. C.7: threshold t means score >= t. A pair scored exactly 4.0 is relevant at t = 4 (it was not
+    under the old "> t"), and recall is reported beside precision and F1."""
+    from sklearn.metrics import f1_score, precision_score, recall_score
+
+    from cultura.evaluate.suites.attribution.evaluation import binary_metrics, relevance_agreement
+
+    pred = np.array([4.0, 3.99, 5.0, 2.0, 4.0, 1.0])
+    human = np.array([4.0, 4.5, 1.0, 4.0, 2.0, 1.0])
+    m = binary_metrics(pred, human, threshold=4)
+    assert m["n_positive_pred"] == 3 and m["n_positive_human"] == 3
+    assert m["precision"] == pytest.approx(precision_score(human >= 4, pred >= 4)) == pytest.approx(1 / 3)
+    assert m["recall"] == pytest.approx(recall_score(human >= 4, pred >= 4))
+    assert m["f1"] == pytest.approx(f1_score(human >= 4, pred >= 4))
+    r = relevance_agreement(pred, human, ["JP"] * 6, aggregation="pooled")
+    assert r["threshold"] == 4.0 and set(r["by_threshold"]) == {2.0, 3.0, 4.0, 5.0}
+    for t, bm in r["by_threshold"].items():  # undefined (no relevant pair) is NaN, never 0
+        assert bm["recall"] == pytest.approx(recall_score(human >= t, pred >= t, zero_division=np.nan),
+                                             nan_ok=True)
+
+
+# ------------------------------------------------------------------ item 3: per-concept Pearson (Table 2)
+
+def test_pearson_is_averaged_per_concept_within_country():
+    """Table 2: per country, Pearson within each concept, averaged over concepts; 'Avg.' = mean over countries.
+    The pooled value (a labelled option) differs on this data."""
+    from scipy.stats import pearsonr
+
+    from cultura.evaluate.suites.attribution.evaluation import relevance_agreement
+
+    rng = np.random.default_rng(0)
+    pred, human, cc, con = [], [], [], []
+    for country, shift in (("JP", 0.0), ("TH", 1.0)):
+        for concept, offset in (("breakfast", 0.0), ("funeral", 2.0)):
+            h = rng.uniform(1, 3, 10) + offset
+            p = h * (0.5 if concept == "breakfast" else -0.3) + rng.normal(0, 0.3, 10) + shift + offset
+            pred += list(p); human += list(h); cc += [country] * 10; con += [concept] * 10
+    pred, human, cc = np.array(pred), np.array(human), np.array(cc)
+    r = relevance_agreement(pred, human, cc, concepts=con)
+    assert r["aggregation"] == "per_concept"
+    per_country = {}
+    for country in ("JP", "TH"):
+        rs = [pearsonr(pred[(cc == country) & (np.array(con) == c)], human[(cc == country) & (np.array(con) == c)])
+              .statistic for c in ("breakfast", "funeral")]
+        per_country[country] = np.mean(rs)
+        assert r["per_country"][country]["pearson"] == pytest.approx(per_country[country])
+        assert r["per_country"][country]["n_concepts"] == 2
+        assert r["per_country"][country]["pooled"] == pytest.approx(
+            pearsonr(pred[cc == country], human[cc == country]).statistic)
+    assert r["pearson"] == pytest.approx(np.mean(list(per_country.values())))
+    pooled = relevance_agreement(pred, human, cc, aggregation="pooled")
+    assert pooled["pearson"] == pytest.approx(pearsonr(pred, human).statistic)
+    assert abs(pooled["pearson"] - r["pearson"]) > 0.1
+    with pytest.raises(ValueError, match="concepts"):
+        relevance_agreement(pred, human, cc)

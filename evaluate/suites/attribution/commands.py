@@ -62,19 +62,23 @@ def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context,
 @attribution.command("evaluate")
 @click.option("--ratings", type=click.Path(exists=True, dir_okay=False), default=None,
               help="CAIRe-style ratings file (sha256, country, rating) instead of the relevance campaign.")
-@click.option("--threshold", type=float, default=3.0, show_default=True, help="Binary relevance at > this.")
+@click.option("--threshold", type=float, default=4.0, show_default=True,
+              help="Relevant when score >= this (seed 004 App. C.7; 4 = Table 1's 'greater than 3').")
+@click.option("--aggregation", type=click.Choice(["per_concept", "pooled"]), default="per_concept",
+              show_default=True, help="Pearson per concept within each country, averaged (Table 2), or pooled.")
 @json_option
 @pass_ctx
-def attribution_evaluate(ctx, ratings, threshold, as_json):
-    """Precision, F1 and Pearson of the stored scores against human relevance ratings."""
+def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
+    """Precision, recall, F1 (score >= threshold) and Pearson of the stored scores against human ratings."""
     from .evaluation import evaluate_attribution
 
-    rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold)
+    rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold, aggregation=aggregation)
     if as_json:
         emit_json(rows)
         return
-    table("Attribution vs human ratings", [{k: v for k, v in r.items() if k != "per_country"} for r in rows],
-          ["judge", "encoder", "context", "n", "precision", "f1", "pearson"])
+    table(f"Attribution vs human ratings (relevant: score >= {threshold:g}; Pearson {aggregation.replace('_', ' ')})",
+          [{k: v for k, v in r.items() if k not in ("per_country", "by_threshold")} for r in rows],
+          ["judge", "encoder", "context", "n", "precision", "recall", "f1", "pearson"])
 
 
 COMMANDS = [kb, attribution]

@@ -8,8 +8,10 @@ else plain prompting — and the probabilities of the five tokens at the first o
 
     score = sum_s s · P(s)   (P renormalised over "1".."5")  — :func:`cultura.evaluate.metrics.expected_score`
 
-with the argmax kept (:func:`~cultura.evaluate.metrics.argmax_score`). Tokens absent from the returned
-``top_logprobs`` get probability 0. When the endpoint returns no usable log-probabilities the reply text is
+with the argmax kept (:func:`~cultura.evaluate.metrics.argmax_score`). The judge asks for
+``top_logprobs=20`` alternatives (the OpenAI API's maximum) so that all five digits are normally scored;
+a digit still absent gets probability 0 AND the result says so: ``missing`` lists the absent digits and the
+``reason`` names them (status stays ``ok``; the suite counts such rows as ``n_incomplete``). When the endpoint returns no usable log-probabilities the reply text is
 parsed (first digit 1–5, status ``parsed``, one-hot distribution); otherwise the row fails with its reason.
 
 Judges are a registry: ``openai:MODEL`` (``openai-vision:MODEL`` sends the image too) and ``stub`` — a
@@ -44,6 +46,12 @@ class JudgeResult:
     argmax: int | None = None
     reason: str | None = None
     reply: str | None = None
+    missing: list = field(default_factory=list)   # score digits absent from the returned alternatives
+
+
+#: Alternatives requested per position: the OpenAI API's maximum, so that the five digits are all scored even
+#: when other tokens ("Score", " ", "The") take some of the top places.
+DEFAULT_TOP_LOGPROBS = 20
 
 
 def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None) -> JudgeResult:
@@ -55,7 +63,14 @@ def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None)
         if t in lps and lp is not None and float(lp) > lps[t]:
             lps[t] = float(lp)
     if any(v > -math.inf for v in lps.values()):
-        return JudgeResult("ok", lps, expected_score(lps), argmax_score(lps), reply=reply)
+        missing = [t for t in SCORE_TOKENS if lps[t] == -math.inf]
+        reason = None
+        if missing:
+            floor = min((float(lp) for _, lp in top if lp is not None), default=-math.inf)
+            reason = (f"score token(s) {', '.join(missing)} not among the {len(top)} returned alternatives; their "
+                      f"probability is taken as 0 (each is below exp({floor:.2f}))")
+        return JudgeResult("ok", lps, expected_score(lps), argmax_score(lps), reply=reply, reason=reason,
+                           missing=missing)
     m = re.search(r"[1-5]", reply or "")
     if m:
         one = {s: (0.0 if s == m.group(0) else -math.inf) for s in SCORE_TOKENS}
@@ -93,15 +108,19 @@ def image_data_url(path: str, *, max_side: int = 768) -> str:
 
 
 class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
-    """An OpenAI-compatible chat model asked for one score token with ``logprobs=True, top_logprobs=5``.
+    """An OpenAI-compatible chat model asked for one score token with ``logprobs=True, top_logprobs=20``.
 
     ``vision``: attach the image. ``guided``: send ``guided_choice: ["1".."5"]`` (vLLM). ``logit_bias``:
     ``{token_id: bias}`` for the five score tokens of this model's tokenizer (OpenAI-style constraint)."""
 
     def __init__(self, model: str, *, base_url: str | None = None, vision: bool = False, guided: bool = False,
-                 logit_bias: dict | None = None, top_logprobs: int = 5, client=None, timeout: float = 120.0):
+                 logit_bias: dict | None = None, top_logprobs: int = DEFAULT_TOP_LOGPROBS, client=None,
+                 timeout: float = 120.0):
         if not model:
             raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
+        if not 5 <= int(top_logprobs) <= 20:
+            raise CulturaError(f"top_logprobs must be between 5 and 20 (the five score digits must fit; the API "
+                               f"allows at most 20), got {top_logprobs}.")
         self.model = model
         self.base_url = resolve_base_url(base_url)
         self.supports_images = bool(vision)

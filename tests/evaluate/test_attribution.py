@@ -103,7 +103,7 @@ def test_judge_logprobs_and_fallbacks(openai_stub):
     assert res.status == "ok" and res.argmax == 5
     assert res.score == pytest.approx(expected_score({"1": -8.0, "2": -6.0, "3": -4.0, "4": -1.8, "5": -0.2}))
     req = openai_stub.chat_requests()[-1]
-    assert req["logprobs"] is True and req["top_logprobs"] == 5 and req["max_tokens"] == 1
+    assert req["logprobs"] is True and req["top_logprobs"] == 20 and req["max_tokens"] == 1
     low = judge.rate(culture="Thailand", entity_text="Sushi is a dish from Japan.")
     assert low.logprobs["5"] == -math.inf and low.argmax == 1 and 1 <= low.score < 1.2
     parsed = result_from_logprobs([("Score", -0.1)], reply="I would say 4.")

@@ -143,3 +143,47 @@ def test_pearson_is_averaged_per_concept_within_country():
     assert abs(pooled["pearson"] - r["pearson"]) > 0.1
     with pytest.raises(ValueError, match="concepts"):
         relevance_agreement(pred, human, cc)
+
+
+# --------------------------------------------------------------------- item 4: all five digits are scored
+
+def _digits_responder(req):
+    """Like a real model: many non-digit tokens outrank the low digits; only top_logprobs alternatives come back."""
+    ranked = [("Score", -0.05), (" ", -3.0), ("The", -3.5), ("5", -4.0), ("**", -4.5), ("4", -5.0), ("I", -6.0),
+              ("3", -8.0), ("2", -11.0), ("1", -13.0)] + [(f"tok{i}", -14.0 - i) for i in range(20)]
+    top = ranked[:req["top_logprobs"]]
+    return {"id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": req["model"],
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "Score"},
+                         "logprobs": {"content": [{"token": "Score", "logprob": -0.05, "bytes": None,
+                                                   "top_logprobs": [{"token": t, "logprob": v, "bytes": None}
+                                                                    for t, v in top]}]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def test_judge_requests_enough_alternatives_for_all_digits(openai_stub):
+    from cultura.errors import CulturaError
+    from cultura.evaluate.metrics import expected_score
+    from cultura.models.judges import get_judge
+
+    openai_stub.responder = _digits_responder
+    res = get_judge("openai:m").rate(culture="Japan", entity_text="x")
+    assert openai_stub.chat_requests()[-1]["top_logprobs"] == 20
+    assert res.missing == [] and res.reason is None
+    assert res.score == pytest.approx(expected_score({"1": -13.0, "2": -11.0, "3": -8.0, "4": -5.0, "5": -4.0}))
+    # with the old top_logprobs=5, digits 1-4 fall out of the list: the result is flagged, not silently 0
+    few = get_judge("openai:m", top_logprobs=5).rate(culture="Japan", entity_text="x")
+    assert few.status == "ok" and few.missing == ["1", "2", "3", "4"] and "1, 2, 3, 4" in few.reason
+    with pytest.raises(CulturaError, match="top_logprobs"):
+        get_judge("openai:m", top_logprobs=3)
+
+
+def test_incomplete_judge_rows_are_flagged_in_the_table(photo_world, openai_stub):
+    from cultura.evaluate.suites.attribution import OpenAIJudge, import_kb, run_attribution
+
+    project, kbfile, shas = photo_world
+    import_kb(project, kbfile)
+    openai_stub.responder = _digits_responder
+    out = run_attribution(project, "fake:dim=16", OpenAIJudge("m", top_logprobs=5), countries=["JP"], k=1)
+    assert out["incomplete"] == 2
+    rows = project.db.execute("SELECT missing_tokens, reason FROM attribution_scores").fetchall()
+    assert all(json.loads(m) == ["1", "2", "3", "4"] and "not among" in r for m, r in rows)

@@ -55,7 +55,7 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
     if limit is not None:
         todo = todo[:limit]
     links = link_images(project, embedder, index, {s for s, _, _ in todo}, k=k, method=method)
-    n = {"scored": 0, "failed": 0}
+    n = {"scored": 0, "failed": 0, "incomplete": 0}
     for s, path, cc in todo:
         ranked = links.get(s) or []
         top = index.entities[ranked[0][0]] if ranked else None
@@ -66,11 +66,13 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
             text, titles = "", [index.entities[e]["lemma"] for e, _ in ranked[:k]]
         res = judge.rate(culture=names[cc], entity_text=text, titles=titles, image_path=path)
         n["scored" if res.status != "failed" else "failed"] += 1
+        n["incomplete"] += bool(res.missing)
         row = {"judge": judge.identity, "encoder": embedder.identity, "kb": index.key, "context": context,
                "sha256": s, "country": cc, "entity_id": top["entity_id"] if top else None, "score": res.score,
                "argmax": res.argmax, "logprobs": json.dumps({k_: (v if v != float("-inf") else "-inf")
                                                              for k_, v in res.logprobs.items()}) if res.logprobs
-               else None, "status": res.status, "reason": res.reason, "created_at": now()}
+               else None, "status": res.status, "reason": res.reason,
+               "missing_tokens": json.dumps(res.missing) if res.missing else None, "created_at": now()}
         with project.db.conn:
             upsert_scores(project.db, [row])
     return {"judge": judge.identity, "encoder": embedder.identity, "kb": index.key, "pairs": len(images) * len(codes),

@@ -60,3 +60,11 @@ def m001_attribution(db):
         CREATE INDEX IF NOT EXISTS idx_attribution_scores_img ON attribution_scores(sha256, country);
         """
     )
+
+
+@attribution()
+def m002_score_flags(db):
+    """Judge rows whose five score digits were not all among the returned alternatives (seed 004 eq. 3 needs
+    all five): the absent digits, as a JSON list (NULL = all five scored)."""
+    if "missing_tokens" not in {c.name for c in db["attribution_scores"].columns}:
+        db.execute("ALTER TABLE attribution_scores ADD COLUMN missing_tokens TEXT")

@@ -51,6 +51,12 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
     det = {"judge": judge.identity, "kb": summary["kb"], "context": context, "method": o.get("method", "lemma")}
     rows = [row(NAME, "n_scored", summary["scored"] + summary["skipped"], group={"scorer": "caire"}, details=det),
             row(NAME, "n_failed", summary["failed"], group={"scorer": "caire"}, details=det)]
+    n_inc = project.db.execute(
+        "SELECT count(*) FROM attribution_scores WHERE judge = ? AND encoder = ? AND kb = ? AND context = ? "
+        "AND missing_tokens IS NOT NULL", [judge.identity, embedder.identity, summary["kb"], context]).fetchone()[0]
+    rows.append(row(NAME, "n_incomplete", n_inc, group={"scorer": "caire"},
+                    details={**det, "meaning": "judge rows where a score digit 1-5 was not among the returned "
+                                               "alternatives (probability taken as 0)"}))
     threshold = float(o.get("threshold", DEFAULT_THRESHOLD))
     aggregation = o.get("aggregation", "per_concept")
     for scorer, cfg_ in configs:

@@ -187,3 +187,45 @@ def test_incomplete_judge_rows_are_flagged_in_the_table(photo_world, openai_stub
     assert out["incomplete"] == 2
     rows = project.db.execute("SELECT missing_tokens, reason FROM attribution_scores").fetchall()
     assert all(json.loads(m) == ["1", "2", "3", "4"] and "not among" in r for m, r in rows)
+
+
+# ------------------------------------------------------------------------- item 5: free-text culture labels
+
+def test_free_text_culture_labels_through_attribution_judge_and_annotation(photo_world, openai_stub, tmp_path):
+    """`--culture Shinto` used to fail with "Unknown country code 'SHINTO'"; culture labels are first-class."""
+    from cultura.annotate.items import relevance_items
+    from cultura.annotate.push import eligible
+    from cultura.cultures import resolve_culture
+    from cultura.errors import UnknownName
+    from cultura.evaluate.suites.attribution.evaluation import human_ratings
+
+    project, kbfile, shas = photo_world
+    assert _cli(project, "kb", "import", str(kbfile)).exit_code == 0
+    r = _cli(project, "culture", "add", "Yoruba", "--country", "NG", "--language", "yo",
+             "--description", "an ethnic group of West Africa")
+    assert r.exit_code == 0, r.output
+    openai_stub.responder = _digits_responder
+    r = _cli(project, "attribution", "run", "--encoder", "fake:dim=16", "--judge", "openai:m", "--culture",
+             "Shinto", "--culture", "yoruba", "--country", "JP", "--k", "1", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["scored"] == 6
+    keys = {k for (k,) in project.db.execute("SELECT DISTINCT country FROM attribution_scores")}
+    assert keys == {"Shinto", "Yoruba", "JP"}
+    prompts = [m["messages"][-1]["content"] for m in openai_stub.chat_requests()]
+    assert any("Target culture: Shinto\n" in p for p in prompts)
+    assert any("Target culture: Yoruba (an ethnic group of West Africa)" in p for p in prompts)
+    assert any("Target culture: Japan" in p for p in prompts)
+    # the free-text label is registered, so annotation and evaluation share its key
+    listed = json.loads(_cli(project, "culture", "list", "--json").output)
+    assert {x["key"]: x["kind"] for x in listed}["Shinto"] == "label"
+    assert resolve_culture(project, "SHINTO").key == "Shinto"
+    with pytest.raises(UnknownName, match="country code 'XX'"):
+        resolve_culture(project, "XX")
+    # relevance items for annotation carry the labels; Yoruba's annotators are from NG
+    items = [i for i in relevance_items(project) if i["country"] == "Yoruba"]
+    assert len(items) == 2 and items[0]["payload"]["culture_name"] == "Yoruba"
+    assert eligible("relevance", items[0], {"country": "NG"}) and not eligible("relevance", items[0], {"country": "JP"})
+    # a ratings file names the label in any case
+    f = tmp_path / "ratings.csv"
+    f.write_text(f"sha256,culture,rating\n{shas['sushi']},shinto,4\n")
+    assert human_ratings(project, source=f) == {(shas["sushi"], "Shinto"): (4.0, 1)}

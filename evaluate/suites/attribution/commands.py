@@ -38,7 +38,9 @@ def attribution():
                    "encoder in cultura.toml. There is no built-in default.")
 @click.option("--judge", required=True, help="Judge spec: openai:MODEL, openai-vision:MODEL or stub.")
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
-@click.option("--country", "countries", multiple=True, help="Culture label(s) (default: the project's).")
+@click.option("--culture", "--country", "countries", multiple=True,
+              help="Culture label(s): a country code, a registered label or free text such as Shinto "
+                   "(repeatable; default: the project's countries).")
 @click.option("--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
 @click.option("--method", type=click.Choice(["lemma", "gloss", "frequency"]), default="lemma",
               show_default=True, help="Re-ranking of the linked entities.")
@@ -81,4 +83,37 @@ def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
           ["judge", "encoder", "context", "n", "precision", "recall", "f1", "pearson"])
 
 
-COMMANDS = [kb, attribution]
+@click.group("culture")
+def culture():
+    """Culture labels beside the countries (a religion, an ethnic group, a state...; seed 004)."""
+
+
+@culture.command("add")
+@click.argument("label")
+@click.option("--name", default=None, help="Display name (default: the label).")
+@click.option("--country", default=None, help="ISO country code the label belongs to, if any.")
+@click.option("--language", default=None, help="ISO 639 language code, if any.")
+@click.option("--description", default=None, help="A short description, given to the judge with the name.")
+@json_option
+@pass_ctx
+def culture_add(ctx, label, name, country, language, description, as_json):
+    """Register (or update) a culture label."""
+    from ....cultures import add_culture_label
+
+    summary("Culture label", add_culture_label(ctx.project, label, name=name, country=country, language=language,
+                                               description=description), as_json)
+
+
+@culture.command("list")
+@json_option
+@pass_ctx
+def culture_list(ctx, as_json):
+    """The project's countries and registered culture labels."""
+    from ....cultures import registered_labels, resolve_culture
+
+    rows = [vars(resolve_culture(ctx.project, c.code)) for c in ctx.project.countries]
+    rows += [vars(lab) for lab in registered_labels(ctx.project)]
+    listing("Culture labels", rows, as_json, ["key", "name", "kind", "country", "language", "description"])
+
+
+COMMANDS = [kb, attribution, culture]

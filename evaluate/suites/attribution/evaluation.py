@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ....cultures import resolve_culture
 from ....errors import CulturaError
 
 
@@ -51,9 +52,13 @@ def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[st
         from ....annotate.items import read_rows
 
         acc: dict[tuple[str, str], list[float]] = {}
+        keys: dict[str, str] = {}
         for n, r in enumerate(read_rows(source), 1):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
-            cc = str(r.get("country") or r.get("culture") or "").strip().upper()
+            cc = str(r.get("country") or r.get("culture") or "").strip()
+            if cc and cc not in keys:
+                keys[cc] = resolve_culture(project, cc).key
+            cc = keys.get(cc, cc)
             val = r.get("rating", r.get("value", r.get("score")))
             if val in (None, "") and r.get("relevant") not in (None, ""):
                 val = GOLD_RELEVANT if _truthy(r["relevant"]) else GOLD_NOT_RELEVANT

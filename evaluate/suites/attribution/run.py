@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from ....cultures import ensure_labels, resolve_cultures
 from ....db import now
 from ....errors import CulturaError, unknown
 from .baseline import upsert_scores
@@ -28,9 +29,10 @@ def project_images(project, sha256s=None) -> list[tuple[str, str]]:
 
 def run_attribution(project, embedder, judge, *, kb: str = "default", countries=None, sha256s=None,
                     k: int = DEFAULT_K, method: str = "lemma", context: str = "entity",
-                    limit: int | None = None) -> dict:
+                    limit: int | None = None, labels=None) -> dict:
     """Score every (image, culture) pair; returns ``{"judge", "encoder", "kb", "pairs", "scored", "skipped",
-    "failed"}``. ``countries``: culture labels (default: the project's countries); ``context``: ``entity``
+    "failed"}``. ``labels`` (or ``countries``): culture labels — country codes, registered labels or free
+    text such as "Shinto" (:mod:`cultura.cultures`; default: the project's countries); ``context``: ``entity``
     (KB text of the best linked entity) or ``titles`` (lemmas of the top-k linked entities)."""
     from ....models.embedders import get_embedder
 
@@ -42,8 +44,10 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
                            "default: a fake or random-init encoder links images to arbitrary entities.")
     embedder = get_embedder(embedder)
     judge = get_judge(judge)
-    codes = [c.upper() for c in (countries or [c.code for c in project.countries])]
-    names = {cc: project.registry.country(cc).name for cc in codes}
+    cultures = resolve_cultures(project, labels or countries or [c.code for c in project.countries])
+    ensure_labels(project, cultures)
+    codes = [c.key for c in cultures]
+    names = {c.key: c.prompt_name for c in cultures}
     images = project_images(project, sha256s)
     if not images:
         raise CulturaError("The project has no stored images to attribute; run 'cultura download' first.")

@@ -2,6 +2,7 @@
 
 - ``kb_entities``: a user-supplied knowledge base (id, lemma, gloss, text, image paths, frequency).
 - ``attribution_links``: cached visual entity linking results per (encoder, kb, image, method).
+- ``culture_labels``: free-text culture labels beside the countries (:mod:`cultura.cultures`).
 - ``attribution_scores``: the judge's 1-5 relevance per (judge, encoder, kb, context mode, image, culture),
   with the five log-probabilities, the expectation and the argmax; failures are rows with status + reason.
 """
@@ -68,3 +69,19 @@ def m002_score_flags(db):
     all five): the absent digits, as a JSON list (NULL = all five scored)."""
     if "missing_tokens" not in {c.name for c in db["attribution_scores"].columns}:
         db.execute("ALTER TABLE attribution_scores ADD COLUMN missing_tokens TEXT")
+
+
+@attribution()
+def m003_culture_labels(db):
+    """Free-text culture labels (seed 004 desideratum 1): a religion, an ethnic group, a state ... beside the
+    countries. ``label`` is the key stored in the ``country`` columns of scores, items and ratings."""
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS culture_labels (
+            label TEXT PRIMARY KEY,
+            name TEXT NOT NULL,               -- display name (judge prompt, annotation task)
+            country TEXT,                     -- optional ISO country the label belongs to
+            language TEXT,                    -- optional ISO 639 language
+            description TEXT,
+            source TEXT,                      -- manual | free-text | import:<file>
+            created_at TEXT NOT NULL
+        )""")

@@ -3,7 +3,7 @@
 The runner's model is the vision-language encoder used for the KB index, entity linking and the encoder
 baseline. The judge comes from the options (``--option attribution.judge=openai:MODEL``, ``openai-vision:MODEL``
 or ``stub``) or ``[evaluate.attribution] judge = ...``. Options: ``judge`` (required), ``kb`` ("default"),
-``k`` (20), ``method`` (lemma|gloss|frequency), ``context`` (entity|titles), ``countries`` (default: the
+``k`` (20), ``method`` (lemma|gloss|frequency), ``context`` (entity|titles), ``labels`` / ``countries`` (culture labels: codes, registered or free-text labels; default: the
 project's), ``ratings`` (a CAIRe-style ratings file instead of the relevance campaign), ``threshold`` (4:
 relevant when score >= 4, i.e. Table 1's "> 3"), ``aggregation`` (per_concept | pooled),
 ``baseline`` (true), ``limit`` (pairs to judge per run).
@@ -40,7 +40,9 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
     if not images:
         raise SuiteSkipped("The project has no stored images; run 'cultura download' first.")
     judge = get_judge(o["judge"])
-    countries = o.get("countries") or [c.code for c in project.countries]
+    countries = o.get("labels") or o.get("countries") or [c.code for c in project.countries]
+    if isinstance(countries, str):
+        countries = [c for c in countries.split(",") if c.strip()]
     context = o.get("context", "entity")
     summary = run_attribution(project, embedder, judge, kb=kb, countries=countries, k=int(o.get("k", 20)),
                               method=o.get("method", "lemma"), context=context, limit=o.get("limit"))

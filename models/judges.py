@@ -34,6 +34,10 @@ from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
 TEMPLATE = "caire_relevance_score.j2"
+#: Chain-of-thought prompt ending in "Score: N" (seed 004 §5.2; without retrieved text it is Baseline 2).
+COT_TEMPLATE = "caire_relevance.j2"
+STYLES = ("score", "cot")
+_SCORE_LINE = re.compile(r"score\W{0,6}$", re.IGNORECASE)
 
 
 @dataclass
@@ -80,6 +84,34 @@ def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None)
     return JudgeResult("failed", reason=f"the judge gave no score 1-5 (reply {str(reply)[:80]!r})", reply=reply)
 
 
+def result_from_cot(content: list | None, reply: str | None) -> JudgeResult:
+    """A chain-of-thought reply ending in "Score: N": the five digits' probabilities at the position of that
+    N (from the reply's per-token ``top_logprobs``) give the expectation, like the constrained judge; without
+    log-probabilities the last "Score: N" of the text is taken (status ``parsed``)."""
+    text = ""
+    hit = None
+    for entry in content or []:
+        tok = str(entry.get("token", "")) if isinstance(entry, dict) else str(getattr(entry, "token", ""))
+        if tok.strip() in SCORE_TOKENS and _SCORE_LINE.search(text.rstrip()):
+            hit = entry
+        text += tok
+    if hit is not None:
+        get = (lambda o, k: o.get(k)) if isinstance(hit, dict) else getattr
+        alts = get(hit, "top_logprobs") or []
+        top = [((a.get("token") if isinstance(a, dict) else a.token),
+                (a.get("logprob") if isinstance(a, dict) else a.logprob)) for a in alts]
+        res = result_from_logprobs(top + [(get(hit, "token"), get(hit, "logprob"))], reply)
+        if res.status == "ok":
+            return res
+    matches = re.findall(r"score\W{0,6}([1-5])\b", reply or "", flags=re.IGNORECASE)
+    if matches:
+        d = matches[-1]
+        one = {s: (0.0 if s == d else -math.inf) for s in SCORE_TOKENS}
+        return JudgeResult("parsed", one, float(d), int(d), reply=reply,
+                           reason="no log-probabilities at the final score; parsed 'Score: N' from the reply")
+    return JudgeResult("failed", reason=f"no 'Score: N' line in the reply (ends {str(reply)[-80:]!r})", reply=reply)
+
+
 class RelevanceJudge:
     """Rates one (image, culture) pair. Implement :meth:`rate`; set ``supports_images`` when the model
     takes the image."""
@@ -115,7 +147,11 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
 
     def __init__(self, model: str, *, base_url: str | None = None, vision: bool = False, guided: bool = False,
                  logit_bias: dict | None = None, top_logprobs: int = DEFAULT_TOP_LOGPROBS, client=None,
-                 timeout: float = 120.0):
+                 timeout: float = 120.0, style: str = "score", max_tokens: int = 1024):
+        if style not in STYLES:
+            raise unknown("judge style", style, STYLES)
+        self.style = style
+        self.max_tokens = int(max_tokens)
         if not model:
             raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
         if not 5 <= int(top_logprobs) <= 20:
@@ -132,11 +168,12 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
 
     @property
     def identity(self) -> str:
-        return f"openai{'-vision' if self.supports_images else ''}:{self.model}@{self.host}"
+        cot = "-cot" if self.style == "cot" else ""
+        return f"openai{'-vision' if self.supports_images else ''}{cot}:{self.model}@{self.host}"
 
 
     def messages(self, *, culture, entity_text="", titles=None, image_path=None) -> list[dict]:
-        prompt = render_prompt(TEMPLATE, culture=culture, entity_text=entity_text or "", titles=titles or [],
+        prompt = render_prompt(COT_TEMPLATE if self.style == "cot" else TEMPLATE, culture=culture, entity_text=entity_text or "", titles=titles or [],
                                with_image=bool(image_path and self.supports_images))
         if image_path and self.supports_images:
             content: Any = [{"type": "text", "text": prompt},
@@ -150,10 +187,11 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
 
         kwargs: dict = dict(model=self.model, messages=self.messages(culture=culture, entity_text=entity_text,
                                                                      titles=titles, image_path=image_path),
-                            max_tokens=1, temperature=0, logprobs=True, top_logprobs=self.top_logprobs)
-        if self.logit_bias:
+                            max_tokens=1 if self.style == "score" else self.max_tokens, temperature=0,
+                            logprobs=True, top_logprobs=self.top_logprobs)
+        if self.logit_bias and self.style == "score":
             kwargs["logit_bias"] = self.logit_bias
-        if self.guided:
+        if self.guided and self.style == "score":
             kwargs["extra_body"] = {"guided_choice": list(SCORE_TOKENS)}
         try:
             resp = self.client.chat.completions.create(**kwargs)
@@ -171,6 +209,8 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
         reply = ch.message.content if ch.message else None
         top: list[tuple[str, float]] = []
         content = getattr(getattr(ch, "logprobs", None), "content", None) or []
+        if self.style == "cot":
+            return result_from_cot(content, reply)
         if content:
             first = content[0]
             top = [(t.token, t.logprob) for t in (first.top_logprobs or [])] + [(first.token, first.logprob)]
@@ -208,6 +248,9 @@ JudgeFactory = Callable[..., RelevanceJudge]
 _JUDGES: dict[str, JudgeFactory] = {
     "openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
     "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
+    # chain-of-thought ("Score: N"); with context "none" this is seed 004's VLM baseline (Baseline 2)
+    "openai-cot": lambda rest, **kw: OpenAIJudge(rest, style="cot", **kw),
+    "openai-vision-cot": lambda rest, **kw: OpenAIJudge(rest, vision=True, style="cot", **kw),
     "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw),
 }
 
@@ -218,7 +261,8 @@ def register_judge(family: str, factory: JudgeFactory) -> None:
 
 
 def get_judge(spec: "str | RelevanceJudge", **options) -> RelevanceJudge:
-    """``openai:MODEL``, ``openai-vision:MODEL``, ``stub`` (or ``stub:SEED``); an instance is returned as is."""
+    """``openai:MODEL``, ``openai-vision:MODEL``, ``openai-cot:MODEL``, ``openai-vision-cot:MODEL`` (chain of
+    thought ending "Score: N"), ``stub`` (or ``stub:SEED``); an instance is returned as is."""
     if isinstance(spec, RelevanceJudge):
         return spec
     if not isinstance(spec, str) or not spec.strip():

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from tests.fakes.tiny_lm import tiny_lm  # noqa: F401 - fixture
 from tests.fakes.world import add_image
 
 
@@ -229,3 +230,178 @@ def test_free_text_culture_labels_through_attribution_judge_and_annotation(photo
     f = tmp_path / "ratings.csv"
     f.write_text(f"sha256,culture,rating\n{shas['sushi']},shinto,4\n")
     assert human_ratings(project, source=f) == {(shas["sushi"], "Shinto"): (4.0, 1)}
+
+
+# --------------------------------------------------------------------------- item 7: KB from a dump (Parquet)
+
+def test_kb_from_parquet_dump_with_aliases_and_faiss_text_index(project, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cultura.evaluate.suites.attribution import build_kb_index, link_image, list_kb
+    from cultura.models.embedders import get_embedder
+
+    dump = tmp_path / "dump"
+    (dump / "img").mkdir(parents=True)
+    for photo in ("coffee", "chelsea"):
+        (dump / "img" / f"{photo}.png").write_bytes(_photo(photo))
+    table = pa.table({"synset_id": ["bn:1n", "bn:2n", "bn:3n"], "title": ["Coffee", "Cat", "Pysanka"],
+                      "gloss": ["a drink", "a small feline", "a decorated egg"],
+                      "wikipedia": ["Coffee is a beverage.", "The cat is a domestic species.", None],
+                      "aliases": [["kahve", "café"], [], ["Ukrainian Easter egg"]],
+                      "image_paths": [["img/coffee.png"], ["img/chelsea.png"], []]})
+    pq.write_table(table, dump / "kb.parquet")
+    r = _cli(project, "kb", "import", str(dump / "kb.parquet"), "--kb", "bn", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == {"kb": "bn", "entities": 3, "images": 2, "missing_images": 0}
+    ents = {e["entity_id"]: e for e in list_kb(project, "bn")}
+    assert json.loads(ents["bn:1n"]["aliases"]) == ["kahve", "café"] and ents["bn:2n"]["aliases"] is None
+    assert ents["bn:2n"]["images"] == [str((dump / "img" / "chelsea.png").resolve())]
+    emb = get_embedder("fake:dim=16")
+    index = build_kb_index(project, emb, "bn", with_text=True)
+    assert index.index.ntotal == 2 and set(index.text_vecs) == {"bn:1n", "bn:2n"}
+    ids, text_index = index.text_index("text")
+    assert text_index.ntotal == 2
+    q = index.text_vecs["bn:2n"]  # a query equal to a page embedding finds that page first
+    assert link_image(index, q, k=2, method="text-t")[0][0] == "bn:2n"
+    assert {e for e, _ in link_image(index, q, k=5, method="lemma-t")} == {"bn:1n", "bn:2n", "bn:3n"}
+    # a JSON array works too; a record without an id is a clear error
+    (tmp_path / "bad.json").write_text(json.dumps([{"lemma": "x"}]))
+    r = _cli(project, "kb", "import", str(tmp_path / "bad.json"))
+    assert r.exit_code != 0 and "needs an id" in r.output
+
+
+# --------------------------------------------------- item 6: linking accuracy, baselines, upper bound, loglik
+
+def test_linking_accuracy_table3_shape_through_cli(photo_world, tmp_path):
+    from cultura.evaluate.suites.attribution import build_kb_index, link_image
+    from cultura.models.embedders import embed_images_cached, get_embedder
+
+    project, kbfile, shas = photo_world
+    assert _cli(project, "kb", "import", str(kbfile)).exit_code == 0
+    gold = tmp_path / "gold.csv"
+    gold.write_text(f"sha256,lemma\n{shas['sushi']},sushi\n{shas['taco']},TACO\n{shas['taco']},Unknown dish\n")
+    r = _cli(project, "attribution", "gold", str(gold), "--json")
+    assert json.loads(r.output) == {"images": 2, "unmatched": ["Unknown dish"]}
+    r = _cli(project, "attribution", "linking", "--encoder", "fake:dim=16", "--json")
+    assert r.exit_code == 0, r.output
+    rows = {x["method"]: x for x in json.loads(r.output)}
+    assert set(rows) == {"lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"}
+    assert rows["frequency"]["label"] == "Freq-Based (V-T)" and rows["text-t"]["label"] == "Wikipedia (T)"
+    # the identical KB image is retrieved first; with one image per entity, frequency keeps that order
+    assert rows["frequency"]["acc"]["1"] == 1.0
+    emb = get_embedder("fake:dim=16")
+    index = build_kb_index(project, emb, with_text=True)
+    for method in rows:
+        for kk in (1, 5, 10, 20):
+            hits = []
+            for name in ("sushi", "taco"):
+                v = embed_images_cached(project, emb, [shas[name]])[0]
+                hits.append(f"e:{name}" in [e for e, _ in link_image(index, v, k=20, method=method)[:kk]])
+            assert rows[method]["acc"][str(kk)] == pytest.approx(np.mean(hits)), (method, kk)
+    r = _cli(project, "attribution", "linking", "--encoder", "fake:dim=16")
+    assert "Lemma (V-T)" in r.output and "@20" in r.output
+
+
+def _cot_responder(req):
+    """A chain-of-thought reply ending in "Score: 4", with per-token log-probabilities."""
+    toks = [("The", -0.1, []), (" image", -0.1, []), (" shows", -0.1, []), (" food", -0.2, []), (".\n", -0.1, []),
+            ("Score", -0.01, []), (":", -0.01, []),
+            (" 4", -0.3, [(" 4", -0.3), (" 5", -1.5), (" 3", -2.5), (" 2", -6.0), (" 1", -9.0)])]
+    content = "".join(t for t, _, _ in toks)
+    return {"id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": req["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content},
+                         "logprobs": {"content": [{"token": t, "logprob": lp, "bytes": None,
+                                                   "top_logprobs": [{"token": a, "logprob": b, "bytes": None}
+                                                                    for a, b in alts]} for t, lp, alts in toks]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": len(toks), "total_tokens": 1 + len(toks)}}
+
+
+def test_vlm_baseline_without_retrieval(photo_world, openai_stub):
+    """Baseline 2 (§5.2): a VLM with the chain-of-thought prompt, the image and no retrieved text; the score is
+    the expectation at the "Score: N" position. No encoder or KB is needed."""
+    from cultura.evaluate.metrics import expected_score
+    from cultura.models.judges import result_from_cot
+
+    project, _kbfile, shas = photo_world
+    openai_stub.responder = _cot_responder
+    r = _cli(project, "attribution", "run", "--context", "none", "--judge", "openai-vision-cot:vlm",
+             "--culture", "JP", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["scored"] == 2 and out["encoder"] == "" and out["kb"] == ""
+    req = openai_stub.chat_requests()[-1]
+    parts = req["messages"][-1]["content"]
+    text = next(p["text"] for p in parts if p["type"] == "text")
+    assert any(p["type"] == "image_url" for p in parts)
+    assert "Retrieved information" not in text and "Think step by step" in text and 'Score: N' in text
+    assert req["max_tokens"] > 1
+    rows = project.db.execute("SELECT judge, context, score, argmax, status FROM attribution_scores").fetchall()
+    want = expected_score({"1": -9.0, "2": -6.0, "3": -2.5, "4": -0.3, "5": -1.5})
+    assert all(j.startswith("openai-vision-cot:vlm@") and c == "none" and s == pytest.approx(want) and a == 4
+               and st == "ok" for j, c, s, a, st in rows)
+    parsed = result_from_cot(None, "Reasoning...\n**Score:** 2")
+    assert parsed.status == "parsed" and parsed.score == 2.0
+    assert result_from_cot(None, "no score here").status == "failed"
+
+
+def test_gold_page_upper_bound_ratio(photo_world, tmp_path):
+    """App. C.5: the judge reads the gold page instead of the retrieved one; Table 11's ratio F1(retrieved) /
+    F1(gold)."""
+    from cultura.evaluate.suites.attribution.evaluation import evaluate_attribution, upper_bound_ratios
+    from cultura.evaluate.suites.attribution.gold import set_gold
+    from cultura.models.judges import StubJudge
+
+    project, kbfile, shas = photo_world
+    assert _cli(project, "kb", "import", str(kbfile)).exit_code == 0
+    set_gold(project, {shas["sushi"]: "e:sushi", shas["taco"]: "e:taco"})
+    judge = StubJudge(aliases={"Japan": ["sushi"], "United States": ["taco"]})
+    from cultura.evaluate.suites.attribution import run_attribution
+
+    # k=20 lemma re-ranking with a hash encoder links arbitrarily; the gold page is the right one
+    run_attribution(project, "fake:dim=16", judge, countries=["JP", "US"], k=20, context="entity")
+    g = run_attribution(project, "fake:dim=16", judge, countries=["JP", "US"], context="gold")
+    assert g["scored"] == 4
+    ents = dict(project.db.execute("SELECT sha256, entity_id FROM attribution_scores WHERE context = 'gold'"))
+    assert ents == {shas["sushi"]: "e:sushi", shas["taco"]: "e:taco"}
+    ratings = tmp_path / "gold_labels.csv"
+    ratings.write_text("sha256,culture,relevant\n" + "".join(
+        f"{shas[n]},{cc},{int(ok)}\n" for n, cc, ok in
+        (("sushi", "JP", 1), ("sushi", "US", 0), ("taco", "US", 1), ("taco", "JP", 0))))
+    res = evaluate_attribution(project, ratings=ratings, aggregation="pooled")
+    by = {r["context"]: r for r in res}
+    assert by["gold"]["f1"] == 1.0
+    (ratio,) = upper_bound_ratios(res)
+    assert ratio["ratio"] == pytest.approx(100 * by["entity"]["f1"] / by["gold"]["f1"], nan_ok=True)
+    r = _cli(project, "attribution", "evaluate", "--ratings", str(ratings), "--aggregation", "pooled", "--json")
+    assert json.loads(r.output)["gold_upper_bound"][0]["f1_gold"] == 1.0
+
+
+def test_loglik_scoring_with_affine_debiasing(photo_world, tiny_lm):
+    """App. B.1: log P(" label" | page + "This text is relevant to") minus alpha * max(base rate, tau), mapped
+    to 1..5 per image; checked against the scorer called directly."""
+    from cultura.evaluate.suites.attribution import import_kb
+    from cultura.evaluate.suites.attribution.loglik import PROMPT, run_loglik
+    from cultura.models.scorers import get_scorer
+
+    project, kbfile, shas = photo_world
+    import_kb(project, kbfile)
+    scorer = get_scorer(f"hf:{tiny_lm}")
+    out = run_loglik(project, "fake:dim=16", scorer, labels=["JP", "Shinto"], k=1, alpha=0.7, tau=-1e9)
+    assert out["scored"] == 4 and out["failed"] == 0
+    again = run_loglik(project, "fake:dim=16", scorer, labels=["JP", "Shinto"], k=1, alpha=0.7, tau=-1e9)
+    assert again["skipped"] == 2
+    rows = project.db.execute("SELECT sha256, country, score, details, entity_id FROM attribution_scores "
+                              "WHERE sha256 = ?", [shas["sushi"]]).fetchall()
+    deb = {}
+    for _s, cc, score, det, eid in rows:
+        d = json.loads(det)
+        assert eid == "e:sushi"
+        name = "Japan" if cc == "JP" else "Shinto"
+        (ll, _, _), (base, _, _) = scorer.score_pairs([("Sushi is a dish.\n\n" + PROMPT, " " + name),
+                                                        (PROMPT, " " + name)])
+        assert d["ll"] == pytest.approx(ll, abs=1e-4) and d["base"] == pytest.approx(base, abs=1e-4)
+        assert d["debiased"] == pytest.approx(ll - 0.7 * base, abs=1e-4)
+        deb[cc] = (d["debiased"], score)
+    hi = max(deb, key=lambda c: deb[c][0])
+    assert deb[hi][1] == 5.0 and min(v[1] for v in deb.values()) == 1.0

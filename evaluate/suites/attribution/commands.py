@@ -19,13 +19,17 @@ def kb():
 @kb.command("import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Name of the knowledge base.")
+@click.option("--images-root", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Folder that relative image paths are relative to (default: the dump's folder).")
 @json_option
 @pass_ctx
-def kb_import(ctx, path, kb_name, as_json):
-    """Import KB entities from JSONL or CSV (columns id, lemma, gloss, text, images, frequency)."""
+def kb_import(ctx, path, kb_name, images_root, as_json):
+    """Import a KB dump (JSONL, JSON, CSV/TSV or Parquet; fields id, lemma, gloss, text, aliases, images,
+    frequency — see docs/reproducing_004.md)."""
     from .kb import import_kb
 
-    summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name), as_json)
+    summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name, images_root=images_root), as_json)
+
 
 @click.group("attribution")
 def attribution():
@@ -36,16 +40,21 @@ def attribution():
               help="Vision-language embedder spec for the KB index and linking, e.g. "
                    "openclip:ViT-B-16-SigLIP-i18n-256/webli (mSigLIP, the seed's); default: [evaluate.attribution] "
                    "encoder in cultura.toml. There is no built-in default.")
-@click.option("--judge", required=True, help="Judge spec: openai:MODEL, openai-vision:MODEL or stub.")
+@click.option("--judge", required=True,
+              help="Judge spec: openai:MODEL, openai-vision:MODEL (constrained 1-5), openai-cot:MODEL, "
+                   "openai-vision-cot:MODEL (chain of thought, 'Score: N') or stub.")
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s): a country code, a registered label or free text such as Shinto "
                    "(repeatable; default: the project's countries).")
 @click.option("--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
-@click.option("--method", type=click.Choice(["lemma", "gloss", "frequency"]), default="lemma",
-              show_default=True, help="Re-ranking of the linked entities.")
-@click.option("--context", type=click.Choice(["entity", "titles"]), default="entity", show_default=True,
-              help="Give the judge the top entity's text or the top-k titles.")
+@click.option("--method", type=click.Choice(["lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"]),
+              default="lemma", show_default=True,
+              help="Entity linking: V-T re-ranking (lemma, gloss, frequency) or text keys only (*-t; App. A.3).")
+@click.option("--context", type=click.Choice(["entity", "titles", "gold", "none"]), default="entity",
+              show_default=True,
+              help="What the judge reads: the top entity's text, the top-k titles, the gold entity's text "
+                   "(upper bound, App. C.5) or nothing (VLM baseline, §5.2; no encoder needed).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most this many pairs this run.")
 @json_option
 @pass_ctx
@@ -53,13 +62,91 @@ def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context,
     """Score every image x culture label with the judge (resumable)."""
     from .run import run_attribution
 
-    encoder = encoder or attribution_config(ctx.project).get("encoder")
-    if not encoder:
-        raise click.UsageError("No encoder: pass --encoder SPEC (e.g. --encoder openclip:ViT-B-16-SigLIP-i18n-256/webli, "
-                               "the seed's mSigLIP) or set [evaluate.attribution] encoder = \"...\" in cultura.toml.")
+    encoder = None if context == "none" else _encoder(ctx.project, encoder)
     summary("Attribution", run_attribution(ctx.project, encoder, judge, kb=kb_name,
                                            countries=list(countries) or None, k=k, method=method,
                                            context=context, limit=limit), as_json)
+
+
+def _encoder(project, encoder):
+    encoder = encoder or attribution_config(project).get("encoder")
+    if not encoder:
+        raise click.UsageError("No encoder: pass --encoder SPEC (e.g. --encoder openclip:ViT-B-16-SigLIP-i18n-256/webli, "
+                               "the seed's mSigLIP) or set [evaluate.attribution] encoder = \"...\" in cultura.toml.")
+    return encoder
+
+
+ENCODER_HELP = ("Vision-language embedder spec (e.g. openclip:ViT-B-16-SigLIP-i18n-256/webli); default: "
+                "[evaluate.attribution] encoder. No built-in default.")
+
+
+@attribution.command("loglik")
+@click.option("--encoder", default=None, help=ENCODER_HELP)
+@click.option("--scorer", required=True, help="LM scorer spec: hf:NAME_OR_PATH or openai:MODEL (completions).")
+@click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
+@click.option("--culture", "--country", "countries", multiple=True,
+              help="Culture label(s) (repeatable; default: the project's countries).")
+@click.option("--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
+@click.option("--context", type=click.Choice(["entity", "gold"]), default="entity", show_default=True,
+              help="Condition on the retrieved top entity's text or on the gold entity's text.")
+@click.option("--alpha", type=float, default=1.0, show_default=True, help="Weight of the base-rate correction.")
+@click.option("--tau", type=float, default=-30.0, show_default=True, help="Cap (nats) on the base rate.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many images this run.")
+@json_option
+@pass_ctx
+def attribution_loglik(ctx, encoder, scorer, kb_name, countries, k, context, alpha, tau, limit, as_json):
+    """Log-likelihood relevance with affine debiasing (seed 004 App. B.1), stored beside the judge scores."""
+    from .loglik import run_loglik
+
+    summary("Log-likelihood attribution", run_loglik(
+        ctx.project, _encoder(ctx.project, encoder), scorer, kb=kb_name, labels=list(countries) or None, k=k,
+        context=context, alpha=alpha, tau=tau, limit=limit), as_json)
+
+
+@attribution.command("gold")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--kb", "kb_name", default="default", show_default=True,
+              help="Knowledge base whose lemmas/aliases a 'lemma' or 'concept' column is matched to.")
+@json_option
+@pass_ctx
+def attribution_gold(ctx, path, kb_name, as_json):
+    """Import gold entities of images (sha256 or path; entity_id, or lemma/concept matched to the KB)."""
+    from .gold import import_gold
+
+    summary("Gold entities", import_gold(ctx.project, path, kb=kb_name), as_json)
+
+
+@attribution.command("linking")
+@click.option("--encoder", default=None, help=ENCODER_HELP)
+@click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
+@click.option("--method", "methods", multiple=True,
+              type=click.Choice(["lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"]),
+              help="Linking method(s) (repeatable; default: all six of App. A.3).")
+@click.option("--k", type=click.IntRange(20), default=20, show_default=True,
+              help="Candidates retrieved (KB images for V-T, text keys for T); at least 20 for Acc@20.")
+@json_option
+@pass_ctx
+def attribution_linking(ctx, encoder, kb_name, methods, k, as_json):
+    """Linking accuracy Acc@1/5/10/20 against the gold entities (seed 004 App. A.3, Table 3 shape)."""
+    from ....models.embedders import get_embedder
+    from .gold import load_gold
+    from .kb import build_kb_index
+    from .linking import METHODS, linking_accuracy
+
+    gold = load_gold(ctx.project)
+    if not gold:
+        raise click.UsageError("No gold entities: import them with 'cultura attribution gold FILE'.")
+    emb = get_embedder(_encoder(ctx.project, encoder))
+    methods = list(methods) or list(METHODS)
+    index = build_kb_index(ctx.project, emb, kb_name, with_text="text-t" in methods)
+    rows = linking_accuracy(ctx.project, emb, index, gold, methods=methods, k=k)
+    if as_json:
+        emit_json(rows)
+        return
+    table(f"Entity linking accuracy vs gold ({len(gold)} images; seed 004 Table 3 shape)",
+          [{"method": r["label"], **{f"@{kk}": round(100 * v, 2) for kk, v in r["acc"].items()}, "n": r["n"],
+            "gold not in KB": r["n_gold_missing"]} for r in rows],
+          ["method", "@1", "@5", "@10", "@20", "n", "gold not in KB"])
 
 @attribution.command("evaluate")
 @click.option("--ratings", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -72,12 +159,16 @@ def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context,
 @pass_ctx
 def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
     """Precision, recall, F1 (score >= threshold) and Pearson of the stored scores against human ratings."""
-    from .evaluation import evaluate_attribution
+    from .evaluation import evaluate_attribution, upper_bound_ratios
 
     rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold, aggregation=aggregation)
+    ratios = upper_bound_ratios(rows)
     if as_json:
-        emit_json(rows)
+        emit_json({"results": rows, "gold_upper_bound": ratios} if ratios else rows)
         return
+    if ratios:
+        table("F1 with retrieved pages / F1 with gold pages, % (seed 004 App. C.5, Table 11)", ratios,
+              ["judge", "encoder", "f1_retrieved", "f1_gold", "ratio"])
     table(f"Attribution vs human ratings (relevant: score >= {threshold:g}; Pearson {aggregation.replace('_', ' ')})",
           [{k: v for k, v in r.items() if k not in ("per_country", "by_threshold")} for r in rows],
           ["judge", "encoder", "context", "n", "precision", "recall", "f1", "pearson"])

@@ -28,6 +28,7 @@ import numpy as np
 
 from ....cultures import resolve_culture
 from ....errors import CulturaError
+from .files import iter_records
 
 
 #: Binary gold labels (seed 004's specific set) are stored as ratings 5 / 1, so that "relevant at >= t" equals
@@ -49,11 +50,9 @@ def _truthy(v) -> bool:
 def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[str, str], tuple[float, int]]:
     """``{(sha256, country): (mean rating, n ratings)}`` from the project's relevance campaign (or ``source``)."""
     if source is not None:
-        from ....annotate.items import read_rows
-
         acc: dict[tuple[str, str], list[float]] = {}
         keys: dict[str, str] = {}
-        for n, r in enumerate(read_rows(source), 1):
+        for n, r in enumerate(iter_records(source), 1):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
             cc = str(r.get("country") or r.get("culture") or "").strip()
             if cc and cc not in keys:
@@ -253,9 +252,7 @@ def image_concepts(project, *, source: str | Path | None = None) -> dict[str, tu
     project's ``image_links`` (an image found for several concepts counts under each)."""
     out: dict[str, set] = {}
     if source is not None:
-        from ....annotate.items import read_rows
-
-        for r in read_rows(source):
+        for r in iter_records(source):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
             con = str(r.get("concept") or "").strip()
             if sha and con:
@@ -332,3 +329,19 @@ def attribution_priority(project, *, judge: str | None = None, encoder: str | No
         u = _entropy(r["logprobs"]) if r["logprobs"] and r["status"] == "ok" else 0.0
         best[key] = max(best.get(key, 0.0), u)
     return sorted(((s, c, u) for (s, c), u in best.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+def upper_bound_ratios(results: list[dict]) -> list[dict]:
+    """Seed 004 App. C.5 (Table 11): for each judge/encoder/kb evaluated both with the retrieved page
+    (context ``entity``) and with the gold page (context ``gold``), the ratio F1(retrieved) / F1(gold) in
+    percent. ``results``: :func:`evaluate_attribution` output."""
+    by = {(r["judge"], r["encoder"], r["kb"], r["context"]): r for r in results if r.get("n")}
+    out = []
+    for (j, e, k, c), r in sorted(by.items()):
+        g = by.get((j, e, k, "gold"))
+        if c != "entity" or g is None:
+            continue
+        ratio = (100.0 * r["f1"] / g["f1"]) if g["f1"] and not math.isnan(g["f1"]) else math.nan
+        out.append({"judge": j, "encoder": e, "kb": k, "f1_retrieved": r["f1"], "f1_gold": g["f1"],
+                    "ratio": ratio, "threshold": r["threshold"]})
+    return out

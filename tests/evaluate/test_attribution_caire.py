@@ -28,6 +28,7 @@ def _photo(name: str) -> bytes:
 
 
 PHOTOS = {"sushi": "coffee", "taco": "chelsea", "ramen": "astronaut", "pad thai": "rocket"}
+ORIGIN = {"sushi": "Japan", "taco": "the United States", "ramen": "Japan", "pad thai": "Thailand"}
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def photo_world(project, tmp_path):
     for lemma, photo in PHOTOS.items():
         data = _photo(photo)
         (kbdir / f"{photo}.png").write_bytes(data)
-        rows.append({"id": f"e:{lemma}", "lemma": lemma.title(), "text": f"{lemma.title()} is a dish.",
+        rows.append({"id": f"e:{lemma}", "lemma": lemma.title(), "text": f"{lemma.title()} is a dish from {ORIGIN[lemma]}.",
                      "images": [f"{photo}.png"]})
     (kbdir / "kb.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     shas = {"sushi": add_image(project, concept, "JP", _photo("coffee")),
@@ -398,10 +399,42 @@ def test_loglik_scoring_with_affine_debiasing(photo_world, tiny_lm):
         d = json.loads(det)
         assert eid == "e:sushi"
         name = "Japan" if cc == "JP" else "Shinto"
-        (ll, _, _), (base, _, _) = scorer.score_pairs([("Sushi is a dish.\n\n" + PROMPT, " " + name),
+        (ll, _, _), (base, _, _) = scorer.score_pairs([("Sushi is a dish from Japan.\n\n" + PROMPT, " " + name),
                                                         (PROMPT, " " + name)])
         assert d["ll"] == pytest.approx(ll, abs=1e-4) and d["base"] == pytest.approx(base, abs=1e-4)
         assert d["debiased"] == pytest.approx(ll - 0.7 * base, abs=1e-4)
         deb[cc] = (d["debiased"], score)
     hi = max(deb, key=lambda c: deb[c][0])
     assert deb[hi][1] == 5.0 and min(v[1] for v in deb.values()) == 1.0
+
+
+def test_suite_reports_every_caire_table(photo_world, tiny_lm, tmp_path):
+    """The attribution suite runs CAIRe, the gold-page upper bound, log-likelihood scoring and linking accuracy,
+    and the report names the paper's conventions in its headers."""
+    from cultura.evaluate.report import build_report
+    from cultura.evaluate.runner import load_results, run_evaluation
+    from cultura.evaluate.suites.attribution import import_kb
+    from cultura.evaluate.suites.attribution.gold import set_gold
+
+    project, kbfile, shas = photo_world
+    import_kb(project, kbfile)
+    set_gold(project, {shas["sushi"]: "e:sushi", shas["taco"]: "e:taco"})
+    ratings = tmp_path / "r.csv"
+    ratings.write_text("sha256,culture,rating,concept\n" + "".join(
+        f"{shas[n]},{cc},{v},food\n" for n, cc, v in
+        (("sushi", "JP", 5), ("sushi", "US", 1), ("taco", "US", 4), ("taco", "JP", 2))))
+    rec = run_evaluation(project, ["fake:dim=16"], ["attribution"], options={"attribution": {
+        "judge": "stub", "k": 20, "countries": "JP,US", "loglik": f"hf:{tiny_lm}", "ratings": str(ratings),
+        "aggregation": "pooled"}})[0]
+    assert rec.status == "done", rec.reason
+    rows = load_results(project, suite="attribution")
+    scorers = {r["group"].get("scorer") for r in rows if r["metric"] == "f1"}
+    assert scorers == {"caire", "caire-gold", "baseline", "loglik"}
+    assert {r["group"]["threshold"] for r in rows if r["metric"] == "recall"} == {"2", "3", "4", "5"}
+    acc = [r for r in rows if r["metric"] == "linking_acc"]
+    assert {r["group"]["k"] for r in acc} == {"1", "5", "10", "20"} and len(acc) == 24
+    (ratio,) = [r for r in rows if r["metric"] == "f1_ratio_to_gold"]
+    assert ratio["details"]["f1_gold"] > 0
+    section = dict(build_report(project)["sections"])["attribution"]
+    for phrase in ("score &gt;= 4", "Table 1", "App. C.7", "Table 3 shape", "Table 11", "pooled"):
+        assert phrase in section.html, phrase

@@ -438,3 +438,83 @@ def test_suite_reports_every_caire_table(photo_world, tiny_lm, tmp_path):
     section = dict(build_report(project)["sections"])["attribution"]
     for phrase in ("score &gt;= 4", "Table 1", "App. C.7", "Table 3 shape", "Table 11", "pooled"):
         assert phrase in section.html, phrase
+
+
+# ------------------------------------------------------------------- item 8: CAIRe releases from local files
+
+def test_import_caire_specific_set_from_parquet(project, tmp_path):
+    """Specific set (§4.1): multi-label binary gold over a proxy's candidate labels, images as Parquet image
+    structs, gold entities matched to the KB by lemma or alias; then a rated-only run and Table 1's metrics."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text(json.dumps({"id": "bn:namahage", "lemma": "Namahage", "aliases": ["Namahage demon"],
+                              "text": "Namahage are demons of Shinto folklore in Japan.",
+                              "images": ["coffee.png"]}) + "\n")
+    (tmp_path / "coffee.png").write_bytes(_photo("coffee"))
+    assert _cli(project, "kb", "import", str(kb)).exit_code == 0
+    rows = [
+        {"image": {"bytes": _photo("coffee"), "path": "a.png"}, "concept": "Namahage demon",
+         "proxy": "World religions", "labels": ["Shinto"], "candidates": ["Shinto", "Buddhism", "Islam"]},
+        {"image": {"bytes": _photo("chelsea"), "path": "b.png"}, "concept": "Bronze cat", "proxy": "Countries",
+         "labels": ["JP", "Thailand"], "candidates": None},
+        {"image": {"bytes": b"not an image", "path": "c.png"}, "concept": "Broken", "proxy": "Countries",
+         "labels": ["US"], "candidates": None},
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "specific.parquet")
+    r = _cli(project, "caire", "import-specific", str(tmp_path / "specific.parquet"), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["imported"] == 2 and out["failed"] == 1 and "not a readable image" in out["failures"][0]["reason"]
+    assert out["gold"] == 1 and out["unmatched_concepts"] == ["Bronze cat"]
+    dec = {(s[:6], c): v for s, c, v in project.db.execute(
+        "SELECT sha256, country, value FROM decisions WHERE kind = 'relevance' AND superseded = 0")}
+    assert sorted(dec.values()).count(5.0) == 3  # Shinto; JP and TH (the Countries proxy pools JP, TH, US)
+    labels = {c for _, c in dec}
+    assert {"Shinto", "Buddhism", "Islam", "JP", "TH", "US"} == labels
+    again = json.loads(_cli(project, "caire", "import-specific", str(tmp_path / "specific.parquet"), "--json").output)
+    assert again.get("decisions", 0) == 0  # idempotent
+    # a rated-only run scores exactly the 6 rated pairs, and Table 1's metrics come out at >= 4
+    r = _cli(project, "attribution", "run", "--encoder", "fake:dim=16", "--judge", "stub", "--k", "1",
+             "--rated-only", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["pairs"] == 6
+    ev = json.loads(_cli(project, "attribution", "evaluate", "--aggregation", "pooled", "--json").output)
+    (res,) = ev["results"]
+    assert res["n"] == 6 and res["threshold"] == 4.0 and "recall" in res
+
+
+def test_import_caire_universal_set_long_and_wide(project, tmp_path):
+    """Universal set (§4.2): images linked to concept x prompt country, mean rating per rater country, so the
+    per-concept Pearson of Table 2 finds each image's concept."""
+    from cultura.evaluate.suites.attribution.evaluation import human_ratings, image_concepts
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    for photo in ("coffee", "chelsea", "astronaut"):
+        (imgs / f"{photo}.png").write_bytes(_photo(photo))
+    long = [{"image": "coffee.png", "concept": "Breakfast", "country": "Japan", "split": "natural",
+             "rater_country": "USA", "rating": r} for r in (2, 3)]
+    long += [{"image": "coffee.png", "concept": "Breakfast", "country": "Japan", "split": "natural",
+              "rater_country": "Japan", "rating": 5},
+             {"image": "chelsea.png", "concept": "Funeral", "country": "US", "split": "generated",
+              "rater_country": "US", "rating": 4},
+             {"image": "astronaut.png", "concept": "Funeral", "country": "Atlantis", "split": "natural",
+              "rater_country": "US", "rating": 4}]
+    f = tmp_path / "universal.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in long))
+    r = _cli(project, "caire", "import-universal", str(f), "--images", str(imgs), "--split", "natural", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["imported"] == 1 and out["failed"] == 1 and "Atlantis" in out["failures"][0]["reason"]
+    hr = human_ratings(project)
+    sha = next(iter({s for s, _ in hr}))
+    assert hr[(sha, "US")] == (2.5, 2) and hr[(sha, "JP")] == (5.0, 1)
+    assert image_concepts(project)[sha] == ("Breakfast",)
+    wide = tmp_path / "wide.csv"
+    wide.write_text('image,concept,country,ratings\nchelsea.png,Funeral,DE,"{""Germany"": [4, 5], ""US"": 1}"\n')
+    out = json.loads(_cli(project, "caire", "import-universal", str(wide), "--images", str(imgs), "--json").output)
+    assert out["imported"] == 1 and out["decisions"] == 2
+    sha2 = next(s for s, c in human_ratings(project) if c == "DE")
+    assert human_ratings(project)[(sha2, "DE")] == (4.5, 2)

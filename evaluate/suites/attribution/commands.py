@@ -56,16 +56,18 @@ def attribution():
               help="What the judge reads: the top entity's text, the top-k titles, the gold entity's text "
                    "(upper bound, App. C.5) or nothing (VLM baseline, §5.2; no encoder needed).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most this many pairs this run.")
+@click.option("--rated-only", is_flag=True,
+              help="Only pairs with a human rating or gold label (e.g. the imported CAIRe specific set).")
 @json_option
 @pass_ctx
-def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context, limit, as_json):
+def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context, limit, rated_only, as_json):
     """Score every image x culture label with the judge (resumable)."""
     from .run import run_attribution
 
     encoder = None if context == "none" else _encoder(ctx.project, encoder)
     summary("Attribution", run_attribution(ctx.project, encoder, judge, kb=kb_name,
                                            countries=list(countries) or None, k=k, method=method,
-                                           context=context, limit=limit), as_json)
+                                           context=context, limit=limit, rated_only=rated_only), as_json)
 
 
 def _encoder(project, encoder):
@@ -164,7 +166,7 @@ def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
     rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold, aggregation=aggregation)
     ratios = upper_bound_ratios(rows)
     if as_json:
-        emit_json({"results": rows, "gold_upper_bound": ratios} if ratios else rows)
+        emit_json({"results": rows, "gold_upper_bound": ratios})
         return
     if ratios:
         table("F1 with retrieved pages / F1 with gold pages, % (seed 004 App. C.5, Table 11)", ratios,

@@ -12,6 +12,7 @@ from ....db import now, transaction
 from ....errors import CulturaError, unknown
 from .baseline import upsert_scores
 from ....models.judges import JudgeResult, get_judge
+from .evaluation import human_ratings
 from .gold import load_gold
 from .kb import build_kb_index
 from .linking import DEFAULT_K, link_images
@@ -48,7 +49,7 @@ def _context_for(context: str, index, ranked, gold_ids, k: int):
 
 def run_attribution(project, embedder, judge, *, kb: str = "default", countries=None, sha256s=None,
                     k: int = DEFAULT_K, method: str = "lemma", context: str = "entity",
-                    limit: int | None = None, labels=None) -> dict:
+                    limit: int | None = None, labels=None, rated_only: bool = False) -> dict:
     """Score every (image, culture) pair; returns ``{"judge", "encoder", "kb", "pairs", "scored", "skipped",
     "failed", "incomplete"}``. ``labels`` (or ``countries``): culture labels — country codes, registered labels
     or free text such as "Shinto" (:mod:`cultura.cultures`; default: the project's countries).
@@ -61,6 +62,10 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
       upper bound of App. C.5 (images without a gold entity are left out);
     - ``none``: nothing retrieved — with a VLM judge this is Baseline 2 (§5.2); no encoder or KB is used
       (``embedder`` may be None) and rows are stored with empty encoder and kb.
+
+    ``rated_only``: score only the (image, label) pairs that have a human rating or gold label (the imported
+    CAIRe specific set rates each image against its own proxy's labels, not every label); without ``labels``
+    the labels are those of the rated pairs.
     """
     from ....models.embedders import get_embedder
 
@@ -71,7 +76,12 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
                            "(the seed used mSigLIP, 'openclip:ViT-B-16-SigLIP-i18n-256/webli'). There is no "
                            "default: a fake or random-init encoder links images to arbitrary entities.")
     judge = get_judge(judge)
-    cultures = resolve_cultures(project, labels or countries or [c.code for c in project.countries])
+    rated = set(human_ratings(project)) if rated_only else None
+    if rated_only and not rated:
+        raise CulturaError("rated_only=True but no (image, label) pair has a human rating or gold label; import "
+                           "them first (e.g. 'cultura caire import-specific').")
+    default = sorted({c for _, c in rated}) if rated_only else [c.code for c in project.countries]
+    cultures = resolve_cultures(project, labels or countries or default)
     ensure_labels(project, cultures)
     codes = [c.key for c in cultures]
     names = {c.key: c.prompt_name for c in cultures}
@@ -93,7 +103,10 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
     done = {(s, c) for s, c in project.db.execute(
         "SELECT sha256, country FROM attribution_scores WHERE judge = ? AND encoder = ? AND kb = ? AND context = ? "
         "AND status IN ('ok', 'parsed')", [judge.identity, enc_id, kb_key, context]).fetchall()}
-    todo = [(s, p, cc) for s, p in images for cc in codes if (s, cc) not in done]
+    todo = [(s, p, cc) for s, p in images for cc in codes if (s, cc) not in done
+            and (rated is None or (s, cc) in rated)]
+    n_pairs = len(images) * len(codes) if rated is None else sum(
+        1 for s, _ in images for cc in codes if (s, cc) in rated)
     if limit is not None:
         todo = todo[:limit]
     links = (link_images(project, embedder, index, {s for s, _, _ in todo}, k=k, method=method)
@@ -116,4 +129,4 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
         with transaction(project.db):
             upsert_scores(project.db, [row])
     return {"judge": judge.identity, "encoder": enc_id, "kb": kb_key, "context": context,
-            "pairs": len(images) * len(codes), "skipped": len(images) * len(codes) - len(todo), **n}
+            "pairs": n_pairs, "skipped": n_pairs - len(todo), **n}

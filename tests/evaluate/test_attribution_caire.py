@@ -480,9 +480,13 @@ def test_import_caire_specific_set_from_parquet(project, tmp_path):
              "--rated-only", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["pairs"] == 6
+    r = _cli(project, "attribution", "baseline", "--encoder", "fake:dim=16", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["scored"] == 12  # Baseline 1 over the 6 rated labels x 2 images
     ev = json.loads(_cli(project, "attribution", "evaluate", "--aggregation", "pooled", "--json").output)
-    (res,) = ev["results"]
-    assert res["n"] == 6 and res["threshold"] == 4.0 and "recall" in res
+    res = {x["judge"]: x for x in ev["results"]}
+    assert res["stub-judge:seed=0"]["n"] == 6 and res["baseline"]["n"] == 6
+    assert res["stub-judge:seed=0"]["threshold"] == 4.0 and "recall" in res["baseline"]
 
 
 def test_import_caire_universal_set_long_and_wide(project, tmp_path):

@@ -38,7 +38,7 @@ def attribution():
 @attribution.command("run")
 @click.option("--encoder", default=None,
               help="Vision-language embedder spec for the KB index and linking, e.g. "
-                   "openclip:ViT-B-16-SigLIP-i18n-256/webli (mSigLIP, the seed's); default: [evaluate.attribution] "
+                   "openclip:ViT-SO400M-16-SigLIP-i18n-256/webli (mSigLIP, the seed's); default: [evaluate.attribution] "
                    "encoder in cultura.toml. There is no built-in default.")
 @click.option("--judge", required=True,
               help="Judge spec: openai:MODEL, openai-vision:MODEL (constrained 1-5), openai-cot:MODEL, "
@@ -73,13 +73,33 @@ def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context,
 def _encoder(project, encoder):
     encoder = encoder or attribution_config(project).get("encoder")
     if not encoder:
-        raise click.UsageError("No encoder: pass --encoder SPEC (e.g. --encoder openclip:ViT-B-16-SigLIP-i18n-256/webli, "
+        raise click.UsageError("No encoder: pass --encoder SPEC (e.g. --encoder openclip:ViT-SO400M-16-SigLIP-i18n-256/webli, "
                                "the seed's mSigLIP) or set [evaluate.attribution] encoder = \"...\" in cultura.toml.")
     return encoder
 
 
-ENCODER_HELP = ("Vision-language embedder spec (e.g. openclip:ViT-B-16-SigLIP-i18n-256/webli); default: "
+ENCODER_HELP = ("Vision-language embedder spec (e.g. openclip:ViT-SO400M-16-SigLIP-i18n-256/webli); default: "
                 "[evaluate.attribution] encoder. No built-in default.")
+
+
+@attribution.command("baseline")
+@click.option("--encoder", default=None, help=ENCODER_HELP)
+@click.option("--culture", "--country", "countries", multiple=True,
+              help="Culture label(s) (repeatable; default: the labels of rated pairs, else the project's countries).")
+@json_option
+@pass_ctx
+def attribution_baseline(ctx, encoder, countries, as_json):
+    """Encoder probe baseline (seed 004 §5.1, Baseline 1): 'This image is {level} to {culture}'."""
+    from ....models.embedders import get_embedder
+    from .baseline import run_baseline
+    from .evaluation import human_ratings
+    from .run import project_images
+
+    labels = list(countries) or sorted({c for _, c in human_ratings(ctx.project)}) or \
+        [c.code for c in ctx.project.countries]
+    emb = get_embedder(_encoder(ctx.project, encoder))
+    summary("Encoder baseline", {"encoder": emb.identity, **run_baseline(
+        ctx.project, emb, [s for s, _ in project_images(ctx.project)], labels)}, as_json)
 
 
 @attribution.command("loglik")

@@ -73,7 +73,7 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
         raise unknown("attribution context", context, CONTEXTS)
     if context != "none" and (embedder is None or (isinstance(embedder, str) and not embedder.strip())):
         raise CulturaError("run_attribution needs a vision-language encoder: pass embedder='openclip:ARCH/TAG' "
-                           "(the seed used mSigLIP, 'openclip:ViT-B-16-SigLIP-i18n-256/webli'). There is no "
+                           "(the seed used mSigLIP, 'openclip:ViT-SO400M-16-SigLIP-i18n-256/webli'). There is no "
                            "default: a fake or random-init encoder links images to arbitrary entities.")
     judge = get_judge(judge)
     rated = set(human_ratings(project)) if rated_only else None

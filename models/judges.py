@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from .llm import render_prompt
 from ..errors import CulturaError, unknown
+from .registry import Registry
 from ..evaluate.metrics import argmax_score, expected_score
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
@@ -153,10 +154,10 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
         self.style = style
         self.max_tokens = int(max_tokens)
         if not model:
-            raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
+            raise CulturaError("The judge needs a model name: openai:MODEL.", param="judge")
         if not 5 <= int(top_logprobs) <= 20:
             raise CulturaError(f"top_logprobs must be between 5 and 20 (the five score digits must fit; the API "
-                               f"allows at most 20), got {top_logprobs}.")
+                               f"allows at most 20), got {top_logprobs}.", param="top_logprobs")
         self.model = model
         self.base_url = resolve_base_url(base_url)
         self.supports_images = bool(vision)
@@ -245,29 +246,25 @@ class StubJudge(RelevanceJudge):
 
 
 JudgeFactory = Callable[..., RelevanceJudge]
-_JUDGES: dict[str, JudgeFactory] = {
-    "openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
-    "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
-    # chain-of-thought ("Score: N"); with context "none" this is seed 004's VLM baseline (Baseline 2)
-    "openai-cot": lambda rest, **kw: OpenAIJudge(rest, style="cot", **kw),
-    "openai-vision-cot": lambda rest, **kw: OpenAIJudge(rest, vision=True, style="cot", **kw),
-    "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw),
-}
+#: The relevance judge families (a :class:`cultura.models.registry.Registry`; plugins: entry points
+#: ``cultura.judges``).
+JUDGES: Registry[RelevanceJudge] = Registry(
+    "judge", RelevanceJudge, entry_point_group="cultura.judges",
+    examples="'openai:MODEL', 'openai-vision:MODEL', 'openai-vision-cot:MODEL' or 'stub'",
+    builtins={"openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
+              "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
+              # chain-of-thought ("Score: N"); with context "none" this is seed 004's VLM baseline (Baseline 2)
+              "openai-cot": lambda rest, **kw: OpenAIJudge(rest, style="cot", **kw),
+              "openai-vision-cot": lambda rest, **kw: OpenAIJudge(rest, vision=True, style="cot", **kw),
+              "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw)})
 
 
 def register_judge(family: str, factory: JudgeFactory) -> None:
     """Register ``factory(rest, **options) -> RelevanceJudge`` for specs ``family:rest``."""
-    _JUDGES[family] = factory
+    JUDGES.register(family, factory)
 
 
 def get_judge(spec: "str | RelevanceJudge", **options) -> RelevanceJudge:
     """``openai:MODEL``, ``openai-vision:MODEL``, ``openai-cot:MODEL``, ``openai-vision-cot:MODEL`` (chain of
     thought ending "Score: N"), ``stub`` (or ``stub:SEED``); an instance is returned as is."""
-    if isinstance(spec, RelevanceJudge):
-        return spec
-    if not isinstance(spec, str) or not spec.strip():
-        raise CulturaError("A judge spec looks like openai:MODEL, openai-vision:MODEL or stub.")
-    family, _, rest = spec.strip().partition(":")
-    if family not in _JUDGES:
-        raise unknown("judge family", family, _JUDGES)
-    return _JUDGES[family](rest, **options)
+    return JUDGES.build(spec, **options)

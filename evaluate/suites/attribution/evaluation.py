@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from ....cultures import resolve_culture
+from ....db.readers import read_rows
 from ....errors import CulturaError
-from .files import iter_records
 
 
 #: Binary gold labels (seed 004's specific set) are stored as ratings 5 / 1, so that "relevant at >= t" equals
@@ -52,7 +52,7 @@ def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[st
     if source is not None:
         acc: dict[tuple[str, str], list[float]] = {}
         keys: dict[str, str] = {}
-        for n, r in enumerate(iter_records(source), 1):
+        for n, r in enumerate(read_rows(source, strict=True), 1):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
             cc = str(r.get("country") or r.get("culture") or "").strip()
             if cc and cc not in keys:
@@ -252,7 +252,7 @@ def image_concepts(project, *, source: str | Path | None = None) -> dict[str, tu
     project's ``image_links`` (an image found for several concepts counts under each)."""
     out: dict[str, set] = {}
     if source is not None:
-        for r in iter_records(source):
+        for r in read_rows(source, strict=True):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
             con = str(r.get("concept") or "").strip()
             if sha and con:
@@ -297,38 +297,6 @@ def evaluate_attribution(project, *, judge: str | None = None, encoder: str | No
                                                   concepts=con if aggregation == "per_concept" else None,
                                                   thresholds=thresholds)})
     return out
-
-
-def _entropy(lps: dict) -> float:
-    v = np.array([lps.get(s, -math.inf) for s in ("1", "2", "3", "4", "5")], dtype=float)
-    v = np.where(np.isfinite(v), v, -np.inf)
-    p = np.exp(v - np.max(v))
-    p = p / p.sum()
-    nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum() / np.log(5))
-
-
-def attribution_priority(project, *, judge: str | None = None, encoder: str | None = None,
-                         kb: str | None = None, context: str | None = None, unrated_only: bool = True
-                         ) -> list[tuple[str, str, float]]:
-    """``[(sha256, country, uncertainty)]``, most uncertain first, for ``annotate push relevance
-    --prioritise attribution``.
-
-    Uncertainty = entropy of the judge's renormalised five-score distribution divided by ln 5 (0 = certain,
-    1 = uniform); a parsed (one-hot) or baseline score counts 0. With several judge configurations the most
-    uncertain one per pair is kept. ``unrated_only`` leaves out pairs that already have a human rating.
-    """
-    rated = set(human_ratings(project)) if unrated_only else set()
-    best: dict[tuple[str, str], float] = {}
-    for r in load_scores(project, judge=judge, encoder=encoder, kb=kb, context=context):
-        if r["judge"] == "baseline":
-            continue
-        key = (r["sha256"], r["country"])
-        if key in rated:
-            continue
-        u = _entropy(r["logprobs"]) if r["logprobs"] and r["status"] == "ok" else 0.0
-        best[key] = max(best.get(key, 0.0), u)
-    return sorted(((s, c, u) for (s, c), u in best.items()), key=lambda t: (-t[2], t[0], t[1]))
 
 
 def upper_bound_ratios(results: list[dict]) -> list[dict]:

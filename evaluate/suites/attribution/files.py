@@ -1,5 +1,7 @@
-"""Record readers for the attribution area's input files (KB dumps, gold entities, ratings, dataset
-releases): JSONL / JSON array, CSV / TSV and Parquet, streamed (a KB dump can hold millions of entities).
+"""The streaming record reader for knowledge-base dumps (JSONL / JSON array, CSV / TSV, Parquet in batches):
+a BabelNet / Wikipedia extract can hold millions of entities with page texts, more than
+:func:`cultura.db.readers.read_rows` (which returns the whole file as a list, and is used for every other
+input of this area) should hold in memory.
 
 >>> # doctest: +SKIP
 >>> for rec in iter_records("kb.parquet"): ...

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ....db import now, transaction
 from ....errors import CulturaError
-from .files import iter_records
+from ....db.readers import read_rows
 
 
 def _lemma_map(project, kb: str) -> dict[str, set[str]]:
@@ -46,7 +46,7 @@ def import_gold(project, path: str | Path, *, kb: str = "default") -> dict:
     lemmas = None
     gold: dict[str, set[str]] = {}
     unmatched = []
-    for n, r in enumerate(iter_records(p), 1):
+    for n, r in enumerate(read_rows(p, strict=True), 1):
         sha = str(r.get("sha256") or "").strip()
         if not sha and r.get("path"):
             img = Path(str(r["path"])).expanduser()

@@ -102,6 +102,8 @@ class Config(_Section):
     annotate: dict = Field(default_factory=dict)
     build: dict = Field(default_factory=dict)
     evaluate: dict = Field(default_factory=dict)
+    # free-text culture labels beside countries (cultura.cultures): [culture_labels.KEY] name/country/language
+    culture_labels: dict = Field(default_factory=dict)
 
 
 def _explain(e: ValidationError, source: str) -> str:

@@ -77,7 +77,7 @@ def _by(rows, metric):
 
 def test_planted_western_cluster_is_significant(six):
     build(six)
-    rows = latent(six, WesternCluster(dim=16), options=FAST)
+    rows = latent(six, WesternCluster(dim=16), options={**FAST, "unit": "image"})
     tests = _by(rows, "ww_vs_wn")
     assert len(tests) == 2
     for t in tests:
@@ -113,7 +113,7 @@ def test_false_positive_rate_near_alpha_over_seeds():
     for seed in range(40):
         emb = np.random.default_rng(seed).standard_normal((len(countries), 16))
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-        ww, wn = ww_wn_samples(emb, in_group, countries)
+        ww, wn = ww_wn_samples(emb, in_group, countries, unit="image")
         welch += welch_ww_wn(ww, wn).p < 0.05
         sums, counts = country_pair_matrix(emb, countries, order)
         perm += country_permutation_test(sums, counts, [c in WEST for c in order], n_resamples=99,
@@ -134,12 +134,46 @@ def test_country_unit_has_the_seed_shape():
     ww, wn = ww_wn_samples(emb, g, countries, unit="country", order=order, matrix=m)
     assert (len(ww), len(wn)) == (21, 63)
     # image pairs: all-pairs WW includes same-country pairs, cross-country leaves them out
-    ww_all, _ = ww_wn_samples(emb, g, countries, pairs="all")
-    ww_cross, wn_img = ww_wn_samples(emb, g, countries)
+    ww_all, _ = ww_wn_samples(emb, g, countries, unit="image", pairs="all")
+    ww_cross, wn_img = ww_wn_samples(emb, g, countries, unit="image")
     assert len(ww_all) == 21 * 20 // 2 and len(ww_cross) == 21 * 20 // 2 - 7 * 3 and len(wn_img) == 21 * 27
     # the matrix agrees with a direct computation
     sims = emb @ emb.T
     assert math.isclose(m[0][0, 1] / m[1][0, 1], sims[0:3, 3:6].mean())
+
+
+SEED002_COUNTRIES = "US CA GB DE ES AU NZ JP CN IN ZA NG EG AR BR FJ".split()  # seed 002 Table 2: 7 + 9
+
+
+def test_default_unit_is_the_papers_country_pairs(tmp_path):
+    """Seed 002 Table 3: 7 Western + 9 non-Western countries × 3 images give n_WW = 21, n_WN = 63 by default
+    (country pairs); image pairs (189 / 567) are an option, labelled as such."""
+    from cultura.evaluate.report import build_report
+    from cultura.evaluate.runner import run_evaluation
+    from cultura.project import init_project
+
+    p = init_project(tmp_path / "proj", countries=SEED002_COUNTRIES)
+    try:
+        rng = np.random.default_rng(0)
+        cid = p.db["concepts"].insert({"name": "breakfast", "source": "manual", "status": "active",
+                                       "created_at": now()}).last_pk
+        for cc in SEED002_COUNTRIES:
+            for i in range(3):
+                add_image(p, cid, cc, marker_png(rng, p.registry.country(cc).western), rank=i + 1)
+        d = _by(latent(p, WesternCluster(dim=16), options=FAST), "ww_vs_wn")[0]["details"]
+        assert (d["n_ww"], d["n_wn"], d["unit"]) == (21, 63, "country")
+        assert d["mean_ww"] > d["mean_wn"] and d["significant_bonf"]
+        d = _by(latent(p, WesternCluster(dim=16), options={**FAST, "unit": "image"}), "ww_vs_wn")[0]["details"]
+        assert (d["n_ww"], d["n_wn"]) == (21 * 9, 63 * 9)
+        assert "not independent" in d["unit_label"]
+        with pytest.raises(Exception, match="Unknown unit"):
+            latent(p, FakeEmbedder(dim=8), options={**FAST, "unit": "pair"})
+        recs = run_evaluation(p, [WesternCluster(dim=8)], "latent", options=FAST, progress=False)
+        assert recs[0].status == "done", recs[0].reason
+        md = dict(build_report(p)["sections"])["latent"].markdown
+        assert "| 21 | 63 |" in md.replace("  ", " ") and "country pairs (the paper's unit" in md
+    finally:
+        p.close()
 
 
 def test_welch_matches_scipy_one_sided():

@@ -95,12 +95,15 @@ def table3(rows, model) -> Table:
                      _num(d["t"], 2), _p(d["p"]), _p(d.get("p_bonf")), _p(d.get("p_holm")),
                      _p(d.get("p_perm")), sig])
     unit = tests[0]["details"].get("unit", "image") if tests else "image"
+    unit = tests[0]["details"].get("unit_label", f"{unit} pairs") if tests else unit
     pairs = tests[0]["details"].get("pairs", "") if tests else ""
+    pairs = {"cross-country": "same-country pairs left out of WW", "all": "same-country pairs kept in WW"}.get(
+        pairs, pairs)
     grp = tests[0]["details"].get("in_group", "western") if tests else "western"
     return Table(["Concept", "n_WW", "n_WN", "Mean WW", "Mean WN", "t", "p", "p-bonf", "p-holm", "p-perm", "Sig"],
                  body, n_column=False,
                  caption=f"{model}: image–image similarity, Welch's t (one-sided WW > WN) per concept; G = {grp}; "
-                         f"unit = {unit} pairs ({pairs}); Bonferroni and Holm over the concepts tested; p-perm "
+                         f"unit = {unit}; {pairs}; Bonferroni and Holm over the concepts tested; p-perm "
                          "permutes the group labels of whole countries (seed 002 Table 3 shape).")
 
 

@@ -229,7 +229,7 @@ def caption_rows(project, embedder, sets, embs, grouping, *, templates, n_resamp
                     **details, "reason": f"concept has no term in language {tpl['language']!r}; set one with "
                                          "'cultura concepts set-term' or use {concept}"}))
                 continue
-            cap = embed_texts(project, embedder, [text])[0]
+            cap = embed_texts(project, embedder, [text], language=tpl["language"])[0]
             emb, g = embs[cs.concept], cs.in_group
             sims = emb @ cap
             captions[(cs.concept, tpl["template"], tpl["language"])] = (text, cap)

@@ -264,13 +264,13 @@ def social(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
                                    details={**base, "reason": why}))
                     continue
                 probe = inv.probe(axis)
-                temb = embed_texts(project, embedder, list(probe.prompts))
+                temb = embed_texts(project, embedder, list(probe.prompts), language=lang)
                 out += probe_rows(img, temb, probe, gender, race, group=group,
                                   details={**base, "n_labels": len(probe.labels)}, association=association,
                                   n_resamples=n_res, seed=seed)
             if inv.axes:
                 comb = inv.combined()
-                temb = embed_texts(project, embedder, list(comb.prompts))
+                temb = embed_texts(project, embedder, list(comb.prompts), language=lang)
                 top = np.array([comb.labels[i] for i in _top1(img @ temb.T)], dtype=object)
                 harm = np.isin(top, list(comb.negative)).astype(float)
                 lo, hi = mean_ci(harm, n_resamples=n_res, seed=seed)

@@ -31,6 +31,7 @@ class Preset:
     download: str = ""
     notes: str = ""
     random_init: bool = False
+    baseline: str | None = None  # the English-only counterpart (seed 003 Table 1), a preset name
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -51,11 +52,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("m-clip", "mclip:M-CLIP/XLM-Roberta-Large-Vit-L-14", "M-CLIP XLM-R large → CLIP ViT-L/14",
            ("003", "000"), ("transformers", "open_clip_torch"),
            ("M-CLIP/XLM-Roberta-Large-Vit-L-14", "xlm-roberta-large"), "~2.2 GB text + 1.7 GB image",
-           notes="seed 003 Table 1 'mCLIP L/14'; seed 000's 'XLM-R-L/14'. xlm-roberta-large: config only."),
+           notes="seed 003 Table 1 'mCLIP L/14'; seed 000's 'XLM-R-L/14'. xlm-roberta-large: config only.",
+           baseline="clip-vit-l14"),
     Preset("m-clip-b32", "mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32", "M-CLIP XLM-R large → CLIP ViT-B/32",
            ("003",), ("transformers", "open_clip_torch"),
            ("M-CLIP/XLM-Roberta-Large-Vit-B-32", "xlm-roberta-large"), "~2.2 GB text + 0.6 GB image",
-           notes="the ViT-B/32 pairing of seed 003 App. A.1's description."),
+           notes="the ViT-B/32 pairing of seed 003 App. A.1's description.", baseline="clip-vit-b32"),
     Preset("m-clip-b16plus", "mclip:M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", "M-CLIP XLM-R large → ViT-B/16+",
            ("000",), ("transformers", "open_clip_torch"),
            ("M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", "xlm-roberta-large"), "~2.2 GB text + 0.8 GB image",
@@ -63,13 +65,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("nllb-clip", "openclip:nllb-clip-base/v1", "NLLB-CLIP base (NLLB-200 600M encoder, ViT-B/32)",
            ("003",), ("open_clip_torch", "transformers", "sentencepiece"), ("facebook/nllb-200-distilled-600M",),
            "~2.5 GB", notes="seed 003 Table 1 'NLLB B/32'. Texts are encoded with their language's FLORES tag "
-                            "(hin_Deva …), not the tokenizer's default eng_Latn."),
+                            "(hin_Deva …), not the tokenizer's default eng_Latn.", baseline="clip-vit-b32"),
     Preset("nllb-clip-large", "openclip:nllb-clip-large/v1", "NLLB-CLIP large (NLLB-200 1.3B encoder, ViT-H/14)",
            ("003",), ("open_clip_torch", "transformers", "sentencepiece"), ("facebook/nllb-200-distilled-1.3B",),
            "~6 GB", notes="the larger NLLB-CLIP (seed 003 §3.2 mentions the NLLB encoder without its size)."),
     Preset("capivara-clip", "openclip:hf-hub:hiaac-nlp/CAPIVARA", "CAPIVARA (OpenCLIP ViT-B/32, LoRA-tuned text)",
            ("003",), ("open_clip_torch", "transformers"), ("hiaac-nlp/CAPIVARA",), "~1.5 GB",
-           notes="seed 003 Table 1 'CAPIVARA B/32' (pt, hi, xh)."),
+           notes="seed 003 Table 1 'CAPIVARA B/32' (pt, hi, xh).", baseline="openclip-vit-b32"),
     Preset("siglip2", "openclip:ViT-L-16-SigLIP2-256/webli", "SigLIP 2 ViT-L/16 (debiased recipe)", ("003",),
            ("open_clip_torch", "transformers", "sentencepiece"), download="~3.5 GB",
            notes="seed 003's debiased variant ('the public ViT-L/16 checkpoint'); resolution 256 assumed."),
@@ -77,6 +79,18 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            ("open_clip_torch",), download="none", random_init=True,
            notes="random weights: its numbers mean nothing."),
 )}
+
+
+def english_baselines() -> dict[str, str]:
+    """Multilingual model → its English-only counterpart (seed 003 Table 1), by preset name **and** by spec,
+    so results stored under either spelling pair up."""
+    out = {}
+    for p in PRESETS.values():
+        if p.baseline:
+            b = PRESETS[p.baseline]
+            out[f"preset:{p.name}"] = f"preset:{b.name}"
+            out[p.spec] = b.spec
+    return out
 
 
 def get_preset(name: str) -> Preset:

@@ -246,3 +246,24 @@ def test_runner_report_section(six):
     assert "seed 002 Table 3" in sec.markdown and "Table 4" in sec.markdown
     assert sec.html.count("<img") >= 3 and sec.csv_tables["table3"]
     assert "Latent-space probes" in render_html(report)
+
+
+def test_alignment_tile_map_places_every_seed_country():
+    """Seed 002 Figure 4: the 16 countries of Table 2 each get one tile (no two share a cell), near their
+    centroid; a code without a centroid is reported, not dropped silently."""
+    from cultura.evaluate.suites.latent.report import (TILE_DEG, alignment_map, country_centroids,
+                                                       tile_positions)
+
+    pos, missing = tile_positions(SEED002_COUNTRIES + ["XX"])
+    assert missing == ["XX"] and set(pos) == set(SEED002_COUNTRIES)
+    assert len(set(pos.values())) == len(pos)
+    cents = country_centroids()
+    for c, (x, y) in pos.items():
+        lat, lon = cents[c]
+        assert abs(x * TILE_DEG - lon) <= 3 * TILE_DEG and abs(y * TILE_DEG - lat) <= 3 * TILE_DEG
+    assert pos["JP"][0] > pos["CN"][0] > pos["DE"][0] > pos["US"][0] and pos["ZA"][1] < pos["NG"][1] < pos["EG"][1]
+    rows = [{"model_spec": "m", "metric": "alignment_rank", "value": float(i), "group": {"country": c,
+             "template": "A photo of a {concept}", "language": "en"}, "details": {}}
+            for i, c in enumerate(SEED002_COUNTRIES + ["XX"])]
+    uri, unplaced = alignment_map(rows, "m")
+    assert uri.startswith("data:image/png;base64,") and unplaced == ["XX"]

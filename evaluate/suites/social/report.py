@@ -93,7 +93,11 @@ def recall_tables(rows) -> tuple[Table, Table] | None:
               caption="Retrieval accuracy beside fairness: recall@k per language on the imported caption set "
                       "(seed 003 App. A.1 reports R@10 on Crossmodal-3600 and R@1 on XTD-11); images / captions "
                       "per language: " + ", ".join(f"{lang} {a}/{b}" for lang, (a, b) in sorted(n_caps.items()))
-                      + ". 95% bootstrap CI over queries.")
+                      + ". 95% bootstrap CI over queries."
+                      + (" A k at or above the number of candidates is 100 % by construction: "
+                         + ", ".join(sorted({f"{r['group']['language']} R@{r['group']['k']}" for r in rec
+                                             if r["details"].get("trivial")})) + "."
+                         if any(r["details"].get("trivial") for r in rec) else ""))
     idx = _index(rows)
     kk = 10 if 10 in ks else ks[-1]
     trade = []

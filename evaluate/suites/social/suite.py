@@ -255,7 +255,8 @@ def recall_rows(project, embedder, languages, *, ks=RECALL_KS, n_resamples: int 
                 lo, hi = mean_ci(hits, n_resamples=n_resamples, seed=seed)
                 out.append(row(NAME, metric, float(hits.mean()), ci_low=lo, ci_high=hi, n=len(hits),
                                group={"dataset": "captions", "language": lang, "k": int(k)},
-                               details={**d, "candidates": int(s.shape[1])}))
+                               details={**d, "candidates": int(s.shape[1]),
+                                        "trivial": int(k) >= int(s.shape[1])}))
     return out
 
 

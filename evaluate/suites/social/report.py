@@ -5,8 +5,8 @@
   per language;
 - Table 6: %NA / %NC / %C / %NH harm breakdown per language (and the harm rate over all probes);
 - Table 7: KL(F‖M), KL(M‖F) and SKL per trait and language;
-- Figures 1–4: gender max-skew and race mean max-skew by language partition (resource level, grammatical
-  gender), bars per model and axis;
+- Figures 1–4 (and 7–10 on PATA): gender max-skew and race mean max-skew by language partition (resource
+  level, grammatical gender), bars per model and axis; Figures 5–6: the gender symmetric KL the same way;
 - the inventories' validation status, and the App. D tests (Table 11 shape) with Holm and BH p-values;
 - the accuracy check beside fairness: text→image and image→text recall@k per language on the imported caption
   set (seed 003 App. A.1's Crossmodal-3600 / XTD-11 R@k), and R@k next to the crime skews per model × language
@@ -253,12 +253,14 @@ def render_social(rows, project) -> ReportSection:
     parts_fig = []
     partitions = language_partitions()
     for ds in datasets:
-        for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew")):
+        for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew"),
+                             ("skl", "Gender symmetric KL")):
             for pname, label in (("resource", "resource level"), ("grammatical_gender", "grammatical system")):
                 uri = partition_figure(idx, models, ds, metric, partitions.get(pname, {}),
                                        f"{what} on {ds} by {label}")
                 if uri:
-                    parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures 1–4 shape); "
+                    figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
+                    parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures {figs} shape); "
                                                   "bars: model × axis (c red, com orange, ag green)."))
     parts += parts_fig
     add_table(status_table(rows))

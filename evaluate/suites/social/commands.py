@@ -116,7 +116,7 @@ def synthetic_cmd(directory, per_cell, seed):
 @click.option("--into", required=True, help="Name of the new, balanced portrait set.")
 @click.option("--per-cell", type=click.IntRange(1), default=None,
               help="Portraits per gender × race cell (default: the smallest cell's size).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw (reproducible).")
 @click.option("--race", "races", multiple=True, help="Only these races (repeatable; default every race).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing set of that name.")
 @json_option

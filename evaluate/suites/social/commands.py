@@ -59,7 +59,7 @@ def inventories_cmd(ctx, as_json):
 @social.command("translation-items")
 @click.argument("language")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="JSONL file to write (load it with 'annotate load translation --items FILE').")
+              help="JSONL file to write (push it with 'cultura annotate push translation --from FILE').")
 @pass_ctx
 def translation_items_cmd(ctx, language, out_path):
     """Write one language's inventory prompts with their English sources for the translation campaign."""

@@ -82,7 +82,10 @@ class MCLIPEmbedder(Embedder):
             cfg = json.loads((folder / "config.json").read_text("utf-8"))
         except (OSError, ValueError) as e:
             raise CulturaError(f"M-CLIP model {name!r} has no readable config.json in {folder} ({e}).") from e
-        missing = [k for k in ("modelBase", "transformerDimensions", "numDims") if k not in cfg]
+        # MCLIPConfig stores its init arguments transformerDimSize / imageDimSize as these two attributes
+        cfg.setdefault("transformerDimensions", cfg.get("transformerDimSize"))
+        cfg.setdefault("numDims", cfg.get("imageDimSize"))
+        missing = [k for k in ("modelBase", "transformerDimensions", "numDims") if cfg.get(k) is None]
         if missing:
             raise CulturaError(f"{folder / 'config.json'} is not an M-CLIP config: it lacks {', '.join(missing)} "
                                "(M-CLIP configs have model_type 'M-CLIP', modelBase, transformerDimensions, "
@@ -99,7 +102,14 @@ class MCLIPEmbedder(Embedder):
             level = hf_logging.get_verbosity()
             hf_logging.set_verbosity_error()  # the folder's config says model_type "M-CLIP": expected, not news
             try:
-                self.tokenizer = AutoTokenizer.from_pretrained(str(tok_src), cache_dir=cache_dir)
+                try:
+                    self.tokenizer = AutoTokenizer.from_pretrained(str(tok_src), cache_dir=cache_dir)
+                except (OSError, ValueError, KeyError):
+                    if tok_src == self.model_base:
+                        raise
+                    # a tokenizer_config.json without tokenizer_class: AutoTokenizer would read model_type
+                    # "M-CLIP" from config.json, which it does not know; the base's tokenizer is the same one
+                    self.tokenizer = AutoTokenizer.from_pretrained(self.model_base, cache_dir=cache_dir)
             finally:
                 hf_logging.set_verbosity(level)
         except Exception as e:

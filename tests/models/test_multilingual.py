@@ -118,6 +118,13 @@ def test_mclip_errors_are_clear(tiny_mclip, tmp_path, monkeypatch):
     (bad / "config.json").write_text(json.dumps({"model_type": "M-CLIP"}))
     with pytest.raises(CulturaError, match="lacks modelBase"):
         get_embedder(f"mclip:{bad}+openclip:cultura-tiny", cache_dir=cache)
+    # the init-argument spelling of MCLIPConfig (transformerDimSize / imageDimSize) reads the same
+    (bad / "config.json").write_text(json.dumps({"model_type": "M-CLIP", "modelBase": "cultura-test/tiny-xlmr",
+                                                 "transformerDimSize": 24, "imageDimSize": 32}))
+    ok = get_embedder(f"mclip:{bad}+openclip:cultura-tiny", cache_dir=cache)
+    ref = get_embedder(f"mclip:{tiny_mclip['folder']}+openclip:cultura-tiny", cache_dir=cache)
+    np.testing.assert_allclose(ok.embed_texts(["a photo of a cat"]), ref.embed_texts(["a photo of a cat"]), atol=1e-6)
+    assert not ok.random_init  # the marker is gone with the config
 
 
 # -- NLLB-CLIP: the source-language token ------------------------------------------------------------------

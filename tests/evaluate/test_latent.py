@@ -267,3 +267,29 @@ def test_alignment_tile_map_places_every_seed_country():
             for i, c in enumerate(SEED002_COUNTRIES + ["XX"])]
     uri, unplaced = alignment_map(rows, "m")
     assert uri.startswith("data:image/png;base64,") and unplaced == ["XX"]
+
+
+class LanguageRecorder(FakeEmbedder):
+    """A language-aware fake (as NLLB-CLIP) recording the language each caption is embedded in."""
+
+    variant = "language-recorder"
+    language_aware = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = []
+
+    def _embed_text_batch(self, texts, language=None):
+        self.seen += [(language, t) for t in texts]
+        return super()._embed_text_batch(texts)
+
+
+def test_caption_language_reaches_the_model(six):
+    build(six, concepts=("bus",), per_cell=2)
+    cid = six.db.execute("SELECT id FROM concepts WHERE name = 'bus'").fetchone()[0]
+    six.db["terms"].insert({"concept_id": cid, "country": "JP", "language": "ja", "term": "バス",
+                            "source": "manual", "updated_at": now()})
+    e = LanguageRecorder(dim=8)
+    latent(six, e, options={**FAST, "templates": ["A photo of a {concept}",
+                                                  {"template": "{term}の写真", "language": "ja"}]})
+    assert sorted(e.seen) == [("en", "A photo of a bus"), ("ja", "バスの写真")]

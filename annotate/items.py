@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
+from ..redact import strip_userinfo
 
 BUILDERS: dict[str, Callable] = {}
 
@@ -229,8 +230,8 @@ def apply_gold(items: list[dict], rows: list[dict]) -> int:
 def image_url(payload: dict, base: str | None) -> str:
     """Blob URL under ``base`` (serve-images) when set, else the original URL; never base64."""
     if base and payload.get("path"):
-        return base.rstrip("/") + "/" + payload["path"]
-    return payload.get("url") or ""
+        return strip_userinfo(base.rstrip("/")) + "/" + payload["path"]
+    return strip_userinfo(payload.get("url")) or ""  # never a user:password@ to Label Studio
 
 
 def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None = None) -> dict:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .llm import render_prompt
+from .embedders.base import safe_image
+from ..redact import scrub
 from ..errors import CulturaError, unknown
 from .registry import Registry
 from ..evaluate.metrics import argmax_score, expected_score
@@ -86,7 +88,7 @@ def image_data_url(path: str, *, max_side: int = 768) -> str:
     from PIL import Image
 
     with Image.open(path) as im:
-        im = im.convert("RGB")
+        im = safe_image(im).convert("RGB")  # a thin strip is cropped before the RGB copy
         im.thumbnail((max_side, max_side))
         buf = io.BytesIO()
         im.save(buf, format="JPEG", quality=85)
@@ -140,13 +142,13 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
         try:
             resp = self.client.chat.completions.create(**kwargs)
         except openai.APIConnectionError:
-            raise CulturaError(f"Cannot reach the judge endpoint at {self.base_url or 'api.openai.com'}. Check "
+            raise CulturaError(f"Cannot reach the judge endpoint at {self.host}. Check "
                                "OPENAI_BASE_URL.") from None
         except (openai.AuthenticationError, openai.NotFoundError) as e:
             raise CulturaError(f"The judge endpoint refused the call ({type(e).__name__}); check OPENAI_API_KEY "
                                f"and the model name {self.model!r}.") from None
         except openai.APIError as e:
-            return JudgeResult("failed", reason=f"{type(e).__name__}: {str(e)[:200]}")
+            return JudgeResult("failed", reason=scrub(f"{type(e).__name__}: {e}")[:200])  # scrub, then cut
         if not resp.choices:
             return JudgeResult("failed", reason="the judge returned no choices")
         ch = resp.choices[0]

@@ -60,6 +60,9 @@ class Embedder:
     family: ClassVar[str] = ""
     supports_images: ClassVar[bool] = True
     supports_texts: ClassVar[bool] = True
+    #: True when the text encoding depends on a language tag given beside the text (NLLB-CLIP's source-language
+    #: token). Such a family's ``_embed_text_batch`` takes ``language=`` and the cache keys texts by language.
+    language_aware: bool = False
 
     def __init__(self, *, device: str | None = None, batch_size: int = 32, progress: bool | None = None):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -110,15 +113,23 @@ class Embedder:
                 "(e.g. 'openclip:ViT-B-32/openai' or 'st:TEXT_MODEL+clip-ViT-B-32').")
         return self._run([safe_image(im) for im in images], self._embed_image_batch, "image", "Embedding images")
 
-    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed strings; returns an ``(len(texts), dim)`` float32 array with unit-norm rows."""
+    def embed_texts(self, texts: Sequence[str], *, language: str | None = None) -> np.ndarray:
+        """Embed strings; returns an ``(len(texts), dim)`` float32 array with unit-norm rows.
+
+        ``language`` (ISO 639-1 such as ``"hi"``, or a model-specific code such as ``"hin_Deva"``) is the
+        language of the texts. A language-aware model (:attr:`language_aware`, e.g. NLLB-CLIP, whose tokenizer
+        prefixes a source-language token) encodes it; the others ignore it."""
         texts = list(texts)
         bad = [t for t in texts if not isinstance(t, str)]
         if bad:
             raise CulturaError(f"embed_texts needs strings; got {type(bad[0]).__name__} {bad[0]!r}.")
         if not self.supports_texts:
             raise ModelCapabilityError(f"Model {self.identity!r} embeds images only.")
-        return self._run(texts, self._embed_text_batch, "text", "Embedding texts")
+        fn = self._embed_text_batch
+        if language and self.language_aware:
+            def fn(batch, _lang=language):
+                return self._embed_text_batch(batch, language=_lang)
+        return self._run(texts, fn, "text", "Embedding texts")
 
     # -- to implement ---------------------------------------------------------------------------------
     def _embed_image_batch(self, images: list) -> Any:

@@ -149,14 +149,22 @@ def embed_images_cached(project, embedder: Embedder, sha256s: Sequence[str], *,
     return _cached(db, embedder, "image", sha256s, lambda part: embedder.embed_images(loader(part)), chunk_size)
 
 
-def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *,
+def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,
                        chunk_size: int | None = None) -> np.ndarray:
-    """Embeddings of texts, one row per input in input order, computing only texts not cached yet."""
+    """Embeddings of texts, one row per input in input order, computing only texts not cached yet.
+
+    ``language`` goes to :meth:`Embedder.embed_texts`; for a language-aware model it is part of the cache key
+    (the same string in two languages is two embeddings)."""
     db = _db(project)
     texts = list(texts)
-    by_key = {text_key(t): t for t in texts}
-    return _cached(db, embedder, "text", [text_key(t) for t in texts],
-                   lambda part: embedder.embed_texts([by_key[k] for k in part]), chunk_size)
+    lang = language if (language and embedder.language_aware) else None
+
+    def key(t: str) -> str:
+        return text_key(t) if lang is None else text_key(f"{lang}\x00{t}")
+
+    by_key = {key(t): t for t in texts}
+    return _cached(db, embedder, "text", [key(t) for t in texts],
+                   lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size)
 
 
 def cache_size(project) -> dict:

@@ -35,9 +35,11 @@ def _png(ci: int, ki: int, copy: int) -> bytes:
 
 
 def make_world(project, *, n_concepts: int = 8, per_cell: int = 2, descriptor: bool = True,
-               name: str = "xcm") -> dict:
+               name: str = "xcm", countries=COUNTRIES, lang=LANG) -> dict:
     """Concepts × countries images, an association benchmark (every concept × query country × copy) and,
-    with ``descriptor``, a descriptor benchmark (every concept × query country × descriptor country)."""
+    with ``descriptor``, a descriptor benchmark (every concept × query country × descriptor country).
+    ``countries``/``lang`` replace the default four countries and their languages (countries may share one)."""
+    COUNTRIES, LANG = list(countries), dict(lang)  # noqa: N806 (the module defaults' names, shadowed)
     db = project.db
     ts = now()
     meta: dict[str, tuple] = {}          # query text -> (concept idx, language country idx, descriptor idx)
@@ -232,6 +234,21 @@ def test_association_rows_cover_countries_variants_silhouette_projection(project
 
 
 # -- descriptor --------------------------------------------------------------------------------------
+
+def test_text_silhouette_is_by_language_and_shared_by_countries_of_one_language(project):
+    """Seed 000 Table 12: US/GB/AU (one language) show one TS value; none drops out of the SP correlation."""
+    ccs, langs = ["US", "GB", "JP", "TH"], {"US": "en", "GB": "en", "JP": "ja", "TH": "th"}
+    w = make_world(project, countries=ccs, lang=langs, descriptor=False)
+    rows = get_suite("association").func(project, Planted(w["meta"], alpha=0.9), options=FAST)
+    us, gb = metric(rows, "text_silhouette", country="US"), metric(rows, "text_silhouette", country="GB")
+    assert us["value"] == gb["value"] and us["details"]["language"] == gb["details"]["language"] == "en"
+    assert us["n"] == 8  # the distinct English texts (US and GB share them), not per country
+    assert metric(rows, "text_silhouette", country="JP")["details"]["language"] == "ja"
+    pear = metric(rows, "pearson_text_silhouette_SP")
+    assert pear["n"] == 4 and pear["details"]["countries"] == sorted(ccs)
+    # image silhouettes stay by culture: one per country
+    assert {r["group"]["country"] for r in rows if r["metric"] == "image_silhouette"} == set(ccs)
+
 
 def test_descriptor_win_rates_drift_and_chi2(project, world):
     strong = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.5), options=FAST)

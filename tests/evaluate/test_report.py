@@ -54,6 +54,12 @@ def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
     assert rows[0]["model"] == "Random baseline"
     inf_row = next(r for r in rows if r["model"].startswith("fake-planted-a3.0"))
     assert inf_row["SP ↓"] == "inf" and "M_cr = 0" in inf_row["SP ↓ reason"] and inf_row["SP ↓ n"] == "64"
+    # paired χ² in the paper's orientation (Table 15: Diff = Blue − Purple = or − orlb; Yellow − Pink = cdr − lb)
+    assert "Diff = A − B" in html and "QL association (Blue − Purple)" in html and "CD vs QL (Yellow − Pink)" in html
+    with open(paths["csv_dir"] / "descriptor-chi2.csv", encoding="utf-8") as f:
+        chi = list(csv.DictReader(f))
+    ql = next(r for r in chi if r["test"].startswith("QL"))
+    assert float(ql["Diff = A − B"]) == pytest.approx(float(ql["A"]) - float(ql["B"]), abs=2e-3)
 
 
 def test_a_registered_section_and_the_generic_fallback(evaluated, tmp_path):

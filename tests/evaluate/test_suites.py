@@ -256,9 +256,14 @@ def test_descriptor_win_rates_drift_and_chi2(project, world):
     roles = ("cr", "orlb", "or", "cdr", "lb", "ti")
     assert abs(sum(metric(strong, f"M_{r}")["value"] for r in roles) - 1) < 1e-9
     assert metric(strong, "M_cr")["value"] > 0.9
-    # without the descriptor the language's culture wins among the right objects: orlb beats or, significantly
-    chi = metric(weak, "chi2_orlb_vs_or")
-    assert chi["value"] > 0.5 and chi["details"]["p"] < 0.05 and chi["details"]["significant"] is True
+    # without the descriptor the language's culture wins among the right objects: orlb beats or, significantly;
+    # the paper's Diff (Table 15, "Blue − Purple") is M_or − M_orlb, negative here
+    chi = metric(weak, "chi2_or_vs_orlb")
+    assert chi["value"] < -0.5 and chi["details"]["p"] < 0.05 and chi["details"]["significant"] is True
+    assert chi["value"] == pytest.approx(metric(weak, "M_or")["value"] - metric(weak, "M_orlb")["value"])
+    # with a strong descriptor the descriptor's culture beats the language's: Diff = M_cdr − M_lb ≥ 0
+    cd = metric(strong, "chi2_cdr_vs_lb")
+    assert cd["value"] == pytest.approx(metric(strong, "M_cdr")["value"] - metric(strong, "M_lb")["value"])
     metric(weak, "chi2_cdr_vs_lb", country="JP")
     # drift towards the descriptor's culture is positive for cr and ~0 when the descriptor is ignored
     d_strong = metric(strong, "drift_x100", role="cr")

@@ -9,8 +9,9 @@ the query language. Candidates: ``cr`` (C, D's culture), ``orlb`` (C, the query 
   verbose descriptor variants ``task_mention`` / ``casual_mention`` when present (App. S.2);
 - similarity drift ``Δsim = S(q_C+CD, I) − S(q_C, I)`` ×100 per candidate category, overall, by query culture
   (Table 18) and by concept (Table 19), with bootstrap CIs;
-- per model and country, the paired χ² tests ``orlb`` vs ``or`` (query-language association) and ``cdr`` vs
-  ``lb`` (descriptor vs language) (App. P, Tables 15–17).
+- per model and country, the paired χ² tests ``or`` vs ``orlb`` (query-language association) and ``cdr`` vs
+  ``lb`` (descriptor vs language) (App. P, Tables 15–17), ``value`` = the paper's Diff, ``M_or − M_orlb`` and
+  ``M_cdr − M_lb`` (metrics ``chi2_or_vs_orlb``, ``chi2_cdr_vs_lb``).
 
 Options: ``variants`` (descriptor variant prefixes, default all present), ``n_resamples``, ``seed``.
 """
@@ -28,14 +29,18 @@ from ...common import embed_images, embed_texts, mean_ci, per_trial_wins
 from ...data import DESCRIPTOR_ROLES, base_texts, resolve_benchmark
 
 NAME = "descriptor"
-CHI2_TESTS = (("orlb", "or", "query-language association (object relevant: language culture vs other)"),
+#: The paired χ² tests in seed 000's orientation (App. P, Tables 15–17): ``Diff = M_A − M_B`` with A, B as the
+#: paper's columns — "Blue − Purple" = ``or − orlb`` (negative: the query language's culture wins among the
+#: right objects) and "Yellow − Pink" = ``cdr − lb`` (negative: the language prior beats the descriptor).
+CHI2_TESTS = (("or", "orlb", "query-language association (object relevant: other culture vs language culture)"),
               ("cdr", "lb", "descriptor vs language (semantic failure: descriptor culture vs language culture)"))
 BASE_VARIANT = {"mention": "short", "task_mention": "task", "casual_mention": "casual"}
 
 
 def chi2_rows(sims: np.ndarray, roles, *, group: dict, details: dict) -> list[dict]:
-    """The two paired χ² tests for one set of trials. ``value`` is the win-rate difference A − B; the
-    statistic, p and the counts are in ``details`` (ties split: counts are rounded shares × n)."""
+    """The two paired χ² tests for one set of trials. ``value`` is the paper's Diff, the win-rate difference
+    A − B of :data:`CHI2_TESTS`; the statistic, p, the two win rates and the counts are in ``details`` (ties
+    split: counts are rounded shares × n)."""
     n = sims.shape[0]
     out = []
     if n == 0:
@@ -44,11 +49,12 @@ def chi2_rows(sims: np.ndarray, roles, *, group: dict, details: dict) -> list[di
     for a, b, what in CHI2_TESTS:
         wa, wb = wins[roles.index(a)], wins[roles.index(b)]
         res = paired_chi2(int(round(wa)), int(round(wb)), n)
-        d = {**details, "test": what, "statistic": res.statistic, "p": res.p, "wins_a": res.wins_a,
-             "wins_b": res.wins_b, "significant": bool(res.p < 0.05) if math.isfinite(res.p) else None}
+        d = {**details, "test": what, "diff": f"M_{a} − M_{b}", "statistic": res.statistic, "p": res.p,
+             f"M_{a}": float(wa / n), f"M_{b}": float(wb / n), "wins_a": res.wins_a, "wins_b": res.wins_b,
+             "significant": bool(res.p < 0.05) if math.isfinite(res.p) else None}
         if not math.isfinite(res.statistic):
             d["reason"] = f"neither {a} nor {b} won a trial: the test is undefined"
-        out.append(row(NAME, f"chi2_{a}_vs_{b}", res.diff, n=n, group=group, details=d))
+        out.append(row(NAME, f"chi2_{a}_vs_{b}", float((wa - wb) / n), n=n, group=group, details=d))
     return out
 
 

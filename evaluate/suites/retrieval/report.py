@@ -24,6 +24,9 @@ ROLE_NAMES = {"cr": "Correct", "orlb": "Object relevant, language-biased", "or":
 ROLE_COLORS = {"cr": "#2e9e4f", "orlb": "#8e5cc2", "or": "#3b7dd8", "cdr": "#e8c33a", "lb": "#e77fb3",
                "ti": "#9a9a9a"}
 TIER_ORDER = ("high", "medium", "low", "unknown")
+#: The paired χ² tests in the paper's orientation (Diff = A − B; seed 000 Tables 15–17).
+CHI2_COLUMNS = (("chi2_or_vs_orlb", ("or", "orlb"), "QL association (Blue − Purple)"),
+                ("chi2_cdr_vs_lb", ("cdr", "lb"), "CD vs QL (Yellow − Pink)"))
 
 
 def _plt():
@@ -329,26 +332,36 @@ def render_descriptor(rows, project) -> ReportSection:
     countries = _countries(rows, "M_cr")
     chi_rows = []
     for m in models:
-        for test in ("chi2_orlb_vs_or", "chi2_cdr_vs_lb"):
+        for test, (a, b), label in CHI2_COLUMNS:
             r = _pick(rows, m, test)
             if r:
                 d = r["details"]
-                chi_rows.append([m, test.replace("chi2_", "").replace("_vs_", " vs "), Cell.of(r, pct=True),
-                                 Cell(d.get("statistic"), digits=2), Cell(d.get("p"), digits=4, p=True),
-                                 "yes" if d.get("significant") else ("n/a" if d.get("significant") is None else "no")])
-    t15 = Table(["model", "test", "win-rate difference", "χ²", "p", "p < 0.05"], chi_rows,
-                caption="Paired χ² goodness-of-fit tests (1 dof; seed 000 App. P, Table 15 shape).")
+                chi_rows.append([m, label, Cell(d.get(f"M_{a}"), digits=3), Cell(d.get(f"M_{b}"), digits=3),
+                                 Cell.of(r, digits=3), Cell(d.get("statistic"), digits=2),
+                                 Cell(d.get("p"), digits=3, p=True),
+                                 "True" if d.get("significant") else ("n/a" if d.get("significant") is None
+                                                                      else "False")])
+    t15 = Table(["model", "test", "A", "B", "Diff = A − B", "χ²", "p", "Sig. (p < 0.05)"], chi_rows,
+                caption="Paired χ² goodness-of-fit tests (1 dof; seed 000 App. P, Table 15 shape), in the paper's "
+                        "orientation: QL association A = Object relevant (blue, or), B = Object relevant "
+                        "language-biased (purple, orlb), Diff < 0 = the query language's culture wins; CD vs QL "
+                        "A = Cultural-descriptor relevant (yellow, cdr), B = Language-biased (pink, lb), Diff < 0 = "
+                        "the language prior beats the descriptor. A and B are win rates.")
     p_rows = []
     for m in models:
-        for test in ("chi2_orlb_vs_or", "chi2_cdr_vs_lb"):
-            line = [m, test.replace("chi2_", "").replace("_vs_", " vs ")]
+        for test, _ab, label in CHI2_COLUMNS:
+            diff_line, p_line = [m, f"{label}: Diff"], [m, f"{label}: p"]
             for c in countries:
                 r = _pick(rows, m, test, country=c)
-                line.append(Cell(r["details"].get("p") if r else None, n=r["n"] if r else None, digits=3, p=True,
-                                 reason=(r or {"details": {}})["details"].get("reason")))
-            p_rows.append(line)
+                reason = (r or {"details": {}})["details"].get("reason")
+                diff_line.append(Cell(r["value"] if r else None, n=r["n"] if r else None, digits=2,
+                                      reason=reason))
+                p_line.append(Cell(r["details"].get("p") if r else None, n=r["n"] if r else None, digits=2, p=True,
+                                   reason=reason))
+            p_rows += [diff_line, p_line]
     t16 = Table(["model", "test"] + _with_n(rows, countries, "M_cr"), p_rows, n_column=False,
-                caption="p-values per query country (seed 000 Tables 16–17 shape).")
+                caption="Diff (= A − B as in the table above) and p per query country (seed 000 Tables 16–17 "
+                        "shape).")
     drift_c = []
     for m in models:
         for role in DESC_ROLES:

@@ -10,14 +10,18 @@ Variants stored in ``benchmark_queries`` per concept × country (its primary lan
   ``descriptor_country`` = CC.
 
 Every LLM text is validated: it must contain the native term exactly, and carry no culture cue — no country
-name, native country name, language name or nationality adjective from the registry, other than the
-descriptor country's own for ``*_mention_<CC>`` variants. A text failing a check is stored with status
+name, native country name, language name or nationality adjective from the registry, nor a country's name in
+the query's language (CLDR, through babel), other than the descriptor country's own for ``*_mention_<CC>``
+variants — and a ``*mention_<CC>`` text must name CC in the query language. A text failing a check is stored with status
 ``invalid`` and the reason, never dropped. Texts set by a person (:func:`set_query`, source ``manual``) are
 never overwritten.
 
 >>> validate_text("I need a picture of a bus for school", "bus", cue_patterns(["JP"]))
 >>> validate_text("A Japanese bus please", "bus", cue_patterns(["JP"]))
 "culture cue 'Japanese'"
+>>> validate_text("ขอรูปรถบัส", "รถบัส", cue_patterns(allow=["JP"], language="th"))
+"descriptor JP missing in language 'th' (looked for 'ญี่ปุ่น')"
+>>> validate_text("ขอรูปรถบัสญี่ปุ่น", "รถบัส", cue_patterns(allow=["JP"], language="th"))
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import re
 from functools import lru_cache
 from typing import Iterable
 
+from babel import Locale, UnknownLocaleError
 from pydantic import RootModel
 
 from ... import db as dbmod
@@ -80,28 +85,95 @@ def _cues(code: str) -> tuple[str, ...]:
     return tuple(sorted(w for w in words if w and len(w) >= 2))
 
 
-def cue_patterns(countries: Iterable[str] | None = None, *, allow: Iterable[str] = ()) -> list[tuple[str, re.Pattern]]:
+@lru_cache(maxsize=None)
+def _cldr(language: str):
+    """The CLDR locale of ``language`` (babel), or None when CLDR does not know it."""
+    try:
+        return Locale.parse(language.replace("-", "_"))
+    except (UnknownLocaleError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def language_forms(code: str, language: str) -> tuple[str, ...]:
+    """How a text in ``language`` names country ``code``: the CLDR country name in that language, the CLDR
+    name of the country's language when no other registry country has it as its primary language
+    (``japonés``, ``ญี่ปุ่น``), and — in English or in the country's own language — the registry's names,
+    demonyms and native forms. These are the forms a descriptor must take in a query of that language."""
+    reg = registry()
+    c = reg.countries[code]
+    words: set[str] = set()
+    loc = _cldr(language)
+    if loc is not None:
+        words.add(loc.territories.get(code, ""))
+        if sum(1 for x in reg.countries.values() if x.language == c.language) == 1:
+            words.add(loc.languages.get(c.language, ""))
+    base = language.split("-")[0].split("_")[0].lower()
+    if base == "en":
+        words |= {c.name, *DEMONYMS.get(code, [])}
+    if base == c.language:
+        words |= {c.native_name, *NATIVE_FORMS.get(code, [])}
+        ln = reg.languages.get(c.language)
+        if ln:
+            words.add(ln.native_name)
+    return tuple(sorted(w for w in words if w and len(w) >= 2))
+
+
+def _compile(w: str) -> re.Pattern:
+    if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
+        return re.compile(r"(?<![\w])" + re.escape(w), re.I)
+    return re.compile(re.escape(w), re.I)
+
+
+class CuePatterns(list):
+    """The culture-cue patterns a query must not contain (a list of ``(word, pattern)``), and in ``required``
+    the descriptor countries whose cue must appear: ``[(code, [(word, pattern), …]), …]``."""
+
+    required: list[tuple[str, list[tuple[str, re.Pattern]]]]
+    language: str | None
+
+
+def cue_patterns(countries: Iterable[str] | None = None, *, allow: Iterable[str] = (),
+                 language: str | None = None) -> CuePatterns:
     """Compiled culture-cue patterns for ``countries`` (default: every registry country), minus the cues of
-    the ``allow`` countries. Latin-script cues match at a word start (so 'Japan' catches 'Japanese'); other
-    scripts match anywhere."""
-    codes = sorted(countries) if countries is not None else sorted(registry().countries)
-    allowed = {w.lower() for a in allow for w in _cues(a)}
-    out = []
+    the ``allow`` countries — the descriptor countries, whose cue a query **must** carry (``required``).
+
+    With ``language`` (the query's language code), each country's name in that language (CLDR) is a cue too,
+    and a descriptor must be written in that language (:func:`language_forms`); without it, any registry cue
+    of the descriptor country counts. Latin-script cues match at a word start (so 'Japan' catches
+    'Japanese'); other scripts match anywhere."""
+    return _cue_patterns(tuple(sorted(countries)) if countries is not None else None,
+                         tuple(sorted(a.upper() for a in allow)), language)
+
+
+@lru_cache(maxsize=256)
+def _cue_patterns(countries, allow, language) -> CuePatterns:
+    codes = countries if countries is not None else tuple(sorted(registry().countries))
+    allowed_codes = set(allow)
+
+    def forms(code):
+        return set(_cues(code)) | (set(language_forms(code, language)) if language else set())
+
+    allowed = {w.lower() for a in allowed_codes for w in forms(a)}
+    out = CuePatterns()
     for code in codes:
-        for w in _cues(code):
+        for w in sorted(forms(code)):
             if w.lower() in allowed:
                 continue
-            if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
-                out.append((w, re.compile(r"(?<![\w])" + re.escape(w), re.I)))
-            else:
-                out.append((w, re.compile(re.escape(w), re.I)))
+            out.append((w, _compile(w)))
     out.sort(key=lambda wp: (-len(wp[0]), wp[0]))  # report the longest cue ('Japanese' over 'Japan')
+    out.required = []
+    for a in sorted(allowed_codes):
+        words = language_forms(a, language) if language else _cues(a)
+        out.required.append((a, sorted(((w, _compile(w)) for w in words), key=lambda wp: (-len(wp[0]), wp[0]))))
+    out.language = language
     return out
 
 
 def validate_text(text: str, term: str, patterns) -> str | None:
-    """The reason a generated query is invalid, or None: the native term must appear exactly, and no culture
-    cue may appear outside it."""
+    """The reason a generated query is invalid, or None: the native term must appear exactly, no culture
+    cue may appear outside it, and each descriptor country of ``patterns`` (``cue_patterns(allow=…)``) must
+    be named — in the query language when ``patterns`` were built with one."""
     if not text or not text.strip():
         return "empty text"
     if term not in text:
@@ -110,6 +182,12 @@ def validate_text(text: str, term: str, patterns) -> str | None:
     for word, pat in patterns:
         if pat.search(rest):
             return f"culture cue {word!r}"
+    for code, pats in getattr(patterns, "required", ()):
+        if not any(pat.search(rest) for _, pat in pats):
+            lang = getattr(patterns, "language", None)
+            shown = ", ".join(repr(w) for w, _ in pats[:4]) or "none known"
+            where = f" in language {lang!r}" if lang else ""
+            return f"descriptor {code} missing{where} (looked for {shown})"
     return None
 
 
@@ -235,7 +313,7 @@ def build_verbose_queries(project, *, llm=None, model: str | None = None, concep
         raise _missing_error(project, missing)
     llm = llm or LLM(project, model=model)
     terms = _terms(project)
-    patterns = cue_patterns()
+    patterns = {c.language: cue_patterns(language=c.language) for c in cs}
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0}
     run = dbmod.start_run(project.db, STAGE + ".verbose", {"model": llm.model})
     for cname, cid in names.items():
@@ -254,7 +332,7 @@ def build_verbose_queries(project, *, llm=None, model: str | None = None, concep
                 for c in cs:
                     text = _get(block, c.name)
                     term = terms[(cid, c.code)]
-                    reason = "missing from the reply" if not text else validate_text(text, term, patterns)
+                    reason = "missing from the reply" if not text else validate_text(text, term, patterns[c.language])
                     st = _store(project.db.conn, cid, c.code, c.language, variant, None, text, f"llm:{llm.model}",
                                 reason, overwrite)
                     counts[st] += 1
@@ -319,7 +397,7 @@ def build_descriptor_queries(project, *, llm=None, model: str | None = None, con
                     for d in cs:
                         text = _get(block, f"mention_{d.name}")
                         reason = ("missing from the reply" if not text else
-                                  validate_text(text, term, cue_patterns(allow=[d.code])))
+                                  validate_text(text, term, cue_patterns(allow=[d.code], language=target.language)))
                         st = _store(project.db.conn, cid, target.code, target.language,
                                     f"{prefix}_mention_{d.code}", d.code, text, f"llm:{llm.model}", reason,
                                     overwrite)
@@ -367,7 +445,8 @@ def set_query(project, concept: str, country: str, variant: str, text: str) -> d
     if descriptor:
         project.country(descriptor)
     term = _terms(project).get((row[0], c.code))
-    warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [])) if term else None
+    warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [],
+                                                     language=c.language)) if term else None
     with db.conn:
         db.conn.execute(
             "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "

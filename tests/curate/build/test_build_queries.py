@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.curate.build.queries import (QueryError, build_queries, build_short_queries, cue_patterns, list_queries,
-                                    set_query, validate_text)
+from cultura.curate.build.queries import (QueryError, build_queries, build_short_queries, cue_patterns,
+                                          language_forms, list_queries, set_query, validate_text)
 from tests.fakes.openai_stub import last_user_message
 from tests.fakes.world import make_world
 
@@ -36,8 +36,11 @@ def responder(req):
     target = re.search(r"^    \* ([^:]+): ", msg, re.M).group(1)
     cc = {v: k for k, v in NAMES.items()}[target]
     mentions = re.findall(r'"mention_([^"]+)"', msg)
-    block = {f"mention_{m}": f"a picture of {term(concept, cc)} from {m}" for m in NAMES.values()
-             if m in mentions or True}
+    # the descriptor in the target's language (its CLDR country name), as the validation asks
+    lang = {"US": "en", "JP": "ja", "TH": "th", "DE": "de"}[cc]
+    code = {v: k for k, v in NAMES.items()}
+    block = {f"mention_{m}": f"a picture of {term(concept, cc)} from {language_forms(code[m], lang)[0]}"
+             for m in NAMES.values() if m in mentions or True}
     return json.dumps({concept: {"format_task": {target: block}, "format_casual": {target: block}}})
 
 
@@ -49,6 +52,27 @@ def test_validate_text():
     assert "missing" in validate_text("a coach", "bus", pats)
     # a cue inside the native term itself is not a cue
     assert validate_text("find Thai boxing videos", "Thai boxing", pats) is None
+
+
+def test_descriptor_validation_needs_the_descriptor_in_the_query_language_and_no_other_cue():
+    # issue 12: the descriptor (JP) must be present; a Thai query without it is not a descriptor query
+    assert "descriptor JP missing" in validate_text("ขอรูปรถบัสหน่อย", "รถบัส", cue_patterns(allow=["JP"]))
+    th = cue_patterns(allow=["JP"], language="th")
+    assert validate_text("ขอรูปรถบัสญี่ปุ่นหน่อย", "รถบัส", th) is None
+    assert "descriptor JP missing in language 'th'" in validate_text("ขอรูปรถบัสหน่อย", "รถบัส", th)
+    # named in another language only: not in the query language
+    assert "descriptor JP missing" in validate_text("ขอรูปรถบัส Japan", "รถบัส", th)
+    # another culture's cue, in the query language (จีน = China in Thai) or in English, is invalid
+    assert validate_text("ขอรูปรถบัสญี่ปุ่นจีน", "รถบัส", th) == "culture cue 'จีน'"
+    assert validate_text("ขอรูปรถบัสญี่ปุ่น Korean", "รถบัส", th) == "culture cue 'Korean'"
+    # forms in other languages: Spanish country name or adjective, German adjective by word start
+    es = cue_patterns(allow=["JP"], language="es")
+    assert validate_text("una foto de un tren de Japón", "tren", es) is None
+    assert validate_text("una foto de un tren japonés", "tren", es) is None
+    assert "descriptor JP missing" in validate_text("una foto de un tren", "tren", es)
+    assert validate_text("ein japanischer Zug", "Zug", cue_patterns(allow=["JP"], language="de")) is None
+    # queries without a descriptor: a country named in the query language is a cue
+    assert validate_text("ขอรูปรถบัสจีน", "รถบัส", cue_patterns(language="th")) == "culture cue 'จีน'"
 
 
 def test_short_queries_and_missing_term(project):
@@ -73,7 +97,7 @@ def test_llm_variants(project, openai_stub):
     bad = rows[("bus", "JP", "casual")]
     assert bad["status"] == "invalid" and "Japanese" in bad["reason"]
     d = rows[("bus", "TH", "task_mention_JP")]
-    assert d["status"] == "ok" and "Japan" in d["text"]
+    assert d["status"] == "ok" and "ญี่ปุ่น" in d["text"]  # Japan, in Thai
     assert rows[("bus", "TH", "casual_mention_DE")]["status"] == "ok"
     # every country × variant exists: parallel by construction
     for cc in NAMES:

@@ -89,7 +89,8 @@ def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, al
 
 @build.command("queries")
 @click.option("--short-only", is_flag=True, help="Only the short queries (native terms); no LLM calls.")
-@click.option("--no-descriptors", is_flag=True, help="Skip the descriptor (mention_<CC>) variants.")
+@click.option("--no-descriptors", is_flag=True, help="Skip the descriptor variants (mention_<CC>, "
+                                                    "task_mention_<CC>, casual_mention_<CC>).")
 @click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
 @click.option("--concepts", help="Comma-separated concept names (default: every active concept).")
 @click.option("--overwrite", is_flag=True, help="Regenerate LLM texts that are already valid (manual kept).")
@@ -106,6 +107,30 @@ def build_queries_cmd(ctx, short_only, no_descriptors, model, concepts, overwrit
         return emit_json(res)
     for k, v in res.items():
         summary(f"Queries: {k}", v)
+
+
+@build.command("mention-queries")
+@click.option("--method", type=click.Choice(["llm", "pattern"]), default="llm", show_default=True,
+              help="llm: one validated LLM call per concept × query country; pattern: the query language's "
+                   "pattern from data/mention_patterns.toml (languages without one are counted, not guessed).")
+@click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
+@click.option("--concepts", help="Comma-separated concept names (default: every active concept).")
+@click.option("--countries", help="Comma-separated query countries (default: the project's).")
+@click.option("--descriptors", help="Comma-separated descriptor countries (default: the query countries).")
+@click.option("--overwrite", is_flag=True, help="Regenerate texts that are already valid (manual kept).")
+@json_option
+@pass_ctx
+def build_mention_queries_cmd(ctx, method, model, concepts, countries, descriptors, overwrite, as_json):
+    """Short descriptor queries mention_<CC> (seed 000 RQ3: "Train of Japan" written in Thai) per concept ×
+    query country × descriptor country, validated (descriptor named in the query language, no other culture
+    cue). Fix or add one by hand with 'cultura build set-query CONCEPT COUNTRY mention_CC TEXT'."""
+    from .queries import build_mention_queries
+
+    res = build_mention_queries(ctx.project, method=method, model=model, concepts=_csv(concepts),
+                                countries=_csv(countries), descriptors=_csv(descriptors), overwrite=overwrite)
+    if as_json:
+        return emit_json(res)
+    summary("Queries: mention", res)
 
 
 @build.command("set-query")

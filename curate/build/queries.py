@@ -5,6 +5,9 @@ Variants stored in ``benchmark_queries`` per concept × country (its primary lan
 - ``short``: the native term exactly (``terms``), source ``term``;
 - ``task`` / ``casual``: verbose queries from one LLM call per concept covering every country at once
   (``templates/prompts/verbose_query.j2``, seed 000 Figure 22), so the sentences are parallel;
+- ``mention_<CC>``: the short descriptor query of RQ3 ("Train of Japan" written in Thai), per concept × query
+  country × descriptor country CC (:func:`build_mention_queries`: LLM, ``mention_query.j2``, or a per-language
+  pattern from ``data/mention_patterns.toml``); ``descriptor_country`` = CC;
 - ``task_mention_<CC>`` / ``casual_mention_<CC>``: the English verbose sentences with a descriptor for country
   CC inserted and translated into the target language (``descriptor_query.j2``, Figure 23);
   ``descriptor_country`` = CC.
@@ -26,7 +29,9 @@ never overwritten.
 from __future__ import annotations
 
 import re
+import tomllib
 from functools import lru_cache
+from importlib import resources
 from typing import Iterable
 
 from babel import Locale, UnknownLocaleError
@@ -406,9 +411,95 @@ def build_descriptor_queries(project, *, llm=None, model: str | None = None, con
     return counts
 
 
+class MentionReply(RootModel[dict[str, dict[str, str]]]):
+    """``{concept: {"mention_<Name>": text}}`` (``mention_query.j2``)."""
+
+
+@lru_cache(maxsize=1)
+def mention_patterns() -> dict[str, str]:
+    """Language → short descriptor query pattern (``data/mention_patterns.toml``)."""
+    return dict(tomllib.loads(resources.files("cultura.data").joinpath("mention_patterns.toml")
+                              .read_text("utf-8")).get("mention", {}))
+
+
+def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
+    """The short descriptor query for ``term`` in ``language`` naming country ``descriptor`` by the
+    language's pattern, or None when the language has no pattern (or the country has no name in it)."""
+    pat = mention_patterns().get(language)
+    if pat is None:
+        return None
+    loc = _cldr(language)
+    country = loc.territories.get(descriptor) if loc is not None else None
+    adjective = (DEMONYMS.get(descriptor) or [None])[0]
+    if ("{country}" in pat and not country) or ("{adjective}" in pat and not adjective):
+        return None
+    return pat.format(term=term, country=country or "", adjective=adjective or "")
+
+
+def build_mention_queries(project, *, method: str = "llm", llm=None, model: str | None = None, concepts=None,
+                          countries=None, descriptors=None, overwrite: bool = False) -> dict:
+    """The short descriptor query ``mention_<CC>`` of seed 000 RQ3 ("Train of Japan" written in Thai) for
+    every concept × query country × descriptor country CC ≠ the query country.
+
+    ``method="llm"``: one ``mention_query.j2`` call per concept × query country covering every descriptor;
+    ``method="pattern"``: the query language's pattern from ``data/mention_patterns.toml`` (languages without
+    one are counted under ``no_pattern``: use the LLM or set them by hand). Every text is validated
+    (:func:`validate_text`: the native term, the descriptor named in the query language, no other culture
+    cue) and stored with status ok or invalid and the reason; manual texts are never overwritten."""
+    if method not in ("llm", "pattern"):
+        raise QueryError(f"Unknown method {method!r}: use 'llm' or 'pattern'.")
+    names, cs = _scope(project, concepts, countries)
+    ds = project.registry.resolve(descriptors) if descriptors else cs
+    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
+    if missing:
+        raise _missing_error(project, missing)
+    terms = _terms(project)
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_pattern": 0}
+    if method == "llm":
+        from ...models.llm import LLM
+
+        llm = llm or LLM(project, model=model)
+    source = f"llm:{llm.model}" if method == "llm" else "pattern"
+    run = dbmod.start_run(project.db, STAGE + ".mention", {"method": method,
+                                                           **({"model": llm.model} if method == "llm" else {})})
+    for cname, cid in names.items():
+        for target in cs:
+            term = terms[(cid, target.code)]
+            dlist = [d for d in ds if d.code != target.code]
+            texts: dict[str, str | None] = {}
+            if method == "pattern":
+                texts = {d.code: pattern_mention(term, target.language, d.code) for d in dlist}
+                if all(t is None for t in texts.values()):
+                    counts["no_pattern"] += len(dlist)
+                    continue
+            else:
+                obj, _ = llm.json_call(stage=STAGE, template="mention_query.j2", schema=MentionReply, run_id=run,
+                                       variables={"concept": cname, "native_term": term,
+                                                  "language": _language_label(project, target, cs),
+                                                  "countries": [{"name": d.name, "forms": list(
+                                                      language_forms(d.code, target.language))} for d in dlist]})
+                if obj is None:
+                    counts["failed_calls"] += 1
+                    continue
+                reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
+                texts = {d.code: _get(reply, f"mention_{d.name}") for d in dlist}
+            with project.db.conn:
+                for d in dlist:
+                    text = texts.get(d.code)
+                    reason = (("missing from the reply" if method == "llm" else
+                               f"the {target.language!r} pattern has no name for {d.code}") if not text else
+                              validate_text(text, term, cue_patterns(allow=[d.code], language=target.language)))
+                    st = _store(project.db.conn, cid, target.code, target.language, f"mention_{d.code}", d.code,
+                                text, source, reason, overwrite)
+                    counts[st] += 1
+    dbmod.finish_run(project.db, run, counts)
+    return counts
+
+
 def build_queries(project, *, verbose: bool = True, descriptors: bool = True, llm=None, model=None,
                   concepts=None, countries=None, overwrite: bool = False) -> dict:
-    """All variants: short (terms), then verbose and descriptor ones by LLM (each optional)."""
+    """All variants: short (terms), then verbose and descriptor ones (short ``mention_<CC>`` and verbose
+    ``*_mention_<CC>``) by LLM (each optional)."""
     out = {"short": build_short_queries(project, concepts=concepts, countries=countries)}
     if verbose or descriptors:
         from ...models.llm import LLM
@@ -417,6 +508,8 @@ def build_queries(project, *, verbose: bool = True, descriptors: bool = True, ll
         out["verbose"] = build_verbose_queries(project, llm=llm, concepts=concepts, countries=countries,
                                                overwrite=overwrite)
     if descriptors:
+        out["mention"] = build_mention_queries(project, llm=llm, concepts=concepts, countries=countries,
+                                               overwrite=overwrite)
         out["descriptor"] = build_descriptor_queries(project, llm=llm, concepts=concepts, countries=countries,
                                                      overwrite=overwrite)
     return out

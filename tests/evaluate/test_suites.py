@@ -274,6 +274,26 @@ def test_descriptor_win_rates_drift_and_chi2(project, world):
     assert metric(strong, "M_orlb", country="DE")["n"] == 8 * 3
 
 
+def test_descriptor_without_short_mention_queries_says_so_by_name_and_never_falls_back(project, world):
+    """Issue 12: no silent fallback to the verbose variants, no bare "no trials"."""
+    with project.db.conn:
+        project.db.execute("UPDATE benchmark_queries SET variant = 'task_' || variant WHERE variant LIKE 'mention_%'")
+    rows = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.0), options=FAST)
+    main = metric(rows, "M_cr")
+    assert math.isnan(main["value"]) and main["n"] == 0
+    assert "mention_<CC>" in main["details"]["reason"] and "cultura build mention-queries" in main["details"]["reason"]
+    assert "cultura build set-query" in main["details"]["reason"]
+    # the verbose variant is reported, under its own name only
+    assert metric(rows, "M_cr", variant="task_mention")["n"] == 8 * 4 * 3
+    # some missing: the main rows are computed on the rest and carry the warning
+    with project.db.conn:
+        project.db.execute("UPDATE benchmark_queries SET variant = substr(variant, 6) WHERE variant LIKE "
+                           "'task_mention_%' AND country != 'TH'")
+    rows = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.0), options=FAST)
+    part = metric(rows, "M_cr")
+    assert part["n"] == 8 * 3 * 3 and "24 of 96 trials" in part["details"]["warning"]
+
+
 # -- prevalence --------------------------------------------------------------------------------------
 
 def test_prevalence_metrics_respond_to_a_planted_language_preference(project, world):

@@ -58,11 +58,13 @@ def trial_similarities(project, embedder, trials) -> np.ndarray:
 
 
 def win_rate_rows(suite: str, sims: np.ndarray, roles, *, group: dict, details: dict, n_resamples: int,
-                  seed: int, sp_pair: tuple[str, str] | None = ("lb", "cr")) -> list[dict]:
-    """Rows ``M_<role>`` (and SP) for one set of trials, with percentile bootstrap CIs over trials."""
+                  seed: int, sp_pair: tuple[str, str] | None = ("lb", "cr"),
+                  empty_reason: str = "no trials") -> list[dict]:
+    """Rows ``M_<role>`` (and SP) for one set of trials, with percentile bootstrap CIs over trials; without
+    trials, NaN rows with ``empty_reason``."""
     n = sims.shape[0]
     if n == 0:
-        return [row(suite, f"M_{r}", math.nan, n=0, group=group, details={**details, "reason": "no trials"})
+        return [row(suite, f"M_{r}", math.nan, n=0, group=group, details={**details, "reason": empty_reason})
                 for r in roles]
     m = win_rates(sims)
     if n >= 2:

@@ -5,8 +5,10 @@ the query language. Candidates: ``cr`` (C, D's culture), ``orlb`` (C, the query 
 (C, a third culture), ``cdr`` (other concept, D's culture), ``lb`` (other concept, the language's culture),
 ``ti`` (neither). Reported:
 
-- the six win rates with bootstrap CIs, overall (Table 3) and per query country (Figure 7), and for the
-  verbose descriptor variants ``task_mention`` / ``casual_mention`` when present (App. S.2);
+- the six win rates with bootstrap CIs, overall (Table 3) and per query country (Figure 7) for the short
+  descriptor query ``mention_<CC>`` (always: when those queries are missing the rows say so and name the
+  command that makes them, ``details.warning``), and for the verbose descriptor variants ``task_mention`` /
+  ``casual_mention`` when present (App. S.2), each under its own ``variant`` group;
 - similarity drift ``Δsim = S(q_C+CD, I) − S(q_C, I)`` ×100 per candidate category, overall, by query culture
   (Table 18) and by concept (Table 19), with bootstrap CIs;
 - per model and country, the paired χ² tests ``or`` vs ``orlb`` (query-language association) and ``cdr`` vs
@@ -26,7 +28,7 @@ from ..registry import Suite, row
 from .report import render_descriptor
 from .association import variant_trials, win_rate_rows
 from ...common import embed_images, embed_texts, mean_ci, per_trial_wins
-from ...data import DESCRIPTOR_ROLES, base_texts, resolve_benchmark
+from ...data import DESCRIPTOR_ROLES, base_texts, query_variants, resolve_benchmark
 
 NAME = "descriptor"
 #: The paired χ² tests in seed 000's orientation (App. P, Tables 15–17): ``Diff = M_A − M_B`` with A, B as the
@@ -35,6 +37,16 @@ NAME = "descriptor"
 CHI2_TESTS = (("or", "orlb", "query-language association (object relevant: other culture vs language culture)"),
               ("cdr", "lb", "descriptor vs language (semantic failure: descriptor culture vs language culture)"))
 BASE_VARIANT = {"mention": "short", "task_mention": "task", "casual_mention": "casual"}
+#: What fixes missing short descriptor queries (the RQ3 main variant, ``mention_<CC>``).
+MENTION_FIX = ("run 'cultura build mention-queries' (--method llm or pattern), or set one by hand with "
+               "'cultura build set-query CONCEPT COUNTRY mention_CC TEXT', then rebuild the benchmark "
+               "('cultura build descriptor')")
+
+
+def missing_mention_reason(n_missing: int, n_items: int) -> str:
+    return (f"{n_missing} of {n_items} trials have no short descriptor query mention_<CC> (\"Train of Japan\" in "
+            f"the query language, seed 000 RQ3): {MENTION_FIX}. The verbose task_mention/casual_mention "
+            "variants are reported separately, never in its place.")
 
 
 def chi2_rows(sims: np.ndarray, roles, *, group: dict, details: dict) -> list[dict]:
@@ -89,9 +101,17 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
     bench = resolve_benchmark(project, benchmark, "descriptor")
     roles = DESCRIPTOR_ROLES
     out: list[dict] = []
+    if not opts.get("variants"):  # the short mention_<CC> query is the main variant, always reported
+        opts["variants"] = ["mention"] + [v for v in query_variants(project, bench, descriptor=True)
+                                          if v != "mention"]
     for variant, trials, sims, vg, det in variant_trials(project, embedder, bench, opts, roles, main="mention"):
+        missing = int(trials.excluded.get("missing_query", 0))
+        if variant == "mention" and missing:
+            det = {**det, "warning": missing_mention_reason(missing, missing + len(trials))}
         out += win_rate_rows(NAME, sims, roles, group=vg, details=det, n_resamples=n_res, seed=seed,
-                             sp_pair=None)
+                             sp_pair=None, empty_reason=det.get("warning", "no trials"))
+        if len(trials) == 0:
+            continue
         out += chi2_rows(sims, roles, group=vg, details=det)
         if variant == "mention":
             for cc in sorted(set(trials.query_country.tolist())):

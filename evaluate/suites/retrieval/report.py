@@ -14,7 +14,9 @@ import html as htmlmod
 import math
 
 import numpy as np
+from scipy import stats as sps
 
+from ...results import load_results
 from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 
 ASSOC_ROLES = ("cr", "lb", "ti")
@@ -47,6 +49,34 @@ def _pick(rows, model, metric, **group):
         if model_label(r) == model and r["metric"] == metric and r["group"] == group:
             return r
     return None
+
+
+def model_average(cells: list[Cell], models: list[str], *, pct: bool = False, digits: int = 3) -> Cell:
+    """The unweighted mean over models of one column (seed 000 App. N's "Average" row), n = models. Undefined,
+    with the reason, when a model's value is missing or not finite (an average over fewer models, or over an
+    infinite SP, would be a different number than the paper's)."""
+    bad = [m for m, c in zip(models, cells) if c.value is None or not math.isfinite(c.value)]
+    if not cells:
+        return Cell(None, reason="no models", pct=pct, digits=digits)
+    if bad:
+        return Cell(None, n=len(cells), reason=f"not finite or not measured for {', '.join(bad)}", pct=pct,
+                    digits=digits)
+    return Cell(float(np.mean([c.value for c in cells])), n=len(cells), pct=pct, digits=digits)
+
+
+def _average_row(lines: list[list], models: list[str], *, label_cols: int = 1, pct_cols=(), digits=3) -> list:
+    """An "Average (k models)" line under ``lines`` (one per model, Cells after ``label_cols`` labels)."""
+    if len(lines) < 2:
+        return []
+    out = [f"Average ({len(lines)} models)"] + [""] * (label_cols - 1)
+    for j in range(label_cols, len(lines[0])):
+        cells = [line[j] for line in lines]
+        if not all(isinstance(c, Cell) for c in cells):
+            out.append("")
+            continue
+        out.append(model_average(cells, [line[0] for line in lines], pct=j in pct_cols,
+                                 digits=cells[0].digits))
+    return out
 
 
 def _parts(*items) -> tuple[str, str]:
@@ -114,10 +144,12 @@ def _stacked(rows, models, roles, countries, title) -> str:
 
 def render_prevalence(rows, project) -> ReportSection:
     models = _models(rows)
-    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"],
-               [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
-                 Cell.of(_pick(rows, m, "dlbkl@10")), Cell.of(_pick(rows, m, "ndcg@10"))] for m in models],
-               caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape).")
+    t1_lines = [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
+                 Cell.of(_pick(rows, m, "dlbkl@10")), Cell.of(_pick(rows, m, "ndcg@10"))] for m in models]
+    avg = _average_row(t1_lines, models)
+    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + ([avg] if avg else []),
+               caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
+                       + (" Average: unweighted mean over the models (n = models)." if avg else ""))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
     for k in ks:
@@ -201,11 +233,13 @@ def render_association(rows, project) -> ReportSection:
         m0 = model_label(base)
         body.append(["Random baseline"] + [Cell.of(_pick(rows, m0, f"random_M_{x}"), pct=True) for x in ASSOC_ROLES]
                     + [Cell.of(base, digits=2)])
-    for m in models:
-        body.append([m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in ASSOC_ROLES]
-                    + [Cell.of(_pick(rows, m, "SP"), digits=2)])
+    mlines = [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in ASSOC_ROLES]
+              + [Cell.of(_pick(rows, m, "SP"), digits=2)] for m in models]
+    avg2 = _average_row(mlines, models, pct_cols=(1, 2, 3))
+    body += mlines + ([avg2] if avg2 else [])
     t2 = Table(head, body, caption="Self-preference cultural bias on three-candidate trials (seed 000 Table 2 "
-                                   "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds.")
+                                   "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds."
+                                   + (" Average: unweighted mean over the models (n = models)." if avg2 else ""))
     countries = _countries(rows, "SP")
     t12_rows = []
     for m in models:
@@ -213,14 +247,19 @@ def render_association(rows, project) -> ReportSection:
             t12_rows.append([m, label] + [Cell.of(_pick(rows, m, metric, country=c), digits=digits)
                                           for c in countries])
     t12 = Table(["model", "metric"] + _with_n(rows, countries, "SP"), t12_rows, n_column=False,
-                caption="Per query country: SP with its CI, text silhouette (TS) and image silhouette (IS) (seed 000 "
-                        "Table 12 shape); n = trials per country. Hover ∞ or n/a for the reason; the CSV has every "
+                caption="Per query country: SP with its CI, text silhouette (TS, by the country's query language: "
+                        "countries sharing a language share its value) and image silhouette (IS, by culture) (seed "
+                        "000 Table 12 shape); n = trials per country. Hover ∞ or n/a for the reason; the CSV has every "
                         "CI and n (silhouettes: n = texts or images of the country).")
+    t11_lines = [[m, Cell.of(_pick(rows, m, "pearson_text_silhouette_SP"), digits=2),
+                  Cell.of(_pick(rows, m, "pearson_image_silhouette_SP"), digits=2)] for m in models]
+    avg11 = _average_row(t11_lines, models)
     t11 = Table(["model", "TSC (text silhouette vs SP)", "ISC (image silhouette vs SP)"],
-                [[m, Cell.of(_pick(rows, m, "pearson_text_silhouette_SP"), digits=2),
-                  Cell.of(_pick(rows, m, "pearson_image_silhouette_SP"), digits=2)] for m in models],
+                t11_lines + ([avg11] if avg11 else []),
                 caption="Pearson correlation of per-country silhouette with per-country SP (seed 000 Table 11 "
-                        "shape); n = countries.")
+                        "shape); n = countries. Text silhouettes are by query language (countries sharing a "
+                        "language share its value, as in Table 12). Average: the unweighted mean of the models' "
+                        "correlations (seed 000 App. N), n = models.")
     variants = sorted({r["group"]["variant"] for r in rows if set(r["group"]) == {"variant"}})
     vrows = []
     for m in models:
@@ -236,6 +275,9 @@ def render_association(rows, project) -> ReportSection:
                              "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
                              "language-biased (pink), irrelevant (grey)."))
     parts += [_table(t12), _table(t11)]
+    tlink = _prevalence_association_link(project, rows, models)
+    if tlink is not None:
+        parts.append(_table(tlink))
     if variants:
         parts.append(_table(tv))
     proj = _projection_figure(rows, models)
@@ -249,7 +291,47 @@ def render_association(rows, project) -> ReportSection:
     h, md = _parts(*parts)
     return ReportSection("Association bias (text→image, 3 candidates)", h, md,
                          {"table2": t2.csv_rows(), "table12": t12.csv_rows() + _country_ci_rows(rows, countries),
-                          "table11": t11.csv_rows(), "variants": tv.csv_rows()})
+                          "table11": t11.csv_rows(), "variants": tv.csv_rows(),
+                          **({"prevalence_link": tlink.csv_rows()} if tlink is not None else {})})
+
+
+def _prevalence_association_link(project, rows, models) -> Table | None:
+    """Seed 000 §6: "high DLBKL models tend toward high SP" — across the models with both a prevalence run
+    and this SP, the Pearson and Spearman correlation of DLBKL@10 (and LBKL@10) with SP (n = models).
+    None when no model has a prevalence run."""
+    if project is None:
+        return None
+    prev = load_results(project, suite="prevalence")
+    if not prev:
+        return None
+    lines = []
+    for metric in ("dlbkl@10", "lbkl@10"):
+        pairs = []
+        for m in models:
+            a, b = _pick(prev, m, metric), _pick(rows, m, "SP")
+            if a and b and math.isfinite(a["value"]) and math.isfinite(b["value"]):
+                pairs.append((m, a["value"], b["value"]))
+        used = ", ".join(m for m, _, _ in pairs)
+        if len(pairs) < 3:
+            reason = f"needs at least 3 models with a finite {metric.upper()} and SP (have {len(pairs)})"
+            lines.append([metric.upper(), Cell(None, n=len(pairs), reason=reason, digits=2),
+                          Cell(None, reason=reason, digits=3, p=True), Cell(None, n=len(pairs), reason=reason, digits=2),
+                          Cell(None, reason=reason, digits=3, p=True), used])
+            continue
+        x, y = [p[1] for p in pairs], [p[2] for p in pairs]
+        if np.std(x) == 0 or np.std(y) == 0:
+            reason = "constant across models"
+            lines.append([metric.upper(), Cell(None, n=len(pairs), reason=reason), Cell(None, reason=reason),
+                          Cell(None, n=len(pairs), reason=reason), Cell(None, reason=reason), used])
+            continue
+        pr, sr = sps.pearsonr(x, y), sps.spearmanr(x, y)
+        lines.append([metric.upper(), Cell(float(pr.statistic), n=len(pairs), digits=2),
+                      Cell(float(pr.pvalue), digits=3, p=True), Cell(float(sr.statistic), n=len(pairs), digits=2),
+                      Cell(float(sr.pvalue), digits=3, p=True), used])
+    return Table(["prevalence metric", "Pearson r with SP", "p", "Spearman ρ with SP", "p", "models"], lines,
+                 caption="Prevalence ↔ association across models (seed 000 §6: high-DLBKL models tend toward high "
+                         "SP): correlation over models of each model's DLBKL@10 / LBKL@10 (latest prevalence run) "
+                         "with its SP; n = models.")
 
 
 def _country_ci_rows(rows, countries) -> list[dict]:
@@ -324,11 +406,22 @@ def _example_trial(project, rows) -> tuple[str, str] | None:
 
 def render_descriptor(rows, project) -> ReportSection:
     models = _models(rows)
-    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES],
-               [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in DESC_ROLES] for m in models],
-               caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape): correct, "
+    t3_lines = [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in DESC_ROLES] for m in models]
+    avg3 = _average_row(t3_lines, models, pct_cols=tuple(range(1, len(DESC_ROLES) + 1)))
+    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES], t3_lines + ([avg3] if avg3 else []),
+               caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape), short "
+                       "descriptor query mention_<CC> (\"Train of Japan\" in the query language): correct, "
                        "object relevant language-biased, object relevant, descriptor relevant, language-biased, "
-                       "totally irrelevant.")
+                       "totally irrelevant." + (" Average: unweighted mean over the models (n = models)."
+                                                if avg3 else ""))
+    warnings = sorted({r["details"].get("warning") or r["details"].get("reason") for r in rows
+                       if r["metric"] == "M_cr" and not r["group"]
+                       and "mention_<CC>" in str(r["details"].get("warning") or r["details"].get("reason") or "")})
+    dvariants = sorted({r["group"]["variant"] for r in rows if set(r["group"]) == {"variant"}})
+    tdv = Table(["model", "query"] + [f"M_{x} (%)" for x in DESC_ROLES],
+                [[m, v] + [Cell.of(_pick(rows, m, f"M_{x}", **({} if v == "mention" else {"variant": v})), pct=True)
+                           for x in DESC_ROLES] for m in models for v in ["mention"] + dvariants],
+                caption="Short vs verbose descriptor queries (seed 000 App. S.2 shape).")
     countries = _countries(rows, "M_cr")
     chi_rows = []
     for m in models:
@@ -385,6 +478,10 @@ def render_descriptor(rows, project) -> ReportSection:
                               "helps most and the 5 where it helps least (by Δcr; all concepts in the CSV, seed 000 "
                               "Table 19 shape).")
     parts = [_table(t3)]
+    for w in warnings:
+        parts.append(_text(f'<p class="warning">{htmlmod.escape(w)}</p>', f"**Warning:** {w}"))
+    if dvariants:
+        parts.append(_table(tdv))
     if countries:
         parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country"),
                              "Win rates per query country (seed 000 Figure 7 shape)."))
@@ -395,7 +492,7 @@ def render_descriptor(rows, project) -> ReportSection:
     parts += [_table(t18), _table(t19_short if len(t19_rows) > 12 * len(models) else t19), _provenance_line(rows)]
     h, md = _parts(*parts)
     return ReportSection("Cultural-descriptor compliance (text→image, 6 candidates)", h, md,
-                         {"table3": t3.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
+                         {"table3": t3.csv_rows(), "variants": tdv.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
                           "drift_by_country": t18.csv_rows(), "drift_by_concept": t19.csv_rows()})
 
 

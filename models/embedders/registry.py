@@ -73,11 +73,37 @@ def _resolve(factory: Factory) -> Callable[..., Embedder]:
     return obj
 
 
+INSTRUCTION_KEYS = {"text": "text_instruction", "image": "image_instruction", "template": "instruction_template"}
+
+
+def split_instructions(spec: str) -> tuple[str, dict[str, str]]:
+    """``"openai:gme#text=@agnostic#image=Find…"`` → ``("openai:gme", {"text_instruction": "@agnostic", …})``.
+    Instructions follow the model spec after ``#``, one ``#key=value`` each (keys: text, image, template)."""
+    base, *parts = spec.split("#")
+    out: dict[str, str] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or key.strip() not in INSTRUCTION_KEYS:
+            raise CulturaError(f"Embedder spec part {'#' + part!r} must be #text=…, #image=… or #template=… "
+                               "(an instruction per modality, seed 000 App. U), e.g. "
+                               "'openai:gme-Qwen2-VL-2B#text=@agnostic'.")
+        out[INSTRUCTION_KEYS[key.strip()]] = value.replace("\\n", "\n")
+    return base.strip(), out
+
+
 def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, **options) -> Embedder:
     """Build the embedder named by ``spec`` (``"openclip:ViT-B-32/openai"``, ``"st:BAAI/bge-m3"``, ``"fake"``).
 
     ``default_family`` is used when ``spec`` has no known family prefix (e.g. a config value
     ``"BAAI/bge-m3"`` read with ``default_family="st"``). An :class:`Embedder` instance is returned as is.
+
+    Instructions (seed 000 App. U): ``SPEC#text=INSTRUCTION#image=INSTRUCTION#template={instruction}: {text}``
+    or the options ``text_instruction``, ``image_instruction``, ``instruction_template`` (``@retrieval`` and
+    ``@agnostic`` name the paper's prompts); they become part of the model's identity and cache key
+    (:meth:`Embedder.set_instructions`).
+
+    >>> get_embedder("fake:dim=4#text=@agnostic").identity
+    'fake:dim=4#instr=98aea73aded5'
     """
     if isinstance(spec, Embedder):
         return spec
@@ -85,7 +111,9 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
         raise CulturaError(f"An embedder spec must be a non-empty string like 'openclip:ViT-B-32/openai', "
                            f"got {spec!r}.")
     _load_entry_points()
-    spec = spec.strip()
+    spec, from_spec = split_instructions(spec.strip())
+    instr = {k: options.pop(k, None) for k in INSTRUCTION_KEYS.values()}
+    instr.update({k: v for k, v in from_spec.items()})
     family, sep, rest = spec.partition(":")
     if family not in _FACTORIES:
         if default_family and default_family in _FACTORIES:
@@ -98,6 +126,9 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     emb = factory(rest, **options)
     if not isinstance(emb, Embedder):
         raise CulturaError(f"Embedder family {family!r} returned {type(emb).__name__}, not an Embedder.")
+    if any(instr.values()):
+        emb.set_instructions(text=instr["text_instruction"], image=instr["image_instruction"],
+                             template=instr["instruction_template"])
     return emb
 
 

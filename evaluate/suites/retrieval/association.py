@@ -29,6 +29,8 @@ from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, per_trial_wins, project_2d,
                      sample_points)
 from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
+from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, pairwise_maxsim,
+                                              text_tokens_cached)
 
 NAME = "association"
 
@@ -51,10 +53,20 @@ def trial_similarities(project, embedder, trials) -> np.ndarray:
     """(trials × roles) cosine similarities of each trial's query with each of its candidate images."""
     if len(trials) == 0:
         return np.zeros((0, len(trials.roles)))
-    q = embed_texts(project, embedder, trials.texts)
-    flat = embed_images(project, embedder, trials.sha256.ravel().tolist())
-    imgs = flat.reshape(len(trials), len(trials.roles), -1)
-    return np.einsum("td,trd->tr", q, imgs).astype(float)
+    return query_image_scores(project, embedder, trials.texts, trials.sha256)
+
+
+def query_image_scores(project, embedder, texts, sha256: np.ndarray) -> np.ndarray:
+    """(n × r) score of ``texts[i]`` with each image ``sha256[i, j]``: cosine similarity, or MaxSim for a
+    late-interaction (multi-vector) embedder such as ColQwen (token matrices through the cache)."""
+    n, r = sha256.shape
+    if is_late_interaction(embedder):
+        q = text_tokens_cached(project, embedder, texts)
+        flat = image_tokens_cached(project, embedder, sha256.ravel().tolist())
+        return pairwise_maxsim([q[i] for i in range(n) for _ in range(r)], flat).reshape(n, r)
+    q = embed_texts(project, embedder, texts)
+    flat = embed_images(project, embedder, sha256.ravel().tolist())
+    return np.einsum("td,trd->tr", q, flat.reshape(n, r, -1)).astype(float)
 
 
 def win_rate_rows(suite: str, sims: np.ndarray, roles, *, group: dict, details: dict, n_resamples: int,

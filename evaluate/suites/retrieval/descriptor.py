@@ -26,8 +26,8 @@ import numpy as np
 from ...metrics.association import paired_chi2, similarity_drift
 from ..registry import Suite, row
 from .report import render_descriptor
-from .association import variant_trials, win_rate_rows
-from ...common import embed_images, embed_texts, mean_ci, per_trial_wins
+from .association import query_image_scores, variant_trials, win_rate_rows
+from ...common import mean_ci, per_trial_wins
 from ...data import DESCRIPTOR_ROLES, base_texts, query_variants, resolve_benchmark
 
 NAME = "descriptor"
@@ -124,11 +124,9 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
         base = base_texts(project, bench, trials, variant=BASE_VARIANT.get(variant, "short"))
         has = np.array([b is not None for b in base], dtype=bool)
         if has.any():
-            q0 = embed_texts(project, embedder, [b for b in base if b is not None])
-            imgs = embed_images(project, embedder, trials.sha256[has].ravel().tolist()).reshape(
-                int(has.sum()), len(roles), -1)
             sims0 = np.full(sims.shape, np.nan)
-            sims0[has] = np.einsum("td,trd->tr", q0, imgs)
+            sims0[has] = query_image_scores(project, embedder, [b for b in base if b is not None],
+                                            trials.sha256[has])
             delta = np.full(sims.shape, np.nan)
             delta[has] = similarity_drift(sims[has], sims0[has])
             ddet = {**det, "base_variant": BASE_VARIANT.get(variant, "short"),

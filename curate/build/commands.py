@@ -281,4 +281,66 @@ def import_ratings_cmd(ctx, path, image_column, country_column, score_column, as
     _import_result(r, "Ratings import", as_json)
 
 
+def _column_map(pairs) -> dict:
+    out = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k.strip() or not v.strip():
+            raise click.BadParameter(f"{p!r} must look like FIELD=COLUMN (e.g. query=text).", param_hint="--column")
+        out[k.strip()] = v.strip()
+    return out
+
+
+_column_option = click.option("--column", "column_map", multiple=True, metavar="FIELD=COLUMN",
+                              help="Name the column of a FIELD when the guess is wrong (repeatable): image, "
+                                   "concept, country; for trials also query, query_country, query_language, "
+                                   "descriptor_country, a role (cr, lb, ti, orlb, or, cdr), ROLE_country, "
+                                   "ROLE_concept.")
+
+
+@import_.command("3xcm")
+@click.argument("table_path", metavar="TABLE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--trials", is_flag=True, help="TABLE holds trials (one image column per role): import them as a "
+                                             "ready benchmark instead of images with their concept and country.")
+@click.option("--kind", type=click.Choice(["association", "descriptor"]),
+              help="With --trials: the benchmark kind (default: descriptor when an orlb column exists).")
+@click.option("--name", default="3xcm", show_default=True, help="With --trials: the benchmark name.")
+@click.option("--version", type=int, help="With --trials: the benchmark version (default: the next one).")
+@click.option("--images", "images_dir", type=click.Path(exists=True, file_okay=False),
+              help="Folder the table's image paths are relative to (default: the table's folder). Not needed "
+                   "when the images are embedded as bytes.")
+@_column_option
+@json_option
+@pass_ctx
+def import_3xcm_cmd(ctx, table_path, trials, kind, name, version, images_dir, column_map, as_json):
+    """Import the 3XCM release (seed 000) from a local Parquet/CSV/JSONL TABLE as published on the Hugging
+    Face hub (images embedded as bytes or named by path): its image table, or with --trials its RQ2/RQ3
+    trials as a benchmark the association/descriptor suites evaluate directly."""
+    from ..releases import import_3xcm_benchmark, import_3xcm_images
+
+    cols = _column_map(column_map)
+    if trials:
+        r = import_3xcm_benchmark(ctx.project, table_path, name=name, version=version, kind=kind,
+                                  images_dir=images_dir, columns=cols)
+    else:
+        r = import_3xcm_images(ctx.project, table_path, images_dir=images_dir, columns=cols)
+    _import_result(r, "3XCM import", as_json)
+
+
+@import_.command("globalrg-parquet")
+@click.argument("table_path", metavar="TABLE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--images", "images_dir", type=click.Path(exists=True, file_okay=False),
+              help="Folder for image paths (default: the table's folder); not needed for embedded bytes.")
+@_column_option
+@json_option
+@pass_ctx
+def import_globalrg_parquet_cmd(ctx, table_path, images_dir, column_map, as_json):
+    """Import GlobalRG-Retrieval as released (Parquet with the image bytes embedded, country/region,
+    concept)."""
+    from ..releases import import_globalrg_release
+
+    r = import_globalrg_release(ctx.project, table_path, images_dir=images_dir, columns=_column_map(column_map))
+    _import_result(r, "GlobalRG import", as_json)
+
+
 COMMANDS = [build, export, import_]

@@ -125,8 +125,10 @@ def language_forms(code: str, language: str) -> tuple[str, ...]:
 
 
 def _compile(w: str) -> re.Pattern:
+    """Latin-script cues match at a word start, each word of a several-word name with any ending (German
+    'den Vereinigten Staaten' names 'Vereinigte Staaten'); other scripts match anywhere."""
     if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
-        return re.compile(r"(?<![\w])" + re.escape(w), re.I)
+        return re.compile(r"(?<![\w])" + r"\w*\s+".join(re.escape(x) for x in w.split()), re.I)
     return re.compile(re.escape(w), re.I)
 
 

@@ -79,6 +79,8 @@ def test_descriptor_validation_needs_the_descriptor_in_the_query_language_and_no
     assert validate_text("una foto de un tren japonés", "tren", es) is None
     assert "descriptor JP missing" in validate_text("una foto de un tren", "tren", es)
     assert validate_text("ein japanischer Zug", "Zug", cue_patterns(allow=["JP"], language="de")) is None
+    # an inflected several-word name still names the country
+    assert validate_text("Bus aus den Vereinigten Staaten", "Bus", cue_patterns(allow=["US"], language="de")) is None
     # queries without a descriptor: a country named in the query language is a cue
     assert validate_text("ขอรูปรถบัสจีน", "รถบัส", cue_patterns(language="th")) == "culture cue 'จีน'"
 

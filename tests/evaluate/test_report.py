@@ -176,3 +176,15 @@ def test_every_evaluate_command_has_help():
                  ["evaluate", "suites"]):
         r = runner.invoke(cli, args + ["--help"])
         assert r.exit_code == 0 and len(r.output) > 80, args
+
+
+def test_model_averages_never_mix_benchmarks():
+    from cultura.evaluate.suites.retrieval.report import _average_rows
+
+    rows = [{"model_spec": f"m{i} · b@{v}", "benchmark": "b", "benchmark_version": v} for i, v in
+            ((1, 1), (2, 1), (3, 2))]
+    lines = [[r["model_spec"], Cell(x)] for r, x in zip(rows, (0.2, 0.4, 0.9))]
+    avg = _average_rows(lines, rows)
+    assert len(avg) == 1 and avg[0][0] == "Average (2 models) · b@1" and avg[0][1].value == pytest.approx(0.3)
+    lines[1][1] = Cell(float("inf"))
+    assert _average_rows(lines, rows)[0][1].value is None  # an infinite SP makes the average undefined

@@ -64,18 +64,29 @@ def model_average(cells: list[Cell], models: list[str], *, pct: bool = False, di
     return Cell(float(np.mean([c.value for c in cells])), n=len(cells), pct=pct, digits=digits)
 
 
-def _average_row(lines: list[list], models: list[str], *, label_cols: int = 1, pct_cols=(), digits=3) -> list:
-    """An "Average (k models)" line under ``lines`` (one per model, Cells after ``label_cols`` labels)."""
-    if len(lines) < 2:
-        return []
-    out = [f"Average ({len(lines)} models)"] + [""] * (label_cols - 1)
-    for j in range(label_cols, len(lines[0])):
-        cells = [line[j] for line in lines]
-        if not all(isinstance(c, Cell) for c in cells):
-            out.append("")
+def _average_rows(lines: list[list], rows, *, label_cols: int = 1, pct_cols=()) -> list[list]:
+    """"Average (k models)" lines under ``lines`` (one per model, Cells after ``label_cols`` labels): one per
+    benchmark (models evaluated on different benchmarks or versions are never averaged together), for every
+    benchmark with at least two models."""
+    bench = {}
+    for r in rows:
+        bench.setdefault(model_label(r), f"{r.get('benchmark')}@{r.get('benchmark_version')}")
+    groups: dict[str, list] = {}
+    for line in lines:
+        groups.setdefault(bench.get(line[0], ""), []).append(line)
+    out = []
+    for b, mine in groups.items():
+        if len(mine) < 2:
             continue
-        out.append(model_average(cells, [line[0] for line in lines], pct=j in pct_cols,
-                                 digits=cells[0].digits))
+        label = f"Average ({len(mine)} models)" + (f" · {b}" if len(groups) > 1 else "")
+        avg = [label] + [""] * (label_cols - 1)
+        for j in range(label_cols, len(mine[0])):
+            cells = [line[j] for line in mine]
+            if not all(isinstance(c, Cell) for c in cells):
+                avg.append("")
+                continue
+            avg.append(model_average(cells, [line[0] for line in mine], pct=j in pct_cols, digits=cells[0].digits))
+        out.append(avg)
     return out
 
 
@@ -146,10 +157,10 @@ def render_prevalence(rows, project) -> ReportSection:
     models = _models(rows)
     t1_lines = [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
                  Cell.of(_pick(rows, m, "dlbkl@10")), Cell.of(_pick(rows, m, "ndcg@10"))] for m in models]
-    avg = _average_row(t1_lines, models)
-    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + ([avg] if avg else []),
+    avg = _average_rows(t1_lines, rows)
+    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + avg,
                caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
-                       + (" Average: unweighted mean over the models (n = models)." if avg else ""))
+                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else ""))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
     for k in ks:
@@ -235,11 +246,11 @@ def render_association(rows, project) -> ReportSection:
                     + [Cell.of(base, digits=2)])
     mlines = [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in ASSOC_ROLES]
               + [Cell.of(_pick(rows, m, "SP"), digits=2)] for m in models]
-    avg2 = _average_row(mlines, models, pct_cols=(1, 2, 3))
-    body += mlines + ([avg2] if avg2 else [])
+    avg2 = _average_rows(mlines, rows, pct_cols=(1, 2, 3))
+    body += mlines + avg2
     t2 = Table(head, body, caption="Self-preference cultural bias on three-candidate trials (seed 000 Table 2 "
                                    "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds."
-                                   + (" Average: unweighted mean over the models (n = models)." if avg2 else ""))
+                                   + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg2 else ""))
     countries = _countries(rows, "SP")
     t12_rows = []
     for m in models:
@@ -253,9 +264,8 @@ def render_association(rows, project) -> ReportSection:
                         "CI and n (silhouettes: n = texts or images of the country).")
     t11_lines = [[m, Cell.of(_pick(rows, m, "pearson_text_silhouette_SP"), digits=2),
                   Cell.of(_pick(rows, m, "pearson_image_silhouette_SP"), digits=2)] for m in models]
-    avg11 = _average_row(t11_lines, models)
-    t11 = Table(["model", "TSC (text silhouette vs SP)", "ISC (image silhouette vs SP)"],
-                t11_lines + ([avg11] if avg11 else []),
+    avg11 = _average_rows(t11_lines, rows)
+    t11 = Table(["model", "TSC (text silhouette vs SP)", "ISC (image silhouette vs SP)"], t11_lines + avg11,
                 caption="Pearson correlation of per-country silhouette with per-country SP (seed 000 Table 11 "
                         "shape); n = countries. Text silhouettes are by query language (countries sharing a "
                         "language share its value, as in Table 12). Average: the unweighted mean of the models' "
@@ -407,12 +417,12 @@ def _example_trial(project, rows) -> tuple[str, str] | None:
 def render_descriptor(rows, project) -> ReportSection:
     models = _models(rows)
     t3_lines = [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in DESC_ROLES] for m in models]
-    avg3 = _average_row(t3_lines, models, pct_cols=tuple(range(1, len(DESC_ROLES) + 1)))
-    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES], t3_lines + ([avg3] if avg3 else []),
+    avg3 = _average_rows(t3_lines, rows, pct_cols=tuple(range(1, len(DESC_ROLES) + 1)))
+    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES], t3_lines + avg3,
                caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape), short "
                        "descriptor query mention_<CC> (\"Train of Japan\" in the query language): correct, "
                        "object relevant language-biased, object relevant, descriptor relevant, language-biased, "
-                       "totally irrelevant." + (" Average: unweighted mean over the models (n = models)."
+                       "totally irrelevant." + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)."
                                                 if avg3 else ""))
     warnings = sorted({r["details"].get("warning") or r["details"].get("reason") for r in rows
                        if r["metric"] == "M_cr" and not r["group"]

@@ -35,8 +35,8 @@ def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
     for title in ("Prevalence bias", "Association bias", "Cultural-descriptor compliance", "Runs &amp; provenance"):
         assert title in html
     for shape in ("Table 1 shape", "Table 8 shape", "Table 2 shape", "Table 12 shape", "Table 11 shape",
-                  "Table 3 shape", "Table 15 shape", "Table 18 shape", "Figure 5 shape", "Figure 6 shape",
-                  "Figure 7 shape"):
+                  "Table 13 shape", "Table 14 shape", "Table 3 shape", "Table 15 shape", "Table 18 shape",
+                  "Figure 5 shape", "Figure 6 shape", "Figure 7 shape", "Figure 18 shape", "Figure 19 shape"):
         assert shape in html, shape
     # self-contained: figures and example images are data URIs, nothing is fetched
     uris = re.findall(r'src="([^"]+)"', html)

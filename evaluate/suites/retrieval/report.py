@@ -284,7 +284,19 @@ def render_association(rows, project) -> ReportSection:
         parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country"),
                              "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
                              "language-biased (pink), irrelevant (grey)."))
-    parts += [_table(t12), _table(t11)]
+    t13 = Table(["model", "metric"] + _with_n(rows, countries, "SP"),
+                [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
+                 for m in models for x in ASSOC_ROLES], n_column=False,
+                caption="Win rates per query country (seed 000 Table 13 shape).")
+    parts += [_table(t12), _table(t13), _table(t11)]
+    fig18 = _silhouette_figure(rows, models, countries)
+    if fig18:
+        parts.append(_figure(fig18, "Per-country SP against text silhouette (by language) and image silhouette, "
+                                    "with the Pearson r of Table 11 (seed 000 Figure 18 shape)."))
+    fig19 = _random_baseline_figure(base)
+    if fig19:
+        parts.append(_figure(fig19, "SP of the random baseline in each of its rounds (seed 000 App. R, Figure 19 "
+                                    "shape): uniformly random candidates give SP ≈ 1."))
     tlink = _prevalence_association_link(project, rows, models)
     if tlink is not None:
         parts.append(_table(tlink))
@@ -301,6 +313,7 @@ def render_association(rows, project) -> ReportSection:
     h, md = _parts(*parts)
     return ReportSection("Association bias (text→image, 3 candidates)", h, md,
                          {"table2": t2.csv_rows(), "table12": t12.csv_rows() + _country_ci_rows(rows, countries),
+                          "table13": t13.csv_rows(),
                           "table11": t11.csv_rows(), "variants": tv.csv_rows(),
                           **({"prevalence_link": tlink.csv_rows()} if tlink is not None else {})})
 
@@ -342,6 +355,53 @@ def _prevalence_association_link(project, rows, models) -> Table | None:
                  caption="Prevalence ↔ association across models (seed 000 §6: high-DLBKL models tend toward high "
                          "SP): correlation over models of each model's DLBKL@10 / LBKL@10 (latest prevalence run) "
                          "with its SP; n = models.")
+
+
+def _silhouette_figure(rows, models, countries) -> str | None:
+    pts = []
+    for m in models:
+        for kind in ("text", "image"):
+            xy = [((_pick(rows, m, f"{kind}_silhouette", country=c) or {}).get("value"),
+                   (_pick(rows, m, "SP", country=c) or {}).get("value"), c) for c in countries]
+            xy = [(a, b, c) for a, b, c in xy if a is not None and b is not None and math.isfinite(a)
+                  and math.isfinite(b)]
+            if xy:
+                pts.append((m, kind, xy))
+    if not pts:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(len(models), 2, figsize=(9, 3.2 * len(models)), squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for m, kind, xy in pts:
+        ax = axes[models.index(m), 0 if kind == "text" else 1]
+        ax.axis("on")
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18)
+        for a, b, c in xy:
+            ax.annotate(c, (a, b), fontsize=7, xytext=(2, 2), textcoords="offset points")
+        r = _pick(rows, m, f"pearson_{kind}_silhouette_SP")
+        rv = r["value"] if r and r["value"] is not None and math.isfinite(r["value"]) else None
+        ax.set_title(f"{m} — {kind} silhouette (r = {rv:.2f})" if rv is not None else f"{m} — {kind} silhouette",
+                     fontsize=8)
+        ax.set_xlabel(f"{kind} silhouette")
+        ax.set_ylabel("SP")
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+def _random_baseline_figure(base) -> str | None:
+    rounds = (base or {}).get("details", {}).get("sp_rounds") if base else None
+    if not rounds:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 2.6))
+    ax.bar(range(1, len(rounds) + 1), rounds, color="#9a9a9a")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("round")
+    ax.set_ylabel("SP")
+    ax.set_ylim(0, max(1.5, max(rounds) * 1.1))
+    fig.tight_layout()
+    return figure_uri(fig)
 
 
 def _country_ci_rows(rows, countries) -> list[dict]:
@@ -495,14 +555,18 @@ def render_descriptor(rows, project) -> ReportSection:
     if countries:
         parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country"),
                              "Win rates per query country (seed 000 Figure 7 shape)."))
-    parts += [_table(t15), _table(t16)]
+    t14 = Table(["model", "metric"] + _with_n(rows, countries, "M_cr"),
+                [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
+                 for m in models for x in DESC_ROLES], n_column=False,
+                caption="Six-category win rates per query country (seed 000 Table 14 shape).")
+    parts += [_table(t14), _table(t15), _table(t16)]
     if countries:
         parts.append(_figure(_drift_heatmap(rows, models, countries), "Similarity drift ×100 per category and "
                                                                        "query country."))
     parts += [_table(t18), _table(t19_short if len(t19_rows) > 12 * len(models) else t19), _provenance_line(rows)]
     h, md = _parts(*parts)
     return ReportSection("Cultural-descriptor compliance (text→image, 6 candidates)", h, md,
-                         {"table3": t3.csv_rows(), "variants": tdv.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
+                         {"table3": t3.csv_rows(), "table14": t14.csv_rows(), "variants": tdv.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
                           "drift_by_country": t18.csv_rows(), "drift_by_concept": t19.csv_rows()})
 
 

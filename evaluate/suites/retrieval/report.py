@@ -16,7 +16,6 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from ...results import load_results
 from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 
 ASSOC_ROLES = ("cr", "lb", "ti")
@@ -324,16 +323,23 @@ def _prevalence_association_link(project, rows, models) -> Table | None:
     None when no model has a prevalence run."""
     if project is None:
         return None
-    prev = load_results(project, suite="prevalence")
+    # read from the result tables (areas talk through tables): each model's newest done prevalence run
+    prev: dict[tuple[str, str], float] = {}
+    for r in project.db.query(
+            "SELECT r.model, e.metric, e.value FROM eval_results e JOIN eval_runs r ON r.id = e.run_id "
+            "WHERE r.status = 'done' AND r.suite = 'prevalence' AND e.metric IN ('dlbkl@10', 'lbkl@10') "
+            "AND e.\"group\" = '{}' ORDER BY r.id"):
+        prev[(r["model"], r["metric"])] = float("nan") if r["value"] is None else float(r["value"])
     if not prev:
         return None
     lines = []
     for metric in ("dlbkl@10", "lbkl@10"):
         pairs = []
         for m in models:
-            a, b = _pick(prev, m, metric), _pick(rows, m, "SP")
-            if a and b and math.isfinite(a["value"]) and math.isfinite(b["value"]):
-                pairs.append((m, a["value"], b["value"]))
+            b = _pick(rows, m, "SP")
+            a = prev.get((b["model"], metric)) if b else None
+            if a is not None and math.isfinite(a) and math.isfinite(b["value"]):
+                pairs.append((m, a, b["value"]))
         used = ", ".join(m for m, _, _ in pairs)
         if len(pairs) < 3:
             reason = f"needs at least 3 models with a finite {metric.upper()} and SP (have {len(pairs)})"
@@ -353,7 +359,7 @@ def _prevalence_association_link(project, rows, models) -> Table | None:
                       Cell(float(sr.pvalue), digits=3, p=True), used])
     return Table(["prevalence metric", "Pearson r with SP", "p", "Spearman ρ with SP", "p", "models"], lines,
                  caption="Prevalence ↔ association across models (seed 000 §6: high-DLBKL models tend toward high "
-                         "SP): correlation over models of each model's DLBKL@10 / LBKL@10 (latest prevalence run) "
+                         "SP): correlation over models of each model's DLBKL@10 / LBKL@10 (its newest prevalence run) "
                          "with its SP; n = models.")
 
 

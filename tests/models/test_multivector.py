@@ -3,7 +3,6 @@ OpenAI-compatible endpoint (a local stub speaking the wire protocol: the code pa
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -174,12 +174,13 @@ class Embedder:
 
     # -- public API -----------------------------------------------------------------------------------
     def embed_images(self, images: Sequence[Any]) -> np.ndarray:
-        """Embed PIL images; returns an ``(len(images), dim)`` float32 array with unit-norm rows."""
+        """Embed PIL images; returns an ``(len(images), dim)`` float32 array with unit-norm rows. Every
+        image is bounded by :func:`safe_image` first (no model preprocessing sees a thin strip)."""
         if not self.supports_images:
             raise ModelCapabilityError(
                 f"Model {self.identity!r} embeds text only. Use an image-text model for images "
                 "(e.g. 'openclip:ViT-B-32/openai' or 'st:TEXT_MODEL+clip-ViT-B-32').")
-        return self._run(list(images), self._embed_image_batch, "image", "Embedding images")
+        return self._run([safe_image(im) for im in images], self._embed_image_batch, "image", "Embedding images")
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Embed strings; returns an ``(len(texts), dim)`` float32 array with unit-norm rows."""
@@ -227,6 +228,35 @@ class Embedder:
     def reset_stats(self) -> None:
         for k in self.stats:
             self.stats[k] = 0
+
+
+#: No model preprocessing sees an image whose longer side is more than this many times its shorter one, or
+#: with more than SAFE_MAX_PIXELS pixels: a 64 x 1,000,000 strip (allowed by the pixel cap) would otherwise
+#: be resized by CLIP-style preprocessing to 224 x 3,500,000 (GBs of memory).
+SAFE_MAX_ASPECT = 10.0
+SAFE_MAX_PIXELS = 40_000_000
+
+
+def safe_image(im: Any) -> Any:
+    """``im`` bounded for model preprocessing: an extreme strip is centre-cropped to an aspect ratio of
+    :data:`SAFE_MAX_ASPECT` (what the models' own resize-and-centre-crop keeps anyway) and a huge image is
+    shrunk to :data:`SAFE_MAX_PIXELS`. Ordinary images are returned unchanged (same object, same pixels,
+    so their embeddings do not change). Anything that is not a PIL image passes through."""
+    size = getattr(im, "size", None)
+    if not (isinstance(size, tuple) and len(size) == 2 and hasattr(im, "crop")):
+        return im
+    w, h = size
+    if min(w, h) <= 0:
+        return im
+    if max(w, h) > SAFE_MAX_ASPECT * min(w, h):
+        keep = max(1, int(SAFE_MAX_ASPECT * min(w, h)))
+        box = ((w - keep) // 2, 0, (w - keep) // 2 + keep, h) if w > h else (0, (h - keep) // 2, w, (h - keep) // 2 + keep)
+        im = im.crop(box)
+        w, h = im.size
+    if w * h > SAFE_MAX_PIXELS:
+        scale = (SAFE_MAX_PIXELS / (w * h)) ** 0.5
+        im = im.resize((max(1, int(w * scale)), max(1, int(h * scale))), reducing_gap=2.0)
+    return im
 
 
 def normalize(x: np.ndarray) -> np.ndarray:

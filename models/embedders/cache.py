@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ...errors import CulturaError
-from .base import PROGRESS_MIN_ITEMS, Embedder, _progress
+from .base import PROGRESS_MIN_ITEMS, Embedder, _progress, safe_image
 
 SQL_CHUNK = 500          # keys per SELECT … IN (…)
 
@@ -120,6 +120,7 @@ def _image_loader(project) -> Callable[[list[str]], list]:
             try:
                 with Image.open(p) as im:
                     im.load()
+                    im = safe_image(im)  # bounded before the RGB copy and any model preprocessing
                     out.append(im.convert("RGB") if im.mode not in ("RGB", "L") else im.copy())
             except (OSError, ValueError) as e:
                 raise CulturaError(f"Image {s} at {p} cannot be read ({e}). Re-run 'cultura download' to "

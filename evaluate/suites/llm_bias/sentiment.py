@@ -10,7 +10,9 @@ Table 8 prompt (``templates/prompts/camellia_sentiment.j2``, greedy), and false 
 ``ΔFN = FN(Western) − FN(local)`` and ``ΔFP = FP(Western) − FP(local)`` are counts, averaged over ``seeds``
 sampling runs (the seed uses 3 runs of 50). ΔFN > 0: Western entities draw more negativity; ΔFP < 0: local
 entities draw more positivity. The CI is a bootstrap over contexts of the summed per-context differences.
-Leaderboards (Tables 15–16) rank by ``|Δ|``. Replies without a 0/1/2 are counted as ``invalid``, not as FN/FP.
+Leaderboards (Tables 15–16) rank by ``|Δ|``. Replies that name no label (or several) are ``invalid``, not
+FN/FP: each is kept with its reason in the row's ``invalid_replies`` (and counted per reason in
+``invalid_reasons``).
 
 >>> parse_sentiment("The sentiment is 2 (negative)")
 'negative'
@@ -28,19 +30,55 @@ from .contexts import by_language, fill, list_contexts
 from .entities import entity_sets
 from ....models.generators import generate_cached, get_generator
 
+MAX_INVALID_KEPT = 50  # unparseable replies kept verbatim per language (all are counted)
 LABELS = {"0": "neutral", "1": "positive", "2": "negative"}
-_DIGIT = re.compile(r"(?<!\d)([012])(?!\d)")
-_WORDS = {"neutral": "neutral", "positive": "positive", "negative": "negative"}
+_WORD_LABELS = {v: v for v in LABELS.values()}
+# the key of the Table 8 prompt, when a reply echoes it: "0 = neutral", "1: positive", ...
+_KEY_ENTRY = re.compile(r"(?<!\d)([012])\s*[=:]\s*(neutral|positive|negative)\b", re.I)
+# the range of the question, "(0-2)", "0–2", "0 to 2": never an answer
+_RANGE = re.compile(r"\(?\s*0\s*(?:-|–|—|to)\s*2\s*\)?", re.I)
+_QUESTION = re.compile(r"sentiment of this sentence is\s*(?:\(?\s*0\s*(?:-|–|—|to)\s*2\s*\)?)?\s*:?", re.I)
+_DIGIT = re.compile(r"(?<![\d.])([012])(?![\d.]*\d)")
+_WORD = re.compile(r"\b(neutral|positive|negative)\b", re.I)
+
+
+def parse_sentiment_reply(reply: str) -> tuple[str | None, str | None]:
+    """``(label, None)`` for the answer of a reply to the Table 8 prompt, or ``(None, reason)``.
+
+    The answer, not the key: an echoed question ("... the sentiment of this sentence is (0-2):") is cut off
+    and only what follows it is read; the range "(0-2)" and echoed key entries ("0 = neutral") are never read as
+    answers. What remains must name one label, by digit (0/1/2) or word (neutral/positive/negative); a digit and
+    a word that agree ("2 (negative)") are one answer; two different labels are ambiguous.
+
+    >>> parse_sentiment_reply("Given the above key, the sentiment of this sentence is (0-2): 2")
+    ('negative', None)
+    >>> parse_sentiment_reply("1 or 2")
+    (None, 'ambiguous: the reply names positive and negative')
+    """
+    text = reply or ""
+    if not text.strip():
+        return None, "empty reply"
+    q = list(_QUESTION.finditer(text))
+    if q:
+        text = text[q[-1].end():]
+    keys = _KEY_ENTRY.findall(text)
+    key_echo = {(d, w.lower()) for d, w in keys if LABELS[d] == w.lower()}
+    if len(key_echo) == 3:      # the whole key is echoed: its entries are not answers
+        text = _KEY_ENTRY.sub(" ", text)
+    text = _RANGE.sub(" ", text)
+    labels = [LABELS[m.group(1)] for m in _DIGIT.finditer(text)]
+    labels += [_WORD_LABELS[m.group(1).lower()] for m in _WORD.finditer(text)]
+    found = list(dict.fromkeys(labels))
+    if not found:
+        return None, "no 0/1/2 or sentiment word in the reply"
+    if len(found) > 1:
+        return None, f"ambiguous: the reply names {' and '.join(found)}"
+    return found[0], None
 
 
 def parse_sentiment(reply: str) -> str | None:
-    """The first 0/1/2 digit of a reply as a label (or the first label word); None when there is none."""
-    m = _DIGIT.search(reply or "")
-    if m:
-        return LABELS[m.group(1)]
-    low = (reply or "").lower()
-    hits = [(low.find(w), lab) for w, lab in _WORDS.items() if w in low]
-    return min(hits)[1] if hits else None
+    """The label a reply answers (:func:`parse_sentiment_reply`), None when it names none or several."""
+    return parse_sentiment_reply(reply)[0]
 
 
 def language_name(project, code: str) -> str:
@@ -67,6 +105,8 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
     for lang, cs in by_language(ctxs, english=english).items():
         per_ctx = {c["id"]: np.zeros(4) for c in cs}      # fn_l, fn_w, fp_l, fp_w summed over seeds
         invalid = n_sent = 0
+        reasons: dict[str, int] = {}
+        bad: list[dict] = []
         for seed in seeds:
             jobs = []
             for c in cs:
@@ -81,10 +121,14 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
                         jobs.append((c, side, prompt))
             replies = generate_cached(project, gen, [p for _, _, p in jobs])
             for (c, side, _), reply in zip(jobs, replies):
-                pred = parse_sentiment(reply)
+                pred, why = parse_sentiment_reply(reply)
                 n_sent += side == "local"
                 if pred is None:
                     invalid += 1
+                    reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
+                    if len(bad) < MAX_INVALID_KEPT:
+                        bad.append({"context_id": c["id"], "side": side, "seed": seed, "reply": reply[:200],
+                                    "reason": why})
                     continue
                 gold = c["sentiment"]
                 off = 0 if side == "local" else 1
@@ -96,7 +140,7 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
         row = {"language": lang, "fn_local": float(tot[0]), "fn_western": float(tot[1]), "fp_local": float(tot[2]),
                "fp_western": float(tot[3]), "delta_fn": float(dfn.sum()), "delta_fp": float(dfp.sum()),
                "n_contexts": len(cs), "n_sentences": n_sent // max(len(seeds), 1), "invalid": invalid,
-               "english": english}
+               "invalid_reasons": reasons, "invalid_replies": bad, "english": english}
         for name, d in (("delta_fn", dfn), ("delta_fp", dfp)):
             if len(d) >= 2 and np.ptp(d) > 0:
                 ci = bootstrap_ci(d, np.sum, n_boot=n_resamples, seed=0)

@@ -103,7 +103,9 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
                 rows.append(row(NAME, m, s[m], ci_low=lo, ci_high=hi, n=s["n_contexts"], group=g,
                                 details={**det, "fn_local": s["fn_local"], "fn_western": s["fn_western"],
                                          "fp_local": s["fp_local"], "fp_western": s["fp_western"],
-                                         "invalid": s["invalid"], "n_sentences": s["n_sentences"],
+                                         "invalid": s["invalid"], "invalid_reasons": s["invalid_reasons"],
+                                         "invalid_replies": s["invalid_replies"][:10],
+                                         "n_sentences": s["n_sentences"],
                                          "seeds": seeds}))
         for q in extractive_qa(project, gen, language=lang, n_entities=n_ent, seed=seeds[0] if seeds else 0,
                                english=english, n_resamples=n_res):

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from cultura.evaluate.suites.llm_bias import import_contexts, import_entities
+from tests.fakes.tiny_lm import tiny_lm  # noqa: F401
 
 
 def _write_jsonl(path, rows):
@@ -60,3 +61,72 @@ def test_unparseable_replies_are_rows_with_a_reason(project, tmp_path, openai_st
     assert r["fn_local"] == 1          # the echoed "(0-2): 2" is negative, not the 0 of "(0-2)"
     assert r["invalid"] == 1 and r["invalid_reasons"] == {"no 0/1/2 or sentiment word in the reply": 1}
     assert r["invalid_replies"][0]["side"] == "western" and r["invalid_replies"][0]["reply"] == "Hmm, hard to say."
+
+
+# -- 2. CBS scores the completed context; both scorers condition on a start token the same way ------------
+
+def test_default_score_is_the_completed_context_log_likelihood(tiny_lm):  # noqa: F811
+    import torch
+
+    from cultura.models.scorers import DEFAULT_MODE, get_scorer
+
+    assert DEFAULT_MODE == "sentence"
+    s = get_scorer(f"hf:{tiny_lm}")
+    tok, model = s.loaded[0], s.loaded[1]
+
+    def by_hand(text):
+        ids = [tok.eos_token_id] + tok(text, add_special_tokens=False)["input_ids"]   # GPT-2: BOS = EOS
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([ids])).logits[0], -1)
+        return sum(lp[i - 1, ids[i]].item() for i in range(1, len(ids)))
+
+    (v,) = s.score([("I ate [MASK] today in Kyoto.", "sushi")])
+    assert v == pytest.approx(by_hand("I ate sushi today in Kyoto."), abs=1e-4)
+    # the text after [MASK] counts by default (prefix mode ignores it)
+    a, b = s.score([("I ate [MASK] today in Kyoto.", "sushi"), ("I ate [MASK] in Rome.", "sushi")])
+    pa, pb = s.score([("I ate [MASK] today in Kyoto.", "sushi"), ("I ate [MASK] in Rome.", "sushi")], mode="prefix")
+    assert pa == pytest.approx(pb) and a != pytest.approx(b)
+    # a context opening with [MASK]: P(entity … | BOS), a number, in both modes
+    (m,) = s.score([("[MASK] is tasty.", "sushi")])
+    assert m == pytest.approx(by_hand("sushi is tasty."), abs=1e-4)
+
+
+def test_mask_first_context_same_rule_in_both_scorers(tiny_lm, openai_stub, monkeypatch):  # noqa: F811
+    from cultura.models.scorers import NO_START_REASON, get_scorer
+
+    def echo(req):   # one token per character, no BOS: the first token has no log-probability
+        choices = []
+        for i, p in enumerate(req["prompt"]):
+            lps = [None] + [-0.1 * (1 + (ord(c) % 3)) for c in p[1:]]
+            choices.append({"index": i, "text": p, "finish_reason": "length", "logprobs": {
+                "tokens": list(p), "token_logprobs": lps, "text_offset": list(range(len(p))), "top_logprobs": None}})
+        return {"id": "c", "object": "text_completion", "created": 0, "model": req["model"], "choices": choices,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}}
+    openai_stub.responder = echo
+    # no start token: a failure with the same reason in both modes (not a silent number)
+    for mode in ("sentence", "prefix"):
+        (lp, _, reason), = get_scorer("openai:stub-lm").score_pairs(
+            __import__("cultura.models.scorers", fromlist=["to_pairs"]).to_pairs([("[MASK] is tasty.", "sushi")],
+                                                                                  mode))
+        assert lp is None and reason == NO_START_REASON
+    # with a start token the first token is conditioned on it
+    s = get_scorer("openai:stub-lm?bos=^")
+    (v,) = s.score([("[MASK] is tasty.", "sushi")])
+    assert v == pytest.approx(sum(-0.1 * (1 + (ord(c) % 3)) for c in "sushi is tasty."))
+    assert s.identity.endswith("?bos=^")
+    assert openai_stub.requests[-1]["prompt"] == ["^sushi is tasty."]
+    # the HF scorer: the same reason when its tokenizer has no BOS/EOS token to condition on
+    hf = get_scorer(f"hf:{tiny_lm}")
+    tok, model, dev, path = hf.loaded
+
+    class NoStartTokenizer:    # the same tokenizer without BOS/EOS tokens
+        bos_token_id = eos_token_id = None
+        pad_token_id = 0
+
+        def __call__(self, *a, **kw):
+            return tok(*a, **kw)
+    monkeypatch.setattr(type(hf), "loaded", property(lambda self: (NoStartTokenizer(), model, dev, path)))
+    (lp, _, reason), = hf.score_pairs([("", "sushi is tasty.")])
+    assert lp is None and reason == NO_START_REASON
+    (lp, _, reason), = hf.score_pairs([("I ate", " sushi")])
+    assert lp is not None and reason is None

@@ -1,8 +1,9 @@
 """Cultural Bias Score per context, aggregated per entity type, language and context kind (seed 001 §4.1).
 
 For each masked context ``c`` of type ``D`` in language ``L``, every accepted local entity ``a_i`` and
-Western entity ``b_j`` of type ``D`` in ``L`` is scored by the LLM (log P of the entity filling ``[MASK]``,
-see :mod:`.scorers`), and
+Western entity ``b_j`` of type ``D`` in ``L`` is scored by the LLM (by default the log-likelihood of the
+context completed with the entity, ``mode="sentence"``; ``mode="prefix"`` scores the entity given the text
+before ``[MASK]`` only; see :mod:`cultura.models.scorers`), and
 
     CBS(c) = (1/(|A||B|)) sum_i sum_j [P(b_j | c) > P(a_i | c)]
 
@@ -24,11 +25,11 @@ import numpy as np
 from ...metrics import cultural_bias_score
 from .contexts import list_contexts
 from .entities import entity_sets
-from ....models.scorers import LogProbScorer, get_scorer, score_cached
+from ....models.scorers import DEFAULT_MODE, LogProbScorer, get_scorer, score_cached
 
 
 def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | None = None,
-                   kind: str | None = None, type: str | None = None, mode: str = "prefix",
+                   kind: str | None = None, type: str | None = None, mode: str = DEFAULT_MODE,
                    english: bool = False) -> list[dict]:
     """One row per scorable context: ``context_id, language (of the culture), test_language, country, kind,
     type, cbs, n_local, n_western, n_failed`` (``cbs`` NaN with ``reason`` when a side has no entities).
@@ -85,7 +86,7 @@ def cbs_summary(rows: list[dict], *, by=("language", "type", "kind"), n_resample
 
 
 def compute_cbs(project, scorer, *, language: str | None = None, kind: str | None = None,
-                type: str | None = None, mode: str = "prefix", english: bool = False,
+                type: str | None = None, mode: str = DEFAULT_MODE, english: bool = False,
                 by=("language", "type", "kind"), n_resamples: int = 1000, seed: int = 0) -> dict:
     """:func:`cbs_by_context` then :func:`cbs_summary`; returns ``{"contexts": [...], "summary": [...]}``."""
     per = cbs_by_context(project, scorer, language=language, kind=kind, type=type, mode=mode, english=english)

@@ -17,20 +17,11 @@ from pathlib import Path
 
 from ....db import now
 from ....errors import CulturaError
+from ....models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
 
-MASK = "[MASK]"
 KINDS = ("grounded", "neutral", "qa")
 SENTIMENTS = ("positive", "negative", "neutral")
 _SENTIMENT_ALIASES = {"0": "neutral", "1": "positive", "2": "negative", "pos": "positive", "neg": "negative"}
-
-
-def split_mask(text: str) -> tuple[str, str]:
-    """``(before, after)`` the single ``[MASK]`` of ``text``; an error unless it occurs exactly once."""
-    n = text.count(MASK)
-    if n != 1:
-        raise CulturaError(f"A context needs exactly one {MASK}, found {n} in {text[:60]!r}.")
-    before, _, after = text.partition(MASK)
-    return before, after
 
 
 def fill(text: str, entity: str) -> str:

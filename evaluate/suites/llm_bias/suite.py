@@ -9,7 +9,7 @@ English contexts (Figure 12), ``delta_fn`` / ``delta_fp`` (sentiment association
 The runner hands every suite an embedder; this suite does not use it. The LLM comes from the options
 (``--option llm.llm=hf:MODEL``) or the project config (``[evaluate.llm] llm = "hf:MODEL"``). Options:
 ``llm`` (scorer spec, required), ``generator`` (spec for sentiment/QA; default: the scorer's spec when it
-is ``hf:`` or ``openai:``; ``none`` to skip), ``mode`` (prefix|sentence), ``languages`` (list),
+is ``hf:`` or ``openai:``; ``none`` to skip), ``mode`` (``sentence``, the default: the completed context's log-likelihood; or ``prefix``), ``languages`` (list),
 ``english`` (score parallel English too, default true), ``n_entities`` (50), ``seeds`` ([0, 1, 2]),
 ``n_resamples`` (1000), ``coverage`` (default true).
 """
@@ -33,7 +33,7 @@ def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]
     from .cbs import compute_cbs
     from .contexts import list_contexts
     from .entities import list_entities
-    from ....models.scorers import get_scorer
+    from ....models.scorers import DEFAULT_MODE, get_scorer
 
     o = _opts(project, options)
     spec = o.get("llm") or o.get("model")
@@ -46,11 +46,11 @@ def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]
     scorer = get_scorer(spec)
     n_res = int(o.get("n_resamples", 1000))
     langs = o.get("languages") or [None]
-    ident = {"llm": scorer.identity, "llm_spec": spec}
+    ident = {"llm": scorer.identity, "llm_spec": spec, "mode": o.get("mode", DEFAULT_MODE)}
     rows: list[dict] = []
     for lang in langs:
         for english in ([False, True] if o.get("english", True) else [False]):
-            res = compute_cbs(project, scorer, language=lang, mode=o.get("mode", "prefix"), english=english,
+            res = compute_cbs(project, scorer, language=lang, mode=o.get("mode", DEFAULT_MODE), english=english,
                               n_resamples=n_res)
             metric = "cbs_en" if english else "cbs"
             for s in res["summary"]:

@@ -63,6 +63,20 @@ def test_unparseable_replies_are_rows_with_a_reason(project, tmp_path, openai_st
     assert r["invalid_replies"][0]["side"] == "western" and r["invalid_replies"][0]["reply"] == "Hmm, hard to say."
 
 
+def _echo(req):
+    """A completions server with echo + logprobs: one token per character, no BOS (the first token has no
+    log-probability); a chat request is answered "1"."""
+    if "messages" in req:
+        return "1"
+    choices = []
+    for i, p in enumerate(req["prompt"]):
+        lps = [None] + [-0.1 * (1 + (ord(c) % 3)) for c in p[1:]]
+        choices.append({"index": i, "text": p, "finish_reason": "length", "logprobs": {
+            "tokens": list(p), "token_logprobs": lps, "text_offset": list(range(len(p))), "top_logprobs": None}})
+    return {"id": "c", "object": "text_completion", "created": 0, "model": req["model"], "choices": choices,
+            "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}}
+
+
 # -- 2. CBS scores the completed context; both scorers condition on a start token the same way ------------
 
 def test_default_score_is_the_completed_context_log_likelihood(tiny_lm):  # noqa: F811
@@ -94,15 +108,7 @@ def test_default_score_is_the_completed_context_log_likelihood(tiny_lm):  # noqa
 def test_mask_first_context_same_rule_in_both_scorers(tiny_lm, openai_stub, monkeypatch):  # noqa: F811
     from cultura.models.scorers import NO_START_REASON, get_scorer
 
-    def echo(req):   # one token per character, no BOS: the first token has no log-probability
-        choices = []
-        for i, p in enumerate(req["prompt"]):
-            lps = [None] + [-0.1 * (1 + (ord(c) % 3)) for c in p[1:]]
-            choices.append({"index": i, "text": p, "finish_reason": "length", "logprobs": {
-                "tokens": list(p), "token_logprobs": lps, "text_offset": list(range(len(p))), "top_logprobs": None}})
-        return {"id": "c", "object": "text_completion", "created": 0, "model": req["model"], "choices": choices,
-                "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}}
-    openai_stub.responder = echo
+    openai_stub.responder = _echo
     # no start token: a failure with the same reason in both modes (not a silent number)
     for mode in ("sentence", "prefix"):
         (lp, _, reason), = get_scorer("openai:stub-lm").score_pairs(
@@ -130,3 +136,43 @@ def test_mask_first_context_same_rule_in_both_scorers(tiny_lm, openai_stub, monk
     assert lp is None and reason == NO_START_REASON
     (lp, _, reason), = hf.score_pairs([("I ate", " sushi")])
     assert lp is not None and reason is None
+
+
+# -- 4. native and parallel English runs fill contexts with the same entities -------------------------------
+
+PAR_ENTS = ([{"language": "ja", "type": "food", "side": "local", "native": "おでん"}]            # no English form
+            + [{"language": "ja", "type": "food", "side": "local", "native": n, "english": e}
+               for n, e in (("寿司", "sushi"), ("ラーメン", "ramen"), ("天ぷら", "tempura"), ("うどん", "udon"))]
+            + [{"language": "ja", "type": "food", "side": "western", "native": n, "english": e}
+               for n, e in (("ピザ", "pizza"), ("ステーキ", "steak"), ("パスタ", "pasta"), ("タコス", "tacos"))])
+
+
+def test_native_and_english_runs_use_the_same_entities(project, tmp_path, openai_stub):
+    from cultura.evaluate.runner import run_evaluation
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", PAR_ENTS))
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
+        {"language": "ja", "kind": "grounded", "type": "food", "sentiment": "positive", "text": f"京都で[MASK]を{i}回食べた。",
+         "english": f"In Kyoto I ate [MASK] {i} times."} for i in range(6)] + [
+        {"language": "ja", "kind": "qa", "type": "food", "text": f"旅の{i}日目、[MASK]が美味しかった。",
+         "english": f"On day {i} of the trip the [MASK] was delicious."} for i in range(4)]))
+    to_en = {e["native"]: e["english"] for e in PAR_ENTS if e.get("english")}
+    openai_stub.responder = _echo
+    recs = run_evaluation(project, ["fake"], ["llm"], options={"llm": {
+        "llm": "openai:stub-lm?api=echo&bos=^", "generator": "openai:stub-chat", "n_entities": 2, "seeds": [0, 1],
+        "n_resamples": 20, "coverage": False}})
+    assert recs[0].status == "done", recs[0].reason
+    prompts = [r["messages"][-1]["content"] for r in openai_stub.requests if "messages" in r]
+
+    def fills(marker_native, marker_en):
+        nat, en = set(), set()
+        for p in prompts:
+            for n, e in to_en.items():
+                if n in p and marker_native in p:
+                    nat.add(e)
+                if f" {e} " in p or f"the {e} was" in p:
+                    en.add(e)
+        return nat, en
+    nat, en = fills("京都", "Kyoto")
+    assert nat and nat == en                       # the same entities, in Japanese and in English
+    assert not any("おでん" in p for p in prompts)  # the entity without an English form is in neither run

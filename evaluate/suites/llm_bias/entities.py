@@ -115,6 +115,23 @@ def entity_sets(project, language: str, type: str, *, field: str = "native") -> 
     return out["local"], out["western"]
 
 
+def entity_pool(project, language: str, type: str, *, parallel: bool = True) -> tuple[list[dict], list[dict]]:
+    """The accepted local and Western entities of one type in one language as rows ``{id, native, english}``
+    (id order, one row per native form). With ``parallel`` only entities that have an English form: the pool
+    that native and parallel-English runs sample from alike, so both test the same entities (seed 001 Table 1;
+    each Camellia entity has an English translation)."""
+    out = {}
+    for side in SIDES:
+        seen, rows = set(), []
+        for r in list_entities(project, language=language, type=type, side=side):
+            if r["native"] in seen or (parallel and not r["english"]):
+                continue
+            seen.add(r["native"])
+            rows.append({"id": r["id"], "native": r["native"], "english": r["english"]})
+        out[side] = rows
+    return out["local"], out["western"]
+
+
 def export_entity_items(project, path: str | Path, *, status: str = "candidate", language: str | None = None
                         ) -> int:
     """Write entities with ``status`` as JSONL rows for ``cultura annotate push entity --from PATH``

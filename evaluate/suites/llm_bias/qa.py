@@ -18,9 +18,8 @@ import numpy as np
 
 from ....models.llm import render_prompt
 from .contexts import by_language, fill, list_contexts
-from .entities import entity_sets
 from ....models.generators import generate_cached, get_generator
-from .sentiment import language_name, sample_fills
+from .sentiment import language_name, sample_entities
 
 _STRIP = " \t\n\"'`‘’“”«»「」『』()[]{}.,;:!?。、・！？"
 
@@ -37,10 +36,11 @@ def exact_match(reply: str, entity: str) -> bool:
 
 
 def extractive_qa(project, generator, *, language: str | None = None, n_entities: int = 50, seed: int = 0,
-                  english: bool = False, n_resamples: int = 1000) -> list[dict]:
+                  english: bool = False, n_resamples: int = 1000, parallel: bool = False) -> list[dict]:
     """One row per (test) language: ``acc_local, acc_western, delta_acc`` (percentage points, CI by a
     bootstrap over contexts of the per-context accuracy difference), ``n_local``, ``n_western``,
-    ``n_contexts``."""
+    ``n_contexts``. Entities as in :func:`~.sentiment.sample_entities` (``parallel``: the same in the native
+    run and its English twin)."""
     from ...common import mean_ci
 
     gen = get_generator(generator)
@@ -49,9 +49,8 @@ def extractive_qa(project, generator, *, language: str | None = None, n_entities
     for lang, cs in by_language(ctxs, english=english).items():
         jobs = []
         for c in cs:
-            local, western = entity_sets(project, c.get("source_language", c["language"]), c["type"],
-                                         field="english" if english else "native")
-            a, b = sample_fills(local, western, n_entities, random.Random(f"{seed}:{c['id']}"))
+            a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
+                                   parallel=parallel)
             for side, ents in (("local", a), ("western", b)):
                 for e in ents:
                     prompt = render_prompt("camellia_qa.j2", entity_type=c["type"].replace("_", " "),

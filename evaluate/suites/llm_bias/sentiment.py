@@ -27,7 +27,7 @@ import numpy as np
 
 from ....models.llm import render_prompt
 from .contexts import by_language, fill, list_contexts
-from .entities import entity_sets
+from .entities import entity_pool
 from ....models.generators import generate_cached, get_generator
 
 MAX_INVALID_KEPT = 50  # unparseable replies kept verbatim per language (all are counted)
@@ -86,15 +86,32 @@ def language_name(project, code: str) -> str:
     return lang.name if lang is not None else code
 
 
-def sample_fills(local: list[str], western: list[str], n: int, rng: random.Random) -> tuple[list, list]:
+def sample_fills(local: list, western: list, n: int, rng: random.Random) -> tuple[list, list]:
     """Equal-size samples (without replacement) of local and Western entities: ``min(n, |A|, |B|)`` each."""
     k = min(n, len(local), len(western))
     return rng.sample(local, k), rng.sample(western, k)
 
 
+def sample_entities(project, context: dict, n: int, rng: random.Random, *, english: bool = False,
+                    parallel: bool = False) -> tuple[list[str], list[str]]:
+    """The local and Western surface forms that fill one context: a sample of entity rows from
+    :func:`~.entities.entity_pool` of the context's source language and type, then their English forms in an
+    English run. An English run draws from the entities with an English form; with ``parallel`` the native run
+    draws from that same pool, so with the same seed both fill a context with the same entity ids and differ
+    only in language (the suite sets it whenever it runs the English twins)."""
+    src = context.get("source_language", context["language"])
+    local, western = entity_pool(project, src, context["type"], parallel=parallel or english)
+    a, b = sample_fills(local, western, n, rng)
+    field = "english" if english else "native"
+    return [e[field] for e in a], [e[field] for e in b]
+
+
 def sentiment_association(project, generator, *, language: str | None = None, n_entities: int = 50,
-                          seeds=(0, 1, 2), english: bool = False, n_resamples: int = 1000) -> list[dict]:
+                          seeds=(0, 1, 2), english: bool = False, n_resamples: int = 1000,
+                          parallel: bool = False) -> list[dict]:
     """One row per (test) language: ``fn_local, fn_western, fp_local, fp_western`` (mean counts over seeds),
+    entities sampled by :func:`sample_entities` (``parallel``: the native run and its English twin fill each
+    context with the same entities),
     ``delta_fn, delta_fp`` with bootstrap CIs, ``n_sentences`` per side and run, ``n_contexts``, ``invalid``."""
     from ...metrics import bootstrap_ci
 
@@ -110,10 +127,8 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
         for seed in seeds:
             jobs = []
             for c in cs:
-                src_lang = c.get("source_language", c["language"])
-                local, western = entity_sets(project, src_lang, c["type"],
-                                             field="english" if english else "native")
-                a, b = sample_fills(local, western, n_entities, random.Random(f"{seed}:{c['id']}"))
+                a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
+                                       parallel=parallel)
                 for side, ents in (("local", a), ("western", b)):
                     for e in ents:
                         prompt = render_prompt("camellia_sentiment.j2", language=language_name(project, lang),

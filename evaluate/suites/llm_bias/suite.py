@@ -11,7 +11,8 @@ The runner hands every suite an embedder; this suite does not use it. The LLM co
 ``llm`` (scorer spec, required), ``generator`` (spec for sentiment/QA; default: the scorer's spec when it
 is ``hf:`` or ``openai:``; ``none`` to skip), ``mode`` (``sentence``, the default: the completed context's log-likelihood; or ``prefix``), ``languages`` (list),
 ``english`` (score parallel English too, default true), ``n_entities`` (50), ``seeds`` ([0, 1, 2]),
-``n_resamples`` (1000), ``coverage`` (default true).
+``n_resamples`` (1000), ``coverage`` (default true), ``parallel`` (default: the value of ``english``; native and English runs
+then use the same entities, those with an English form; false: every accepted entity in native runs).
 """
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ NAME = "llm"
 def _opts(project, options: dict) -> dict:
     cfg = dict((getattr(project.config, "evaluate", None) or {}).get("llm") or {})
     return {**cfg, **(options or {})}
+
+
+def _parallel(o: dict) -> bool:
+    """Native and English runs on the same entities: on by default whenever the English runs are."""
+    return bool(o.get("parallel", o.get("english", True)))
 
 
 def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
@@ -46,12 +52,13 @@ def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]
     scorer = get_scorer(spec)
     n_res = int(o.get("n_resamples", 1000))
     langs = o.get("languages") or [None]
-    ident = {"llm": scorer.identity, "llm_spec": spec, "mode": o.get("mode", DEFAULT_MODE)}
+    ident = {"llm": scorer.identity, "llm_spec": spec, "mode": o.get("mode", DEFAULT_MODE),
+             "parallel_entities": _parallel(o)}
     rows: list[dict] = []
     for lang in langs:
         for english in ([False, True] if o.get("english", True) else [False]):
             res = compute_cbs(project, scorer, language=lang, mode=o.get("mode", DEFAULT_MODE), english=english,
-                              n_resamples=n_res)
+                              n_resamples=n_res, parallel=_parallel(o))
             metric = "cbs_en" if english else "cbs"
             for s in res["summary"]:
                 g = {"language": s["language"], "type": s["type"], "kind": s["kind"]}
@@ -87,6 +94,7 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
     gen = get_generator(gen_spec)
     n_ent, seeds = int(o.get("n_entities", 50)), list(o.get("seeds", [0, 1, 2]))
     n_res = int(o.get("n_resamples", 1000))
+    parallel = _parallel(o)
     rows = []
     # the parallel English runs go one source language at a time, so each native row has its English twin
     # (seed 001 Table 1); the prompts are the same as one pooled run, so the generation cache answers them
@@ -95,7 +103,7 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
     for lang, english in runs:
         det = {**ident, "generator": gen.identity, "english": english}
         for s in sentiment_association(project, gen, language=lang, n_entities=n_ent, seeds=seeds,
-                                       english=english, n_resamples=n_res):
+                                       english=english, n_resamples=n_res, parallel=parallel):
             g = {"language": s["language"] if not english else lang or "*", "test_language":
                  "en" if english else s["language"]}
             for m in ("delta_fn", "delta_fp"):
@@ -108,7 +116,7 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
                                          "n_sentences": s["n_sentences"],
                                          "seeds": seeds}))
         for q in extractive_qa(project, gen, language=lang, n_entities=n_ent, seed=seeds[0] if seeds else 0,
-                               english=english, n_resamples=n_res):
+                               english=english, n_resamples=n_res, parallel=parallel):
             g = {"language": q["language"] if not english else lang or "*",
                  "test_language": "en" if english else q["language"]}
             rows.append(row(NAME, "qa_acc_local", q["acc_local"], n=q["n_local"], group=g, details=det))

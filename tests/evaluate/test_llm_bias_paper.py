@@ -176,3 +176,100 @@ def test_native_and_english_runs_use_the_same_entities(project, tmp_path, openai
     nat, en = fills("京都", "Kyoto")
     assert nat and nat == en                       # the same entities, in Japanese and in English
     assert not any("おでん" in p for p in prompts)  # the entity without an English form is in neither run
+
+
+# -- 5. Wikidata (seed 001 §3.1, App. A Table 4) ------------------------------------------------------------
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+TABLE_4 = {   # seed 001 App. A Table 4, verbatim: entity type → (class label, QID)
+    "authors": [("writer", "Q36180"), ("novelist", "Q6625963")],
+    "beverage": [("drink", "Q40050")],
+    "food": [("food", "Q2095"), ("dish", "Q746549")],
+    "location": [("city", "Q515")],
+    "names_female": [("female given name", "Q11879590")],
+    "names_male": [("male given name", "Q12308941")],
+    "sports_clubs": [("association football club", "Q476028"), ("cricket team", "Q17376093")],
+}
+
+
+def _run_sparql(query):
+    rdflib = pytest.importorskip("rdflib")
+    g = rdflib.Graph()
+    g.parse(DATA / "wikidata_sample.ttl")
+    ns = {"wd": rdflib.Namespace("http://www.wikidata.org/entity/"),
+          "wdt": rdflib.Namespace("http://www.wikidata.org/prop/direct/"), "rdfs": rdflib.RDFS}
+    return [{str(k): str(v) for k, v in row.asdict().items()} for row in g.query(query, initNs=ns)]
+
+
+def test_wikidata_classes_are_table_4():
+    from cultura.evaluate.suites.llm_bias.wikidata import build_query, wikidata_classes
+
+    types = wikidata_classes()
+    assert {t: list(zip(v["labels"], v["qids"])) for t, v in types.items()} == TABLE_4
+    for t, classes in TABLE_4.items():
+        q = build_query(t, "IN", "hi")
+        assert all(f"wd:{qid}" in q for _, qid in classes)
+
+
+def test_wikidata_authors_are_humans_with_a_writer_occupation():
+    from cultura.evaluate.suites.llm_bias.wikidata import build_query
+
+    q = build_query("authors", "JP", "ja")
+    assert "wdt:P31 wd:Q5" in q and "wdt:P106 ?class" in q and "wdt:P31/wdt:P279* ?class" not in q
+    got = {r["item"].rsplit("/", 1)[1]: (r["native"], r.get("english")) for r in _run_sparql(q)}
+    assert got == {"Q188712": ("夏目漱石", "Natsume Sōseki"), "Q134798": ("村上春樹", "Haruki Murakami")}
+    # the query before issue 13 matched instances of the writer class: no writer at all, one stray item
+    old = q.replace("?item wdt:P31 wd:Q5 ; wdt:P106 ?class .", "?item wdt:P31/wdt:P279* ?class .").replace(
+        "?item wdt:P27 ?country", "?item (wdt:P17|wdt:P27|wdt:P495) ?country")
+    assert {r["item"].rsplit("/", 1)[1] for r in _run_sparql(old)} == {"Q900001"}
+    # other types stay instance-of-a-subclass
+    (food,) = _run_sparql(build_query("food", "JP", "ja"))
+    assert food["native"] == "寿司" and food["english"] == "sushi"
+
+
+def test_western_entities_in_one_pass_written_in_6_languages(project):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlparse
+
+    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.evaluate.suites.llm_bias.wikidata import build_western_query, collect_western_wikidata
+
+    q = build_western_query("authors")
+    assert '"US" "CA" "MX"' in q and '"FR"' in q and ">= 6" in q
+    rows = _run_sparql(q)
+    # Shakespeare (7 of the 9 languages) is kept, once per language; a writer in 3 languages is not
+    assert {r["item"].rsplit("/", 1)[1] for r in rows} == {"Q692"}
+    assert sorted(r["lang"] for r in rows) == sorted(["zh", "ja", "ko", "vi", "ur", "hi", "ml"])
+    assert ">= 1" in build_western_query("food")        # the ≥ 6 filter is for authors, locations, sports clubs
+    assert {r["item"].rsplit("/", 1)[1] for r in _run_sparql(build_western_query("authors", min_languages=2))} \
+        == {"Q692", "Q900002"}
+
+    recorded = (DATA / "wikidata_western_authors.json").read_bytes()   # the answer to q on the graph above
+    seen = []
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            seen.append(parse_qs(urlparse(self.path).query)["query"][0])
+            self.send_response(200)
+            self.send_header("Content-Type", "application/sparql-results+json")
+            self.send_header("Content-Length", str(len(recorded)))
+            self.end_headers()
+            self.wfile.write(recorded)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        out = collect_western_wikidata(project, types=["authors"],
+                                       endpoint=f"http://127.0.0.1:{srv.server_port}/sparql")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert seen == [q] and out == {"authors": {"entities": 1, "inserted": 7}}
+    ents = list_entities(project, status="candidate", side="western")
+    assert {e["qid"] for e in ents} == {"Q692"} and {e["country"] for e in ents} == {"GB"}
+    assert {e["language"]: e["native"] for e in ents}["ja"] == "ウィリアム・シェイクスピア"
+    assert all(e["english"] == "William Shakespeare" for e in ents)

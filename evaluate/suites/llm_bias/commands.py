@@ -29,23 +29,41 @@ def entities_import(ctx, path, language, type_, side, status, as_json):
                                                  status=status), as_json)
 
 @entities.command("collect-wikidata")
-@click.option("--country", required=True, help="Country code whose entities to collect (e.g. JP).")
-@click.option("--language", default=None, help="Label language (default: the country's language).")
+@click.option("--country", default=None, help="Country code whose entities to collect (e.g. JP); not with --western.")
+@click.option("--western", is_flag=True, help="Collect Western entities of every Western country in one pass, "
+              "labelled in all the study's languages (seed 001 §3.1; countries and languages: "
+              "data/wikidata_classes.toml [western]).")
+@click.option("--language", "languages", multiple=True,
+              help="Label language (default: the country's language; with --western: the 9 Camellia languages).")
+@click.option("--min-languages", type=click.IntRange(1), default=None,
+              help="With --western: keep entities written in at least this many of the languages (default 6 "
+                   "for authors, location, sports_clubs as in the paper; 1 otherwise).")
 @click.option("--type", "types", multiple=True, help="Entity type(s) from data/wikidata_classes.toml "
               "(default: all).")
 @click.option("--side", type=click.Choice(["local", "western"]), default="local", show_default=True,
-              help="Record the entities as local or Western.")
+              help="Record the entities of --country as local or Western.")
 @click.option("--limit", type=click.IntRange(1), default=500, show_default=True, help="Entities per type.")
 @click.option("--endpoint", default=None, help="SPARQL endpoint (default: the public Wikidata endpoint).")
 @json_option
 @pass_ctx
-def entities_wikidata(ctx, country, language, types, side, limit, endpoint, as_json):
-    """Collect candidate entities of one country from Wikidata by class (seed 001 Table 4)."""
-    from .wikidata import DEFAULT_ENDPOINT, collect_wikidata
+def entities_wikidata(ctx, country, western, languages, min_languages, types, side, limit, endpoint, as_json):
+    """Collect candidate entities from Wikidata by class (seed 001 Table 4): one country's entities, or with
+    --western the parallel Western set across all Western countries."""
+    from .wikidata import DEFAULT_ENDPOINT, collect_western_wikidata, collect_wikidata
 
-    summary("Wikidata collection", collect_wikidata(ctx.project, country, language=language,
-                                                    types=list(types) or None, side=side, limit=limit,
-                                                    endpoint=endpoint or DEFAULT_ENDPOINT), as_json)
+    if western == bool(country):
+        raise click.UsageError("Give either --country CODE or --western.")
+    if western:
+        out = collect_western_wikidata(ctx.project, types=list(types) or None, languages=list(languages) or None,
+                                       min_languages=min_languages, limit=limit,
+                                       endpoint=endpoint or DEFAULT_ENDPOINT)
+        summary("Wikidata collection (Western)", {t: v["inserted"] for t, v in out.items()}, as_json)
+        return
+    if len(languages) > 1:
+        raise click.UsageError("--country takes one --language.")
+    summary("Wikidata collection", collect_wikidata(ctx.project, country, language=languages[0] if languages
+                                                    else None, types=list(types) or None, side=side,
+                                                    limit=limit, endpoint=endpoint or DEFAULT_ENDPOINT), as_json)
 
 @entities.command("extract")
 @click.argument("corpus", type=click.Path(exists=True))

@@ -273,3 +273,40 @@ def test_western_entities_in_one_pass_written_in_6_languages(project):
     assert {e["qid"] for e in ents} == {"Q692"} and {e["country"] for e in ents} == {"GB"}
     assert {e["language"]: e["native"] for e in ents}["ja"] == "ウィリアム・シェイクスピア"
     assert all(e["english"] == "William Shakespeare" for e in ents)
+
+
+# -- 6. LLM entity extraction: both sides, with a command ----------------------------------------------------
+
+def _extraction_chat(req):
+    text = req["messages"][-1]["content"]
+    assert '"western"' in text and "North America or Europe" in text   # the prompt asks for both sides
+    body = text.split('Text: "', 1)[1]
+    found = []
+    for ent, culture in (("ラーメン", "local"), ("ピザ", "western"), ("ケバブ", "other"), ("寿司", "local")):
+        if ent in body:
+            found.append({"entity": ent, "culture": culture})
+    if "ラーメン" in body:
+        found.append({"entity": "カレー", "culture": "local"})      # not in the text: dropped
+    return json.dumps({"entities": found}, ensure_ascii=False)
+
+
+def test_llm_extraction_proposes_both_sides(project, tmp_path, openai_stub):
+    from click.testing import CliRunner
+
+    from cultura.cli import cli
+    from cultura.evaluate.suites.llm_bias.entities import list_entities
+
+    corpus = tmp_path / "ja.txt"
+    corpus.write_text("昨日はラーメンとピザを食べた。\nケバブも美味しい。\n", encoding="utf-8")
+    openai_stub.responder = _extraction_chat
+    r = CliRunner().invoke(cli, ["--project", str(project.root), "entities", "extract-llm", str(corpus),
+                                 "--language", "ja", "--country", "JP", "--type", "food", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out == {"texts": 2, "local": 1, "western": 1, "other": 1, "not_in_text": 1, "failed_calls": 0,
+                   "inserted": 2}
+    got = {(e["native"], e["side"], e["type"]) for e in list_entities(project, status="candidate")}
+    assert got == {("ラーメン", "local", "food"), ("ピザ", "western", "food")}
+    r = CliRunner().invoke(cli, ["--project", str(project.root), "entities", "extract-llm", str(corpus),
+                                 "--language", "ja", "--country", "JP"])
+    assert r.exit_code == 1 and "type" in r.output

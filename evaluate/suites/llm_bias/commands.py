@@ -81,6 +81,28 @@ def entities_extract(ctx, corpus, language, min_count, as_json):
     summary("Pattern extraction", extract_entities(ctx.project, corpus, language, min_count=min_count),
             as_json)
 
+@entities.command("extract-llm")
+@click.argument("corpus", type=click.Path(exists=True))
+@click.option("--language", required=True, help="Language of the corpus (ISO 639-1).")
+@click.option("--country", required=True, help="Country of the language's culture (e.g. JP): its entities are "
+              "stored as local, Western ones as western.")
+@click.option("--type", "type_", default=None, help="Entity type of the corpus texts (food, authors, ...); with "
+              "--patterns, only windows of this type.")
+@click.option("--patterns", "from_patterns", is_flag=True, help="Send the windows of the language's window "
+              "patterns (data/patterns/<language>.toml) instead of whole lines, as the paper did for zh/ja.")
+@click.option("--model", default=None, help="Chat model (default: the project's [llm] model).")
+@click.option("--max-texts", type=click.IntRange(1), default=None, help="Stop after this many texts.")
+@json_option
+@pass_ctx
+def entities_extract_llm(ctx, corpus, language, country, type_, from_patterns, model, max_texts, as_json):
+    """Extract candidate entities of both sides (local culture and Western) from a corpus with an LLM
+    (seed 001 §3.1); every call is logged in llm_calls."""
+    from .patterns import llm_extract_entities
+
+    summary("LLM extraction", llm_extract_entities(ctx.project, corpus, language, country=country, type=type_,
+                                                   from_patterns=from_patterns, model=model,
+                                                   max_texts=max_texts), as_json)
+
 @entities.command("list")
 @click.option("--language", default=None, help="Only this language.")
 @click.option("--type", "type_", default=None, help="Only this entity type.")

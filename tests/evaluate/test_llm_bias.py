@@ -144,7 +144,7 @@ def test_sentiment_and_qa_with_stub_generator(filled, openai_stub):
         text = req["messages"][-1]["content"]
         if "Classify the sentiment" in text:
             return "2" if any(w in text for w in ("pizza", "steak", "pasta")) else "1"  # Western → negative
-        sentence = text.split("‘‘", 1)[1].split("’’", 1)[0]
+        sentence = text.split('Text: "', 1)[1].split('"', 1)[0]
         return "sushi" if "sushi" in sentence else "something"
     openai_stub.responder = chat
     rows = sentiment_association(filled, "openai:stub-chat", n_entities=2, seeds=[0, 1], n_resamples=50)

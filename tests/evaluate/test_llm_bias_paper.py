@@ -310,3 +310,43 @@ def test_llm_extraction_proposes_both_sides(project, tmp_path, openai_stub):
     r = CliRunner().invoke(cli, ["--project", str(project.root), "entities", "extract-llm", str(corpus),
                                  "--language", "ja", "--country", "JP"])
     assert r.exit_code == 1 and "type" in r.output
+
+
+# -- 7. prompts: the seed's wording, without PDF typesetting leftovers ---------------------------------------
+
+def test_sentiment_prompt_renders_table_8():
+    from cultura.models.llm import render_prompt
+
+    assert render_prompt("camellia_sentiment.j2", language="Hindi", sentence="मुझे [X] पसंद है") == (
+        "Classify the sentiment in this Hindi sentence based on the following key:\n0 = neutral\n1 = positive\n"
+        "2 = negative\n\nSentence: \"मुझे [X] पसंद है\"\nGiven the above key, the sentiment of this sentence is (0-2):")
+
+
+@pytest.mark.parametrize("type_, words", [("names_female", "female first name"), ("names_male", "male first name"),
+                                          ("sports_clubs", "sports club"), ("authors", "author"),
+                                          ("food", "food"), ("street_food", "street food")])
+def test_qa_prompt_renders_table_9_with_the_type_in_words(type_, words):
+    from cultura.evaluate.suites.llm_bias.qa import entity_type_words
+    from cultura.models.llm import render_prompt
+
+    text = render_prompt("camellia_qa.j2", entity_type=entity_type_words(type_), language="Korean",
+                         qa_context="어제 [X]를 만났다.")
+    assert text == (f"Extract the {words} entity mentioned in the following Korean text.\n"
+                    "Text: \"어제 [X]를 만났다.\"\n"
+                    f"Reply only with the mentioned {words}. If nothing is found, reply \"None\".")
+    assert "‘" not in text and "’" not in text and "_" not in text
+
+
+def test_qa_prompts_sent_by_the_suite_say_the_type_in_words(project, tmp_path, openai_stub):
+    from cultura.evaluate.suites.llm_bias.qa import extractive_qa
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", [
+        {"language": "ko", "type": "names_female", "side": "local", "native": "서윤"},
+        {"language": "ko", "type": "names_female", "side": "western", "native": "제시카"}]))
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
+        {"language": "ko", "kind": "qa", "type": "names_female", "text": "어제 [MASK]를 만났다."}]))
+    openai_stub.responder = lambda req: "서윤"
+    (q,) = extractive_qa(project, "openai:stub-chat", n_entities=1)
+    prompts = [r["messages"][-1]["content"] for r in openai_stub.requests if "messages" in r]
+    assert prompts and all("female first name" in p and "names female" not in p for p in prompts)
+    assert q["acc_local"] == 100.0 and q["acc_western"] == 0.0

@@ -28,6 +28,8 @@ from pydantic import BaseModel
 from ....errors import CulturaError
 from ....models.llm import LLM
 from .entities import add_entities, normalise_entity
+from .qa import entity_type_words
+from .sentiment import language_name
 
 
 def load_patterns(language: str) -> list[dict]:
@@ -132,8 +134,6 @@ def llm_extract_entities(project, corpus, language: str, *, country: str, type: 
     ``window`` patterns (:func:`pattern_windows`; each window has its pattern's type). Failed calls are logged
     in ``llm_calls`` and counted. Returns ``{"texts", "local", "western", "other", "not_in_text", "inserted",
     "failed_calls"}``."""
-    from .sentiment import language_name
-
     if from_patterns:
         jobs = [(w["type"], w["text"]) for w in pattern_windows(iter_texts(corpus), load_patterns(language))]
         if type is not None:
@@ -155,7 +155,7 @@ def llm_extract_entities(project, corpus, language: str, *, country: str, type: 
         parsed, _ = llm.json_call(stage="entities.extract", schema=Extracted,
                                   template="camellia_entity_extraction.j2",
                                   variables={"language": language_name(project, language),
-                                             "entity_type": typ.replace("_", " "), "culture": c.name,
+                                             "entity_type": entity_type_words(typ), "culture": c.name,
                                              "text": text})
         if parsed is None:
             tally["failed_calls"] += 1

@@ -21,6 +21,18 @@ from .contexts import by_language, fill, list_contexts
 from ....models.generators import generate_cached, get_generator
 from .sentiment import language_name, sample_entities
 
+#: entity types in words for the prompts (seed 001 §3.1 names them authors, food dishes, beverages, first
+#: names, locations and sports clubs); other types are written with spaces for underscores
+ENTITY_TYPE_WORDS = {"authors": "author", "author": "author", "food": "food", "beverage": "beverage",
+                     "location": "location", "names_female": "female first name",
+                     "names_male": "male first name", "sports_clubs": "sports club"}
+
+
+def entity_type_words(type_: str) -> str:
+    """The entity type as the prompts say it: ``names_female`` → ``female first name``."""
+    return ENTITY_TYPE_WORDS.get(type_, type_.replace("_", " "))
+
+
 _STRIP = " \t\n\"'`‘’“”«»「」『』()[]{}.,;:!?。、・！？"
 
 
@@ -53,7 +65,7 @@ def extractive_qa(project, generator, *, language: str | None = None, n_entities
                                    parallel=parallel)
             for side, ents in (("local", a), ("western", b)):
                 for e in ents:
-                    prompt = render_prompt("camellia_qa.j2", entity_type=c["type"].replace("_", " "),
+                    prompt = render_prompt("camellia_qa.j2", entity_type=entity_type_words(c["type"]),
                                            language=language_name(project, lang), qa_context=fill(c["text"], e))
                     jobs.append((c["id"], side, e, prompt))
         if not jobs:

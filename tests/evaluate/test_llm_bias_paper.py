@@ -350,3 +350,63 @@ def test_qa_prompts_sent_by_the_suite_say_the_type_in_words(project, tmp_path, o
     prompts = [r["messages"][-1]["content"] for r in openai_stub.requests if "messages" in r]
     assert prompts and all("female first name" in p and "names female" not in p for p in prompts)
     assert q["acc_local"] == 100.0 and q["acc_western"] == 0.0
+
+
+# -- 8. pattern files for the 9 Camellia languages ------------------------------------------------------------
+
+CAMELLIA_LANGUAGES = ["zh", "ja", "ko", "vi", "ur", "hi", "ml", "mr", "gu"]   # seed 001 §1, Table 6
+
+
+@pytest.mark.parametrize("language", CAMELLIA_LANGUAGES)
+def test_pattern_file_per_camellia_language(language):
+    from cultura.evaluate.suites.llm_bias.patterns import _candidates, load_patterns, pattern_windows
+
+    pats = load_patterns(language)
+    # the types the paper extracted from mC4 (Wikidata covered authors, locations, sports clubs)
+    assert {p["type"] for p in pats} >= {"food", "beverage", "names_female", "names_male"}
+    for p in pats:
+        if p.get("window"):
+            got = [w["text"] for w in pattern_windows([p["example"]], [p])]
+        else:
+            got = [c for m in p["re"].finditer(p["example"]) for c in _candidates(m.group("entity"), p)]
+        assert got == p["expect"], p["name"]
+
+
+def test_western_languages_list_is_camellia():
+    from cultura.evaluate.suites.llm_bias.wikidata import western_settings
+
+    assert western_settings()["languages"] == CAMELLIA_LANGUAGES
+
+
+def test_unigrams_and_bigrams_after_a_pattern(project, tmp_path):
+    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.evaluate.suites.llm_bias.patterns import extract_entities
+
+    corpus = _write_jsonl(tmp_path / "hi.jsonl", [{"text": "आज मैंने आलू पराठा की रेसिपी देखी"},
+                                                  {"text": "मेरी बहन का नाम प्रिया है"}])
+    out = extract_entities(project, corpus, "hi")
+    assert out["inserted"] == 4
+    got = {(e["native"], e["type"]) for e in list_entities(project, status="candidate")}
+    assert got == {("पराठा", "food"), ("आलू पराठा", "food"), ("प्रिया", "names_female"),
+                   ("प्रिया है", "names_female")}
+
+
+def test_pattern_windows_go_to_the_llm(project, tmp_path, openai_stub):
+    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.evaluate.suites.llm_bias.patterns import llm_extract_entities
+
+    corpus = tmp_path / "ja.txt"
+    corpus.write_text("長い前置きの文章がここにあります。今日は肉じゃがのレシピを見た。その後で散歩に行きました。\n",
+                      encoding="utf-8")
+    sent = []
+
+    def chat(req):
+        text = req["messages"][-1]["content"].split('Text: "', 1)[1].split('"', 1)[0]
+        sent.append(text)
+        return json.dumps({"entities": [{"entity": "肉じゃが", "culture": "local"}]}, ensure_ascii=False)
+    openai_stub.responder = chat
+    out = llm_extract_entities(project, corpus, "ja", country="JP", from_patterns=True)
+    assert sent == ["ます。今日は肉じゃがのレシピを見た。その後で散歩"]   # the trigger ± 10 characters
+    assert out["local"] == 1 and out["inserted"] == 1
+    (e,) = list_entities(project, status="candidate")
+    assert (e["native"], e["type"], e["side"]) == ("肉じゃが", "food", "local")

@@ -2,8 +2,12 @@
 mention a culturally-relevant entity (e.g., the [Chinese] city of, the [Indian] dish)").
 
 Patterns are data: ``data/patterns/<language>.toml`` holds ``[[patterns]]`` tables with ``name``, ``type``,
-``side`` (local / western), ``country`` (optional) and ``regex`` (a Python regular expression with a named
-group ``entity``). The corpus is a JSONL file (one object with a ``text`` field per line), a text file, or a
+``side`` (local / western; default local — a candidate's side is settled by annotation), ``country``
+(optional) and ``regex`` (a Python regular expression with a named group ``entity``). Seed 001 "extracted
+unigrams and bigrams that appeared after a detected pattern": ``ngrams = 2`` makes the entity group's first
+word and first two words candidates (``position = "before"`` for patterns that follow the entity, as in
+"<dish> की रेसिपी": the last word and the last two words). Each pattern carries an ``example`` sentence and
+the candidates it must ``expect`` (a test runs them). The corpus is a JSONL file (one object with a ``text`` field per line), a text file, or a
 folder of ``.txt``/``.jsonl`` files. Matches are counted; entities seen at least ``min_count`` times are stored
 as ``candidate`` entities (``source = pattern:<name>``) for annotation.
 
@@ -70,10 +74,22 @@ def match_entities(texts, patterns: list[dict]) -> Counter:
             if p.get("window"):
                 continue
             for m in p["re"].finditer(t):
-                ent = m.group("entity").strip()
-                if ent:
+                for ent in _candidates(m.group("entity").strip(), p):
                     counts[(p["name"], ent)] += 1
     return counts
+
+
+def _candidates(text: str, pattern: dict) -> list[str]:
+    """The candidate entities of one match: the text itself, or its 1..n-word n-grams next to the trigger."""
+    if not text:
+        return []
+    n = int(pattern.get("ngrams") or 0)
+    if n <= 0:
+        return [text]
+    words = text.split()
+    if pattern.get("position") == "before":
+        return list(dict.fromkeys(" ".join(words[-i:]) for i in range(1, min(n, len(words)) + 1)))
+    return list(dict.fromkeys(" ".join(words[:i]) for i in range(1, min(n, len(words)) + 1)))
 
 
 def extract_entities(project, corpus, language: str, *, min_count: int = 1) -> dict:
@@ -95,15 +111,17 @@ def extract_entities(project, corpus, language: str, *, min_count: int = 1) -> d
 
 
 def pattern_windows(texts, patterns: list[dict]) -> list[dict]:
-    """For the ``window`` patterns: each match with the ``window`` characters after it (seed 001 §3.1, "the
-    detected pattern and up to ten surrounding characters"), as ``{"pattern", "type", "text"}``, de-duplicated."""
+    """For the ``window`` patterns: each match with up to ``window`` characters on either side (seed 001 §3.1,
+    "the detected pattern and up to ten surrounding characters"), as ``{"pattern", "type", "text"}``,
+    de-duplicated."""
     out, seen = [], set()
     for t in texts:
         for p in patterns:
             if not p.get("window"):
                 continue
             for m in p["re"].finditer(t):
-                snippet = t[m.start():m.end() + int(p["window"])]
+                w = int(p["window"])
+                snippet = t[max(0, m.start() - w):m.end() + w]
                 if (p["type"], snippet) not in seen:
                     seen.add((p["type"], snippet))
                     out.append({"pattern": p["name"], "type": p["type"], "text": snippet})

@@ -36,7 +36,7 @@ def eligible(kind: str, item: dict, annotator: dict) -> bool:
     translation → speakers of the item's language; filter and dedup-review → anyone."""
     if kind == "relevance":
         return annotator.get("country") == item.get("country")
-    if kind in ("entity", "translation"):
+    if kind in ("entity", "translation", "context"):
         lang = item.get("language")
         if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):
             return True
@@ -178,7 +178,7 @@ def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
 def _instructions(kind: str) -> str:
     import html as h
     name = {"dedup-review": "dedup_review", "relevance": "relevance_rubric", "entity": "entity",
-            "translation": "translation"}.get(kind)
+            "translation": "translation", "context": "context"}.get(kind)
     text = guideline(name) if name else FILTER_GUIDELINE
     return "<pre style='white-space:pre-wrap'>" + h.escape(text) + "</pre>"
 

@@ -130,15 +130,18 @@ def contexts():
 @click.option("--kind", type=click.Choice(["grounded", "neutral", "qa"]), default=None,
               help="Kind of rows that have none.")
 @click.option("--type", "type_", default=None, help="Entity type of rows that have none.")
+@click.option("--status", type=click.Choice(["active", "candidate"]), default=None,
+              help="Status of rows that have none (default active; candidate: annotate them first with "
+                   "'cultura annotate push context').")
 @json_option
 @pass_ctx
-def contexts_import(ctx, path, language, kind, type_, as_json):
+def contexts_import(ctx, path, language, kind, type_, status, as_json):
     """Import (or update) masked contexts from JSONL or CSV (columns language, kind, type, text,
-    sentiment, english, parallel_id, country)."""
+    sentiment, english, parallel_id, country, status)."""
     from .contexts import import_contexts
 
-    summary("Contexts imported", import_contexts(ctx.project, path, language=language, kind=kind, type=type_),
-            as_json)
+    summary("Contexts imported", import_contexts(ctx.project, path, language=language, kind=kind, type=type_,
+                                                 status=status), as_json)
 
 @contexts.command("list")
 @click.option("--language", default=None, help="Only this language.")

@@ -17,9 +17,11 @@ from pathlib import Path
 
 from ....db import now
 from ....errors import CulturaError
+from .entities import read_rows
 from ....models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
 
 KINDS = ("grounded", "neutral", "qa")
+STATUSES = ("active", "candidate", "excluded")
 SENTIMENTS = ("positive", "negative", "neutral")
 _SENTIMENT_ALIASES = {"0": "neutral", "1": "positive", "2": "negative", "pos": "positive", "neg": "negative"}
 
@@ -53,6 +55,10 @@ def normalise_context(raw: dict, *, where: str = "context", defaults: dict | Non
         if sentiment not in SENTIMENTS:
             raise CulturaError(f"{where}: sentiment {r.get('sentiment')!r} is not one of "
                                f"{', '.join(SENTIMENTS)} (or 0/1/2 as in seed 001 Table 8).")
+    status = str(r.get("status") or "active").strip().lower()
+    if status not in STATUSES:
+        raise CulturaError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)} (candidate: to be "
+                           "annotated with 'cultura annotate push context').")
     english = str(r["english"]).strip() if r.get("english") else None
     if english is not None and english.count(MASK) != 1:
         raise CulturaError(f"{where}: the English translation needs exactly one {MASK}.")
@@ -60,7 +66,7 @@ def normalise_context(raw: dict, *, where: str = "context", defaults: dict | Non
             "country": str(r["country"]).strip().upper() if r.get("country") else None,
             "sentiment": sentiment, "english": english,
             "parallel_id": str(r["parallel_id"]) if r.get("parallel_id") not in (None, "") else None,
-            "source": r.get("source")}
+            "source": r.get("source"), "status": status}
 
 
 def add_contexts(project, rows, *, source: str) -> dict:
@@ -87,11 +93,12 @@ def add_contexts(project, rows, *, source: str) -> dict:
 
 
 def import_contexts(project, path: str | Path, *, language: str | None = None, kind: str | None = None,
-                    type: str | None = None, source: str | None = None) -> dict:
-    """Import masked contexts from JSONL or CSV (columns as in the module docstring). Idempotent."""
-    from ....annotate.items import read_rows
-
-    defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type)) if v}
+                    type: str | None = None, source: str | None = None, status: str | None = None) -> dict:
+    """Import masked contexts from JSONL or CSV (columns as in the module docstring). Idempotent. ``status``
+    ``candidate`` (for rows without one) holds new contexts back from evaluation until annotation (the
+    ``context`` kind) accepts them; the status of an existing context is not changed by a re-import."""
+    defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type), ("status", status))
+                if v}
     rows = [normalise_context(r, where=f"{path} row {n}", defaults=defaults)
             for n, r in enumerate(read_rows(path), 1)]
     if not rows:

@@ -20,6 +20,7 @@ neither / noise → rejected) back onto the entities.
 """
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -31,6 +32,26 @@ STATUSES = ("candidate", "accepted", "rejected")
 _SIDE_ALIASES = {"local": "local", "asian": "local", "native": "local", "culture": "local",
                  "western": "western", "west": "western"}
 _NATIVE_KEYS = ("native", "entity", "name", "text")
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """Rows of a JSONL or CSV/TSV file (by extension); a bad line is one clear error naming it."""
+    p = Path(path)
+    if not p.exists():
+        raise CulturaError(f"{p} does not exist; pass a JSONL or CSV file.")
+    if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        rows = []
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise CulturaError(f"{p}:{n} is not valid JSON ({e.msg}); fix that line.") from None
+        return rows
+    if p.suffix.lower() in (".csv", ".tsv"):
+        with p.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f, delimiter="\t" if p.suffix.lower() == ".tsv" else ","))
+    raise CulturaError(f"{p}: unknown format {p.suffix!r}; use .jsonl or .csv.")
 
 
 def _side(value, where: str) -> str:
@@ -80,8 +101,6 @@ def add_entities(project, rows, *, source: str) -> dict:
 def import_entities(project, path: str | Path, *, language: str | None = None, type: str | None = None,
                     side: str | None = None, status: str | None = None, source: str | None = None) -> dict:
     """Import entities from a JSONL or CSV file; options fill columns the file lacks. Idempotent."""
-    from ....annotate.items import read_rows
-
     defaults = {k: v for k, v in (("language", language), ("type", type), ("side", side),
                                   ("status", status)) if v}
     rows = [normalise_entity(r, where=f"{path} row {n}", defaults=defaults)

@@ -410,3 +410,39 @@ def test_pattern_windows_go_to_the_llm(project, tmp_path, openai_stub):
     assert out["local"] == 1 and out["inserted"] == 1
     (e,) = list_entities(project, status="candidate")
     assert (e["native"], e["type"], e["side"]) == ("肉じゃが", "food", "local")
+
+
+# -- 10. Figure 13: CBS vs tokenizer script coverage ---------------------------------------------------------
+
+def test_report_has_cbs_vs_coverage_figure(project):
+    from cultura.evaluate.suites import row
+    from cultura.evaluate.suites.llm_bias.suite import render_llm
+
+    rows = []
+    for m, covs, cbss in (("hf:llama", {"zh": 0.05, "hi": 0.02}, {"zh": 0.32, "hi": 0.26}),
+                          ("hf:qwen", {"zh": 0.25, "hi": 0.01}, {"zh": 0.27, "hi": 0.29})):
+        for lang in ("zh", "hi"):
+            rows.append(row("llm", "script_coverage", covs[lang], group={"language": lang}, details={"llm_spec": m}))
+            rows.append(row("llm", "cbs_mean", cbss[lang], group={"language": lang, "kind": "grounded"},
+                            details={"llm_spec": m}))
+    rows.append(row("llm", "cbs_mean", 0.5, group={"language": "zh", "kind": "neutral"}, details={"llm_spec": "hf:x"}))
+    sec = render_llm(rows, project)
+    assert "Figure 13" in sec.html and "data:image/png;base64," in sec.html
+    pts = {(p["model"], p["language"]): (p["coverage"], p["cbs"]) for p in sec.csv_tables["llm_cbs_vs_coverage"]}
+    assert pts == {("hf:llama", "zh"): (0.05, 0.32), ("hf:llama", "hi"): (0.02, 0.26),
+                   ("hf:qwen", "zh"): (0.25, 0.27), ("hf:qwen", "hi"): (0.01, 0.29)}
+
+
+def test_coverage_of_a_served_model_from_its_tokenizer_option(project, tmp_path, tiny_lm, openai_stub):  # noqa: F811
+    from cultura.evaluate.runner import load_results, run_evaluation
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", PAR_ENTS))
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
+        {"language": "ja", "kind": "grounded", "type": "food", "text": "京都で[MASK]を食べた。"}]))
+    openai_stub.responder = _echo
+    recs = run_evaluation(project, ["fake"], ["llm"], options={"llm": {
+        "llm": "openai:stub-lm?bos=^", "generator": "none", "n_resamples": 20, "english": False,
+        "tokenizer": str(tiny_lm)}})
+    assert recs[0].status == "done", recs[0].reason
+    cov = [r for r in load_results(project, suite="llm") if r["metric"] == "script_coverage"]
+    assert [r["group"]["language"] for r in cov] == ["ja"] and 0 < cov[0]["value"] < 1

@@ -11,7 +11,8 @@ The runner hands every suite an embedder; this suite does not use it. The LLM co
 ``llm`` (scorer spec, required), ``generator`` (spec for sentiment/QA; default: the scorer's spec when it
 is ``hf:`` or ``openai:``; ``none`` to skip), ``mode`` (``sentence``, the default: the completed context's log-likelihood; or ``prefix``), ``languages`` (list),
 ``english`` (score parallel English too, default true), ``n_entities`` (50), ``seeds`` ([0, 1, 2]),
-``n_resamples`` (1000), ``coverage`` (default true), ``parallel`` (default: the value of ``english``; native and English runs
+``n_resamples`` (1000), ``coverage`` (default true; the tokenizer of an ``hf:`` model, or the ``tokenizer``
+option — a folder or hub name — for a model served through ``openai:``), ``parallel`` (default: the value of ``english``; native and English runs
 then use the same entities, those with an English form; false: every accepted entity in native runs).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 
 from ....errors import CulturaError
 from ..registry import Suite, SuiteSkipped, row
-from ...reportkit import Cell, ReportSection, Table, model_label
+from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag, model_label
 
 NAME = "llm"
 
@@ -77,8 +78,8 @@ def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]
     gen_spec = o.get("generator", spec if spec.split(":", 1)[0] in ("hf", "openai") else None)
     if gen_spec and gen_spec != "none":
         rows += _generation_rows(project, gen_spec, o, ident, langs)
-    if o.get("coverage", True) and spec.startswith("hf:"):
-        rows += _coverage_rows(project, scorer, ident)
+    if o.get("coverage", True) and (spec.startswith("hf:") or o.get("tokenizer")):
+        rows += _coverage_rows(project, _coverage_tokenizer(scorer, o.get("tokenizer")), ident)
     if not rows:
         raise SuiteSkipped("No context matched the entity tables (same language and type).")
     return rows
@@ -127,12 +128,26 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
     return rows
 
 
-def _coverage_rows(project, scorer, ident) -> list[dict]:
+def _coverage_tokenizer(scorer, name: str | None):
+    """The tokenizer whose vocabulary coverage is measured: the ``tokenizer`` option (a local folder or hub
+    name, for a model served through ``openai:``), else the HF scorer's own."""
+    if not name:
+        return scorer.tokenizer
+    from transformers import AutoTokenizer  # deferred: heavy optional dependency
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except OSError as e:
+        raise CulturaError(f"Cannot load the tokenizer {name!r} for the coverage figure ({e}); pass a local "
+                           "folder with --option llm.tokenizer=/path.") from None
+
+
+def _coverage_rows(project, tokenizer, ident) -> list[dict]:
     from .contexts import list_contexts
     from .coverage import decoded_vocabulary, script_coverage, script_of
 
     langs = sorted({c["language"] for c in list_contexts(project)})
-    vocab = decoded_vocabulary(scorer.tokenizer)
+    vocab = decoded_vocabulary(tokenizer)
     out = []
     for lang in langs:
         try:
@@ -184,6 +199,15 @@ def render_llm(results, project):
         parts_html.append(t.html())
         parts_md.append(t.markdown())
         csvs[f"llm_{metric}{'_' + kind if kind else ''}"] = t.csv_rows()
+    fig = cbs_vs_coverage(results, model_of)
+    if fig is not None:
+        uri, points = fig
+        caption = ("CBS (grounded contexts, mean over entity types) vs tokenizer script coverage, one point per "
+                   "model and language; dashed lines join the models on one language (seed 001 Figure 13)")
+        parts_html.append(f"<figure>{img_tag(uri, 'CBS vs tokenizer script coverage')}"
+                          f"<figcaption>{caption}</figcaption></figure>")
+        parts_md.append(f"*{caption}: see the HTML report; the points are in llm_cbs_vs_coverage.csv.*")
+        csvs["llm_cbs_vs_coverage"] = points
     for key, t in native_vs_english_tables(results, model_of):
         parts_html.append(t.html())
         parts_md.append(t.markdown())
@@ -193,6 +217,47 @@ def render_llm(results, project):
             "contexts.</p>")
     return ReportSection(title="LLM entity bias (Camellia)", html=note + "".join(parts_html),
                          markdown="\n\n".join(parts_md), csv_tables=csvs)
+
+
+def cbs_vs_coverage(results, model_of, *, kind: str = "grounded"):
+    """Seed 001 Figure 13: ``(png data URI, points)`` with one point per model × language that has both a
+    ``cbs_mean`` of ``kind`` contexts (native language) and a ``script_coverage``; None without any. Points are
+    ``{"model", "language", "coverage", "cbs"}`` (shares)."""
+    cov = {(model_of(r), r["group"]["language"]): r["value"] for r in results if r["metric"] == "script_coverage"}
+    cbs = {(model_of(r), r["group"]["language"]): r["value"] for r in results
+           if r["metric"] == "cbs_mean" and r["group"].get("kind") == kind
+           and r["group"].get("test_language", r["group"]["language"]) == r["group"]["language"]}
+    points = [{"model": m, "language": lang, "coverage": cov[(m, lang)], "cbs": cbs[(m, lang)]}
+              for m, lang in sorted(set(cov) & set(cbs), key=lambda k: tuple(map(str, k)))
+              if math.isfinite(cov[(m, lang)]) and math.isfinite(cbs[(m, lang)])]
+    if not points:
+        return None
+    import matplotlib  # deferred: heavy optional dependency
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    by_lang: dict[str, list[dict]] = {}
+    for p in points:
+        by_lang.setdefault(p["language"], []).append(p)
+    for ps in by_lang.values():
+        if len(ps) > 1:
+            ax.plot([100 * p["coverage"] for p in ps], [100 * p["cbs"] for p in ps], ls="--", color="0.6", lw=0.8,
+                    zorder=1)
+    markers = "osD^vP*X"
+    for i, m in enumerate(sorted({p["model"] for p in points})):
+        ps = [p for p in points if p["model"] == m]
+        ax.scatter([100 * p["coverage"] for p in ps], [100 * p["cbs"] for p in ps], marker=markers[i % 8],
+                   label=m, zorder=2)
+        for p in ps:
+            ax.annotate(p["language"], (100 * p["coverage"], 100 * p["cbs"]), textcoords="offset points",
+                        xytext=(4, 3), fontsize=8)
+    ax.set_xlabel("script coverage in the tokenizer vocabulary (%)")
+    ax.set_ylabel(f"CBS, {kind} contexts (%) ↓")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return figure_uri(fig), points
 
 
 ENGLISH_COLUMN = "English (parallel)"

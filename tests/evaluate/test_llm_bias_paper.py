@@ -446,3 +446,16 @@ def test_coverage_of_a_served_model_from_its_tokenizer_option(project, tmp_path,
     assert recs[0].status == "done", recs[0].reason
     cov = [r for r in load_results(project, suite="llm") if r["metric"] == "script_coverage"]
     assert [r["group"]["language"] for r in cov] == ["ja"] and 0 < cov[0]["value"] < 1
+
+
+def test_no_parseable_reply_is_nan_with_a_reason_not_zero(project, tmp_path, openai_stub):
+    from cultura.evaluate.suites.llm_bias.sentiment import sentiment_association
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", PAR_ENTS))
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
+        {"language": "ja", "kind": "grounded", "type": "food", "sentiment": "positive", "text": "[MASK]を食べた。"},
+        {"language": "ja", "kind": "neutral", "type": "food", "sentiment": "neutral", "text": "昼は[MASK]。"}]))
+    openai_stub.responder = lambda req: "ありがとうございます"
+    (r,) = sentiment_association(project, "openai:stub-chat", n_entities=2, seeds=[0], n_resamples=20)
+    assert math.isnan(r["delta_fn"]) and math.isnan(r["delta_fp"]) and "no parseable reply" in r["reason"]
+    assert r["invalid"] == 8

@@ -123,6 +123,7 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
         per_ctx = {c["id"]: np.zeros(4) for c in cs}      # fn_l, fn_w, fp_l, fp_w summed over seeds
         invalid = n_sent = 0
         reasons: dict[str, int] = {}
+        n_valid = {"local": 0, "western": 0}
         bad: list[dict] = []
         for seed in seeds:
             jobs = []
@@ -138,6 +139,7 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
             for (c, side, _), reply in zip(jobs, replies):
                 pred, why = parse_sentiment_reply(reply)
                 n_sent += side == "local"
+                n_valid[side] += pred is not None
                 if pred is None:
                     invalid += 1
                     reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
@@ -162,5 +164,10 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
                 row[f"{name}_ci"] = (float(ci.low), float(ci.high))
             else:
                 row[f"{name}_ci"] = (math.nan, math.nan) if len(d) < 2 else (float(d.sum()), float(d.sum()))
+        if not n_valid["local"] or not n_valid["western"]:
+            empty = [k for k in ("local", "western") if not n_valid[k]]
+            row.update({"delta_fn": math.nan, "delta_fp": math.nan, "delta_fn_ci": (math.nan, math.nan),
+                        "delta_fp_ci": (math.nan, math.nan),
+                        "reason": f"no parseable reply for the {' and '.join(empty)} entities (see invalid_replies)"})
         rows.append(row)
     return rows

@@ -114,6 +114,7 @@ def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
                                          "fp_local": s["fp_local"], "fp_western": s["fp_western"],
                                          "invalid": s["invalid"], "invalid_reasons": s["invalid_reasons"],
                                          "invalid_replies": s["invalid_replies"][:10],
+                                         **({"reason": s["reason"]} if s.get("reason") else {}),
                                          "n_sentences": s["n_sentences"],
                                          "seeds": seeds}))
         for q in extractive_qa(project, gen, language=lang, n_entities=n_ent, seed=seeds[0] if seeds else 0,

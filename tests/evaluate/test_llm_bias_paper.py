@@ -459,3 +459,25 @@ def test_no_parseable_reply_is_nan_with_a_reason_not_zero(project, tmp_path, ope
     (r,) = sentiment_association(project, "openai:stub-chat", n_entities=2, seeds=[0], n_resamples=20)
     assert math.isnan(r["delta_fn"]) and math.isnan(r["delta_fp"]) and "no parseable reply" in r["reason"]
     assert r["invalid"] == 8
+
+
+# -- Tables 2, 3, 5 and Figure 7: the benchmark's own statistics ------------------------------------------------
+
+def test_entity_and_context_counts(project, tmp_path):
+    from cultura.evaluate.suites.llm_bias.contexts import context_counts
+    from cultura.evaluate.suites.llm_bias.entities import entity_counts
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", [
+        *PAR_ENTS, {"language": "ja", "type": "food", "side": "western", "native": "ピザ2", "country": "IT"}]))
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
+        {"language": "ja", "kind": "grounded", "type": "food", "text": "京都で[MASK]を食べた。"},          # 9 chars
+        {"language": "ja", "kind": "neutral", "type": "food", "text": "昼は[MASK]。"},                      # 4
+        {"language": "hi", "kind": "qa", "type": "food", "text": "कल हमने [MASK] खाया और बहुत मज़ा आया"}]))  # 8 words
+    assert {(r["language"], r["type"], r["side"]): r["n"] for r in entity_counts(project)} == {
+        ("ja", "food", "local"): 5, ("ja", "food", "western"): 5}
+    assert entity_counts(project, by=["country"], status=None) == [{"country": None, "n": 9},
+                                                                   {"country": "IT", "n": 1}]
+    ja, hi = sorted(context_counts(project), key=lambda r: r["language"] != "ja")
+    assert (ja["grounded"], ja["neutral"], ja["qa"], ja["unit"]) == (1, 1, 0, "characters")
+    assert ja["length_adaptation"] == 6.5 and ja["sd_adaptation"] == pytest.approx(3.54, abs=0.01)
+    assert (hi["qa"], hi["unit"], hi["length_qa"], hi["sd_qa"]) == (1, "words", 8.0, None)

@@ -120,6 +120,25 @@ def entities_list(ctx, language, type_, side, status, as_json):
     cols = ["id", "language", "type", "side", "native", "english", "status", "source"]
     listing("Entities", rows, as_json, cols)
 
+@entities.command("counts")
+@click.option("--by", default="language,type,side", show_default=True,
+              help="Comma-separated columns to group by: language, type, side, country, status, source "
+                   "(seed 001 Table 2: language,type,side; Figure 7: --by type,country on Western entities).")
+@click.option("--side", type=click.Choice(["local", "western"]), default=None, help="Only this side.")
+@click.option("--status", default="accepted", show_default=True, help="candidate, accepted, rejected or 'any'.")
+@json_option
+@pass_ctx
+def entities_counts(ctx, by, side, status, as_json):
+    """Count entities per group (the shape of seed 001 Table 2 and Figure 7)."""
+    from .entities import entity_counts
+
+    cols = [c.strip() for c in by.split(",") if c.strip()]
+    rows = entity_counts(ctx.project, by=cols + (["side"] if side and "side" not in cols else []),
+                         status=None if status == "any" else status)
+    if side:
+        rows = [r for r in rows if r["side"] == side]
+    listing("Entities", rows, as_json)
+
 @click.group("contexts")
 def contexts():
     """Masked contexts ([MASK]) for the LLM suite: grounded, neutral and extractive-QA."""
@@ -156,5 +175,16 @@ def contexts_list(ctx, language, kind, type_, as_json):
     rows = list_contexts(ctx.project, language=language, kind=kind, type=type_)
     listing("Contexts", rows, as_json, ["id", "language", "kind", "type", "sentiment",
                                                              "text"])
+
+@contexts.command("counts")
+@click.option("--status", default="active", show_default=True, help="active, candidate, excluded or 'any'.")
+@json_option
+@pass_ctx
+def contexts_counts(ctx, status, as_json):
+    """Contexts per language and kind, and their mean ± SD length (seed 001 Tables 3 and 5: words, characters
+    for zh/ja)."""
+    from .contexts import context_counts
+
+    listing("Contexts", context_counts(ctx.project, status=None if status == "any" else status), as_json)
 
 COMMANDS = [entities, contexts]

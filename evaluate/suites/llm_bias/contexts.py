@@ -118,6 +118,34 @@ def list_contexts(project, *, language: str | None = None, kind: str | None = No
     return [dict(r) for r in project.db.query(sql, args)]
 
 
+#: languages written without spaces: context length in characters (seed 001 Table 5), else in words
+CHARACTER_LANGUAGES = ("zh", "ja", "th")
+
+
+def context_counts(project, *, status: str | None = "active") -> list[dict]:
+    """Per language: the number of contexts of each kind (seed 001 Table 3) and the mean ± SD length of the
+    adaptation contexts (grounded + neutral) and of the QA contexts (Table 5: words, characters for zh/ja;
+    SD with ddof 1). Rows ``{"language", "grounded", "neutral", "qa", "unit", "length_adaptation",
+    "sd_adaptation", "length_qa", "sd_qa"}``."""
+    import statistics
+
+    out = []
+    by: dict[str, list[dict]] = {}
+    for c in list_contexts(project, status=status):
+        by.setdefault(c["language"], []).append(c)
+    for lang, cs in sorted(by.items()):
+        chars = lang in CHARACTER_LANGUAGES
+        length = (lambda t: len(t.replace(MASK, "X"))) if chars else (lambda t: len(t.split()))
+        row = {"language": lang, **{k: sum(c["kind"] == k for c in cs) for k in KINDS},
+               "unit": "characters" if chars else "words"}
+        for name, kinds in (("adaptation", ("grounded", "neutral")), ("qa", ("qa",))):
+            ls = [length(c["text"]) for c in cs if c["kind"] in kinds]
+            row[f"length_{name}"] = round(statistics.fmean(ls), 2) if ls else None
+            row[f"sd_{name}"] = round(statistics.stdev(ls), 2) if len(ls) > 1 else None
+        out.append(row)
+    return out
+
+
 def set_context_status(project, context_id: int, status: str, *, reason: str | None = None) -> None:
     """Exclude (``excluded``) or restore (``active``) one context; nothing is deleted."""
     if status not in ("active", "excluded"):

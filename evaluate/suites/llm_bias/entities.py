@@ -134,6 +134,19 @@ def entity_sets(project, language: str, type: str, *, field: str = "native") -> 
     return out["local"], out["western"]
 
 
+def entity_counts(project, *, by=("language", "type", "side"), status: str | None = "accepted") -> list[dict]:
+    """Entity counts grouped by ``by`` columns (seed 001 Table 2: language × type × side; Figure 7: the Western
+    entities by ``country``), ``status`` None for every status. Rows ``{**group, "n"}``, sorted."""
+    cols = [c for c in by]
+    bad = [c for c in cols if c not in ("language", "type", "side", "country", "status", "source")]
+    if bad:
+        raise CulturaError(f"Cannot group entities by {bad}; use language, type, side, country, status, source.")
+    where, args = ("WHERE status = ?", [status]) if status else ("", [])
+    sql = (f"SELECT {', '.join(cols)}, COUNT(*) AS n FROM entities {where} GROUP BY {', '.join(cols)} "
+           f"ORDER BY {', '.join(cols)}")
+    return [dict(r) for r in project.db.query(sql, args)]
+
+
 def entity_pool(project, language: str, type: str, *, parallel: bool = True) -> tuple[list[dict], list[dict]]:
     """The accepted local and Western entities of one type in one language as rows ``{id, native, english}``
     (id order, one row per native form). With ``parallel`` only entities that have an English form: the pool

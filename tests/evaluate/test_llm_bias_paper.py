@@ -481,3 +481,22 @@ def test_entity_and_context_counts(project, tmp_path):
     assert (ja["grounded"], ja["neutral"], ja["qa"], ja["unit"]) == (1, 1, 0, "characters")
     assert ja["length_adaptation"] == 6.5 and ja["sd_adaptation"] == pytest.approx(3.54, abs=0.01)
     assert (hi["qa"], hi["unit"], hi["length_qa"], hi["sd_qa"]) == (1, "words", 8.0, None)
+
+
+def test_english_leaderboards_tables_18_to_21(project):
+    from cultura.evaluate.suites import row
+    from cultura.evaluate.suites.llm_bias.suite import render_llm
+
+    det = {"llm_spec": "hf:m"}
+    rows = [row("llm", "cbs_mean", 0.3, group={"language": "ja", "kind": "grounded"}, details=det),
+            row("llm", "cbs_en_mean", 0.5, group={"language": "ja", "kind": "grounded"}, details=det),
+            row("llm", "cbs_en_mean", 0.4, group={"language": "ko", "kind": "grounded"}, details=det),
+            row("llm", "delta_fn", 3.0, group={"language": "ja", "test_language": "ja"}, details=det),
+            row("llm", "delta_fn", -7.0, group={"language": "ja", "test_language": "en"}, details=det)]
+    sec = render_llm(rows, project)
+    assert "Table 18" in sec.html and "Table 19" in sec.html
+    (t18,) = sec.csv_tables["llm_cbs_en_mean_grounded"]
+    assert t18["ja"] == 0.5 and t18["ko"] == 0.4 and t18["Avg"] == pytest.approx(0.45)
+    (t15,) = sec.csv_tables["llm_delta_fn"]
+    (t19,) = sec.csv_tables["llm_delta_fn_english"]
+    assert t15["ja"] == 3.0 and t19["ja"] == -7.0 and t19["Avg"] == 7.0     # Avg of |Δ| as in the paper

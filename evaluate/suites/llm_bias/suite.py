@@ -162,6 +162,12 @@ def _coverage_rows(project, tokenizer, ident) -> list[dict]:
 
 # -- report section -------------------------------------------------------------------------------------
 
+def _parallel_english(r) -> bool:
+    """A row of a parallel-English run (its group's language is the source culture's)."""
+    g = r["group"]
+    return r["metric"].startswith("cbs_en") or (g.get("test_language") == "en" and g["language"] != "en")
+
+
 def render_llm(results, project):
     """Leaderboards in the shape of seed 001 Tables 14–17 (one row per LLM, one column per language, Avg),
     the grounded-vs-neutral comparison (Figure 4) and native language vs parallel English (Table 1 shape,
@@ -171,15 +177,21 @@ def render_llm(results, project):
         return r["details"].get("llm_spec") or r["details"].get("llm") or r["model"]
 
     parts_html, parts_md, csvs = [], [], {}
-    boards = [("cbs_mean", "grounded", "Cultural Bias Score, grounded contexts (↓; seed 001 Table 14)", True),
-              ("cbs_mean", "neutral", "Cultural Bias Score, neutral contexts (↓; seed 001 Figure 4)", True),
-              ("delta_fn", None, "ΔFalse Negatives, Western − local (|Δ| ↓; Table 15)", False),
-              ("delta_fp", None, "ΔFalse Positives, Western − local (|Δ| ↓; Table 16)", False),
-              ("delta_qa_acc", None, "ΔQA accuracy, local − Western, points (|Δ| ↓; Table 17)", False),
-              ("script_coverage", None, "Tokenizer script coverage (Figure 13)", True)]
-    for metric, kind, caption, pct in boards:
+    boards = [("cbs_mean", "grounded", "Cultural Bias Score, grounded contexts (↓; seed 001 Table 14)", True, False),
+              ("cbs_mean", "neutral", "Cultural Bias Score, neutral contexts (↓; seed 001 Figure 4)", True, False),
+              ("delta_fn", None, "ΔFalse Negatives, Western − local (|Δ| ↓; Table 15)", False, False),
+              ("delta_fp", None, "ΔFalse Positives, Western − local (|Δ| ↓; Table 16)", False, False),
+              ("delta_qa_acc", None, "ΔQA accuracy, local − Western, points (|Δ| ↓; Table 17)", False, False),
+              ("script_coverage", None, "Tokenizer script coverage (Figure 13)", True, False),
+              ("cbs_en_mean", "grounded", "English leaderboard: CBS, grounded contexts in parallel English, one "
+               "column per culture (its source language) (↓; seed 001 Table 18)", True, True),
+              ("delta_fn", None, "English leaderboard: ΔFalse Negatives (|Δ| ↓; Table 19)", False, True),
+              ("delta_fp", None, "English leaderboard: ΔFalse Positives (|Δ| ↓; Table 20)", False, True),
+              ("delta_qa_acc", None, "English leaderboard: ΔQA accuracy, points (|Δ| ↓; Table 21)", False, True)]
+    for metric, kind, caption, pct, english in boards:
         rs = [r for r in results if r["metric"] == metric and (kind is None or r["group"].get("kind") == kind)
-              and r["group"].get("test_language", r["group"]["language"]) == r["group"]["language"]]
+              and (_parallel_english(r) if english else
+                   r["group"].get("test_language", r["group"]["language"]) == r["group"]["language"])]
         if not rs:
             continue
         langs = sorted({r["group"]["language"] for r in rs})
@@ -199,7 +211,8 @@ def render_llm(results, project):
         t = Table(["model", *langs, "Avg"], table_rows, caption=caption)
         parts_html.append(t.html())
         parts_md.append(t.markdown())
-        csvs[f"llm_{metric}{'_' + kind if kind else ''}"] = t.csv_rows()
+        csvs[f"llm_{metric}{'_' + kind if kind else ''}{'_english' if english and 'en_' not in metric else ''}"] = \
+            t.csv_rows()
     fig = cbs_vs_coverage(results, model_of)
     if fig is not None:
         uri, points = fig

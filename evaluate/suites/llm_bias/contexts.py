@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ....db import now
+from ....db.readers import read_rows
 from ....errors import CulturaError
-from .entities import read_rows
 from ....models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
 
 KINDS = ("grounded", "neutral", "qa")
@@ -100,7 +100,7 @@ def import_contexts(project, path: str | Path, *, language: str | None = None, k
     defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type), ("status", status))
                 if v}
     rows = [normalise_context(r, where=f"{path} row {n}", defaults=defaults)
-            for n, r in enumerate(read_rows(path), 1)]
+            for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
         raise CulturaError(f"{path} holds no context rows; add one JSON object (or CSV row) per context.")
     return add_contexts(project, rows, source=source or f"import:{Path(path).name}")

@@ -20,11 +20,11 @@ neither / noise → rejected) back onto the entities.
 """
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 from ....db import dumps, now
+from ....db.readers import read_rows
 from ....errors import CulturaError
 
 SIDES = ("local", "western")
@@ -32,26 +32,6 @@ STATUSES = ("candidate", "accepted", "rejected")
 _SIDE_ALIASES = {"local": "local", "asian": "local", "native": "local", "culture": "local",
                  "western": "western", "west": "western"}
 _NATIVE_KEYS = ("native", "entity", "name", "text")
-
-
-def read_rows(path: str | Path) -> list[dict]:
-    """Rows of a JSONL or CSV/TSV file (by extension); a bad line is one clear error naming it."""
-    p = Path(path)
-    if not p.exists():
-        raise CulturaError(f"{p} does not exist; pass a JSONL or CSV file.")
-    if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        rows = []
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise CulturaError(f"{p}:{n} is not valid JSON ({e.msg}); fix that line.") from None
-        return rows
-    if p.suffix.lower() in (".csv", ".tsv"):
-        with p.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f, delimiter="\t" if p.suffix.lower() == ".tsv" else ","))
-    raise CulturaError(f"{p}: unknown format {p.suffix!r}; use .jsonl or .csv.")
 
 
 def _side(value, where: str) -> str:
@@ -104,7 +84,7 @@ def import_entities(project, path: str | Path, *, language: str | None = None, t
     defaults = {k: v for k, v in (("language", language), ("type", type), ("side", side),
                                   ("status", status)) if v}
     rows = [normalise_entity(r, where=f"{path} row {n}", defaults=defaults)
-            for n, r in enumerate(read_rows(path), 1)]
+            for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
         raise CulturaError(f"{path} holds no entity rows; add one JSON object (or CSV row) per entity.")
     return add_entities(project, rows, source=source or f"import:{Path(path).name}")

@@ -214,6 +214,47 @@ def apply_context_decisions(db) -> dict:
     return n
 
 
+def apply_entity_table_decisions(db) -> dict:
+    """Write the current ``entity`` decisions on items of the entities table (keys ``entity:ent-<id>``) back
+    to it, atomically (seed 001 Figure 8): ``local`` / ``western`` → ``accepted`` with that side; ``neither`` /
+    ``noise`` → ``rejected`` (reason: the label). A side change that would duplicate an entity already on that
+    side rejects the candidate with the reason. Items pushed from a file (other keys) are left alone."""
+    n = {"accepted": 0, "rejected": 0, "unknown": 0}
+    if not db["entities"].exists():
+        return n
+    rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "
+                      "AND item_key LIKE 'entity:ent-%' ORDER BY id").fetchall()
+    ts = now()
+    with transaction(db):
+        for key, label in rows:
+            try:
+                eid = int(key.rsplit("ent-", 1)[1])
+            except ValueError:
+                n["unknown"] += 1
+                continue
+            cur = db.execute("SELECT language, type, native FROM entities WHERE id = ?", [eid]).fetchone()
+            if cur is None:
+                n["unknown"] += 1
+                continue
+            label = (label or "").strip().lower()
+            if label not in ("local", "western"):
+                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label or 'without label'}", ts, eid])
+                n["rejected"] += 1
+                continue
+            clash = db.execute("SELECT id FROM entities WHERE language = ? AND type = ? AND native = ? AND side = ? "
+                               "AND id != ?", [cur[0], cur[1], cur[2], label, eid]).fetchone()
+            if clash is not None:
+                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label}: duplicate of entity {clash[0]}", ts, eid])
+                n["rejected"] += 1
+                continue
+            db.execute("UPDATE entities SET status = 'accepted', side = ?, reason = NULL, updated_at = ? "
+                       "WHERE id = ?", [label, ts, eid])
+            n["accepted"] += 1
+    return n
+
+
 # ----------------------------------------------------------------------------------------- registry
 
 @dataclass
@@ -276,7 +317,7 @@ register_kind(KindSpec(
     "entity", "entity.xml.j2", "nominal", "entity", parse_entity, "majority",
     [a for _, a in ENTITY_LABELS],
     {"entity": "dosa", "category": "food", "culture_name": "India", "item_key": "entity:x"},
-    lambda label: _res("association", "entity", [label])))
+    lambda label: _res("association", "entity", [label]), apply_entity_table_decisions))
 register_kind(KindSpec(
     "translation", "translation.xml.j2", "ordinal", "translation", _parse_likert("score"), "median",
     ["1", "2", "3", "4", "5"],

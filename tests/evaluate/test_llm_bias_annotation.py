@@ -104,3 +104,20 @@ def test_context_campaign_end_to_end(project, labelstudio, tmp_path):  # noqa: F
     active = {c["text"]: (c["kind"], c["sentiment"]) for c in list_contexts(project)}
     assert active == {CANDIDATES[0]["text"]: ("grounded", "positive"), CANDIDATES[1]["text"]: ("grounded", "neutral"),
                       CANDIDATES[2]["text"]: ("neutral", "neutral")}
+
+
+def test_entity_decisions_go_back_to_the_entities_table_on_adjudication(project, tmp_path):
+    from cultura.db import now
+    from cultura.evaluate.suites.llm_bias.entities import list_entities
+
+    import_entities(project, _jsonl(tmp_path / "e.jsonl", [
+        {"language": "ja", "type": "food", "side": "local", "native": "寿司", "country": "JP"},
+        {"language": "ja", "type": "food", "side": "local", "native": "ピザ", "country": "JP"},
+        {"language": "ja", "type": "food", "side": "local", "native": "パン", "country": "JP"}]), status="candidate")
+    ids = {e["native"]: e["id"] for e in list_entities(project, status="candidate")}
+    project.db["decisions"].insert_all([
+        {"kind": "entity", "item_key": f"entity:ent-{ids[n]}", "label": lab, "rule": "majority", "decided_at": now()}
+        for n, lab in (("寿司", "local"), ("ピザ", "western"), ("パン", "neither"))])
+    assert kinds.get_kind("entity").write_back(project.db) == {"accepted": 2, "rejected": 1, "unknown": 0}
+    got = {e["native"]: (e["status"], e["side"]) for e in list_entities(project, status=None)}
+    assert got == {"寿司": ("accepted", "local"), "ピザ": ("accepted", "western"), "パン": ("rejected", "local")}

@@ -181,7 +181,8 @@ _TYPE_WORDS = {"names_female": "female first name", "names_male": "male first na
 
 def context_table_rows(project) -> list[dict]:
     """Candidate masked contexts of the LLM-bias contexts table (seed 001 §3.3: status ``candidate``), keyed
-    ``ctx-<id>``; adjudicated decisions go back to the table (:func:`cultura.annotate.kinds.apply_context_decisions`)."""
+    ``ctx-<id>``; adjudicated decisions go back to the table
+    (:func:`cultura.annotate.kinds.apply_context_decisions`)."""
     if not project.db["contexts"].exists():
         return []
     return [{"key": f"ctx-{r['id']}", "text": r["text"], "language": r["language"], "type": r["type"],

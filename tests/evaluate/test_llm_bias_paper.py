@@ -152,8 +152,8 @@ def test_native_and_english_runs_use_the_same_entities(project, tmp_path, openai
 
     import_entities(project, _write_jsonl(tmp_path / "e.jsonl", PAR_ENTS))
     import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
-        {"language": "ja", "kind": "grounded", "type": "food", "sentiment": "positive", "text": f"京都で[MASK]を{i}回食べた。",
-         "english": f"In Kyoto I ate [MASK] {i} times."} for i in range(6)] + [
+        {"language": "ja", "kind": "grounded", "type": "food", "sentiment": "positive",
+         "text": f"京都で[MASK]を{i}回食べた。", "english": f"In Kyoto I ate [MASK] {i} times."} for i in range(6)] + [
         {"language": "ja", "kind": "qa", "type": "food", "text": f"旅の{i}日目、[MASK]が美味しかった。",
          "english": f"On day {i} of the trip the [MASK] was delicious."} for i in range(4)]))
     to_en = {e["native"]: e["english"] for e in PAR_ENTS if e.get("english")}

@@ -7,7 +7,8 @@ Patterns are data: ``data/patterns/<language>.toml`` holds ``[[patterns]]`` tabl
 unigrams and bigrams that appeared after a detected pattern": ``ngrams = 2`` makes the entity group's first
 word and first two words candidates (``position = "before"`` for patterns that follow the entity, as in
 "<dish> की रेसिपी": the last word and the last two words). Each pattern carries an ``example`` sentence and
-the candidates it must ``expect`` (a test runs them). The corpus is a JSONL file (one object with a ``text`` field per line), a text file, or a
+the candidates it must ``expect`` (a test runs them). The corpus is a JSONL file (one object with a ``text``
+field per line), a text file, or a
 folder of ``.txt``/``.jsonl`` files. Matches are counted; entities seen at least ``min_count`` times are stored
 as ``candidate`` entities (``source = pattern:<name>``) for annotation.
 

@@ -9,11 +9,12 @@ English contexts (Figure 12), ``delta_fn`` / ``delta_fp`` (sentiment association
 The runner hands every suite an embedder; this suite does not use it. The LLM comes from the options
 (``--option llm.llm=hf:MODEL``) or the project config (``[evaluate.llm] llm = "hf:MODEL"``). Options:
 ``llm`` (scorer spec, required), ``generator`` (spec for sentiment/QA; default: the scorer's spec when it
-is ``hf:`` or ``openai:``; ``none`` to skip), ``mode`` (``sentence``, the default: the completed context's log-likelihood; or ``prefix``), ``languages`` (list),
-``english`` (score parallel English too, default true), ``n_entities`` (50), ``seeds`` ([0, 1, 2]),
-``n_resamples`` (1000), ``coverage`` (default true; the tokenizer of an ``hf:`` model, or the ``tokenizer``
-option — a folder or hub name — for a model served through ``openai:``), ``parallel`` (default: the value of ``english``; native and English runs
-then use the same entities, those with an English form; false: every accepted entity in native runs).
+is ``hf:`` or ``openai:``; ``none`` to skip), ``mode`` (``sentence``, the default: the completed context's
+log-likelihood; or ``prefix``), ``languages`` (list), ``english`` (score parallel English too, default true),
+``n_entities`` (50), ``seeds`` ([0, 1, 2]), ``n_resamples`` (1000), ``coverage`` (default true; the tokenizer
+of an ``hf:`` model, or the ``tokenizer`` option — a folder or hub name — for a model served through
+``openai:``), ``parallel`` (default: the value of ``english``; native and English runs then use the same
+entities, those with an English form; false: every accepted entity in native runs).
 """
 from __future__ import annotations
 

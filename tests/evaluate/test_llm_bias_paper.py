@@ -500,3 +500,18 @@ def test_english_leaderboards_tables_18_to_21(project):
     (t15,) = sec.csv_tables["llm_delta_fn"]
     (t19,) = sec.csv_tables["llm_delta_fn_english"]
     assert t15["ja"] == 3.0 and t19["ja"] == -7.0 and t19["Avg"] == 7.0     # Avg of |Δ| as in the paper
+
+
+def test_cbs_native_and_english_score_the_same_entity_pairs(project, tmp_path, tiny_lm):  # noqa: F811
+    from cultura.evaluate.suites.llm_bias.cbs import cbs_by_context
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", PAR_ENTS))
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", [
+        {"language": "ja", "kind": "grounded", "type": "food", "text": "京都で[MASK]を食べた。",
+         "english": "In Kyoto I ate [MASK]."}]))
+    spec = f"hf:{tiny_lm}"
+    (nat,) = cbs_by_context(project, spec, parallel=True)
+    (en,) = cbs_by_context(project, spec, english=True)
+    (everything,) = cbs_by_context(project, spec)
+    assert (nat["n_local"], nat["n_western"]) == (en["n_local"], en["n_western"]) == (4, 4)
+    assert everything["n_local"] == 5          # without parallel: every accepted entity (おでん too)

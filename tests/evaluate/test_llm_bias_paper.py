@@ -515,3 +515,15 @@ def test_cbs_native_and_english_score_the_same_entity_pairs(project, tmp_path, t
     (everything,) = cbs_by_context(project, spec)
     assert (nat["n_local"], nat["n_western"]) == (en["n_local"], en["n_western"]) == (4, 4)
     assert everything["n_local"] == 5          # without parallel: every accepted entity (おでん too)
+
+
+def test_context_writes_are_atomic(project):
+    import sqlite3
+
+    from cultura.evaluate.suites.llm_bias.contexts import add_contexts, list_contexts
+
+    good = {"language": "ja", "kind": "grounded", "type": "food", "text": "A [MASK].", "country": None,
+            "sentiment": None, "english": None, "parallel_id": None, "source": None, "status": "active"}
+    with pytest.raises(sqlite3.IntegrityError):
+        add_contexts(project, [good, {**good, "text": "B [MASK].", "language": None}], source="t")
+    assert list_contexts(project, status=None) == []        # the first row was not kept on its own

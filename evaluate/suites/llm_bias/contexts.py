@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ....db import now
+from ....db import now, transaction
 from ....db.readers import read_rows
 from ....errors import CulturaError
 from ....models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
@@ -76,7 +76,7 @@ def add_contexts(project, rows, *, source: str) -> dict:
     rows = list(rows)
     ts = now()
     inserted = updated = 0
-    with db.conn:
+    with transaction(db):
         for r in rows:
             row = {**r, "source": r.get("source") or source}
             existing = db.execute("SELECT id FROM contexts WHERE language = ? AND kind = ? AND type = ? AND text = ?",
@@ -150,7 +150,7 @@ def set_context_status(project, context_id: int, status: str, *, reason: str | N
     """Exclude (``excluded``) or restore (``active``) one context; nothing is deleted."""
     if status not in ("active", "excluded"):
         raise CulturaError(f"status must be 'active' or 'excluded', got {status!r}.")
-    with project.db.conn:
+    with transaction(project.db):
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
 
 

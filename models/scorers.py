@@ -259,6 +259,10 @@ class HFScorer(LogProbScorer):
             ctx = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
             cids = tok(cont, add_special_tokens=False)["input_ids"]
             ids = ([bos] if bos is not None else []) + ctx + cids
+            if len(cids) >= limit:
+                seqs.append(ids[:1])
+                spans.append(-2)
+                continue
             if len(ids) > limit:
                 ids = ids[len(ids) - limit:]
             # no start token and nothing before the continuation: its first token is unconditioned
@@ -275,6 +279,9 @@ class HFScorer(LogProbScorer):
             logits = model(input_ids=input_ids.to(dev), attention_mask=mask.to(dev)).logits.float()
             logp = torch.log_softmax(logits, dim=-1).cpu()
         for i, (s, n) in enumerate(zip(seqs, spans)):
+            if n == -2:
+                out.append((None, 0, f"the scored text is longer than the model's context ({limit} tokens)"))
+                continue
             if n < 0:
                 out.append((None, 0, NO_START_REASON))
                 continue

@@ -527,3 +527,13 @@ def test_context_writes_are_atomic(project):
     with pytest.raises(sqlite3.IntegrityError):
         add_contexts(project, [good, {**good, "text": "B [MASK].", "language": None}], source="t")
     assert list_contexts(project, status=None) == []        # the first row was not kept on its own
+
+
+def test_text_longer_than_the_context_fails_with_its_reason(tiny_lm):  # noqa: F811
+    from cultura.models.scorers import HFScorer
+
+    s = HFScorer(str(tiny_lm), max_length=4)
+    (lp, _, reason), = s.score_pairs([("", "a sentence with rather many more tokens than four")])
+    assert lp is None and "longer than the model's context (4 tokens)" in reason
+    (lp, n, reason), = s.score_pairs([("a long prefix that is cut from the left", " ok")])
+    assert lp is not None and reason is None

@@ -380,12 +380,18 @@ def connected_clusters(n: int, pairs: np.ndarray) -> list[np.ndarray]:
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if n == 0 or len(pairs) == 0:
         return []
-    graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    nodes, local = np.unique(pairs, return_inverse=True)  # only nodes with an edge: no singleton work
+    local = local.reshape(-1, 2)
+    m = len(nodes)
+    graph = coo_matrix((np.ones(len(local), dtype=np.int8), (local[:, 0], local[:, 1])), shape=(m, m))
     _, labels = connected_components(graph, directed=False)
-    order = np.argsort(labels, kind="stable")
+    order = np.argsort(labels, kind="stable")  # nodes ascending within each component
     bounds = np.flatnonzero(np.diff(labels[order])) + 1
-    groups = np.split(order, bounds)
-    return sorted((np.sort(g) for g in groups if len(g) > 1), key=lambda g: int(g[0]))
+    starts = np.concatenate([[0], bounds]).tolist()
+    ends = np.concatenate([bounds, [m]]).tolist()
+    groups = [nodes[order[a:b]] for a, b in zip(starts, ends) if b - a > 1]
+    groups.sort(key=lambda g: int(g[0]))
+    return groups
 
 
 # ---------------------------------------------------------------------------------------------- calibration

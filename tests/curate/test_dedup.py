@@ -225,9 +225,7 @@ def test_cosine_pairs_equals_brute_force():
 
 
 def test_representative_prefers_resolution_then_bytes_then_sha():
-    inv = Inventory(sha=["c", "b", "a", "d"], path=[""] * 4, pixels=np.array([100, 200, 200, 200]),
-                    nbytes=np.array([9, 5, 5, 4]), phash=[None] * 4, dhash=[None] * 4,
-                    links=[set()] * 4, concept_names={})
+    inv = Inventory.from_lists(["c", "b", "a", "d"], pixels=[100, 200, 200, 200], nbytes=[9, 5, 5, 4])
     assert representative(inv, np.array([0, 1, 2, 3])) == 2      # tie on pixels and bytes: smallest sha
     assert representative(inv, np.array([0, 3])) == 3            # resolution first
     assert representative(inv, np.array([0, 1, 3])) == 1         # then bytes
@@ -387,3 +385,96 @@ def test_embedding_method_with_tiny_open_clip(world):
     assert any(names(s, "G_png1", "G_png9") <= members for members in clusters(p, "embedding"))
     params = json.loads(p.db.execute("SELECT params FROM dedup_runs WHERE method = 'embedding'").fetchone()[0])
     assert params["embedder"].startswith("openclip:cultura-tiny")
+
+
+# ------------------------------------------------------------------------------------------ scale (issue 15)
+def reference_scoped_clusters(links, pairs, scope):
+    """The former per-pair Python implementation, kept as the reference for the vectorised one."""
+    from collections import defaultdict
+
+    if scope == "global":
+        return [(None, c.tolist()) for c in hashing.connected_clusters(len(links), pairs)]
+    concepts = [{c for c, _ in s} for s in links]
+    edges = defaultdict(list)
+    for i, j in pairs.tolist():
+        for c in concepts[i] & concepts[j]:
+            edges[c].append((i, j))
+    out = []
+    for c in sorted(edges):
+        e = np.array(edges[c], dtype=np.int64)
+        nodes, local = np.unique(e, return_inverse=True)
+        out += [(c, nodes[comp].tolist()) for comp in hashing.connected_clusters(len(nodes), local.reshape(-1, 2))]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("scope", ["within-concept", "global"])
+def test_scoped_clusters_equals_the_per_pair_reference(seed, scope):
+    from cultura.curate.dedup import scoped_clusters
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    links = [{(int(rng.integers(1, 6)), str(rng.choice(["US", "JP", "DE"])))
+              for _ in range(int(rng.integers(0, 4)))} for _ in range(n)]
+    pairs = np.unique(np.sort(rng.integers(0, n, size=(400, 2)), axis=1), axis=0)
+    pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+    inv = Inventory.from_lists([f"{i:064x}" for i in range(n)], [1] * n, [1] * n, links=links)
+    got = [(c, m.tolist()) for c, m in scoped_clusters(inv, pairs, scope)]
+    assert got == reference_scoped_clusters(links, pairs, scope)
+    assert got  # the draw has clusters
+
+
+def test_noop_rerun_reads_nothing_and_any_change_reruns(world, pictures, monkeypatch):
+    from cultura.curate import dedup
+
+    p, s, b = world
+    first = dedup_images(p, progress=False)
+    assert first["unchanged"] is False
+    monkeypatch.setattr(dedup, "load_inventory", lambda project: pytest.fail("a no-op rerun read the images"))
+    again = dedup_images(p, progress=False)
+    assert again["unchanged"] is True
+    assert again["clusters"] == first["clusters"] and again["conflicts_flagged"] == first["conflicts_flagged"]
+    assert again["new_clusters"] == {"phash": 0, "dhash": 0} and again["conflicts_new"] == 0
+    with pytest.raises(pytest.fail.Exception):  # other options: not the recorded call
+        dedup_images(p, phash_threshold=9, progress=False)
+    monkeypatch.undo()
+
+    # a reviewer's decision is a change: the next call recomputes (and changes nothing)
+    cid = p.db.execute("SELECT id FROM dup_clusters WHERE method = 'phash' LIMIT 1").fetchone()[0]
+    p.db.execute("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?", [cid])
+    p.db.conn.commit()
+    res = dedup_images(p, progress=False)
+    assert res["unchanged"] is False and res["new_clusters"] == {"phash": 0, "dhash": 0}
+    assert dedup_images(p, progress=False)["unchanged"] is True
+
+    # a new image is found
+    s["B_crop2"] = b.add(pictures["B_crop2"], ("bread", "US"))
+    res = dedup_images(p, progress=False)
+    assert res["unchanged"] is False and res["hashes_computed"] == 1 and res["new_clusters"]["phash"] == 1
+    assert names(s, "B", "B_crop", "B_crop2") in clusters(p, "phash")
+
+
+def test_a_write_by_someone_else_during_the_run_is_not_recorded_as_seen(world, pictures, monkeypatch):
+    from cultura.curate import dedup
+
+    p, s, b = world
+    real = dedup.scoped_clusters
+    added = []
+
+    def meanwhile(inv, pairs, scope):  # another process links a new image while this run computes
+        if not added:
+            from cultura.project import Project
+
+            other = Project(p.root)  # its own connection, as another process would have
+            writer = Builder(other)
+            writer.rank = 1000
+            added.append(writer.add(pictures["B_crop2"], ("bread", "US")))
+            other.close()
+        return real(inv, pairs, scope)
+
+    monkeypatch.setattr(dedup, "scoped_clusters", meanwhile)
+    dedup_images(p, methods=["phash"], progress=False)
+    monkeypatch.undo()
+    res = dedup_images(p, methods=["phash"], progress=False)
+    assert res["unchanged"] is False and res["hashes_computed"] == 1
+    assert frozenset({s["B"], s["B_crop"], added[0]}) in clusters(p, "phash")

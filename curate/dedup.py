@@ -207,31 +207,22 @@ def load_inventory(project) -> Inventory:
             c = final.get(cid)
             q_concept[qid] = -1 if c is None else c
             q_country[qid] = country_index[country]
-        # links: candidate -> image by a sha256 dict, search result -> candidate by id (two sequential scans;
-        # a join in SQL does one random index lookup on the TEXT sha256 key per row: 4x slower at 1M)
+        # links: search result -> candidate by its integer key in SQL, candidate sha256 -> image by a dict
+        # (a join on images' TEXT sha256 key in SQL costs one random index lookup per row: 4x slower at 1M)
         pos_of = dict(zip(sha, range(n)))
-        cand_ids, cand_img = [], []
-        cur = db.execute("SELECT id, sha256 FROM candidates WHERE sha256 IS NOT NULL")
-        while rows := cur.fetchmany(ROWS_CHUNK):
-            ids, shas = zip(*rows)
-            cand_ids.append(np.array(ids, dtype=np.int64))
-            cand_img.append(np.array([pos_of.get(x, -1) for x in shas], dtype=np.int64))
-        del pos_of
-        cand_ids_a = cat(cand_ids)
-        by_cand = np.full(int(cand_ids_a.max()) + 1 if len(cand_ids_a) else 1, -1, dtype=np.int64)
-        by_cand[cand_ids_a] = cat(cand_img)
-        del cand_ids, cand_img, cand_ids_a
+        get = pos_of.get
         img_parts, q_parts = [], []
-        cur = db.execute("SELECT candidate_id, query_id FROM search_results")
+        cur = db.execute("SELECT sr.query_id, c.sha256 FROM search_results sr "
+                         "CROSS JOIN candidates c ON c.id = sr.candidate_id WHERE c.sha256 IS NOT NULL")
         while rows := cur.fetchmany(ROWS_CHUNK):
-            a = np.array(rows, dtype=np.int64).reshape(-1, 2)
-            a = a[a[:, 0] < len(by_cand)]
-            img_parts.append(by_cand[a[:, 0]])
-            q_parts.append(a[:, 1])
+            qids, shas = zip(*rows)
+            q_parts.append(np.array(qids, dtype=np.int64))
+            img_parts.append(np.array([get(x, -1) for x in shas], dtype=np.int64))
+        del pos_of, get
         pos = np.full(int(rowid_a.max()) + 1 if n else 1, -1, dtype=np.int64)
         pos[rowid_a] = np.arange(n)
         img, q = cat(img_parts), cat(q_parts)
-        ok = (img >= 0) & (q <= max_q)
+        ok = (img >= 0) & (q >= 0) & (q <= max_q)
         img, q = img[ok], q[ok]
         concept = q_concept[q]
         keep = concept >= 0
@@ -420,53 +411,71 @@ def _embedding_params(opts):
 
 
 def _embedding_find(project, inv, opts):
+    """Cosine pairs of image embeddings (cached). The matrix is held once (filled in place from the cache);
+    within-concept scope searches each concept's images apart (exact, ``n**2 / k`` work for ``k``
+    concepts), global scope searches everything with :func:`cosine_pairs` (exact; see docs/scaling.md for an
+    approximate index at millions of images)."""
     from ..models.embedders import embed_images_cached
 
     emb = _embedder(opts)
     keep = np.ones(inv.n, dtype=bool)
     keep[list(inv.unreadable)] = False
     idx = np.flatnonzero(keep)
+    t = opts["embedding_threshold"]
     vecs = np.zeros((inv.n, 1), dtype=np.float32)
+    pairs = np.zeros((0, 2), dtype=np.int64)
     if len(idx):
-        x = np.ascontiguousarray(embed_images_cached(project, emb, [inv.sha[i] for i in idx]), dtype=np.float32)
-        vecs = np.zeros((inv.n, x.shape[1]), dtype=np.float32)
-        vecs[idx] = x
-        local = cosine_pairs(x, opts["embedding_threshold"])
-    else:
-        local = np.zeros((0, 2), dtype=np.int64)
+        shas = [inv.sha[i] for i in idx]
+        if len(idx) == inv.n:
+            vecs = embed_images_cached(project, emb, shas)
+        else:
+            x = embed_images_cached(project, emb, shas)
+            vecs = np.zeros((inv.n, x.shape[1]), dtype=np.float32)
+            vecs[idx] = x
+            del x
+        if opts.get("scope") == "within-concept":
+            pairs = concept_pairs(inv, keep, lambda g: cosine_pairs(vecs[g], t))
+        else:
+            pairs = idx[cosine_pairs(vecs if len(idx) == inv.n else vecs[idx], t)].reshape(-1, 2)
+
     def distance(reps, members):
         reps = np.broadcast_to(reps, np.shape(members))
         return np.clip(1.0 - np.einsum("ij,ij->i", vecs[members], vecs[reps]), 0.0, 2.0)
 
-    return Found(idx[local].reshape(-1, 2), distance)
+    return Found(pairs, distance)
 
 
-def cosine_pairs(vectors: np.ndarray, threshold: float, *, block: int = 4096) -> np.ndarray:
-    """Pairs ``(i, j)``, ``i < j``, of L2-normalised rows with cosine similarity ``>= threshold``.
+def cosine_pairs(vectors: np.ndarray, threshold: float, *, block: int = 1024, db_block: int = 16384) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, of L2-normalised rows with cosine similarity ``>= threshold`` (exact).
 
-    faiss ``IndexFlatIP.range_search`` (which keeps similarities above the radius), queried in blocks.
+    Blocked matrix products over the upper triangle only (``block`` queries against ``db_block`` rows at a
+    time: at most 64 MB of similarities at once), reading ``vectors`` in place: no copy of the matrix and no
+    index (a faiss flat index would hold a second copy).
 
     >>> v = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
     >>> cosine_pairs(v, 0.9).tolist()
     [[0, 1]]
     """
-    import faiss
-
-    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    x = np.asarray(vectors)
     if x.ndim != 2:
         raise ValueError(f"vectors must be a 2-D array, got shape {x.shape}.")
     if not -1.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be a cosine similarity in [-1, 1], got {threshold!r}.")
-    if len(x) < 2:
+    if x.dtype != np.float32:
+        x = x.astype(np.float32)
+    n = len(x)
+    if n < 2:
         return np.zeros((0, 2), dtype=np.int64)
-    index = faiss.IndexFlatIP(x.shape[1])
-    index.add(x)
-    out = []
-    for s in range(0, len(x), block):
-        lims, sims, ids = index.range_search(x[s:s + block], float(threshold) - 1e-6)
-        q = np.repeat(np.arange(s, min(s + block, len(x)), dtype=np.int64), np.diff(lims).astype(np.int64))
-        keep = (q < ids) & (sims >= threshold - 1e-6)
-        out.append(np.stack([q[keep], ids[keep].astype(np.int64)], axis=1))
+    t = float(threshold) - 1e-6
+    out = [np.zeros((0, 2), dtype=np.int64)]
+    for s in range(0, n, block):
+        q = x[s:s + block]
+        for d in range(s, n, db_block):
+            qi, dj = np.nonzero(q @ x[d:d + db_block].T >= t)
+            gi, gj = qi + s, dj + d
+            keep = gi < gj
+            if keep.any():
+                out.append(np.stack([gi[keep], gj[keep]], axis=1).astype(np.int64))
     pairs = np.concatenate(out)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 

@@ -344,7 +344,7 @@ _DEDUP_WATCHED = {
     "image_flags": ("INSERT", "DELETE", "UPDATE"),
     "dedup_runs": ("INSERT", "DELETE", "UPDATE"),
     "dup_clusters": ("INSERT", "DELETE", "UPDATE"),
-    "dup_members": ("INSERT", "DELETE", "UPDATE"),
+    "dup_members": ("DELETE", "UPDATE"),  # members are inserted only with their cluster (counted there)
 }
 
 

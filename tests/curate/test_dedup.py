@@ -478,3 +478,33 @@ def test_a_write_by_someone_else_during_the_run_is_not_recorded_as_seen(world, p
     res = dedup_images(p, methods=["phash"], progress=False)
     assert res["unchanged"] is False and res["hashes_computed"] == 1
     assert frozenset({s["B"], s["B_crop"], added[0]}) in clusters(p, "phash")
+
+
+def test_concept_pairs_equal_global_pairs_restricted_to_a_shared_concept():
+    from cultura.curate.dedup import concept_pairs
+
+    rng = np.random.default_rng(3)
+    n = 400
+    links = [{(int(rng.integers(1, 5)), "US") for _ in range(int(rng.integers(0, 3)))} for _ in range(n)]
+    inv = Inventory.from_lists([f"{i:064x}" for i in range(n)], [1] * n, [1] * n, links=links)
+    h = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    h[200:] = h[:200] ^ (np.uint64(1) << rng.integers(0, 64, 200).astype(np.uint64))
+    mask = rng.random(n) < 0.9
+    got = concept_pairs(inv, mask, lambda idx: hashing.hamming_pairs(h[idx], 4))
+    concepts = [{c for c, _ in s} for s in links]
+    idx = np.flatnonzero(mask)
+    every = idx[hashing.hamming_pairs(h[idx], 4)]
+    expected = [[i, j] for i, j in every.tolist() if concepts[i] & concepts[j]]
+    assert got.tolist() == expected and len(expected) > 20
+
+
+def test_cached_embeddings_stream_into_one_matrix_in_input_order(world):
+    from cultura.models.embedders import embed_images_cached, get_embedder
+
+    p, s, _ = world
+    emb = get_embedder("fake")
+    keys = [s["A"], s["B"], s["A"], s["C"]]
+    first = embed_images_cached(p, emb, keys)              # computed and stored
+    out = np.full((4, first.shape[1]), np.nan, dtype=np.float32)
+    again = embed_images_cached(p, emb, keys, out=out)     # read back from the cache into `out`
+    assert again is out and np.array_equal(again, first) and np.array_equal(again[0], again[2])

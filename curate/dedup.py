@@ -81,14 +81,23 @@ class Inventory:
     countries: list[str]
     concept_names: dict[int, str]
     unreadable: set[int] = field(default_factory=set)
+    phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
+    has_phash_centre: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.phash_centre is None:
+            self.phash_centre = np.zeros(self.n, dtype=np.uint64)
+        if self.has_phash_centre is None:
+            self.has_phash_centre = np.zeros(self.n, dtype=bool)
 
     @classmethod
     def from_lists(cls, sha, pixels, nbytes, *, phash=None, dhash=None, links=None, concept_names=None,
-                   unreadable=None) -> "Inventory":
+                   unreadable=None, phash_centre=None) -> "Inventory":
         """An inventory from Python lists (hex hashes or None, one set of (concept, country) per image)."""
         n = len(sha)
         phash = phash if phash is not None else [None] * n
         dhash = dhash if dhash is not None else [None] * n
+        phash_centre = phash_centre if phash_centre is not None else [None] * n
         links = links if links is not None else [set()] * n
         countries = sorted({k for s in links for _, k in s})
         triples = sorted((i, c, countries.index(k)) for i, s in enumerate(links) for c, k in s)
@@ -99,7 +108,9 @@ class Inventory:
                    has_phash=np.array([bool(v) for v in phash], dtype=bool),
                    has_dhash=np.array([bool(v) for v in dhash], dtype=bool),
                    link_img=cols[:, 0], link_concept=cols[:, 1], link_country=cols[:, 2],
-                   countries=countries, concept_names=dict(concept_names or {}), unreadable=set(unreadable or ()))
+                   countries=countries, concept_names=dict(concept_names or {}), unreadable=set(unreadable or ()),
+                   phash_centre=_hex_array(phash_centre),
+                   has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool))
 
     @property
     def n(self) -> int:
@@ -176,17 +187,18 @@ def load_inventory(project) -> Inventory:
     db = project.db
     with _snapshot(db):
         sha: list[str] = []
-        rowid, pixels, nbytes, ph, dh = [], [], [], [], []
-        cur = db.execute("SELECT rowid, sha256, width * height, bytes, phash, dhash FROM images "
+        rowid, pixels, nbytes, ph, dh, pc = [], [], [], [], [], []
+        cur = db.execute("SELECT rowid, sha256, width * height, bytes, phash, dhash, phash_centre FROM images "
                          "WHERE status = 'ok'")  # rowid order: a sequential scan
         while rows := cur.fetchmany(ROWS_CHUNK):
-            r_id, r_sha, r_px, r_b, r_ph, r_dh = zip(*rows)
+            r_id, r_sha, r_px, r_b, r_ph, r_dh, r_pc = zip(*rows)
             sha.extend(r_sha)
             rowid.append(np.array(r_id, dtype=np.int64))
             pixels.append(np.array(r_px, dtype=np.int64))
             nbytes.append(np.array(r_b, dtype=np.int64))
             ph.append(r_ph)
             dh.append(r_dh)
+            pc.append(r_pc)
         n = len(sha)
         cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
         rowid_a = cat(rowid)
@@ -194,7 +206,9 @@ def load_inventory(project) -> Inventory:
         has_dh = np.array([bool(v) for part in dh for v in part], dtype=bool)
         ph_a = _hex_array([v for part in ph for v in part])
         dh_a = _hex_array([v for part in dh for v in part])
-        del ph, dh
+        has_pc = np.array([bool(v) for part in pc for v in part], dtype=bool)
+        pc_a = _hex_array([v for part in pc for v in part])
+        del ph, dh, pc
 
         names, final = _final_concepts(db)
         queries = db.execute("SELECT id, concept_id, country FROM queries").fetchall()
@@ -235,7 +249,7 @@ def load_inventory(project) -> Inventory:
     return Inventory(sha=sha, pixels=cat(pixels), nbytes=cat(nbytes), phash=ph_a, dhash=dh_a,
                      has_phash=has_ph, has_dhash=has_dh, link_img=key // (n_c * n_k),
                      link_concept=key // n_k % n_c, link_country=key % n_k, countries=countries,
-                     concept_names=names, unreadable=unreadable)
+                     concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc)
 
 
 class _Writes:
@@ -269,7 +283,7 @@ def _counter(db) -> int | None:
 def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Writes | None = None) -> dict:
     """Compute and store pHash/dHash of the images that lack them; an unreadable blob gets an
     ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts."""
-    missing = ~(inv.has_phash & inv.has_dhash)
+    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre)
     if inv.unreadable:
         missing[list(inv.unreadable)] = False
     todo = np.flatnonzero(missing).tolist()
@@ -285,11 +299,11 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
             marks = ",".join("?" * len(shas))
             paths = dict(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({marks})", shas).fetchall())
             res = hashing.hash_images([project.blob_path(paths[s]) for s in shas])
-            ph, dh = hashing.to_hex(res.phash), hashing.to_hex(res.dhash)
+            ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
             ts = now()
             with writes():
-                ok = [(ph[k], dh[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
-                db.conn.executemany("UPDATE images SET phash = ?, dhash = ? WHERE sha256 = ?", ok)
+                ok = [(ph[k], dh[k], pc[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
+                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ? WHERE sha256 = ?", ok)
                 db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
                     "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
@@ -300,8 +314,8 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
                 if k in res.errors:
                     inv.unreadable.add(i)
                 else:
-                    inv.phash[i], inv.dhash[i] = res.phash[k], res.dhash[k]
-                    inv.has_phash[i] = inv.has_dhash[i] = True
+                    inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
+                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = True
             done += len(part) - len(res.errors)
             failed += len(res.errors)
             if bar is not None:
@@ -344,20 +358,42 @@ class Method:
 
 
 def _hash_method(kind: str) -> Method:
+    """pHash: full hashes and centre hashes (crop-robust, see :func:`hashing.hamming_pairs_with_centre`);
+    dHash: full hashes. The distance to a representative is the smallest of the compared combinations."""
+    centre = kind == "phash"
+
     def params(opts):
-        return {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
+        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
+        if centre:
+            p["centre_crop"] = hashing.CENTRE_CROP
+        return p
 
     def find(project, inv, opts):
         full, has = (inv.phash, inv.has_phash) if kind == "phash" else (inv.dhash, inv.has_dhash)
         t = opts[f"{kind}_threshold"]
+        if centre:
+            has = has & inv.has_phash_centre
+            c = inv.phash_centre
+
+            def search(idx):
+                return hashing.hamming_pairs_with_centre(full[idx], c[idx], t)
+        else:
+            def search(idx):
+                return hashing.hamming_pairs(full[idx], t)
         if opts.get("scope") == "within-concept":
-            pairs = concept_pairs(inv, has, lambda idx: hashing.hamming_pairs(full[idx], t))
+            pairs = concept_pairs(inv, has, search)
         else:
             idx = np.flatnonzero(has)
-            pairs = idx[hashing.hamming_pairs(full[idx], t)].reshape(-1, 2)
+            pairs = idx[search(idx)].reshape(-1, 2)
 
         def distance(reps, members):
-            return hashing.hamming_to_each(full[members], full[np.broadcast_to(reps, np.shape(members))])
+            reps = np.broadcast_to(reps, np.shape(members))
+            d = hashing.hamming_to_each(full[members], full[reps])
+            if centre:
+                d = np.minimum(d, np.minimum(hashing.hamming_to_each(inv.phash_centre[members], full[reps]),
+                                             hashing.hamming_to_each(full[members], inv.phash_centre[reps])))
+                d[members == reps] = 0
+            return d
 
         return Found(pairs, distance)
 

@@ -48,6 +48,9 @@ DRAFT_SIZE = 64
 REDUCING_GAP = 3.0
 #: Inputs with at most this many codes are searched with one brute-force faiss call.
 BRUTE_FORCE_MAX = 20_000
+#: The centre pHash is the pHash of the image with this share of each side's length cut off: a copy cropped
+#: by up to about this much per side has a full pHash close to its original's centre pHash.
+CENTRE_CROP = 0.05
 
 
 class HashingError(ValueError):
@@ -57,11 +60,15 @@ class HashingError(ValueError):
 # ---------------------------------------------------------------------------------------------- hashes
 @dataclass
 class HashResult:
-    """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors."""
+    """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors.
+
+    ``phash_centre``: the pHash of the centre region (:data:`CENTRE_CROP` cut off each side), from the same
+    decode."""
 
     phash: np.ndarray
     dhash: np.ndarray
     errors: dict[int, str] = field(default_factory=dict)
+    phash_centre: np.ndarray | None = None
 
     @property
     def ok(self) -> np.ndarray:
@@ -71,8 +78,9 @@ class HashResult:
         return mask
 
 
-def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one image (path, bytes or PIL image) to the 32x32 and 9x8 grey thumbnails the hashes need."""
+def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode one image (path, bytes or PIL image) to the 32x32 and 9x8 grey thumbnails the hashes need,
+    and the 32x32 thumbnail of its centre region (for the centre pHash)."""
     from PIL import Image
 
     if isinstance(item, Image.Image):
@@ -87,7 +95,11 @@ def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray]:
     lanczos = Image.Resampling.LANCZOS
     p = np.asarray(gray.resize((32, 32), lanczos, reducing_gap=REDUCING_GAP))
     d = np.asarray(gray.resize((9, 8), lanczos, reducing_gap=REDUCING_GAP))
-    return p, d
+    w, h = gray.size
+    dx, dy = int(round(w * CENTRE_CROP)), int(round(h * CENTRE_CROP))
+    box = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
+    c = np.asarray(gray.resize((32, 32), lanczos, box=box, reducing_gap=REDUCING_GAP))
+    return p, d, c
 
 
 def _as_file(data):
@@ -142,6 +154,7 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     workers = workers or min(8, os.cpu_count() or 1)
     ph = np.zeros(n, dtype=np.uint64)
     dh = np.zeros(n, dtype=np.uint64)
+    pc = np.zeros(n, dtype=np.uint64)
     errors: dict[int, str] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, n, chunk):
@@ -155,9 +168,10 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                 idx = np.asarray(good) + start
                 ph[idx] = phash_from_thumbs(np.stack([results[i][0][0] for i in good]))
                 dh[idx] = dhash_from_thumbs(np.stack([results[i][0][1] for i in good]))
+                pc[idx] = phash_from_thumbs(np.stack([results[i][0][2] for i in good]))
             if progress is not None:
                 progress(len(part))
-    return HashResult(ph, dh, errors)
+    return HashResult(ph, dh, errors, pc)
 
 
 def compute_hashes(paths_or_images: Iterable[Any], *,
@@ -360,6 +374,37 @@ def hamming_pairs(hashes: np.ndarray, threshold: int, *, return_distances: bool 
     key, first = np.unique(i * n + j, return_index=True)
     pairs = np.stack([key // n, key % n], axis=1).astype(np.int64)
     return (pairs, d[first].astype(np.int64)) if return_distances else pairs
+
+
+def hamming_pairs_with_centre(full: np.ndarray, centre: np.ndarray, threshold: int, *,
+                              workers: int | None = None) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, whose full hashes are within ``threshold`` bits, or the full hash of one
+    within ``threshold`` bits of the centre hash of the other (a copy cropped by about :data:`CENTRE_CROP` per
+    side looks like its original's centre). Exact; sorted.
+
+    Up to :data:`BRUTE_FORCE_MAX` codes: full x full (one triangle) plus centre x full by faiss brute force
+    (1.5x the work of full hashes alone); above, one :func:`hamming_pairs` over full and centre codes
+    together (the generalised pigeonhole search), pairs mapped back to their images.
+    """
+    h, threshold = _check(full, threshold)
+    c, _ = _check(centre, threshold)
+    n = len(h)
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    if n <= BRUTE_FORCE_MAX:
+        same = hamming_pairs(h, threshold, workers=workers)
+        qi, di, _ = _range(_codes(h), _codes(c), threshold)
+        cross = np.stack([np.minimum(qi, di), np.maximum(qi, di)], axis=1)[qi != di]
+        both = np.concatenate([same, cross])
+    else:
+        owner = np.concatenate([np.arange(n), np.arange(n)])
+        p = hamming_pairs(np.concatenate([h, c]), threshold, workers=workers)
+        a, b = owner[p[:, 0]], owner[p[:, 1]]
+        both = np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1)[a != b]
+    if not len(both):
+        return np.zeros((0, 2), dtype=np.int64)
+    key = np.unique(both[:, 0] * n + both[:, 1])
+    return np.stack([key // n, key % n], axis=1).astype(np.int64)
 
 
 def hamming_to(hashes: np.ndarray, ref: int) -> np.ndarray:

@@ -364,3 +364,12 @@ def m004_dedup_change_counter(db):
             sql.append(f"CREATE TRIGGER IF NOT EXISTS trg_dedup_{table}_{k} AFTER {event} ON {table} BEGIN "
                        "UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")
     db.executescript("\n".join(sql))
+
+
+@core()
+def m005_centre_phash(db):
+    """The centre pHash (curate/hashing.py CENTRE_CROP): dedup's crop-robust pHash matching."""
+    if "phash_centre" not in {c.name for c in db["images"].columns}:
+        db.execute("ALTER TABLE images ADD COLUMN phash_centre TEXT")
+    db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_centre AFTER UPDATE OF phash_centre ON images "
+               "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")

@@ -3,7 +3,8 @@
 Builds (once, into ``--dir``; reused when it exists) the project of issue 15: ``--concepts`` concepts (200)
 × 16 countries, one query each; ``--images`` images (1M) with stored pHash/dHash, each found by one search
 result (2% by a second query of another country too); ``--copies`` of them (5%) are near-duplicates of
-another image of the same concept (0-6 bits flipped in each hash), found for a random country. Then runs,
+another image of the same concept (0-6 bits flipped in each hash: pHash, centre pHash, dHash), found for a
+random country. Then runs,
 each in a fresh process so peak RSS is the dedup's own:
 
 1. ``dedup_images`` (sha256, pHash, dHash, within-concept) on the fresh project, timing its phases
@@ -48,11 +49,12 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0) -> 
     n_orig = n - n_copy
     ph = rng.integers(0, 2**64, size=n, dtype=np.uint64)
     dh = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    pc = rng.integers(0, 2**64, size=n, dtype=np.uint64)  # centre pHash
     concept = rng.integers(0, n_concepts, size=n)
     country = rng.integers(0, len(COUNTRIES), size=n)
     src = rng.integers(0, n_orig, size=n_copy)
-    ph[n_orig:], dh[n_orig:], concept[n_orig:] = ph[src], dh[src], concept[src]
-    for h in (ph, dh):
+    ph[n_orig:], dh[n_orig:], pc[n_orig:], concept[n_orig:] = ph[src], dh[src], pc[src], concept[src]
+    for h in (ph, dh, pc):
         for b in range(6):  # flip up to 6 random bits (some flips repeat a bit: 0-6 bits changed)
             on = rng.random(n_copy) < 0.7
             h[n_orig:][on] ^= np.uint64(1) << rng.integers(0, 64, int(on.sum())).astype(np.uint64)
@@ -67,12 +69,12 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0) -> 
             "VALUES (?, ?, ?, 'en', 'english', ?, ?)",
             [(c * len(COUNTRIES) + k + 1, c + 1, cc, f"concept {c} {cc}", ts)
              for c in range(n_concepts) for k, cc in enumerate(COUNTRIES)])
-        ph_hex, dh_hex = to_hex(ph), to_hex(dh)
+        ph_hex, dh_hex, pc_hex = to_hex(ph), to_hex(dh), to_hex(pc)
         db.conn.executemany(
-            "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, created_at) "
-            "VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
+            "created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?)",
             ((sha[i], f"blobs/{sha[i][:2]}/{sha[i]}.jpg", int(sizes[i, 0]), int(sizes[i, 1]), int(nbytes[i]),
-              ph_hex[i], dh_hex[i], ts) for i in range(n)))
+              ph_hex[i], dh_hex[i], pc_hex[i], ts) for i in range(n)))
         db.conn.executemany("INSERT INTO candidates (id, url, status, sha256) VALUES (?, ?, 'downloaded', ?)",
                             ((i + 1, f"http://img.test/{i}.jpg", sha[i]) for i in range(n)))
         extra = np.flatnonzero(rng.random(n) < 0.02)

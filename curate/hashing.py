@@ -84,14 +84,25 @@ def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from PIL import Image
 
     if isinstance(item, Image.Image):
-        im = item
-        gray = im.convert("L")
-    else:
-        src = item if isinstance(item, (str, Path)) else _as_file(item)
-        with Image.open(src) as im:
-            if im.format == "JPEG":
-                im.draft("L", (DRAFT_SIZE, DRAFT_SIZE))
-            gray = im.convert("L")  # convert loads the (drafted) image
+        return thumbnails(item.convert("L"))
+    src = item if isinstance(item, (str, Path)) else _as_file(item)
+    with Image.open(src) as im:
+        prepare_decode(im)
+        return thumbnails(im.convert("L"))  # convert loads the (drafted) image
+
+
+def prepare_decode(im) -> None:
+    """Ask an opened, not yet loaded image for the reduced decode the hashes are defined on (a JPEG is
+    decoded in grey at 1/2-1/8 scale keeping :data:`DRAFT_SIZE` pixels a side; other formats in full). The
+    downloader calls this before its validating decode, so the hashes come from that one decode."""
+    if im.format == "JPEG":
+        im.draft("L", (DRAFT_SIZE, DRAFT_SIZE))
+
+
+def thumbnails(gray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pHash, dHash and centre-pHash thumbnails of a decoded grey (mode ``L``) image."""
+    from PIL import Image
+
     lanczos = Image.Resampling.LANCZOS
     p = np.asarray(gray.resize((32, 32), lanczos, reducing_gap=REDUCING_GAP))
     d = np.asarray(gray.resize((9, 8), lanczos, reducing_gap=REDUCING_GAP))
@@ -100,6 +111,16 @@ def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     box = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
     c = np.asarray(gray.resize((32, 32), lanczos, box=box, reducing_gap=REDUCING_GAP))
     return p, d, c
+
+
+def hashes_of_decoded(im) -> tuple[str, str, str]:
+    """``(phash, dhash, phash_centre)`` as 16-hex strings of an image decoded after :func:`prepare_decode`
+    (equal to what :func:`hash_images` gives for the same bytes)."""
+    p, d, c = thumbnails(im.convert("L"))
+    ph = phash_from_thumbs(p[None])
+    dh = dhash_from_thumbs(d[None])
+    pc = phash_from_thumbs(c[None])
+    return to_hex(ph)[0], to_hex(dh)[0], to_hex(pc)[0]
 
 
 def _as_file(data):

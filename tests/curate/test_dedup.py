@@ -575,3 +575,25 @@ def test_centre_phash_comes_from_the_same_decode_and_matches_a_crop():
     assert crop_vs_centre < full_vs_full and crop_vs_centre <= 4
     pairs = hashing.hamming_pairs_with_centre(res.phash, res.phash_centre, crop_vs_centre)
     assert pairs.tolist() == [[0, 1]]
+
+
+# ------------------------------------------------------------------------------------------ decode once
+def test_sniffing_hashes_equal_dedups_hashes_and_imports_need_no_second_decode(tmp_path, pictures):
+    from cultura.curate.download import sniff_image
+    from cultura.curate.importers import store_image
+
+    photos = real_photos()
+    blobs = [encode(photos["astronaut"], quality=85), encode(photos["china"], "PNG"), pictures["G_png1"],
+             pictures["A_small"], encode(photos["camera"].convert("L"), quality=90)]
+    res = hashing.hash_images(blobs)
+    for k, data in enumerate(blobs):
+        info = sniff_image(data, max_pixels=10**8, min_side=1)
+        assert (info.phash, info.dhash, info.phash_centre) == (
+            hashing.to_hex(res.phash[k:k + 1])[0], hashing.to_hex(res.dhash[k:k + 1])[0],
+            hashing.to_hex(res.phash_centre[k:k + 1])[0])
+    p = init_project(tmp_path / "p", countries=["US", "JP"])
+    shas = [store_image(p, data) for data in blobs]
+    stored = p.db.execute("SELECT count(*) FROM images WHERE phash IS NOT NULL AND dhash IS NOT NULL "
+                          "AND phash_centre IS NOT NULL").fetchone()[0]
+    assert stored == len(shas)
+    assert dedup_images(p, methods=["phash", "dhash"], progress=False)["hashes_computed"] == 0

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..db import chunks, dumps, finish_run, now, start_run, transaction
 from ..errors import ConfigError, unknown
+from . import executor as executors
 from . import hashing
 
 SCOPES = ("within-concept", "global")
@@ -280,9 +281,12 @@ def _counter(db) -> int | None:
     return None if row is None else int(row[0])
 
 
-def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Writes | None = None) -> dict:
+def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Writes | None = None,
+                  executor: str = "local") -> dict:
     """Compute and store pHash/dHash of the images that lack them; an unreadable blob gets an
-    ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts."""
+    ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts.
+
+    ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
     missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre)
     if inv.unreadable:
         missing[list(inv.unreadable)] = False
@@ -293,12 +297,15 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
     db = project.db
     writes = writes or _Writes(db, _counter(db))
     bar = _bar("Hashing images", len(todo)) if progress else None
+    step = HASH_CHUNK if executor == "local" else HASH_CHUNK * 64  # a Ray job per 64k images
     try:
-        for part in chunks(todo, HASH_CHUNK):
+        for part in chunks(todo, step):
             shas = [inv.sha[i] for i in part]
-            marks = ",".join("?" * len(shas))
-            paths = dict(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({marks})", shas).fetchall())
-            res = hashing.hash_images([project.blob_path(paths[s]) for s in shas])
+            paths = {}
+            for sub in chunks(shas, 900):
+                paths.update(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})",
+                                        sub).fetchall())
+            res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
             ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
             ts = now()
             with writes():
@@ -751,7 +758,7 @@ def _cluster_conflicts(inv: Inventory, clusters, ids, params) -> dict[int, dict]
 
 # ------------------------------------------------------------------------------------------ entry point
 def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
-                    embedder=None, embedding_threshold=None) -> dict:
+                    embedder=None, embedding_threshold=None, executor=None) -> dict:
     """Fill unset options from ``project.config.dedup`` and validate them (ConfigError naming the option)."""
     cfg = project.config.dedup
     methods = list(dict.fromkeys(methods if methods else cfg.methods))
@@ -765,7 +772,10 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
             "phash_threshold": cfg.phash_threshold if phash_threshold is None else phash_threshold,
             "dhash_threshold": cfg.dhash_threshold if dhash_threshold is None else dhash_threshold,
             "embedder": cfg.embedder if embedder is None else embedder,
-            "embedding_threshold": cfg.embedding_threshold if embedding_threshold is None else embedding_threshold}
+            "embedding_threshold": cfg.embedding_threshold if embedding_threshold is None else embedding_threshold,
+            "executor": (executor or getattr(cfg, "executor", "local"))}
+    if opts["executor"] not in executors.EXECUTORS:
+        raise unknown("executor", opts["executor"], executors.EXECUTORS)
     for name in ("phash_threshold", "dhash_threshold"):
         v = opts[name]
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 64:
@@ -783,7 +793,7 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
 
 
 def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
-                 embedder=None, embedding_threshold=None, progress=True) -> dict:
+                 embedder=None, embedding_threshold=None, progress=True, executor=None) -> dict:
     """Find duplicate images and culture conflicts; store clusters and flags for review (nothing deleted).
 
     Unset options come from ``project.config.dedup``. ``embedder`` is a spec string or an Embedder.
@@ -799,7 +809,7 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     """
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
-                           embedding_threshold=embedding_threshold)
+                           embedding_threshold=embedding_threshold, executor=executor)
     db = project.db
     run = start_run(db, "dedup", {k: v for k, v in opts.items() if not k.startswith("_")})
     try:
@@ -842,7 +852,7 @@ def _dedup(project, inv: Inventory, opts: dict, writes: _Writes, progress: bool)
     summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
                                "hashes_computed": 0, "hash_failures": 0}
     if any(METHODS[m].needs_hashes for m in opts["methods"]):
-        summary.update(ensure_hashes(project, inv, progress=progress, writes=writes))
+        summary.update(ensure_hashes(project, inv, progress=progress, writes=writes, executor=opts["executor"]))
     flagged: set[int] = set()
     per: dict[str, dict] = {}
     evidence: dict[str, dict[int, dict]] = {}

@@ -14,9 +14,22 @@ from pathlib import Path
 import sqlite_utils
 
 from . import db as dbmod
+from .annotate.schema import annotate as annotate_migrations
 from .config import Config, dump_config, load_config
 from .countries import Country, registry
+from .curate.build.schema import build as build_migrations
 from .errors import CulturaError, ProjectNotFound
+from .evaluate.schema import evaluate as evaluate_migrations
+from .evaluate.suites.attribution.schema import attribution as attribution_migrations
+from .evaluate.suites.llm_bias.schema import llm_bias as llm_bias_migrations
+from .evaluate.suites.social.schema import social as social_migrations
+from .models.schema import models as models_migrations
+
+#: The areas' migration sets, applied in this order after the core set on every open. The project is the
+#: composition root of the library: it is the one module that names every area's schema (each schema module
+#: imports only :mod:`cultura.db.migrations`).
+MIGRATION_SETS = (annotate_migrations, build_migrations, evaluate_migrations, social_migrations,
+                  llm_bias_migrations, models_migrations, attribution_migrations)
 
 CONFIG_NAME = "cultura.toml"
 DB_NAME = "cultura.db"
@@ -46,7 +59,7 @@ class Project:
 
     @cached_property
     def db(self) -> sqlite_utils.Database:
-        db = dbmod.open_db(self.db_path)
+        db = dbmod.open_db(self.db_path, sets=MIGRATION_SETS)
         sync_countries(self, db)
         return db
 
@@ -109,12 +122,12 @@ def init_project(directory: str | Path, *, countries=None, preset: str | None = 
         extra = reg.resolve(countries)
         chosen += [c for c in extra if c.code not in {x.code for x in chosen}]
     if not chosen:
-        raise CulturaError("No countries given. Pass --countries US,JP,… or --preset "
-                           f"{'|'.join(sorted(reg.presets))}.")
+        raise CulturaError("No countries given: give country codes (US,JP,…) or a preset "
+                           f"({'|'.join(sorted(reg.presets))}).", param="countries")
     cfg_path = root / CONFIG_NAME
     if cfg_path.exists() and not overwrite:
-        raise CulturaError(f"{cfg_path} already exists. Use that project, or pass --force to rewrite "
-                           "its configuration (the database is kept).")
+        raise CulturaError(f"{cfg_path} already exists. Use that project, or overwrite its configuration "
+                           "(the database is kept).", param="overwrite")
     root.mkdir(parents=True, exist_ok=True)
     cfg = Config()
     cfg.project.name = name or root.name

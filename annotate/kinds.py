@@ -15,9 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-import jinja2
-
-from cultura.errors import CulturaError, unknown
+from ..errors import CulturaError, unknown
+from ..templates import render_template
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 LS_DIR = TEMPLATES / "labelstudio"
@@ -76,15 +75,11 @@ def _context(kind: str) -> dict:
     return {}
 
 
-_env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(LS_DIR)), autoescape=False,
-                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-
-
 def render_config(kind: str, *, adjudication: bool = False, validate: bool = True) -> str:
     """Render the Label Studio labeling config of ``kind`` (``adjudication`` adds the earlier labels) and
     validate it offline with label-studio-sdk's LabelInterface."""
     spec = get_kind(kind)
-    xml = _env.get_template(spec.template).render(adjudication=adjudication, **_context(kind))
+    xml = render_template(f"labelstudio/{spec.template}", adjudication=adjudication, **_context(kind))
     if validate:
         validate_config(xml, example=spec.example_task(adjudication))
     return xml

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib
 import json
 import secrets
 from pathlib import Path
@@ -18,35 +17,15 @@ from typing import Any, Iterable
 import sqlite_utils
 
 from .migrations import Migrations
-
-# Modules that define a ``migrations`` (or several ``Migrations``) set, applied in this order.
-SCHEMA_MODULES = [
-    "cultura.db.schema",
-    "cultura.annotate.schema",
-    "cultura.curate.build.schema",
-    "cultura.evaluate.schema",
-    "cultura.evaluate.suites.social.schema",
-    "cultura.evaluate.suites.llm_bias.schema",
-]
+from .schema import core
 
 BUSY_TIMEOUT_MS = 30_000
 
 
-def migration_sets() -> list[Migrations]:
-    sets: list[Migrations] = []
-    for mod_name in SCHEMA_MODULES:
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as e:  # an area that does not exist yet
-            if e.name == mod_name:
-                continue
-            raise
-        sets.extend(v for v in vars(mod).values() if isinstance(v, Migrations))
-    return sets
-
-
-def open_db(path: str | Path, *, migrate: bool = True) -> sqlite_utils.Database:
-    """Open (creating if needed) a cultura database with WAL, a busy timeout and foreign keys on."""
+def open_db(path: str | Path, *, migrate: bool = True, sets: Iterable[Migrations] = ()) -> sqlite_utils.Database:
+    """Open (creating if needed) a cultura database with WAL, a busy timeout and foreign keys on, and apply the
+    core migrations plus ``sets`` (the areas' sets, in order; :data:`cultura.project.MIGRATION_SETS` lists
+    them all — a project always opens with every set)."""
     if str(path) == ":memory:":
         db = sqlite_utils.Database(memory=True)
     else:
@@ -56,7 +35,7 @@ def open_db(path: str | Path, *, migrate: bool = True) -> sqlite_utils.Database:
     db.execute("PRAGMA foreign_keys = ON")
     db.execute("PRAGMA synchronous = NORMAL")
     if migrate:
-        for m in migration_sets():
+        for m in (core, *sets):
             m.apply(db)
     return db
 

@@ -19,11 +19,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-import jinja2
 from pydantic import BaseModel, ValidationError
 
 from ..db import dumps, now
 from ..errors import CulturaError
+from ..templates import render_template
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -32,24 +32,9 @@ class LLMUnavailable(CulturaError):
     """No endpoint or key configured, or the endpoint refuses every call."""
 
 
-@lru_cache(maxsize=None)
-def _env() -> jinja2.Environment:
-    loader = jinja2.FunctionLoader(
-        lambda name: resources.files("cultura.templates").joinpath("prompts", name).read_text("utf-8"))
-    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              autoescape=False)
-
-
 def render_prompt(template: str, **variables: Any) -> str:
     """Render ``templates/prompts/<template>`` with strict variables (a missing one is an error)."""
-    try:
-        return _env().get_template(template).render(**variables).strip()
-    except jinja2.TemplateNotFound:
-        names = [p.name for p in resources.files("cultura.templates").joinpath("prompts").iterdir()]
-        from ..errors import unknown
-        raise unknown("prompt template", template, names) from None
-    except jinja2.UndefinedError as e:
-        raise CulturaError(f"Prompt template {template} needs a variable that was not given ({e}).") from None
+    return render_template(f"prompts/{template}", **variables).strip()
 
 
 def api_key() -> str:

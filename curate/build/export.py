@@ -29,11 +29,11 @@ from collections import defaultdict
 from importlib import resources
 from pathlib import Path
 
-import jinja2
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import CulturaError, unknown
+from ...templates import render_template
 from .build import KINDS, get_benchmark
 
 FORMATS = ("parquet", "jsonl", "webdataset")  # keys of WRITERS (defined below)
@@ -302,10 +302,7 @@ def card_context(project, tables: dict) -> dict:
 
 
 def render_card(context: dict) -> str:
-    text = resources.files("cultura.templates").joinpath("dataset_card.md.j2").read_text("utf-8")
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
-                             trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(text).render(**context)
+    return render_template("dataset_card.md.j2", **context)
 
 
 # ------------------------------------------------------------------ the export

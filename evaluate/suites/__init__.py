@@ -13,9 +13,10 @@ git revision, date) and stores the rows.
 when a suite is registered with ``benchmark_kind``, the runner resolves the name first (latest ready version of
 that kind) and passes ``NAME@VERSION`` so the suite evaluates exactly the benchmark recorded for the run.
 
-Built-in suites register themselves exactly as an outside plugin would: at import time of their module, or
-through the ``cultura.suites`` entry point group (an entry point names a module, or a callable taking no
-arguments, that calls :func:`register_suite`).
+Built-in suites live in one folder per family (``retrieval/``, ``latent/``, ``social/``, ``llm_bias/``,
+``attribution/``), each exposing ``SUITES`` (its :class:`Suite` objects, report section included);
+:func:`load_suites` registers them on first use, then the ``cultura.suites`` entry point group (an entry point
+names a callable taking no arguments that calls :func:`register_suite`, or a module exposing ``SUITES``).
 
 >>> from cultura.evaluate.suites import register_suite, get_suite, row, SUITES
 >>> def hello(project, embedder, *, benchmark=None, options):
@@ -27,67 +28,17 @@ arguments, that calls :func:`register_suite`).
 """
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable
 
-from ...errors import CulturaError, unknown
+from ...errors import unknown
+from . import attribution, latent, llm_bias, retrieval, social
+from .registry import (ROW_KEYS, SUITES, Suite, SuiteFunc, SuiteSkipped, add_suite, register_report_section,
+                       register_suite, row)
 
-SuiteFunc = Callable[..., list]
-
-#: Modules of the built-in suites, imported on first use (a module that does not exist yet is skipped).
-BUILTIN_MODULES = [
-    "cultura.evaluate.suites.retrieval.prevalence",
-    "cultura.evaluate.suites.retrieval.association",
-    "cultura.evaluate.suites.retrieval.descriptor",
-    "cultura.evaluate.suites.latent.suite",
-    "cultura.evaluate.suites.social.suite",
-    "cultura.evaluate.suites.llm_bias.suite",
-    "cultura.evaluate.suites.attribution.suite",
-]
 ENTRY_POINT_GROUP = "cultura.suites"
-ROW_KEYS = ("suite", "metric", "value", "ci_low", "ci_high", "n", "group", "details")
-
-
-class SuiteSkipped(CulturaError):
-    """Raised by a suite when the project holds no data it can evaluate (no benchmark of its kind, no caption
-    pool, no portrait set). Under ``--suite all`` the run is recorded as ``skipped`` with this reason; asked for
-    by name, it is an error that says what to build or import first."""
-
-
-@dataclass(frozen=True)
-class Suite:
-    """A registered suite: its name, function, one-line description and the benchmark kind it reads
-    (``None`` when it resolves its own data)."""
-
-    name: str
-    func: SuiteFunc
-    description: str
-    benchmark_kind: str | None = None
-    in_all: bool = True
-    model_kind: str = "embedder"
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-SUITES: dict[str, Suite] = {}
+#: The built-in suite folders, in report order.
+BUILTIN_FOLDERS = (retrieval, latent, social, llm_bias, attribution)
 _loaded = False
-
-
-def register_suite(name: str, func: SuiteFunc, *, description: str, benchmark_kind: str | None = None,
-                   in_all: bool = True, model_kind: str = "embedder") -> Suite:
-    """Register ``func`` as suite ``name`` (re-registering a name replaces it). ``in_all``: whether
-    ``--suite all`` runs it. ``model_kind``: ``"embedder"`` (the runner builds an Embedder from each
-    ``--model``) or ``"llm"`` (a suite named explicitly gets each ``--model`` spec as ``options["llm"]`` and a
-    :class:`ModelRef` in place of the embedder)."""
-    if not name or not callable(func):
-        raise ValueError("register_suite needs a non-empty name and a callable func")
-    if model_kind not in ("embedder", "llm"):
-        raise ValueError("model_kind must be 'embedder' or 'llm'")
-    suite = Suite(name=name, func=func, description=description, benchmark_kind=benchmark_kind,
-                  in_all=in_all, model_kind=model_kind)
-    SUITES[name] = suite
-    return suite
 
 
 def load_suites() -> dict[str, Suite]:
@@ -96,16 +47,16 @@ def load_suites() -> dict[str, Suite]:
     if _loaded:
         return SUITES
     _loaded = True
-    for mod_name in BUILTIN_MODULES:
-        try:
-            importlib.import_module(mod_name)
-        except ModuleNotFoundError as e:
-            if e.name != mod_name:
-                raise
+    for folder in BUILTIN_FOLDERS:
+        for suite in folder.SUITES:
+            if suite.name not in SUITES:  # a suite registered earlier by name (a test, a plugin) wins
+                add_suite(suite)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         obj = ep.load()
         if callable(obj):
             obj()
+        for suite in getattr(obj, "SUITES", ()):
+            add_suite(suite)
     return SUITES
 
 
@@ -134,19 +85,5 @@ def resolve_suites(names) -> list[Suite]:
     return out
 
 
-def row(suite: str, metric: str, value, *, ci_low=None, ci_high=None, n: int | None = None,
-        group: dict | None = None, details: dict | None = None) -> dict[str, Any]:
-    """Build one result row with every key of the contract (floats as Python floats)."""
-    return {
-        "suite": suite, "metric": metric, "value": _num(value), "ci_low": _num(ci_low),
-        "ci_high": _num(ci_high), "n": None if n is None else int(n), "group": dict(group or {}),
-        "details": dict(details or {}),
-    }
-
-
-def _num(x):
-    return None if x is None else float(x)
-
-
-__all__ = ["Suite", "SuiteSkipped", "SUITES", "register_suite", "get_suite", "resolve_suites", "load_suites",
-           "row", "ROW_KEYS"]
+__all__ = ["Suite", "SuiteSkipped", "SUITES", "register_suite", "add_suite", "register_report_section",
+           "get_suite", "resolve_suites", "load_suites", "row", "ROW_KEYS", "SuiteFunc"]

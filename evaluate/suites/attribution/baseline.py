@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ....db import now
-from ..llm_bias.schema import ensure_schema
 
 #: The five relevance-level phrases of seed 004 §5.1 (Table 12 levels), lower-cased inside the sentence.
 LEVELS = ("Not relevant", "Minimally relevant", "Somewhat relevant", "Relevant", "Highly relevant")
@@ -45,7 +44,6 @@ def baseline_scores(project, embedder, sha256s, countries) -> dict[tuple[str, st
 
 def run_baseline(project, embedder, sha256s, countries) -> dict:
     """Store the baseline levels in ``attribution_scores`` (judge ``baseline``, context ``none``)."""
-    ensure_schema(project)
     scores = baseline_scores(project, embedder, sha256s, countries)
     ts = now()
     rows = [{"judge": "baseline", "encoder": embedder.identity, "kb": "", "context": "none", "sha256": s,

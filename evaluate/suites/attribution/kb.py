@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ....db import now
+from ....db.readers import read_rows
 from ....errors import CulturaError
-from ..llm_bias.schema import ensure_schema
 
 
 def _images(value, base: Path) -> list[str]:
@@ -42,12 +42,10 @@ def _images(value, base: Path) -> list[str]:
 def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
     """Import KB entities from JSONL/CSV into ``kb_entities`` (replacing rows with the same id). Returns
     ``{"kb", "entities", "images", "missing_images"}``."""
-    from ....annotate.items import read_rows
 
-    ensure_schema(project)
     p = Path(path)
     rows = []
-    for n, r in enumerate(read_rows(p), 1):
+    for n, r in enumerate(read_rows(p, strict=True), 1):
         eid = str(r.get("id") or r.get("entity_id") or "").strip()
         lemma = str(r.get("lemma") or r.get("title") or "").strip()
         if not eid or not lemma:
@@ -68,7 +66,6 @@ def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
 
 def list_kb(project, kb: str = "default") -> list[dict]:
     """The entities of ``kb`` (images decoded), ordered by id."""
-    ensure_schema(project)
     out = []
     for r in project.db.query("SELECT * FROM kb_entities WHERE kb = ? ORDER BY entity_id", [kb]):
         r = dict(r)

@@ -14,7 +14,6 @@ import numpy as np
 
 from ....db import now
 from ....errors import unknown
-from ..llm_bias.schema import ensure_schema
 from .kb import KBIndex
 
 METHODS = ("lemma", "gloss", "frequency")
@@ -51,7 +50,6 @@ def link_images(project, embedder, index: KBIndex, sha256s, *, k: int = DEFAULT_
     """Linked entities for project images (by sha256), cached in ``attribution_links``."""
     from ....models.embedders import embed_images_cached
 
-    ensure_schema(project)
     db = project.db
     shas = list(dict.fromkeys(sha256s))
     out: dict[str, list] = {}

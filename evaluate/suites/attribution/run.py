@@ -9,7 +9,6 @@ import json
 
 from ....db import now
 from ....errors import CulturaError, unknown
-from ..llm_bias.schema import ensure_schema
 from .baseline import upsert_scores
 from ....models.judges import get_judge
 from .kb import build_kb_index
@@ -35,7 +34,6 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
     (KB text of the best linked entity) or ``titles`` (lemmas of the top-k linked entities)."""
     from ....models.embedders import get_embedder
 
-    ensure_schema(project)
     if context not in CONTEXTS:
         raise unknown("attribution context", context, CONTEXTS)
     embedder = get_embedder(embedder)

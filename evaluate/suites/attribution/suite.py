@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 
-from .. import SuiteSkipped, register_suite, row
+from ..registry import Suite, SuiteSkipped, row
+from ...reportkit import Cell, ReportSection, Table, model_label
 
 NAME = "attribution"
 
@@ -80,7 +81,6 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
 
 def render_attribution(results, project):
     """Pearson with human ratings per country (seed 004 Table 2 shape) and precision / F1 (Table 1 shape)."""
-    from ...report import Cell, ReportSection, Table, model_label
 
     def label(r):
         return f"{r['group'].get('scorer')} · {r['details'].get('judge', '') if r['group'].get('scorer') == 'caire' else 'encoder probes'} · {model_label(r)}"
@@ -110,14 +110,6 @@ def render_attribution(results, project):
                                      "attribution_mean_score": t3.csv_rows()})
 
 
-register_suite(NAME, attribution_suite, description="Cultural attribution of images (seed 004, CAIRe): KB "
+SUITE = Suite(NAME, attribution_suite, section=render_attribution, description="Cultural attribution of images (seed 004, CAIRe): KB "
                "entity linking, 1-5 judge scores per culture, encoder baseline, Pearson / F1 vs human ratings.")
 
-
-def _register_section():
-    from ...report import register_report_section
-
-    register_report_section(NAME, render_attribution)
-
-
-_register_section()

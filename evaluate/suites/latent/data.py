@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ....errors import CulturaError
-from .. import SuiteSkipped
+from ..registry import SuiteSkipped
 
 _TRUE = {"true", "yes", "1", "y"}
 _FALSE = {"false", "no", "0", "n"}

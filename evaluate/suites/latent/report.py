@@ -7,8 +7,7 @@
   which would need map data offline), with the Mann–Whitney test of in-group vs other ranks;
 - Figure 3: UMAP/PCA projections of a concept's images and caption with k-means regions.
 
-Registered with ``register_report_section("latent", render_latent)`` when this module is imported (the
-latent suite module imports it).
+The latent suite's ``section`` (see :mod:`cultura.evaluate.suites.latent`).
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import math
 
 import numpy as np
 
-from ...report import Cell, ReportSection, Table, figure_uri, img_tag, model_label, register_report_section
+from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 
 MAX_FIGURE_CONCEPTS = 4
 IN_COLOR, OUT_COLOR = "#1f5fa8", "#e07b24"
@@ -248,6 +247,3 @@ def render_latent(rows, project) -> ReportSection:
     csv = {"table3": t3_all, "table4": t4_all, "alignment": al_all}
     parts_h, parts_md = out.html, out.md
     return ReportSection("Latent-space probes (seed 002)", "\n".join(parts_h), "\n\n".join(parts_md), csv)
-
-
-register_report_section("latent", render_latent)

@@ -34,7 +34,8 @@ from ....errors import CulturaError
 from ...metrics import c_asc
 from ...stats import StatsInputError, correct_pvalues, mann_whitney, welch_ww_wn
 from ...stats_extra import country_permutation_test, effect_band
-from .. import SuiteSkipped, register_suite, row
+from ..registry import SuiteSkipped, Suite, row
+from .report import render_latent
 from ...common import embed_images, embed_texts
 from .data import ConceptSet, load_concept_sets, term_for
 
@@ -340,9 +341,8 @@ def latent(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
     return out
 
 
-from . import report as latent_report  # noqa: E402,F401  (registers the "latent" report section)
 
-register_suite(NAME, latent, description="Latent-space probes (seed 002): WW vs WN image similarity with Welch "
+SUITE = Suite(NAME, latent, section=render_latent, description="Latent-space probes (seed 002): WW vs WN image similarity with Welch "
                                          "t, Bonferroni/Holm and a permutation check, country heatmaps, C-ASC, "
                                          "global alignment ranks, UMAP + k-means projections.")
 

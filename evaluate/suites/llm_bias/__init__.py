@@ -11,6 +11,11 @@ from .entities import (add_entities, apply_entity_decisions, entity_sets, export
                        list_entities)
 from ....models.scorers import LogProbScorer, get_scorer, register_scorer
 
+from .suite import SUITE as _suite
+
+#: The folder's suites (report section included), registered by :func:`cultura.evaluate.suites.load_suites`.
+SUITES = (_suite,)
+
 __all__ = [
     "add_entities", "import_entities", "list_entities", "entity_sets", "export_entity_items",
     "apply_entity_decisions", "add_contexts", "import_contexts", "list_contexts", "split_mask",

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ....db import now
+from ....db.readers import read_rows
 from ....errors import CulturaError
-from .schema import ensure_schema
 
 MASK = "[MASK]"
 KINDS = ("grounded", "neutral", "qa")
@@ -76,7 +76,6 @@ def normalise_context(raw: dict, *, where: str = "context", defaults: dict | Non
 def add_contexts(project, rows, *, source: str) -> dict:
     """Insert contexts; an existing (language, kind, type, text) gets its sentiment, English, country and
     parallel id updated when the new row gives them. Returns ``{"rows", "inserted", "updated"}``."""
-    ensure_schema(project)
     db = project.db
     rows = list(rows)
     ts = now()
@@ -100,11 +99,10 @@ def add_contexts(project, rows, *, source: str) -> dict:
 def import_contexts(project, path: str | Path, *, language: str | None = None, kind: str | None = None,
                     type: str | None = None, source: str | None = None) -> dict:
     """Import masked contexts from JSONL or CSV (columns as in the module docstring). Idempotent."""
-    from ....annotate.items import read_rows
 
     defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type)) if v}
     rows = [normalise_context(r, where=f"{path} row {n}", defaults=defaults)
-            for n, r in enumerate(read_rows(path), 1)]
+            for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
         raise CulturaError(f"{path} holds no context rows; add one JSON object (or CSV row) per context.")
     return add_contexts(project, rows, source=source or f"import:{Path(path).name}")
@@ -113,7 +111,6 @@ def import_contexts(project, path: str | Path, *, language: str | None = None, k
 def list_contexts(project, *, language: str | None = None, kind: str | None = None, type: str | None = None,
                   status: str | None = "active") -> list[dict]:
     """Context rows filtered by language, kind, type and status (None = any), ordered by id."""
-    ensure_schema(project)
     where, args = [], []
     for col, val in (("language", language), ("kind", kind), ("type", type), ("status", status)):
         if val is not None:
@@ -127,7 +124,6 @@ def set_context_status(project, context_id: int, status: str, *, reason: str | N
     """Exclude (``excluded``) or restore (``active``) one context; nothing is deleted."""
     if status not in ("active", "excluded"):
         raise CulturaError(f"status must be 'active' or 'excluded', got {status!r}.")
-    ensure_schema(project)
     with project.db.conn:
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
 

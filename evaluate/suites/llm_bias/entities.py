@@ -24,8 +24,8 @@ import json
 from pathlib import Path
 
 from ....db import dumps, now
+from ....db.readers import read_rows
 from ....errors import CulturaError
-from .schema import ensure_schema
 
 SIDES = ("local", "western")
 STATUSES = ("candidate", "accepted", "rejected")
@@ -67,7 +67,6 @@ def normalise_entity(raw: dict, *, where: str = "entity", defaults: dict | None 
 def add_entities(project, rows, *, source: str) -> dict:
     """Insert entity rows (dicts as :func:`normalise_entity` returns); an existing (language, side, type,
     native) is kept as it is. Returns ``{"rows", "inserted", "existing"}``."""
-    ensure_schema(project)
     db = project.db
     rows = list(rows)
     ts = now()
@@ -82,12 +81,11 @@ def add_entities(project, rows, *, source: str) -> dict:
 def import_entities(project, path: str | Path, *, language: str | None = None, type: str | None = None,
                     side: str | None = None, status: str | None = None, source: str | None = None) -> dict:
     """Import entities from a JSONL or CSV file; options fill columns the file lacks. Idempotent."""
-    from ....annotate.items import read_rows
 
     defaults = {k: v for k, v in (("language", language), ("type", type), ("side", side),
                                   ("status", status)) if v}
     rows = [normalise_entity(r, where=f"{path} row {n}", defaults=defaults)
-            for n, r in enumerate(read_rows(path), 1)]
+            for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
         raise CulturaError(f"{path} holds no entity rows; add one JSON object (or CSV row) per entity.")
     return add_entities(project, rows, source=source or f"import:{Path(path).name}")
@@ -96,7 +94,6 @@ def import_entities(project, path: str | Path, *, language: str | None = None, t
 def list_entities(project, *, language: str | None = None, type: str | None = None, side: str | None = None,
                   status: str | None = "accepted") -> list[dict]:
     """Entity rows (dicts) filtered by language, type, side and status (None = any), ordered by id."""
-    ensure_schema(project)
     where, args = [], []
     for col, val in (("language", language), ("type", type), ("side", side), ("status", status)):
         if val is not None:
@@ -155,7 +152,6 @@ def _language_country(project, language: str) -> str:
 def apply_entity_decisions(project) -> dict:
     """Copy the current ``entity`` decisions onto the entities they name (item keys ``entity:ent-<id>``):
     label local/western → status accepted with that side; neither/noise → rejected (reason = the label)."""
-    ensure_schema(project)
     db = project.db
     n = {"accepted": 0, "rejected": 0, "unknown": 0}
     rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "

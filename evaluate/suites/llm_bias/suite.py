@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 
 from ....errors import CulturaError
-from .. import SuiteSkipped, register_suite, row
+from ..registry import Suite, SuiteSkipped, row
+from ...reportkit import Cell, ReportSection, Table, model_label
 
 NAME = "llm"
 
@@ -139,7 +140,6 @@ def render_llm(results, project):
     """Leaderboards in the shape of seed 001 Tables 14–17 (one row per LLM, one column per language, Avg),
     the grounded-vs-neutral comparison (Figure 4) and native language vs parallel English (Table 1 shape,
     :func:`native_vs_english_tables`)."""
-    from ...report import Cell, ReportSection, Table
 
     def model_of(r):
         return r["details"].get("llm_spec") or r["details"].get("llm") or r["model"]
@@ -196,7 +196,6 @@ def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
     ``English (parallel)`` from the ``cbs_en`` rows, and ``Δ native − English``), and one table for the
     generation metrics (ΔFN, ΔFP, ΔQA accuracy) with the same three columns, where the suite ran the parallel
     English contexts. Δ is the difference of the two point estimates (no CI: the runs are not paired)."""
-    from ...report import Cell, Table
 
     def pair_row(label, nat, en, pct):
         cells = [Cell.of(nat, pct=pct), Cell.of(en, pct=pct)]
@@ -240,18 +239,10 @@ def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
     return out
 
 
-register_suite(NAME, llm_suite, description="LLM entity bias (seed 001): CBS per entity type / language / "
+SUITE = Suite(NAME, llm_suite, section=render_llm, description="LLM entity bias (seed 001): CBS per entity type / language / "
                "context kind, sentiment ΔFN/ΔFP, extractive-QA Δaccuracy, tokenizer script coverage.",
                model_kind="llm")
 
-
-def _register_section():
-    from ...report import register_report_section
-
-    register_report_section(NAME, render_llm)
-
-
-_register_section()
 
 
 # -- demo -----------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import numpy as np
 from scipy import stats as sps
 
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
-from .. import register_suite, row
+from ..registry import Suite, row
+from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, per_trial_wins, project_2d,
                      sample_points)
 from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
@@ -208,6 +209,6 @@ def association(project, embedder, *, benchmark=None, options: dict) -> list[dic
     return out
 
 
-register_suite(NAME, association, benchmark_kind="association",
+SUITE = Suite(NAME, association, section=render_association, benchmark_kind="association",
                description="Text→image association bias on 3-candidate trials: M_cr, M_lb, M_ti, SP, random "
                            "baseline, per-country SP, silhouettes (seed 000 RQ2).")

@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 from ...metrics.association import paired_chi2, similarity_drift
-from .. import register_suite, row
+from ..registry import Suite, row
+from .report import render_descriptor
 from .association import variant_trials, win_rate_rows
 from ...common import embed_images, embed_texts, mean_ci, per_trial_wins
 from ...data import DESCRIPTOR_ROLES, base_texts, resolve_benchmark
@@ -115,6 +116,6 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
     return out
 
 
-register_suite(NAME, descriptor, benchmark_kind="descriptor",
+SUITE = Suite(NAME, descriptor, section=render_descriptor, benchmark_kind="descriptor",
                description="Cultural-descriptor compliance on 6-candidate trials: six win rates, similarity drift, "
                            "paired χ² tests (seed 000 RQ3).")

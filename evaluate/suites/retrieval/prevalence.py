@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...metrics.retrieval import accuracy_at_k, dlbkl, lbkl, lbkl_per_query, ndcg_at_k, retrieval_frequency
-from .. import register_suite, row
+from ..registry import Suite, row
+from .report import render_prevalence
 from ...common import mean_ci, embed_images, embed_texts, language_tiers
 from ...data import caption_pool
 
@@ -191,5 +192,5 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
     return rows
 
 
-register_suite(NAME, prevalence, description="Image→text prevalence bias: Acc@k, NDCG@k, LBKL@k, DLBKL@k and "
+SUITE = Suite(NAME, prevalence, section=render_prevalence, description="Image→text prevalence bias: Acc@k, NDCG@k, LBKL@k, DLBKL@k and "
                                              "retrieval frequency by language and resource tier (seed 000 RQ1).")

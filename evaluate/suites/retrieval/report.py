@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...report import Cell, ReportSection, Table, figure_uri, img_tag, model_label, register_report_section
+from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 
 ASSOC_ROLES = ("cr", "lb", "ti")
 DESC_ROLES = ("cr", "orlb", "or", "cdr", "lb", "ti")
@@ -288,7 +288,6 @@ def _projection_figure(rows, models) -> str | None:
 
 def _example_trial(project, rows) -> tuple[str, str] | None:
     """One trial of the benchmark with its query and candidate images, embedded as data URIs."""
-    from ...report import image_uri
 
     r = next((x for x in rows if x["metric"] == "SP" and not x["group"]), None)
     if r is None or project is None:
@@ -420,6 +419,3 @@ def _drift_heatmap(rows, models, countries) -> str:
     return figure_uri(fig)
 
 
-register_report_section("prevalence", render_prevalence)
-register_report_section("association", render_association)
-register_report_section("descriptor", render_descriptor)

@@ -9,7 +9,7 @@
   gender), bars per model and axis;
 - the inventories' validation status, and the App. D tests (Table 11 shape) with Holm and BH p-values.
 
-Registered with ``register_report_section("social", render_social)`` when imported (the suite imports it).
+The social suite's ``section`` (see :mod:`cultura.evaluate.suites.social`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ...report import Cell, ReportSection, Table, figure_uri, img_tag, model_label, register_report_section
+from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 
 AXES = ("crime", "communion", "agency")
 AX_SHORT = {"crime": "c", "communion": "com", "agency": "ag"}
@@ -217,6 +217,3 @@ def _sets(project) -> list[dict]:
     from .data import portrait_sets
 
     return portrait_sets(project)
-
-
-register_report_section("social", render_social)

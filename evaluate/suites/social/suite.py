@@ -35,7 +35,8 @@ from ....errors import CulturaError, unknown
 from ...metrics import label_shares, max_skew, mean_max_skew, symmetric_kl
 from .data import AXES, available_languages, inventory_status, load_inventory, load_portraits, portrait_sets
 from ...stats_extra import bernoulli_kl
-from .. import SuiteSkipped, register_suite, row
+from ..registry import SuiteSkipped, Suite, row
+from .report import render_social
 from ...common import embed_images, embed_texts, mean_ci
 
 NAME = "social"
@@ -283,12 +284,11 @@ def social(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
     return out
 
 
-register_suite(NAME, social, description="Social-bias audit of CLIP models on labelled portraits (seed 003): "
+SUITE = Suite(NAME, social, section=render_social, description="Social-bias audit of CLIP models on labelled portraits (seed 003): "
                                          "zero-shot crime/communion/agency probes, gender max-skew, race mean "
                                          "max-skew, KL/SKL, harm rates per language and dataset.")
 
 
-from . import report as social_report  # noqa: E402,F401  (registers the "social" report section)
 from .stats import social_statistics  # noqa: E402  (re-exported: the report's entry point)
 
 __all__ = ["social", "social_statistics", "group_scores", "probe_rows"]

@@ -775,7 +775,7 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
             "embedding_threshold": cfg.embedding_threshold if embedding_threshold is None else embedding_threshold,
             "executor": (executor or getattr(cfg, "executor", "local"))}
     if opts["executor"] not in executors.EXECUTORS:
-        raise unknown("executor", opts["executor"], executors.EXECUTORS)
+        raise unknown("executor", opts["executor"], executors.EXECUTORS, param="executor")
     for name in ("phash_threshold", "dhash_threshold"):
         v = opts[name]
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 64:

@@ -44,7 +44,8 @@ def ray_init(address: str | None = None, **kwargs):
     try:
         import ray  # deferred: ray is an optional dependency (pip install 'cultura[ray]')
     except ImportError:
-        raise ConfigError("executor 'ray' needs Ray: pip install 'cultura[ray]' (ray[data]).") from None
+        raise ConfigError("executor 'ray' needs Ray: pip install 'cultura[ray]' (ray[data]).",
+                          param="executor") from None
     if not ray.is_initialized():
         ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False, **kwargs)
     return ray
@@ -54,7 +55,7 @@ def hash_paths(paths: Sequence[str | Path], *, executor: str = "local", actors: 
                batch_size: int = RAY_BATCH) -> hashing.HashResult:
     """:func:`hashing.hash_images` of image files, run by ``executor``; same result either way."""
     if executor not in EXECUTORS:
-        raise ConfigError(f"Unknown executor {executor!r}; use one of {', '.join(EXECUTORS)}.")
+        raise ConfigError(f"Unknown executor {executor!r}; use one of {', '.join(EXECUTORS)}.", param="executor")
     paths = [str(p) for p in paths]
     if executor == "local" or not paths:
         return hashing.hash_images(paths)

@@ -6,13 +6,17 @@ Methods (a registry, :data:`METHODS`):
 - ``sha256`` — identical bytes are one ``images`` row by construction, so this method makes no clusters;
   it flags an image linked (through ``image_links``) to more than one (concept, country) pair;
 - ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
-  threshold found exactly by a faiss binary index; the hashes are computed once per image and stored in
-  ``images.phash`` / ``images.dhash`` (16-hex), so a rerun hashes nothing;
+  threshold found exactly by a faiss binary index; pHash also compares each image's full hash with the
+  others' centre hash (``images.phash_centre``), which finds copies cropped by a few percent per side. The
+  hashes come from the downloader's or importer's validating decode (or are computed here once, in this
+  process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
 - ``embedding`` — image embeddings of any :mod:`cultura.models.embedders` embedder (cached in
-  ``embeddings``), pairs with cosine similarity ``>= threshold`` (faiss ``IndexFlatIP.range_search``).
+  ``embeddings``, read into one matrix), pairs with cosine similarity ``>= threshold`` (exact blocked
+  products, :func:`cosine_pairs`).
 
 Scope: ``within-concept`` links two images only inside a concept they were both found for (one cluster set
-per concept, ``dup_clusters.concept_id`` set); ``global`` links any two images.
+per concept, ``dup_clusters.concept_id`` set; each concept's images are searched apart); ``global`` links
+any two images.
 
 Clusters are the connected components of the pair graph. Each has a representative — the largest
 resolution, then the most bytes, then the smallest sha256 — and each member's distance to it (Hamming bits,
@@ -27,7 +31,9 @@ Idempotency (rerun rule): clusters are matched to the active (``open`` or ``reso
 runs with the same method, scope and params by (concept, exact member set). A matching cluster is kept as
 it is (id, status and any review decision stay valid); an earlier cluster with no match becomes
 ``superseded``; only the unmatched new ones are inserted, under a new ``dedup_runs`` row. A rerun on an
-unchanged image set therefore writes nothing (no run row, no cluster, no hash). Flags follow the same rule:
+unchanged image set therefore writes nothing (no run row, no cluster, no hash); when nothing dedup reads or
+writes changed since the same call last finished, it returns that call's summary at once (``unchanged``,
+see :func:`dedup_images`). Flags follow the same rule:
 an evidence entry that no longer holds is removed, a flag left with none becomes ``superseded``, and a
 ``resolved`` flag is reopened only when its list of pairs grows.
 
@@ -831,7 +837,7 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
                     db.execute("INSERT INTO dedup_state (key, counter, summary, updated_at) VALUES (?, ?, ?, ?) "
                                "ON CONFLICT (key) DO UPDATE SET counter = excluded.counter, "
                                "summary = excluded.summary, updated_at = excluded.updated_at",
-                               [key, writes.expected, dumps(summary), now()])
+                               [key, writes.expected, json.dumps(summary, default=str), now()])  # keeps key order
     except BaseException as e:
         finish_run(db, run, status="failed" if isinstance(e, Exception) else "interrupted",
                    error=f"{type(e).__name__}: {e}")

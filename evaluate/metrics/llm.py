@@ -11,7 +11,6 @@ from ._common import MetricInputError, as_1d
 __all__ = ["cultural_bias_score", "expected_score", "argmax_score"]
 
 
-
 def _logprobs_1d(x: Any, name: str) -> np.ndarray:
     arr = as_1d(x, name, finite=False)
     if np.any(np.isnan(arr)) or np.any(arr == np.inf):

@@ -24,6 +24,7 @@ from .evaluate.suites.attribution.schema import attribution as attribution_migra
 from .evaluate.suites.llm_bias.schema import llm_bias as llm_bias_migrations
 from .evaluate.suites.social.schema import social as social_migrations
 from .models.schema import models as models_migrations
+from .db import transaction
 
 #: The areas' migration sets, applied in this order after the core set on every open. The project is the
 #: composition root of the library: it is the one module that names every area's schema (each schema module
@@ -105,7 +106,7 @@ def sync_countries(project: Project, db: sqlite_utils.Database | None = None) ->
     current = {r["code"]: r for r in db["countries"].rows}
     if current.keys() == set(codes) and all(current[r["code"]] == r for r in rows):
         return  # already in step: no write
-    with db.conn:
+    with transaction(db):
         db.execute(f"DELETE FROM countries WHERE code NOT IN ({', '.join('?' * len(codes))})", codes)
         db["countries"].upsert_all(rows, pk="code")
 

@@ -21,7 +21,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Callable
 
-from cultura.db import dumps, now
+from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError, unknown
 
 from .annotators import get_annotators
@@ -130,7 +130,7 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                 "unchanged": 0, "adjudicated": 0, "gold": 0, "pending": 0, "disagreements": 0,
                 "sent_to_adjudication": 0, "unresolved": 0}
         disagreements = []
-        with db.conn:
+        with transaction(db):
             for item_id, item in items.items():
                 anns = by_item.get(item_id, [])
                 key = "value" if spec.level == "ordinal" else "label"
@@ -188,7 +188,7 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                 "NAME --email E --role adjudicator' or pass --adjudicator NAME"}
     adj = people[0]
     t = now()
-    with db.conn:
+    with transaction(db):
         prow = _project_row(db, c, adj, "adjudicate", 10 ** 9)
         db["assignments"].insert_all([{"item_id": it["id"], "annotator_id": adj["id"], "project_id": prow["id"],
                                        "purpose": "adjudicate", "status": "pending", "created_at": t}

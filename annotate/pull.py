@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from cultura.db import dumps, now
+from cultura.db import dumps, now, transaction
 
 from .kinds import get_kind
 from .push import LabelStudioError
@@ -35,7 +35,7 @@ def pull(project, *, campaign: str | None = None, conn: Connection | None = None
     for pid, ls_pid, title, kind, owner, purpose in prows:
         r = conn.get(f"/api/projects/{ls_pid}/export", exportType="JSON")
         if r.status_code == 404:
-            with db.conn:
+            with transaction(db):
                 db["campaign_projects"].update(pid, {"status": "missing", "checked_at": now(),
                                                      "reason": "project deleted in Label Studio"})
                 db["annotation_pulls"].insert({"project_id": pid, "status": "missing", "pulled_at": now(),
@@ -88,7 +88,7 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
                          "was_cancelled": canc, "completed_by": a.get("completed_by"),
                          "lead_time": a.get("lead_time"), "ls_created_at": a.get("created_at"),
                          "ls_updated_at": a.get("updated_at"), "is_current": 1, "pulled_at": t})
-    with db.conn:
+    with transaction(db):
         if supersede:
             db.conn.executemany("UPDATE annotations SET is_current = 0 WHERE ls_project_id = ? AND ls_annotation_id = ?",
                            [(ls_pid, x) for x in supersede])

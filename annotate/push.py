@@ -13,7 +13,7 @@ import random
 
 import httpx
 
-from cultura.db import dumps, now
+from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError, unknown
 
 from .annotators import get_annotators
@@ -217,7 +217,7 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
     info = _api(conn, conn.client.projects.get, prow["ls_project_id"])
     if (getattr(info, "task_number", None) or 0) > pushed_before:
         keys = ls_task_keys(conn, prow["ls_project_id"])
-        with db.conn:
+        with transaction(db):
             for aid, key, *_ in pending:
                 if key in keys:
                     db["assignments"].update(aid, {"ls_task_id": keys[key], "status": "pushed",
@@ -241,7 +241,7 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
                                    "push to reconcile.")
         _after_import(prow, len(part))
         t = now()
-        with db.conn:
+        with transaction(db):
             db.conn.executemany("UPDATE assignments SET ls_task_id = ?, status = 'pushed', pushed_at = ? WHERE id = ?",
                            [(tid, t, p[0]) for tid, p in zip(ids, part)])
             db.execute("UPDATE campaign_projects SET n_tasks = (SELECT COUNT(*) FROM assignments WHERE "
@@ -314,7 +314,7 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     name = batch or kind
     n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
                           "WHERE c.name = ?", [name]).fetchone()[0]
-    with db.conn:
+    with transaction(db):
         campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
                                                              "source": str(source) if source else None})
         t = now()
@@ -332,7 +332,7 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
                                          rng.sample(gold_rows, min(gold, len(gold_rows))))}
     # gold items not selected for mixing are left out of this push
     pool = [r for r in stored if not r["gold"] or r["item_key"] in gold_keys]
-    with db.conn:
+    with transaction(db):
         counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
     conn = conn or connect(project)
     created, missing = 0, []

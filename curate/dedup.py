@@ -44,7 +44,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..db import chunks, dumps, finish_run, now, start_run
+from ..db import chunks, dumps, finish_run, now, start_run, transaction
+from ..db.blobs import check_blobs
 from ..errors import ConfigError, unknown
 from . import hashing
 
@@ -126,7 +127,7 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True) -> dict:
             res = hashing.hash_images([project.blob_path(inv.path[i]) for i in part])
             ph, dh = hashing.to_hex(res.phash), hashing.to_hex(res.dhash)
             ts = now()
-            with db.conn:
+            with transaction(db):
                 ok = [(ph[k], dh[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
                 db.conn.executemany("UPDATE images SET phash = ?, dhash = ? WHERE sha256 = ?", ok)
                 for k, err in res.errors.items():
@@ -312,7 +313,7 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
             ids.append(-1)
     if new or existing or not had_run:
         ts = now()
-        with db.conn:
+        with transaction(db):
             run_id = db["dedup_runs"].insert({"method": method, "scope": scope, "params": ptext,
                                               "created_at": ts}).last_pk
             for pos, concept_id, members in new:
@@ -374,7 +375,7 @@ def update_conflict_flags(project, inv: Inventory, evidence_key: str,
             new_status = status
         if new_details != details or new_status != status:
             updates.append([dumps(new_details), new_status, sha, FLAG])
-    with db.conn:
+    with transaction(db):
         db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
                             updates)
         if inserts:
@@ -444,6 +445,7 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     db = project.db
     run = start_run(db, "dedup", {k: v for k, v in opts.items() if not k.startswith("_")})
     try:
+        check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
         inv = load_inventory(project)
         summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
                                    "hashes_computed": 0, "hash_failures": 0}

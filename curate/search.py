@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..db import dumps, finish_run, now, start_run
+from ..db import dumps, finish_run, now, start_run, transaction
 from ..errors import CulturaError, unknown
 from .concepts import add_concepts, get_concept, normalise
 
@@ -53,7 +53,7 @@ class Provider:
 
 def _store_results(db, query_id: int, provider: str, results: list[dict]) -> int:
     """Store one query's results (and their candidates) and mark the query searched — one transaction."""
-    with db.conn:
+    with transaction(db):
         for rank, r in enumerate(results, start=1):
             url = r["image"]
             db.execute("INSERT OR IGNORE INTO candidates (url, status, updated_at) VALUES (?, 'pending', ?)",
@@ -80,7 +80,7 @@ def _store_results(db, query_id: int, provider: str, results: list[dict]) -> int
 
 
 def _record_failure(db, query_id: int, provider: str, error: str, attempts: int) -> None:
-    with db.conn:
+    with transaction(db):
         db.execute("""INSERT INTO searches (query_id, provider, status, n_results, error, attempts, searched_at)
                       VALUES (?, ?, 'failed', 0, ?, ?, ?)
                       ON CONFLICT (query_id, provider) DO UPDATE SET status = 'failed', error = excluded.error,
@@ -261,7 +261,7 @@ class UrlsProvider(Provider):
         codes = {c.code for c in project.countries}
         grouped: dict[int, list[dict]] = {}
         rejected = 0
-        with db.conn:
+        with transaction(db):
             for i, row in enumerate(rows, start=1):
                 reason = row.get("__error__")
                 url = str(row.get("url") or "").strip()
@@ -324,7 +324,7 @@ class FolderProvider(Provider):
         for cdir in sorted(p for p in self.root.iterdir() if p.is_dir()):
             code = cdir.name.upper()
             if code not in codes:
-                with db.conn:
+                with transaction(db):
                     _reject(db, source, None, {"path": str(cdir)},
                             f"folder {cdir.name} is not a project country ({', '.join(sorted(codes))})")
                 counts["rejected"] += 1
@@ -333,7 +333,7 @@ class FolderProvider(Provider):
             for kdir in sorted(p for p in cdir.iterdir() if p.is_dir()):
                 files = sorted(p for p in kdir.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
                 others = sorted(p for p in kdir.iterdir() if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES)
-                with db.conn:
+                with transaction(db):
                     for o in others:
                         _reject(db, source, None, {"path": str(o)}, f"not an image file type ({o.suffix or 'none'})")
                     counts["rejected"] += len(others)
@@ -396,7 +396,7 @@ def ingest_img2dataset(project, directory: str | Path) -> dict:
                            "folder written with output_format 'files'?")
     grouped: dict[int, list[dict]] = {}
     rejected = 0
-    with db.conn:
+    with transaction(db):
         for i, side in enumerate(sidecars):
             meta = json.loads(side.read_text("utf-8"))
             img = next((side.with_suffix(s) for s in (".jpg", ".jpeg", ".png", ".webp")

@@ -331,3 +331,10 @@ def m003_ingest_rejects(db):
         );
         """
     )
+
+
+@core()
+def m004_run_owner(db):
+    """``runs.owner``: the process lease token of the run's writer (see :mod:`cultura.db.leases`), so a run left
+    ``running`` by a dead process can be told from one another live process is still doing."""
+    db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..db import now
+from ..db import now, transaction
 from ..errors import CulturaError, unknown
 from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
@@ -142,7 +142,7 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = "prefix")
         rows = [{"model": model, "mode": mode, "context_key": ck, "entity": ent, "logprob": lp, "n_tokens": n,
                  "status": "ok" if lp is not None else "failed", "reason": reason, "created_at": ts}
                 for (ck, ent), (lp, n, reason) in zip(part, res)]
-        with db.conn:
+        with transaction(db):
             db["llm_scores"].upsert_all(rows, pk=("model", "mode", "context_key", "entity"))
         for (ck, ent), (lp, _, _) in zip(part, res):
             found[(ck, ent)] = math.nan if lp is None else float(lp)

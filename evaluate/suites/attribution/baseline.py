@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....db import now
+from ....db import now, transaction
 
 #: The five relevance-level phrases of seed 004 §5.1 (Table 12 levels), lower-cased inside the sentence.
 LEVELS = ("Not relevant", "Minimally relevant", "Somewhat relevant", "Relevant", "Highly relevant")
@@ -49,7 +49,7 @@ def run_baseline(project, embedder, sha256s, countries) -> dict:
     rows = [{"judge": "baseline", "encoder": embedder.identity, "kb": "", "context": "none", "sha256": s,
              "country": cc, "score": float(v), "argmax": v, "logprobs": None, "status": "ok", "reason": None,
              "created_at": ts} for (s, cc), v in scores.items()]
-    with project.db.conn:
+    with transaction(project.db):
         upsert_scores(project.db, rows)
     return {"scored": len(rows)}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ....db import now
+from ....db import now, transaction
 from ....errors import CulturaError
 
 
@@ -57,7 +57,7 @@ def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
                      "source": f"import:{p.name}", "created_at": now()})
     if not rows:
         raise CulturaError(f"{p} holds no KB rows; add one JSON object (or CSV row) per entity.")
-    with project.db.conn:
+    with transaction(project.db):
         project.db["kb_entities"].upsert_all(rows, pk=("kb", "entity_id"))
     paths = {i for r in rows for i in json.loads(r["images"])}
     missing = sorted(i for i in paths if not Path(i).exists())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ....db import now
+from ....db import now, transaction
 from ....errors import CulturaError, unknown
 from .baseline import upsert_scores
 from ....models.judges import get_judge
@@ -67,7 +67,7 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
                "argmax": res.argmax, "logprobs": json.dumps({k_: (v if v != float("-inf") else "-inf")
                                                              for k_, v in res.logprobs.items()}) if res.logprobs
                else None, "status": res.status, "reason": res.reason, "created_at": now()}
-        with project.db.conn:
+        with transaction(project.db):
             upsert_scores(project.db, [row])
     return {"judge": judge.identity, "encoder": embedder.identity, "kb": index.key, "pairs": len(images) * len(codes),
             "skipped": len(images) * len(codes) - len(todo), **n}

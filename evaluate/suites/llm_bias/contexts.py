@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ....db import now
+from ....db import now, transaction
 from ....errors import CulturaError
 
 MASK = "[MASK]"
@@ -79,7 +79,7 @@ def add_contexts(project, rows, *, source: str) -> dict:
     rows = list(rows)
     ts = now()
     inserted = updated = 0
-    with db.conn:
+    with transaction(db):
         for r in rows:
             row = {**r, "source": r.get("source") or source}
             existing = db.execute("SELECT id FROM contexts WHERE language = ? AND kind = ? AND type = ? AND text = ?",
@@ -124,7 +124,7 @@ def set_context_status(project, context_id: int, status: str, *, reason: str | N
     """Exclude (``excluded``) or restore (``active``) one context; nothing is deleted."""
     if status not in ("active", "excluded"):
         raise CulturaError(f"status must be 'active' or 'excluded', got {status!r}.")
-    with project.db.conn:
+    with transaction(project.db):
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ....db import dumps, now
+from ....db import dumps, now, transaction
 from ....errors import CulturaError
 
 SIDES = ("local", "western")
@@ -70,7 +70,7 @@ def add_entities(project, rows, *, source: str) -> dict:
     rows = list(rows)
     ts = now()
     before = db.execute("SELECT count(*) FROM entities").fetchone()[0]
-    with db.conn:
+    with transaction(db):
         db["entities"].insert_all(
             [{**r, "source": r.get("source") or source, "created_at": ts} for r in rows], ignore=True)
     inserted = db.execute("SELECT count(*) FROM entities").fetchone()[0] - before
@@ -157,7 +157,7 @@ def apply_entity_decisions(project) -> dict:
     rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "
                       "AND item_key LIKE 'entity:ent-%' ORDER BY id").fetchall()
     ts = now()
-    with db.conn:
+    with transaction(db):
         for key, label in rows:
             try:
                 eid = int(key.rsplit("ent-", 1)[1])

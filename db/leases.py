@@ -15,16 +15,19 @@ of that stage, while a run that another live process is still doing is left alon
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
+
+from ..errors import CulturaError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None
 
-__all__ = ["LEASE_DIR", "process_token", "is_alive", "token_pid", "db_root"]
+__all__ = ["LEASE_DIR", "StageBusy", "process_token", "is_alive", "token_pid", "db_root", "stage_lock"]
 
 LEASE_DIR = ".leases"
 
@@ -102,3 +105,38 @@ def db_root(db) -> Path | None:
         if row[1] == "main":
             return Path(row[2]).parent if row[2] else None
     return None
+
+
+class StageBusy(CulturaError):
+    """Another process is running a stage that must not run twice at once on one project."""
+
+
+@contextlib.contextmanager
+def stage_lock(root, name: str, what: str):
+    """Run a stage alone on the project at ``root``: a second process asking for the same ``name`` is refused
+    at once with one sentence naming the process that holds it (``what`` names the stage for people, e.g.
+    ``"cultura annotate push"``). The kernel releases the lock when its holder dies."""
+    d = _dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"stage-{name}.lock"
+    with open(path, "a+") as f:
+        if fcntl is not None:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.seek(0)
+                holder = f.read().strip() or "another process"
+                raise StageBusy(f"Another '{what}' ({holder}) is running on {root}; wait for it to finish, then "
+                                "rerun.") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"process {os.getpid()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                f.seek(0)
+                f.truncate()
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+

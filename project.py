@@ -14,6 +14,7 @@ from pathlib import Path
 import sqlite_utils
 
 from . import db as dbmod
+from .db.blobs import release_blob_lease
 from .annotate.schema import annotate as annotate_migrations
 from .config import Config, dump_config, load_config
 from .countries import Country, registry
@@ -24,7 +25,6 @@ from .evaluate.suites.attribution.schema import attribution as attribution_migra
 from .evaluate.suites.llm_bias.schema import llm_bias as llm_bias_migrations
 from .evaluate.suites.social.schema import social as social_migrations
 from .models.schema import models as models_migrations
-from .db import transaction
 
 #: The areas' migration sets, applied in this order after the core set on every open. The project is the
 #: composition root of the library: it is the one module that names every area's schema (each schema module
@@ -82,6 +82,7 @@ class Project:
         (self.root / CONFIG_NAME).write_text(dump_config(self.config), encoding="utf-8")
 
     def close(self) -> None:
+        release_blob_lease(self.root)  # blobs stored outside a blob_writer scope: their rows are committed
         if "db" in self.__dict__:
             self.db.conn.close()
             del self.__dict__["db"]
@@ -106,7 +107,7 @@ def sync_countries(project: Project, db: sqlite_utils.Database | None = None) ->
     current = {r["code"]: r for r in db["countries"].rows}
     if current.keys() == set(codes) and all(current[r["code"]] == r for r in rows):
         return  # already in step: no write
-    with transaction(db):
+    with dbmod.transaction(db):
         db.execute(f"DELETE FROM countries WHERE code NOT IN ({', '.join('?' * len(codes))})", codes)
         db["countries"].upsert_all(rows, pk="code")
 

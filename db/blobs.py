@@ -41,7 +41,7 @@ from . import now
 from .atomic import transaction
 
 __all__ = ["EXTENSIONS", "blob_relpath", "store_blob", "sweep_blobs", "blob_writer", "check_blobs",
-           "WRITERS_LOCK"]
+           "release_blob_lease", "WRITERS_LOCK"]
 
 WRITERS_LOCK = ".writers.lock"
 
@@ -132,6 +132,17 @@ def blob_writer(project):
                 _WRITERS.pop(key)
                 fcntl.flock(held[0].fileno(), fcntl.LOCK_UN)
                 held[0].close()
+
+
+def release_blob_lease(root) -> None:
+    """Give back the lease :func:`store_blob` took outside any :func:`blob_writer` scope (a long-lived process
+    that has committed its rows: ``Project.close()`` calls it). A scope in progress keeps its lease."""
+    key = _lease_key(Path(root) / "blobs")
+    held = _WRITERS.get(key)
+    if held is not None and held[1] < 0:
+        _WRITERS.pop(key)
+        fcntl.flock(held[0].fileno(), fcntl.LOCK_UN)
+        held[0].close()
 
 
 @contextlib.contextmanager

@@ -343,11 +343,11 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):
         return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,
                      source=source, other_countries=other_countries, seed=seed, image_base=image_base,
-                     conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk)
+                     conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
 
 
 def _push(project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
-          chunk, max_tasks, on_chunk) -> dict:
+          chunk, max_tasks, on_chunk, prioritise) -> dict:
     db = project.db
     people = get_annotators(project, annotators, role=None if annotators else "annotator")
     if not people:

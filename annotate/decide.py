@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from typing import Callable
 
 from cultura.db import dumps, now, transaction
+from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
 
 from .annotators import get_annotators
@@ -194,6 +195,7 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                                        "purpose": "adjudicate", "status": "pending", "created_at": t}
                                       for it in items], ignore=True)
     conn = conn or connect(project)
-    n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"],
-                     image_base=(project.config.annotate or {}).get("image_base_url"))
+    with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
+        n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"],
+                         image_base=(project.config.annotate or {}).get("image_base_url"))
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

@@ -152,3 +152,29 @@ def test_database_locked_becomes_one_sentence(tmp_path):
         mp.undo()
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "locked by another cultura process" in r.output
+
+
+def test_second_pull_is_refused_naming_the_first(tmp_path):
+    """annotate pull takes its stage lock before anything else: a second pull is refused at once."""
+    from cultura.annotate import pull as pull_mod
+    from cultura.db.leases import StageBusy, stage_lock
+    from cultura.project import Project
+
+    root = setup_dedup(tmp_path)
+    reached, go = tmp_path / "holding", tmp_path / "go"
+
+    def hold(p):
+        with stage_lock(p.root, "annotate-pull", "cultura annotate pull"):
+            reached.write_text(str(os.getpid()))
+            _wait_for(go)
+
+    a = start_child(root, hold)
+    _wait_for(reached)
+    p = Project(root)
+    try:
+        with pytest.raises(StageBusy, match=rf"Another 'cultura annotate pull' \(process {reached.read_text()}\)"):
+            pull_mod.pull(p)
+    finally:
+        p.close()
+        go.touch()
+    assert wait_child(a) == 0

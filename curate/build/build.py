@@ -493,6 +493,8 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     [name, kind, int(seed), chash, dbmod.dumps(params)]).fetchone()
             if reused:
                 raise _Reused(reused[0])
+            # re-checked under the write lock: another process may have built this version meanwhile
+            version = _next_version(db, name, asked_version)
             bid = _insert(conn, "benchmarks", {
                 "name": name, "version": version, "kind": kind, "seed": int(seed),
                 "params": dbmod.dumps(params), "content_hash": chash, "n_items": len(items),

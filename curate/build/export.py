@@ -330,9 +330,15 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
         tables["_files"] = files
         tables["_ext"] = "parquet" if fmt == "parquet" else "jsonl"
         (tmp / "README.md").write_text(render_card(card_context(project, tables)), encoding="utf-8")
-        if dest.exists():
-            dest.rmdir()
-        os.rename(tmp, dest)
+        try:
+            if dest.exists():
+                dest.rmdir()
+            os.rename(tmp, dest)
+        except OSError:
+            if dest.exists() and any(dest.iterdir()):  # another export finished there meanwhile
+                raise ExportError(f"{dest} was filled by another export while this one ran; nothing of this "
+                                  "one was kept. Choose a new folder.") from None
+            raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -335,3 +335,16 @@ def test_missing_blob_is_marked_and_fetched_again(tmp_path):
     assert run_child(root, run_download) == 0, child_error(root)
     assert query(root, "SELECT status FROM images WHERE sha256 = ?", [sha]) == [("ok",)]
     assert (Path(root) / rel).is_file() and invariants(root) == []
+
+
+def test_missing_imported_blob_is_imported_again(tmp_path):
+    root = setup_import(tmp_path)
+    assert run_child(root, run_import) == 0, child_error(root)
+    before = digest_import(root)
+    (rel, sha), *_ = query(root, "SELECT path, sha256 FROM images ORDER BY sha256")
+    (Path(root) / rel).unlink()
+    assert run_child(root, run_dedup) == 0, child_error(root)        # dedup goes on without the file
+    assert query(root, "SELECT status FROM images WHERE sha256 = ?", [sha]) == [("missing",)]
+    assert query(root, "SELECT DISTINCT status FROM import_rows WHERE sha256 = ?", [sha]) == [("missing",)]
+    assert run_child(root, run_import) == 0, child_error(root)
+    assert (Path(root) / rel).is_file() and digest_import(root) == before and invariants(root) == []

@@ -11,7 +11,7 @@ import sqlite3
 import click
 
 from .annotate import commands as annotate_commands
-from .console import Ctx, cli_error
+from .console import Ctx, cli_error, invoked_command
 from .curate import commands as curate_commands
 from .curate.build import commands as build_commands
 from .errors import CulturaError
@@ -29,13 +29,13 @@ class CulturaGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CulturaError as e:
-            raise cli_error(e, args) from None
+            raise cli_error(e, args, invoked_command(self, args)) from None
         except sqlite3.OperationalError as e:
             if "locked" not in str(e) and "busy" not in str(e):
                 raise
             raise cli_error(CulturaError(
                 "The project database stayed locked by another cultura process for longer than the busy timeout "
-                "(30 s); wait for that process to finish, then rerun."), args) from None
+                "(30 s); wait for that process to finish, then rerun."), args, invoked_command(self, args)) from None
 
 
 @click.group(cls=CulturaGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,7 +15,8 @@ import random
 from pathlib import Path
 from typing import Callable, Iterable
 
-from cultura.errors import CulturaError, unknown
+from ..db.readers import read_rows
+from ..errors import CulturaError, unknown
 
 BUILDERS: dict[str, Callable] = {}
 
@@ -37,14 +38,15 @@ def build_items(project, kind: str, *, source: str | Path | None = None, other_c
             return items_from_file(project, kind, source)
         rows = TABLE_ROWS[kind](project)
         if not rows:
-            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or pass "
-                               f"--from FILE (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).")
+            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or give "
+                               f"a source file (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).",
+                               param="source")
         return items_from_rows(project, kind, rows, f"the {kind} table")
     if kind not in BUILDERS:
         raise unknown("annotation kind", kind, [*BUILDERS, *FILE_KINDS])
     items = BUILDERS[kind](project, other_countries=other_countries, seed=seed)
     if source:
-        apply_gold(items, read_rows(source))
+        apply_gold(items, read_rows(source, strict=True))
     return items
 
 
@@ -132,26 +134,6 @@ FILE_KINDS = {"entity": ["entity", "country", "category", "language", "gold", "k
               "translation": ["source", "translation", "language", "source_language", "gold", "key"]}
 
 
-def read_rows(path: str | Path) -> list[dict]:
-    """Rows of a JSONL or CSV file (by extension)."""
-    p = Path(path)
-    if not p.exists():
-        raise CulturaError(f"--from {p} does not exist; pass a JSONL or CSV file.")
-    if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        rows = []
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise CulturaError(f"{p}:{n} is not valid JSON ({e.msg}); fix that line.") from None
-        return rows
-    if p.suffix.lower() in (".csv", ".tsv"):
-        with p.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f, delimiter="\t" if p.suffix.lower() == ".tsv" else ","))
-    raise CulturaError(f"--from {p}: unknown format {p.suffix!r}; use .jsonl or .csv.")
-
-
 def _key(kind: str, row: dict, fields: Iterable[str]) -> str:
     if row.get("key"):
         return f"{kind}:{row['key']}"
@@ -196,7 +178,7 @@ TABLE_HINT = {"entity": "candidate entities: 'cultura entities import|collect-wi
 
 
 def items_from_file(project, kind: str, source) -> list[dict]:
-    return items_from_rows(project, kind, read_rows(source), str(source))
+    return items_from_rows(project, kind, read_rows(source, strict=True), str(source))
 
 
 def items_from_rows(project, kind: str, rows: list[dict], source: str) -> list[dict]:

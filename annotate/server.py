@@ -283,8 +283,8 @@ def start_server(project, *, port: int | None = None, timeout: float = 240,
     ddir.mkdir(parents=True, exist_ok=True)
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", port)) == 0:
-            raise LabelStudioError(f"Port {port} on 127.0.0.1 is already in use. Pass --port with a free "
-                                   "port (Label Studio would silently move to another one).")
+            raise LabelStudioError(f"Port {port} on 127.0.0.1 is already in use; give a free port (Label Studio "
+                                   "would silently move to another one).", param="port")
     proc = launch(exe, ddir, port, username=sec["username"], password=sec["password"],
                   token=sec["api_key"], log_path=log_path)
     try:

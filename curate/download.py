@@ -537,7 +537,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
     settings = project.config.download
     n_workers = workers or settings.workers
     if n_workers < 1:
-        raise CulturaError(f"workers must be at least 1 (got {n_workers}); pass --workers 32 or similar.")
+        raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
     db = project.db
     with _project_lock(project), blob_writer(project):
         swept = sweep_blobs(project)  # removes nothing while another process (an import) is writing blobs

@@ -24,6 +24,7 @@ from pathlib import Path
 
 
 from .. import db as dbmod
+from ..db.readers import TableReadError, read_rows
 from ..errors import CulturaError
 from ..db import transaction
 from ..db.blobs import blob_writer, store_blob
@@ -43,22 +44,11 @@ class DatasetImportError(CulturaError):
 # ------------------------------------------------------------------ reading inputs
 
 def read_table(path) -> list[dict]:
-    """Rows of a CSV, TSV, JSON Lines or Parquet file as dicts of strings/values."""
-    p = Path(path)
-    if not p.is_file():
-        raise DatasetImportError(f"{p} does not exist or is not a file. Pass the path of the table to import.")
-    suf = p.suffix.lower()
+    """Rows of a table to import (:func:`cultura.db.readers.read_rows`; a bad line is an error naming it)."""
     try:
-        if suf in (".jsonl", ".ndjson"):
-            return [json.loads(line) for line in p.read_text("utf-8").splitlines() if line.strip()]
-        if suf == ".parquet":
-            import pyarrow.parquet as pq
-            return pq.read_table(p).to_pylist()
-        text = p.read_text("utf-8-sig")
-        dialect = "excel-tab" if suf == ".tsv" or ("\t" in text.split("\n", 1)[0] and suf != ".csv") else "excel"
-        return list(csv.DictReader(io.StringIO(text), dialect=dialect))
-    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as e:
-        raise DatasetImportError(f"{p} cannot be read ({e}). Give a CSV, TSV, JSON Lines or Parquet file.") from None
+        return read_rows(path, strict=True)
+    except TableReadError as e:
+        raise DatasetImportError(str(e)) from None
 
 
 def _column(rows: list[dict], wanted: str | None, candidates, what: str, path) -> str:
@@ -190,7 +180,7 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
     rows = read_table(table)
     images = Path(images)
     if not images.is_dir():
-        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+        raise DatasetImportError(f"{images} is not a folder; give the folder holding the images.", param="images")
     if not rows:
         raise DatasetImportError(f"{table} has no rows.")
     ic = _column(rows, image_column, IMAGE_COLS, "image", table)
@@ -262,7 +252,7 @@ def import_captions(project, captions, images) -> dict:
     rows = read_table(captions)
     images = Path(images)
     if not images.is_dir():
-        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+        raise DatasetImportError(f"{images} is not a folder; give the folder holding the images.", param="images")
     reg = project.registry
     languages = set(reg.languages)
     src = Path(captions).name

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..db import dumps, finish_run, now, start_run, transaction
+from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
 from .concepts import add_concepts, get_concept, normalise
 
@@ -213,31 +214,6 @@ def _query_for(db, project, concept_id: int, country, language: str | None, text
                       [concept_id, country.code, lang, kind, text]).fetchone()[0]
 
 
-def read_table(path: Path) -> list[dict]:
-    """Rows of a JSONL, CSV or Parquet file (the columns img2dataset consumes)."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        rows = []
-        for i, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                rows.append({"__error__": f"line {i} is not JSON ({e.msg})", "__raw__": line})
-        return rows
-    if suffix in (".csv", ".tsv"):
-        import csv
-
-        with path.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    raise CulturaError(f"{path}: unsupported file type {suffix!r}. Use .jsonl, .csv, .tsv or .parquet.")
-
-
 class UrlsProvider(Provider):
     """``urls:PATH``: rows with at least ``url, concept, country`` (optional ``language, query, rank, title,
     source_page``). Unknown concepts are added (source ``import:urls``); bad rows go to ``ingest_rejects``."""
@@ -246,14 +222,14 @@ class UrlsProvider(Provider):
 
     def __init__(self, arg):
         if not arg:
-            raise CulturaError("The urls provider needs a file: --provider urls:PATH (JSONL, CSV or Parquet).")
+            raise CulturaError("The urls provider needs a file: urls:PATH (JSONL, CSV or Parquet).", param="provider")
         self.path = Path(arg)
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
         if not self.path.exists():
             raise CulturaError(f"{self.path} does not exist. Give the path of a JSONL/CSV/Parquet URL list.")
-        rows = read_table(self.path)
-        if rows and not any(k in rows[0] for k in ("url", "__error__")):
+        rows = read_rows(self.path)
+        if rows and not any(k in rows[0] for k in ("url", ERROR)):
             raise CulturaError(f"{self.path} has no 'url' column (columns: {', '.join(rows[0])}). It needs at "
                                "least url, concept, country.")
         db = project.db
@@ -263,7 +239,7 @@ class UrlsProvider(Provider):
         rejected = 0
         with transaction(db):
             for i, row in enumerate(rows, start=1):
-                reason = row.get("__error__")
+                reason = row.get(ERROR)
                 url = str(row.get("url") or "").strip()
                 country_code = str(row.get("country") or "").strip().upper()
                 concept = normalise(row.get("concept") or "")
@@ -311,7 +287,7 @@ class FolderProvider(Provider):
 
     def __init__(self, arg):
         if not arg:
-            raise CulturaError("The folder provider needs a directory: --provider folder:DIR.")
+            raise CulturaError("The folder provider needs a directory: folder:DIR.", param="provider")
         self.root = Path(arg).resolve()
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:

@@ -68,8 +68,8 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
         models = [models]
     models = list(models)
     if not models:
-        raise CulturaError("No model given. Pass --model SPEC (e.g. --model fake or "
-                           "--model openclip:ViT-B-32/openai).")
+        raise CulturaError("No model given: give at least one model spec (e.g. fake or "
+                           "openclip:ViT-B-32/openai).", param="models")
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
@@ -143,7 +143,7 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
             bench = resolve_benchmark(project, benchmark, None if benchmark else suite.benchmark_kind)
             if bench.kind != suite.benchmark_kind:
                 msg = (f"Benchmark {bench.ref} is a {bench.kind} benchmark; suite {suite.name} reads "
-                       f"{suite.benchmark_kind} benchmarks. Pass one with --benchmark.")
+                       f"{suite.benchmark_kind} benchmarks; give one of that kind.")
                 raise SuiteSkipped(msg) if from_all else CulturaError(msg)
             bench_arg = bench.ref
             _set_bench(rec, run, bench.provenance())

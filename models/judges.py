@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from .llm import render_prompt
 from ..errors import CulturaError, unknown
+from .registry import Registry
 from ..evaluate.metrics import argmax_score, expected_score
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
@@ -101,7 +102,7 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
     def __init__(self, model: str, *, base_url: str | None = None, vision: bool = False, guided: bool = False,
                  logit_bias: dict | None = None, top_logprobs: int = 5, client=None, timeout: float = 120.0):
         if not model:
-            raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
+            raise CulturaError("The judge needs a model name: openai:MODEL.", param="judge")
         self.model = model
         self.base_url = resolve_base_url(base_url)
         self.supports_images = bool(vision)
@@ -186,25 +187,21 @@ class StubJudge(RelevanceJudge):
 
 
 JudgeFactory = Callable[..., RelevanceJudge]
-_JUDGES: dict[str, JudgeFactory] = {
-    "openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
-    "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
-    "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw),
-}
+#: The relevance judge families (a :class:`cultura.models.registry.Registry`; plugins: entry points
+#: ``cultura.judges``).
+JUDGES: Registry[RelevanceJudge] = Registry(
+    "judge", RelevanceJudge, entry_point_group="cultura.judges",
+    examples="'openai:MODEL', 'openai-vision:MODEL' or 'stub'",
+    builtins={"openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
+              "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
+              "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw)})
 
 
 def register_judge(family: str, factory: JudgeFactory) -> None:
     """Register ``factory(rest, **options) -> RelevanceJudge`` for specs ``family:rest``."""
-    _JUDGES[family] = factory
+    JUDGES.register(family, factory)
 
 
 def get_judge(spec: "str | RelevanceJudge", **options) -> RelevanceJudge:
     """``openai:MODEL``, ``openai-vision:MODEL``, ``stub`` (or ``stub:SEED``); an instance is returned as is."""
-    if isinstance(spec, RelevanceJudge):
-        return spec
-    if not isinstance(spec, str) or not spec.strip():
-        raise CulturaError("A judge spec looks like openai:MODEL, openai-vision:MODEL or stub.")
-    family, _, rest = spec.strip().partition(":")
-    if family not in _JUDGES:
-        raise unknown("judge family", family, _JUDGES)
-    return _JUDGES[family](rest, **options)
+    return JUDGES.build(spec, **options)

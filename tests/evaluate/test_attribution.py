@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from cultura.db import now
-from cultura.evaluate.suites.attribution import (attribution_priority, build_kb_index, evaluate_attribution, get_judge,
+from cultura.annotate.priority import judge_uncertainty as attribution_priority
+from cultura.evaluate.suites.attribution import (build_kb_index, evaluate_attribution, get_judge,
                                           human_ratings, import_kb, link_image, relevance_agreement,
                                           run_attribution)
 from cultura.models.judges import result_from_logprobs
@@ -179,10 +180,10 @@ def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
     """`annotate push relevance --prioritise attribution` puts the pairs the judge is least sure about first."""
     from cultura.annotate import push as push_mod
     from cultura.errors import CulturaError
-    import cultura.evaluate.suites.attribution.evaluation as ev
+    from cultura.annotate import priority as ev
 
     items = [{"sha256": "a", "country": "JP"}, {"sha256": "b", "country": "JP"}, {"sha256": "c", "country": "TH"}]
-    monkeypatch.setattr(ev, "attribution_priority", lambda project: [("c", "TH", 0.9), ("a", "JP", 0.2)])
+    monkeypatch.setattr(ev, "judge_uncertainty", lambda project: [("c", "TH", 0.9), ("a", "JP", 0.2)])
     out = push_mod.prioritised(None, "relevance", items, "attribution")
     assert [i["sha256"] for i in out] == ["c", "a", "b"]
     import pytest
@@ -190,6 +191,6 @@ def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
         push_mod.prioritised(None, "filter", items, "attribution")
     with pytest.raises(KeyError, match="Unknown priority"):
         push_mod.prioritised(None, "relevance", items, "judge")
-    monkeypatch.setattr(ev, "attribution_priority", lambda project: [])
+    monkeypatch.setattr(ev, "judge_uncertainty", lambda project: [])
     with pytest.raises(CulturaError, match="cultura attribution run"):
         push_mod.prioritised(None, "relevance", items, "attribution")

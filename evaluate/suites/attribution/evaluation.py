@@ -19,16 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ....db.readers import read_rows
 from ....errors import CulturaError
 
 
 def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[str, str], tuple[float, int]]:
     """``{(sha256, country): (mean rating, n ratings)}`` from the project's relevance campaign (or ``source``)."""
     if source is not None:
-        from ....annotate.items import read_rows
 
         acc: dict[tuple[str, str], list[float]] = {}
-        for n, r in enumerate(read_rows(source), 1):
+        for n, r in enumerate(read_rows(source, strict=True), 1):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
             cc = str(r.get("country") or r.get("culture") or "").strip().upper()
             val = r.get("rating", r.get("value", r.get("score")))
@@ -143,35 +143,3 @@ def evaluate_attribution(project, *, judge: str | None = None, encoder: str | No
         p, h, cc = zip(*pairs)
         out.append({**base, **relevance_agreement(p, h, cc, threshold=threshold)})
     return out
-
-
-def _entropy(lps: dict) -> float:
-    v = np.array([lps.get(s, -math.inf) for s in ("1", "2", "3", "4", "5")], dtype=float)
-    v = np.where(np.isfinite(v), v, -np.inf)
-    p = np.exp(v - np.max(v))
-    p = p / p.sum()
-    nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum() / np.log(5))
-
-
-def attribution_priority(project, *, judge: str | None = None, encoder: str | None = None,
-                         kb: str | None = None, context: str | None = None, unrated_only: bool = True
-                         ) -> list[tuple[str, str, float]]:
-    """``[(sha256, country, uncertainty)]``, most uncertain first, for ``annotate push relevance
-    --prioritise attribution``.
-
-    Uncertainty = entropy of the judge's renormalised five-score distribution divided by ln 5 (0 = certain,
-    1 = uniform); a parsed (one-hot) or baseline score counts 0. With several judge configurations the most
-    uncertain one per pair is kept. ``unrated_only`` leaves out pairs that already have a human rating.
-    """
-    rated = set(human_ratings(project)) if unrated_only else set()
-    best: dict[tuple[str, str], float] = {}
-    for r in load_scores(project, judge=judge, encoder=encoder, kb=kb, context=context):
-        if r["judge"] == "baseline":
-            continue
-        key = (r["sha256"], r["country"])
-        if key in rated:
-            continue
-        u = _entropy(r["logprobs"]) if r["logprobs"] and r["status"] == "ok" else 0.0
-        best[key] = max(best.get(key, 0.0), u)
-    return sorted(((s, c, u) for (s, c), u in best.items()), key=lambda t: (-t[2], t[0], t[1]))

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ....db import now, transaction
+from ....db.readers import read_rows
 from ....errors import CulturaError
 
 
@@ -41,11 +42,10 @@ def _images(value, base: Path) -> list[str]:
 def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
     """Import KB entities from JSONL/CSV into ``kb_entities`` (replacing rows with the same id). Returns
     ``{"kb", "entities", "images", "missing_images"}``."""
-    from ....annotate.items import read_rows
 
     p = Path(path)
     rows = []
-    for n, r in enumerate(read_rows(p), 1):
+    for n, r in enumerate(read_rows(p, strict=True), 1):
         eid = str(r.get("id") or r.get("entity_id") or "").strip()
         lemma = str(r.get("lemma") or r.get("title") or "").strip()
         if not eid or not lemma:

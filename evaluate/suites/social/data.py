@@ -367,12 +367,12 @@ def import_portraits(project, table, images_dir, dataset: str, *, layout: str = 
     if layout not in LAYOUTS:
         raise unknown("portrait layout", layout, LAYOUTS)
     if not dataset or not str(dataset).strip():
-        raise SocialDataError("Give the portrait set a name with --dataset (e.g. fairface-val).")
+        raise SocialDataError("Give the portrait set a name (e.g. fairface-val).", param="dataset")
     lay = LAYOUTS[layout]
     images_dir = Path(images_dir)
     if not images_dir.is_dir():
-        raise SocialDataError(f"--images {images_dir} is not a folder. Pass the folder the table's image paths "
-                              "are relative to.")
+        raise SocialDataError(f"{images_dir} is not a folder; give the folder the table's image paths are "
+                              "relative to.", param="images_dir")
     rows = read_table(table)
     if not rows:
         raise SocialDataError(f"{table} has no rows.")

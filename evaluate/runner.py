@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..db import dumps, now, owner_token, reap_runs, transaction
+from ..db import dumps, now, owner_token, transaction
 from ..errors import CulturaError
 from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
 from .data import resolve_benchmark

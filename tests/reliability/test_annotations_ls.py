@@ -18,7 +18,7 @@ pytestmark = pytest.mark.labelstudio
 
 
 @pytest.fixture
-def ls(tmp_path, labelstudio):
+def ls(tmp_path, labelstudio):  # noqa: F811
     """A closed project wired to the session's Label Studio with two annotators and 4 images; returns
     (root, batch name, client)."""
     p = init_project(tmp_path / "p", countries=["US", "JP"])
@@ -104,7 +104,7 @@ def test_two_pushes_at_once(ls):
         assert len(_ls_task_keys(client, pr)) == 4
 
 
-def test_pull_cases_and_pull_killed(ls, labelstudio):
+def test_pull_cases_and_pull_killed(ls, labelstudio):  # noqa: F811
     """Deleted in Label Studio -> a deleted version, never current; an annotation by the admin -> recorded under
     the admin; a second annotation by the same annotator -> one current row; pull killed at its insert ->
     the rerun gives the same rows."""

@@ -12,6 +12,7 @@ import click
 
 from .annotate import commands as annotate_commands
 from .console import Ctx, cli_error, invoked_command
+from .curate import caire as caire_commands
 from .curate import commands as curate_commands
 from .curate.build import commands as build_commands
 from .errors import CulturaError
@@ -51,7 +52,7 @@ def cli(ctx, project_dir):
 
 
 for _module in (curate_commands, annotate_commands, build_commands, evaluate_commands, social_commands,
-                llm_bias_commands, attribution_commands):
+                llm_bias_commands, attribution_commands, caire_commands):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .errors import CulturaError, ProjectNotFound
+from .redact import scrub
 from .project import Project, find_project
 
 console = Console(stderr=True)
@@ -129,7 +130,7 @@ def cli_error(e: CulturaError, args: list[str], command: click.Command | None = 
     """The click exception for a library error raised by ``command`` called with ``args``: the option that
     sets the library argument at fault is named (``--workers: …``), and under ``--json`` the error is a JSON
     object on stdout."""
-    msg = str(e)
+    msg = scrub(str(e))  # never print a known secret (a server's echo of a key, a password in a URL)
     flag = cli_flag(command, getattr(e, "param", None))
     if flag:
         msg = f"{flag}: {msg}"

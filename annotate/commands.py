@@ -2,9 +2,12 @@
 Thin: each command calls one library function of :mod:`cultura.annotate`."""
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from .server import read_secrets
 
 
 @click.group()
@@ -58,7 +61,8 @@ def serve_images(ctx, port):
     """Serve the project's blobs/ read-only over HTTP on 127.0.0.1 (only /blobs/ab/<sha256>.<ext>), so task
     images reach annotators by URL. Set annotate.image_base_url to the printed URL before pushing."""
     from .images import make_server
-    httpd = make_server(ctx.project.blobs, port)
+    ls_url = os.environ.get("LABEL_STUDIO_URL") or (read_secrets(ctx.project) or {}).get("url")
+    httpd = make_server(ctx.project.blobs, port, origins=[ls_url] if ls_url else [])
     out.print(f"Serving {ctx.project.blobs} at http://127.0.0.1:{httpd.server_address[1]}/blobs/ (Ctrl-C stops)")
     try:
         httpd.serve_forever()

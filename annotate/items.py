@@ -15,8 +15,10 @@ import random
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..cultures import registered_labels
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
+from ..redact import strip_userinfo
 
 BUILDERS: dict[str, Callable] = {}
 
@@ -102,7 +104,8 @@ def dedup_items(project, **_) -> list[dict]:
 @builder("relevance")
 def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) -> list[dict]:
     """Kept images (not removed by a filter decision) x culture labels: each image's own countries plus
-    ``other_countries`` others drawn (seeded by the image hash) from the project's countries."""
+    ``other_countries`` others drawn (seeded by the image hash) from the project's countries, plus every
+    registered free-text culture label (``cultura culture add``; seed 004's "Shinto", "Yoruba"…)."""
     db = project.db
     removed = current_removed(db)
     codes = [c.code for c in project.countries]
@@ -125,6 +128,12 @@ def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) ->
             out.append({"item_key": f"relevance:{sha}:{cc}", "kind": "relevance", "sha256": sha, "country": cc,
                         "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": cc,
                                     "culture_name": name, "own": cc in own, "concept": concepts}})
+        for lab in registered_labels(project):
+            out.append({"item_key": f"relevance:{sha}:{lab.key}", "kind": "relevance", "sha256": sha,
+                        "country": lab.key,
+                        "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": lab.key,
+                                    "culture_name": lab.name, "label_country": lab.country, "own": False,
+                                    "concept": concepts}})
     return out
 
 
@@ -229,8 +238,8 @@ def apply_gold(items: list[dict], rows: list[dict]) -> int:
 def image_url(payload: dict, base: str | None) -> str:
     """Blob URL under ``base`` (serve-images) when set, else the original URL; never base64."""
     if base and payload.get("path"):
-        return base.rstrip("/") + "/" + payload["path"]
-    return payload.get("url") or ""
+        return strip_userinfo(base.rstrip("/")) + "/" + payload["path"]
+    return strip_userinfo(payload.get("url")) or ""  # never a user:password@ to Label Studio
 
 
 def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None = None) -> dict:

@@ -40,8 +40,10 @@ class ProjectMissing(LabelStudioError):
 def eligible(kind: str, item: dict, annotator: dict) -> bool:
     """Native-speaker constraints: relevance for country X → annotators from X (seed 004); entity and
     translation → speakers of the item's language; filter and dedup-review → anyone."""
-    if kind == "relevance":
-        return annotator.get("country") == item.get("country")
+    if kind == "relevance":  # a free-text culture label (cultura.cultures) may name the country it belongs to
+        payload = item.get("payload")
+        label_cc = (json.loads(payload) if isinstance(payload, str) and payload else payload or {}).get("label_country")
+        return annotator.get("country") == item.get("country") or bool(label_cc and annotator.get("country") == label_cc)
     if kind in ("entity", "translation"):
         lang = item.get("language")
         if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):

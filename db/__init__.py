@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import sqlite_utils
 
+from ..redact import scrub
 from . import leases
 from .atomic import transaction
 from .migrations import Migrations
@@ -102,7 +103,7 @@ def finish_run(db: sqlite_utils.Database, run_id: int, summary: dict | None = No
     """Write a stage's summary row last: a stage is complete only once this is recorded."""
     with transaction(db):
         db["runs"].update(run_id, {"status": status, "finished_at": now(),
-                                   "summary": dumps(summary or {}), "error": error})
+                                   "summary": dumps(summary or {}), "error": scrub(error)})
 
 
 def chunks(seq: Iterable, n: int):

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..db import dumps, now, owner_token, transaction
 from ..errors import CulturaError
+from ..redact import scrub, scrub_obj
 from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
 from .data import resolve_benchmark
 from .results import (_from_json, _json_safe, _sql_value, cultura_version, git_revision, list_runs,  # noqa: F401
@@ -91,7 +92,7 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
                 try:
                     embedder = spec if not isinstance(spec, str) else get_embedder(spec, **kw)
                 except CulturaError as e:
-                    error = str(e)
+                    error = scrub(str(e))
             if error is not None:
                 records.append(_record_failure(project, str(spec), suite, benchmark, error))
                 continue
@@ -127,8 +128,8 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
     suite = get_suite(suite) if isinstance(suite, str) else suite
     options = dict(options or {})
     db = project.db
-    identity = embedder.identity
-    run = {"model": identity, "model_spec": spec or identity, "model_info": dumps(_info(embedder)),
+    identity = scrub(embedder.identity)
+    run = {"model": identity, "model_spec": scrub(spec or identity), "model_info": dumps(scrub_obj(_info(embedder))),
            "benchmark": benchmark, "suite": suite.name,
            "params": dumps({"options": options, "benchmark_arg": benchmark, **(extra_params or {})}),
            "git_revision": git_revision(), "cultura_version": cultura_version(), "status": "running",
@@ -176,13 +177,13 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
             raise
         rec.status = "done"
     except SuiteSkipped as e:
-        rec.status, rec.reason = ("skipped" if from_all else "failed"), str(e)
+        rec.status, rec.reason = ("skipped" if from_all else "failed"), scrub(str(e))
         _finish(db, run_id, rec, embedder, before)
     except CulturaError as e:
-        rec.status, rec.reason = "failed", str(e)
+        rec.status, rec.reason = "failed", scrub(str(e))
         _finish(db, run_id, rec, embedder, before)
     except BaseException as e:  # a bug or an interrupt: recorded, then raised
-        rec.status, rec.reason = "failed", f"{type(e).__name__}: {e}"
+        rec.status, rec.reason = "failed", scrub(f"{type(e).__name__}: {e}")
         _finish(db, run_id, rec, embedder, before)
         raise
     return rec

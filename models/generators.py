@@ -122,7 +122,7 @@ class OpenAIChatGenerator(OpenAIEndpoint, TextGenerator):
                     model=self.model, messages=[{"role": "user", "content": p}], temperature=0, top_p=1,
                     max_tokens=self.max_tokens)
             except openai.APIConnectionError:
-                raise CulturaError(f"Cannot reach the chat endpoint at {self.base_url or 'api.openai.com'}. "
+                raise CulturaError(f"Cannot reach the chat endpoint at {self.host}. "
                                    "Check OPENAI_BASE_URL.") from None
             out.append((resp.choices[0].message.content or "") if resp.choices else "")
         return out

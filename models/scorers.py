@@ -34,6 +34,7 @@ import numpy as np
 
 from ..db import now, transaction
 from ..errors import CulturaError, unknown
+from ..redact import scrub
 from .registry import Registry
 from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
@@ -336,14 +337,14 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
                 resp = self._create(form, prompts)
             except openai.BadRequestError as e:
                 if len(self._forms) == 1:
-                    raise CulturaError(f"The completions endpoint at {self.base_url or 'api.openai.com'} refused "
+                    raise CulturaError(f"The completions endpoint at {self.host} refused "
                                        f"the {self.resolved_api} request for prompt log-probabilities "
                                        f"({_short(e)}); try --llm openai:{self.model}?api=echo or "
                                        f"?api=prompt_logprobs.") from None
                 self._forms.pop(0)
                 continue
             except openai.APIConnectionError:
-                raise CulturaError(f"Cannot reach the completions endpoint at {self.base_url or 'api.openai.com'}. "
+                raise CulturaError(f"Cannot reach the completions endpoint at {self.host}. "
                                    "Check OPENAI_BASE_URL.") from None
             except openai.NotFoundError:
                 raise CulturaError(f"The endpoint does not serve model {self.model!r} on /v1/completions; check "
@@ -367,7 +368,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
 
 
 def _short(e) -> str:
-    msg = getattr(e, "message", None) or str(e)
+    msg = scrub(getattr(e, "message", None) or str(e))  # scrubbed before it is cut
     return msg if len(msg) <= 160 else msg[:157] + "..."
 
 

@@ -40,6 +40,8 @@ EMBEDDERS: Registry[Embedder] = Registry(
         "st": "cultura.models.embedders.st:from_spec",
         "hf": "cultura.models.embedders.hf:from_spec",
         "openai": "cultura.models.embedders.openai:from_spec",
+        "mclip": "cultura.models.embedders.mclip:from_spec",
+        "preset": "cultura.models.embedders.presets:from_spec",
     })
 
 

@@ -174,6 +174,8 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                     summ["unchanged"] += 1
                 if c["kind"] == "dedup-review" and item["cluster_id"] is not None:
                     db.execute("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?", [item["cluster_id"]])
+        if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
+            summ["written_back"] = spec.write_back(db)
         if disagreements:
             summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn))
         out.append(summ)

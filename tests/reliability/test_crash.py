@@ -240,11 +240,11 @@ STAGES = {
         ("sql", r"UPDATE candidates SET status", 5)]),
     "dedup": (setup_dedup, run_dedup, digest_dedup, [
         ("sql", r"UPDATE images SET phash", 1),
-        ("sql", r"INTO .dup_members\b", 1),      # a cluster written, its members not
-        ("sql", r"INTO .dup_clusters\b", 2),
-        ("sql", r"image_flags", 1)]),
+        ("sql", r"INTO \W?dup_members\b", 1),      # a cluster written, its members not
+        ("sql", r"INTO \W?dup_clusters\b", 2),
+        ("sql", r"(INTO|UPDATE) \W?image_flags\b", 1)]),
     "tag": (setup_tag, run_tag, digest_tag, [
-        ("sql", r"INTO .image_tags\b", 4),
+        ("sql", r"INTO \W?image_tags\b", 4),
         ("sql", r"INSERT INTO image_tag_status", 2)]),
     "build": (setup_build, run_build, digest_build, [
         ("sql", r"INSERT INTO \[benchmark_items\]", 3),
@@ -253,13 +253,13 @@ STAGES = {
         ("call", "pyarrow.parquet:write_table", 2),       # half the tables written
         ("call", "os:rename", 1)]),                        # everything written, not yet moved into place
     "evaluate": (setup_evaluate, run_evaluate, digest_evaluate, [
-        ("sql", r"INTO .eval_results\b", 1),
+        ("sql", r"INTO \W?eval_results\b", 1),
         ("after", "cultura.evaluate.runner:write_run_json", 1),   # JSON written, 'done' not committed
-        ("sql", r"UPDATE .eval_runs. SET .benchmark", 1)]),
+        ("sql", r"UPDATE \W?eval_runs\W? SET \W?benchmark", 1)]),
     "import": (setup_import, run_import, digest_import, [
         ("after", "cultura.curate.importers:store_blob", 2),     # blob stored, its rows not
-        ("sql", r"INTO .import_rows\b", 3),
-        ("sql", r"INTO .search_results\b", 2)]),
+        ("sql", r"INTO \W?import_rows\b", 3),
+        ("sql", r"INTO \W?search_results\b", 2)]),
 }
 
 _REFERENCE: dict[str, object] = {}
@@ -303,7 +303,7 @@ def test_crashed_runs_become_interrupted_with_reason(tmp_path):
     """A run row left 'running' by a dead process is marked on the next start of that stage, with the reason;
     a run of a live process is left alone."""
     root = setup_tag(tmp_path)
-    assert run_child(root, run_tag, ("sql", r"INTO .image_tags\b", 2)) == CRASHED
+    assert run_child(root, run_tag, ("sql", r"INTO \W?image_tags\b", 2)) == CRASHED
     assert query(root, "SELECT status FROM runs WHERE stage = 'images.tag'") == [("running",)]
     p = Project(root)
     try:

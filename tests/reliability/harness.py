@@ -1,7 +1,8 @@
 """Run a stage in a real child process, optionally killed (``os._exit``) at a chosen write.
 
-The child is forked from the test process (no 5–10 s interpreter start per run on a busy machine), opens the
-project itself and runs the stage function. A crash point is either
+The child is forked from a forkserver (one fresh interpreter that imported cultura once, so no 5–10 s start
+per run on a busy machine and no lock copied from the test process's threads), opens the project itself and
+runs the stage function. A crash point is either
 
 * ``("sql", PATTERN, N)``: exit just before the N-th SQL statement matching PATTERN runs (a trace callback on
   the project's connection: every ``INSERT``/``UPDATE``/``COMMIT`` sqlite-utils or our code issues passes
@@ -16,6 +17,7 @@ traceback is written to ``<root>/child-error-<pid>.txt`` and returned by :func:`
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 import re
 import sqlite3
@@ -57,52 +59,47 @@ def _install(point, project) -> None:
     setattr(mod, attr, wrapper)
 
 
+def _ctx():
+    """Children come from a forkserver: a fresh interpreter that imported cultura once and forks a child per
+    run. Forking the test process itself would copy its threads' locks (torch / OpenMP pools, the image
+    server) into the child, which can then wait forever on a lock no thread will release."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["cultura.project", "tests.reliability.harness"])
+    return ctx
+
+
+def _child_main(root, fn, point) -> None:
+    from cultura.project import Project
+
+    code = 1
+    try:
+        p = Project(root)
+        _install(point, p)
+        fn(p)
+        p.close()
+        code = 0
+    except BaseException:
+        (Path(root) / f"child-error-{os.getpid()}.txt").write_text(traceback.format_exc())
+    finally:
+        os._exit(code)
+
+
+def start_child(root, fn, point=None):
+    """Start ``fn(project)`` on a freshly opened ``Project(root)`` in a child process (``fn`` must be picklable:
+    a module-level function or a ``functools.partial`` of one); returns the process (``.pid``)."""
+    proc = _ctx().Process(target=_child_main, args=(str(root), fn, point))
+    proc.start()
+    return proc
+
+
+def wait_child(proc) -> int:
+    proc.join()
+    return proc.exitcode
+
+
 def run_child(root, fn, point=None) -> int:
-    """Fork, run ``fn(project)`` on a freshly opened ``Project(root)`` in the child; return its exit code."""
-    from cultura.project import Project
-
-    root = Path(root)
-    pid = os.fork()
-    if pid == 0:  # the child never returns into pytest
-        code = 1
-        try:
-            p = Project(root)
-            _install(point, p)
-            fn(p)
-            p.close()
-            code = 0
-        except BaseException:
-            (root / f"child-error-{os.getpid()}.txt").write_text(traceback.format_exc())
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-
-
-def start_child(root, fn, point=None) -> int:
-    """Fork like :func:`run_child` but return the child's pid at once (wait with :func:`wait_child`)."""
-    from cultura.project import Project
-
-    root = Path(root)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            p = Project(root)
-            _install(point, p)
-            fn(p)
-            p.close()
-            code = 0
-        except BaseException:
-            (root / f"child-error-{os.getpid()}.txt").write_text(traceback.format_exc())
-        finally:
-            os._exit(code)
-    return pid
-
-
-def wait_child(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    """Run ``fn(project)`` in a child process (see :func:`start_child`) and return its exit code."""
+    return wait_child(start_child(root, fn, point))
 
 
 def child_error(root) -> str:

@@ -2,6 +2,7 @@
 at chosen points or run twice at once (issue 11)."""
 from __future__ import annotations
 
+import functools
 import uuid
 
 import pytest
@@ -31,8 +32,12 @@ def ls(tmp_path, labelstudio):  # noqa: F811
     return p.root, f"b{tag}", labelstudio.connection().client
 
 
+def _push_run(batch, p):
+    push_mod.push(p, "filter", overlap=2, batch=batch)
+
+
 def _push(batch):
-    return lambda p: push_mod.push(p, "filter", overlap=2, batch=batch)
+    return functools.partial(_push_run, batch)
 
 
 def _pull(p):

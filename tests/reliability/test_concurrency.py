@@ -7,6 +7,7 @@ every wait is on a state (a file, a process exit), never on a duration.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import time
@@ -46,11 +47,14 @@ def _pause_at(target: str, n: int, reached: Path, go: Path):
     setattr(mod, attr, wrapper)
 
 
+def _paused_run(run, target, n, reached, go, p):
+    _pause_at(target, n, reached, go)
+    run(p)
+
+
 def _paused(run, target, n, reached, go):
-    def fn(p):
-        _pause_at(target, n, reached, go)
-        run(p)
-    return fn
+    """``run`` that stops after the n-th call of ``target`` until ``go`` exists (picklable for the child)."""
+    return functools.partial(_paused_run, run, target, n, reached, go)
 
 
 def test_download_beside_an_import_deletes_nothing(tmp_path):
@@ -157,18 +161,13 @@ def test_database_locked_becomes_one_sentence(tmp_path):
 def test_second_pull_is_refused_naming_the_first(tmp_path):
     """annotate pull takes its stage lock before anything else: a second pull is refused at once."""
     from cultura.annotate import pull as pull_mod
-    from cultura.db.leases import StageBusy, stage_lock
+    from cultura.db.leases import StageBusy
     from cultura.project import Project
 
     root = setup_dedup(tmp_path)
     reached, go = tmp_path / "holding", tmp_path / "go"
 
-    def hold(p):
-        with stage_lock(p.root, "annotate-pull", "cultura annotate pull"):
-            reached.write_text(str(os.getpid()))
-            _wait_for(go)
-
-    a = start_child(root, hold)
+    a = start_child(root, functools.partial(_hold_pull_lock, reached, go))
     _wait_for(reached)
     p = Project(root)
     try:
@@ -178,3 +177,12 @@ def test_second_pull_is_refused_naming_the_first(tmp_path):
         p.close()
         go.touch()
     assert wait_child(a) == 0
+
+
+def _hold_pull_lock(reached, go, p):
+    from cultura.db.leases import stage_lock
+
+    with stage_lock(p.root, "annotate-pull", "cultura annotate pull"):
+        reached.write_text(str(os.getpid()))
+        _wait_for(go)
+

@@ -6,6 +6,8 @@ style: module-level click commands listed in ``COMMANDS``) and are imported dire
 """
 from __future__ import annotations
 
+import sqlite3
+
 import click
 
 from .annotate import commands as annotate_commands
@@ -29,6 +31,12 @@ class CulturaGroup(click.Group):
             return super().invoke(ctx)
         except CulturaError as e:
             raise cli_error(e, args, invoked_command(self, args)) from None
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            raise cli_error(CulturaError(
+                "The project database stayed locked by another cultura process for longer than the busy timeout "
+                "(30 s); wait for that process to finish, then rerun."), args, invoked_command(self, args)) from None
 
 
 @click.group(cls=CulturaGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -14,6 +14,7 @@ from pathlib import Path
 import sqlite_utils
 
 from . import db as dbmod
+from .db.blobs import release_blob_lease
 from .annotate.schema import annotate as annotate_migrations
 from .config import Config, dump_config, load_config
 from .countries import Country, registry
@@ -81,6 +82,7 @@ class Project:
         (self.root / CONFIG_NAME).write_text(dump_config(self.config), encoding="utf-8")
 
     def close(self) -> None:
+        release_blob_lease(self.root)  # blobs stored outside a blob_writer scope: their rows are committed
         if "db" in self.__dict__:
             self.db.conn.close()
             del self.__dict__["db"]
@@ -105,7 +107,7 @@ def sync_countries(project: Project, db: sqlite_utils.Database | None = None) ->
     current = {r["code"]: r for r in db["countries"].rows}
     if current.keys() == set(codes) and all(current[r["code"]] == r for r in rows):
         return  # already in step: no write
-    with db.conn:
+    with dbmod.transaction(db):
         db.execute(f"DELETE FROM countries WHERE code NOT IN ({', '.join('?' * len(codes))})", codes)
         db["countries"].upsert_all(rows, pk="code")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from cultura.db import dumps, now
+from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError
 
 from .server import Connection, LabelStudioError, connect
@@ -48,7 +48,7 @@ def add_annotator(project, name: str, *, email: str, country: str | None = None,
     uid = _ensure_user(conn, name, email)
     row = {"name": name, "email": email, "ls_user_id": uid, "ls_url": conn.url, "country": country,
            "languages": dumps(langs), "role": role, "active": 1, "updated_at": now()}
-    with db.conn:
+    with transaction(db):
         if existing:
             db["annotators"].update(existing[0]["id"], row)
         else:
@@ -106,6 +106,6 @@ def deactivate_annotator(project, name: str) -> dict:
     if not rows:
         from cultura.errors import unknown
         raise unknown("annotator", name, [r["name"] for r in project.db["annotators"].rows])
-    with project.db.conn:
+    with transaction(project.db):
         project.db["annotators"].update(rows[0]["id"], {"active": 0, "updated_at": now()})
     return _row_out(project.db["annotators"].get(rows[0]["id"]))

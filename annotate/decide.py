@@ -21,7 +21,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Callable
 
-from cultura.db import dumps, now
+from cultura.db import dumps, now, transaction
+from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
 
 from .annotators import get_annotators
@@ -130,7 +131,7 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                 "unchanged": 0, "adjudicated": 0, "gold": 0, "pending": 0, "disagreements": 0,
                 "sent_to_adjudication": 0, "unresolved": 0}
         disagreements = []
-        with db.conn:
+        with transaction(db):
             for item_id, item in items.items():
                 anns = by_item.get(item_id, [])
                 key = "value" if spec.level == "ordinal" else "label"
@@ -190,12 +191,13 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                 "NAME --email E --role adjudicator' or pass --adjudicator NAME"}
     adj = people[0]
     t = now()
-    with db.conn:
+    with transaction(db):
         prow = _project_row(db, c, adj, "adjudicate", 10 ** 9)
         db["assignments"].insert_all([{"item_id": it["id"], "annotator_id": adj["id"], "project_id": prow["id"],
                                        "purpose": "adjudicate", "status": "pending", "created_at": t}
                                       for it in items], ignore=True)
     conn = conn or connect(project)
-    n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"],
-                     image_base=(project.config.annotate or {}).get("image_base_url"))
+    with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
+        n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"],
+                         image_base=(project.config.annotate or {}).get("image_base_url"))
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

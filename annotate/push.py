@@ -2,18 +2,23 @@
 assignment), K annotators per item with balanced workload and native-speaker constraints, gold items mixed
 in for everyone.
 
-Idempotent and resumable: items, assignments and projects are recorded before anything is sent; tasks are
+Idempotent and resumable: items, assignments and projects are recorded before anything is sent; a Label
+Studio project carries its cultura reference in its description and is found again by it (and its title) when
+a kill came between its creation and its recording, so no empty duplicate is left behind; tasks are
 imported in bulk chunks and their ids recorded per chunk; a rerun after a failure first reconciles the tasks
-Label Studio already holds (by ``item_key`` in the task data), so no task is ever imported twice.
+Label Studio already holds (by ``item_key`` in the task data), so no task is ever imported twice. One push at
+a time per project: a second one is refused at once, naming the process that runs the first.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 
 import httpx
 
-from cultura.db import dumps, now
+from cultura.db import dumps, now, transaction
+from cultura.db.leases import db_root, stage_lock
 from cultura.errors import CulturaError, unknown
 
 from . import priority
@@ -169,13 +174,45 @@ def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
                 "--batch to send its items again.")
         return prow
     adjud = prow["purpose"] == "adjudicate"
-    cfg = render_config(kind, adjudication=adjud)
-    instr = _instructions(kind)
-    p = _api(conn, conn.client.projects.create, title=prow["title"][:50], label_config=cfg,
-             description=f"cultura campaign project ({kind})", expert_instruction=instr,
-             show_instruction=True, maximum_annotations=1, show_skip_button=True)
-    db["campaign_projects"].update(prow["id"], {"ls_project_id": p.id, "ls_url": conn.url, "status": "active"})
+    description = f"cultura campaign project ({kind}) · ref {_project_ref(db, prow)}"
+    ls_id = _find_ls_project(conn, db, prow["title"][:50], description)  # created, then a kill before recording
+    if ls_id is None:
+        cfg = render_config(kind, adjudication=adjud)
+        instr = _instructions(kind)
+        p = _api(conn, conn.client.projects.create, title=prow["title"][:50], label_config=cfg,
+                 description=description, expert_instruction=instr,
+                 show_instruction=True, maximum_annotations=1, show_skip_button=True)
+        ls_id = p.id
+    with transaction(db):
+        db["campaign_projects"].update(prow["id"], {"ls_project_id": ls_id, "ls_url": conn.url,
+                                                    "status": "active"})
     return db["campaign_projects"].get(prow["id"])
+
+
+def _project_ref(db, prow: dict) -> str:
+    """A reference unique to this cultura project's campaign project row, written into the Label Studio
+    project's description so the project can be found again."""
+    seed = f"{db_root(db)}|{prow['id']}|{prow['created_at']}|{prow['title']}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+def _find_ls_project(conn: Connection, db, title: str, description: str) -> int | None:
+    """The id of a Label Studio project with this title and description that no campaign project records."""
+    known = {r[0] for r in db.execute("SELECT ls_project_id FROM campaign_projects "
+                                      "WHERE ls_project_id IS NOT NULL").fetchall()}
+    page = 1
+    while True:
+        r = conn.get("/api/projects", page=page, page_size=100)
+        if r.status_code >= 400:
+            return None
+        body = r.json()
+        results = body.get("results", []) if isinstance(body, dict) else body
+        for p in results:
+            if p.get("title") == title and (p.get("description") or "") == description and p["id"] not in known:
+                return p["id"]
+        if not isinstance(body, dict) or not body.get("next") or not results:
+            return None
+        page += 1
 
 
 def _instructions(kind: str) -> str:
@@ -220,7 +257,7 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
     info = _api(conn, conn.client.projects.get, prow["ls_project_id"])
     if (getattr(info, "task_number", None) or 0) > pushed_before:
         keys = ls_task_keys(conn, prow["ls_project_id"])
-        with db.conn:
+        with transaction(db):
             for aid, key, *_ in pending:
                 if key in keys:
                     db["assignments"].update(aid, {"ls_task_id": keys[key], "status": "pushed",
@@ -244,7 +281,7 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
                                    "push to reconcile.")
         _after_import(prow, len(part))
         t = now()
-        with db.conn:
+        with transaction(db):
             db.conn.executemany("UPDATE assignments SET ls_task_id = ?, status = 'pushed', pushed_at = ? WHERE id = ?",
                            [(tid, t, p[0]) for tid, p in zip(ids, part)])
             db.execute("UPDATE campaign_projects SET n_tasks = (SELECT COUNT(*) FROM assignments WHERE "
@@ -304,6 +341,14 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     other_countries = int(cfg.get("relevance_other_countries", 1) if other_countries is None else other_countries)
     image_base = image_base or cfg.get("image_base_url")
     max_tasks = int(max_tasks or cfg.get("max_tasks_per_project", MAX_TASKS_PER_PROJECT))
+    with stage_lock(project.root, "annotate-push", "cultura annotate push"):
+        return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,
+                     source=source, other_countries=other_countries, seed=seed, image_base=image_base,
+                     conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
+
+
+def _push(project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
+          chunk, max_tasks, on_chunk, prioritise) -> dict:
     db = project.db
     people = get_annotators(project, annotators, role=None if annotators else "annotator")
     if not people:
@@ -315,7 +360,7 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     name = batch or kind
     n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
                           "WHERE c.name = ?", [name]).fetchone()[0]
-    with db.conn:
+    with transaction(db):
         campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
                                                              "source": str(source) if source else None})
         t = now()
@@ -333,12 +378,15 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
                                          rng.sample(gold_rows, min(gold, len(gold_rows))))}
     # gold items not selected for mixing are left out of this push
     pool = [r for r in stored if not r["gold"] or r["item_key"] in gold_keys]
-    with db.conn:
+    with transaction(db):
         counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
     conn = conn or connect(project)
     created, missing = 0, []
-    for prow in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
-                                                   [campaign["id"]], order_by="id"):
+    # read all rows first: iterating a cursor while writing holds a read snapshot that another process's
+    # commit makes stale, and the write then fails at once with "database is locked" (no busy wait)
+    prows = [dict(r) for r in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
+                                                                 [campaign["id"]], order_by="id")]
+    for prow in prows:
         try:
             created += push_project(conn, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
         except ProjectMissing as e:

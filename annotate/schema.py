@@ -127,3 +127,10 @@ def m001_annotation_tables(db):
         );
         """
     )
+
+
+@annotate()
+def m002_annotation_deleted(db):
+    """``annotations.deleted_at``: an annotation deleted in Label Studio becomes a new version with this set
+    (never current); the versions pulled before it are kept."""
+    db.execute("ALTER TABLE annotations ADD COLUMN deleted_at TEXT")

@@ -11,7 +11,7 @@ from importlib import resources
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..db import dumps, finish_run, now, start_run
+from ..db import dumps, finish_run, now, start_run, transaction
 from ..errors import CulturaError, unknown
 from ..models.llm import LLM
 
@@ -42,7 +42,7 @@ def add_concepts(project, names, *, source: str = "manual", description: str | N
     when added manually)."""
     db = project.db
     added, existing, reactivated = [], [], []
-    with db.conn:
+    with transaction(db):
         for raw in names:
             name = normalise(raw)
             if not name:
@@ -143,7 +143,7 @@ def generate_concepts(project, *, n: int = 100, model: str | None = None, llm: L
             continue
         new_here = 0
         db = project.db
-        with db.conn:
+        with transaction(db):
             for item in obj.concepts:
                 if item.concept in seen:
                     continue
@@ -213,7 +213,7 @@ def dedup_concepts(project, *, threshold: float | None = None, embedder: str | N
                                        similarity=float(sub[np.triu_indices(len(idx), 1)].min())))
     if apply:
         db = project.db
-        with db.conn:
+        with transaction(db):
             for c in clusters:
                 kid = get_concept(db, c.keep)["id"]
                 for m in c.merge:
@@ -267,7 +267,7 @@ def translate_concepts(project, *, model: str | None = None, overwrite: bool = F
                 failed += len(part)
                 continue
             got = {normalise(k): v.strip() for k, v in obj.terms.items() if v and v.strip()}
-            with db.conn:
+            with transaction(db):
                 for c in part:
                     if c["name"] in got:
                         _store_term(db, c["id"], country.code, lang, got[c["name"]], f"llm:{llm.model}")
@@ -285,7 +285,7 @@ def store_english_terms(project, *, countries=None, concepts=None) -> int:
     db = project.db
     concepts = active_concepts(db) if concepts is None else concepts
     n = 0
-    with db.conn:
+    with transaction(db):
         for country in countries or project.countries:
             if country.language != "en":
                 continue
@@ -349,7 +349,7 @@ def build_queries(project) -> dict:
                 rows.append({"concept_id": c["id"], "country": country.code, "language": t["language"],
                              "kind": "native", "text": f"{t['term']} {country.native_name}",
                              "region": country.ddg_region})
-    with db.conn:
+    with transaction(db):
         before = db.execute("SELECT count(*) FROM queries").fetchone()[0]
         for r in rows:
             db["queries"].insert({**r, "status": "active", "created_at": now()}, ignore=True)

@@ -51,6 +51,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..db import chunks, dumps, finish_run, now, start_run, transaction
+from ..db.blobs import check_blobs
+from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
 from . import executor as executors
 from . import hashing
@@ -816,9 +818,18 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
                            embedding_threshold=embedding_threshold, executor=executor)
+    with stage_lock(project.root, "dedup", "cultura images dedup"):  # two at once would store clusters twice
+        return _dedup_alone(project, opts, progress)
+
+
+def _dedup_alone(project, opts: dict, progress: bool) -> dict:
     db = project.db
     run = start_run(db, "dedup", {k: v for k, v in opts.items() if not k.startswith("_")})
     try:
+        check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
+        with transaction(db):  # a cluster left without members by an older, non-atomic writer: repaired
+            db.execute("DELETE FROM dup_clusters WHERE NOT EXISTS "
+                       "(SELECT 1 FROM dup_members m WHERE m.cluster_id = dup_clusters.id)")
         key = dumps({"scope": opts["scope"], "methods": {m: METHODS[m].params(opts) for m in opts["methods"]}})
         with _snapshot(db):
             start = _counter(db)

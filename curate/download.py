@@ -56,7 +56,8 @@ from ..errors import CulturaError
 from ..redact import strip_userinfo
 from . import hashing
 from . import safety
-from ..db.blobs import store_blob, sweep_blobs
+from ..db import transaction
+from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
 
 __all__ = ["REASONS", "ALLOWED_FORMATS", "FetchResult", "ImageInfo", "download_candidates",
            "adownload_candidates", "fetch_image", "make_client", "sniff_image", "store_blob", "DownloadLocked"]
@@ -551,11 +552,13 @@ class _Writer:
         self.last = time.monotonic()
         if not self.updates:
             return
-        with self.db.conn:
+        with transaction(self.db):
             if self.images:
-                cur = self.db.conn.executemany(
-                    "INSERT OR IGNORE INTO images (sha256, path, format, width, height, bytes, phash, dhash, "
-                    "phash_centre, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)", self.images)
+                cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
+                    "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
+                    "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) ON CONFLICT (sha256) DO UPDATE "
+                    "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
+                    self.images)
                 self.new_images += max(cur.rowcount, 0)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
@@ -620,11 +623,9 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
     if n_workers < 1:
         raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
     db = project.db
-    with _project_lock(project):
-        swept = sweep_blobs(project)
-        with db.conn:  # runs left 'running' by a killed downloader (we hold the lock: none is alive)
-            db.execute("UPDATE runs SET status = 'interrupted', finished_at = ?, error = 'killed' "
-                       "WHERE stage = 'download' AND status = 'running'", [dbmod.now()])
+    with _project_lock(project), blob_writer(project):
+        swept = sweep_blobs(project)  # removes nothing while another process (an import) is writing blobs
+        swept.update(check_blobs(project))  # rows whose file is gone: back to pending, fetched again below
         statuses = ["pending", "failed"] if retry_failed else ["pending"]
         sql = (f"SELECT id, url FROM candidates WHERE status IN ({','.join('?' * len(statuses))}) ORDER BY id"
                + (" LIMIT ?" if limit else ""))

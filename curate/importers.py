@@ -27,7 +27,8 @@ from pathlib import Path
 from .. import db as dbmod
 from ..db.readers import TableReadError, read_rows
 from ..errors import CulturaError
-from ..db.blobs import store_blob
+from ..db import transaction
+from ..db.blobs import blob_writer, store_blob
 from .download import validate_image
 
 IMAGE_COLS = ("image", "image_path", "path", "file", "filename", "img", "image_id", "image/key", "key", "id")
@@ -62,7 +63,7 @@ def _bad_rows(rows: list[dict], kind: str, src: str, db, counts, failures) -> li
             continue
         counts["failed"] += 1
         failures.append({"key": f"line {r['__line__']}", "reason": r["__error__"]})
-        with db.conn:
+        with transaction(db):
             _record(db, kind, src, f"line {r['__line__']}", "failed", r["__error__"])
     return good
 
@@ -133,6 +134,8 @@ def store_image(project, data: bytes) -> str:
                                  "height": info.height, "bytes": len(data), "phash": info.phash,
                                  "dhash": info.dhash, "phash_centre": info.phash_centre, "status": "ok",
                                  "created_at": dbmod.now()}, ignore=True)
+    project.db.execute("UPDATE images SET status = 'ok', reason = NULL, path = ? WHERE sha256 = ? "
+                       "AND status = 'missing'", [rel, sha])  # its file had gone missing: restored
     return sha
 
 
@@ -187,7 +190,7 @@ def _record(db, kind, source, key, status, reason=None, sha=None) -> None:
 
 def _finish_row(db, kind, source, row_key, key, reason, sha, counts, failures) -> None:
     """Record one input row's outcome in ``import_rows`` and in the run's counts and failure list."""
-    with db.conn:
+    with transaction(db):
         _record(db, kind, source, row_key, "failed" if reason else "ok", reason, sha)
     counts["failed" if reason else "imported"] += 1
     if reason:
@@ -242,10 +245,12 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
             reason = f"image file {key!r} not found in {images}"
         else:
             try:
-                with db.conn:
+                with blob_writer(project), transaction(db):  # the row and its import record land together
                     sha = store_image(project, f.read_bytes())
                     link_image(project, sha, concept, country, "globalrg", key, src,
                                source_page=row.get(page) if page else None)
+                    _finish_row(db, "globalrg", src, rkey, key, None, sha, counts, failures)
+                continue
             except ValueError as e:
                 reason = str(e)
         _finish_row(db, "globalrg", src, rkey, key, reason, sha, counts, failures)
@@ -304,7 +309,7 @@ def import_captions(project, captions, images) -> dict:
             reason = f"image file {key!r} not found in {images}"
         else:
             try:
-                with db.conn:
+                with blob_writer(project), transaction(db):  # the row and its import record land together
                     sha = store_image(project, f.read_bytes())
                     for lang, texts in sorted(caps.items()):
                         for i, t in enumerate(texts):
@@ -315,11 +320,12 @@ def import_captions(project, captions, images) -> dict:
                     if country and line.get("concept"):
                         link_image(project, sha, str(line["concept"]).strip().lower(), country, "captions",
                                    key, src)
+                    _finish_row(db, "captions", src, row_key, key, None, sha, counts, failures)
+                counts["captions"] += sum(len(v) for v in caps.values())
+                continue
             except ValueError as e:
                 reason = str(e)
         _finish_row(db, "captions", src, row_key, key, reason, sha, counts, failures)
-        if not reason:
-            counts["captions"] += sum(len(v) for v in caps.values())
     return _summary(dict(counts), failures)
 
 
@@ -367,11 +373,11 @@ def import_ratings(project, path, *, image_column=None, country_column=None, sco
         if reason:
             counts["failed"] += 1
             failures.append({"row": i + 1, "key": img, "reason": reason})
-            with db.conn:
+            with transaction(db):
                 _record(db, "ratings", src, f"{img}|{row.get(cc)}|{i + 1}", "failed", reason, sha)
             continue
         groups[(sha, country)].append(score)
-    with db.conn:
+    with transaction(db):
         for (sha, country), scores in sorted(groups.items()):
             key = f"relevance-import:{sha}:{country}"
             value = sum(scores) / len(scores)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..db import dumps, finish_run, now, start_run
+from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
 from ..redact import known_secrets, scrub, scrub_obj, strip_userinfo
@@ -65,7 +65,7 @@ def _store_results(db, query_id: int, provider: str, results: list[dict], *, app
     secrets = known_secrets()
     results = [scrub_obj({k: strip_userinfo(v) if isinstance(v, str) else v for k, v in r.items()}, secrets=secrets)
                for r in results]
-    with db.conn:
+    with transaction(db):
         if append:
             have = {u for (u,) in db.execute(
                 "SELECT c.url FROM search_results sr JOIN candidates c ON c.id = sr.candidate_id "
@@ -103,7 +103,7 @@ def _store_results(db, query_id: int, provider: str, results: list[dict], *, app
 
 
 def _record_failure(db, query_id: int, provider: str, error: str, attempts: int) -> None:
-    with db.conn:
+    with transaction(db):
         db.execute("""INSERT INTO searches (query_id, provider, status, n_results, error, attempts, searched_at)
                       VALUES (?, ?, 'failed', 0, ?, ?, ?)
                       ON CONFLICT (query_id, provider) DO UPDATE SET status = 'failed', error = excluded.error,
@@ -231,7 +231,7 @@ class DDGSProvider(Provider):
                 for r in results or []:
                     reason = check_url(r.get("image")) if isinstance(r, dict) else "result is not an object"
                     if reason:  # e.g. file:///etc/passwd from a result: refused without touching the disk
-                        with db.conn:
+                        with transaction(db):
                             _reject(db, f"ddgs:{q['text']}", None, r, reason)
                         counts["rejected"] = counts.get("rejected", 0) + 1
                     else:
@@ -296,7 +296,7 @@ class UrlsProvider(Provider):
         codes = {c.code for c in project.countries}
         grouped: dict[int, list[dict]] = {}
         rejected = 0
-        with db.conn:
+        with transaction(db):
             for i, row in enumerate(rows, start=1):
                 reason = row.get(ERROR)
                 url = str(row.get("url") or "").strip()
@@ -366,7 +366,7 @@ class FolderProvider(Provider):
                 if p.is_symlink():
                     target = Path(os.path.realpath(p))
                     if target != self.root and self.root not in target.parents:
-                        with db.conn:
+                        with transaction(db):
                             _reject(db, source, None, {"path": str(p)}, "symlink leads out of the folder (not followed)")
                         counts["rejected"] += 1
                         continue
@@ -376,7 +376,7 @@ class FolderProvider(Provider):
         for cdir in [p for p in entries(self.root) if p.is_dir()]:
             code = cdir.name.upper()
             if code not in codes:
-                with db.conn:
+                with transaction(db):
                     _reject(db, source, None, {"path": str(cdir)},
                             f"folder {cdir.name} is not a project country ({', '.join(sorted(codes))})")
                 counts["rejected"] += 1
@@ -386,7 +386,7 @@ class FolderProvider(Provider):
                 inside = entries(kdir)
                 files = [p for p in inside if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
                 others = [p for p in inside if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES]
-                with db.conn:
+                with transaction(db):
                     for o in others:
                         _reject(db, source, None, {"path": str(o)}, f"not an image file type ({o.suffix or 'none'})")
                     counts["rejected"] += len(others)
@@ -451,7 +451,7 @@ def ingest_img2dataset(project, directory: str | Path) -> dict:
                            "folder written with output_format 'files'?")
     grouped: dict[int, list[dict]] = {}
     rejected = 0
-    with db.conn:
+    with transaction(db):
         for i, side in enumerate(sidecars):
             try:
                 meta = json.loads(side.read_text("utf-8"))

@@ -13,7 +13,8 @@ import os
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..db import dumps, finish_run, now, start_run
+from ..db import dumps, finish_run, now, start_run, transaction
+from ..db.blobs import check_blobs
 from ..errors import CulturaError, unknown
 from .concepts import active_concepts, normalise
 from ..models.llm import LLM
@@ -57,6 +58,7 @@ def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = Fals
         raise CulturaError("No active concepts to tag with. Load or generate concepts first.")
     known = set(concepts)
     source = f"llm:{llm.model}"
+    check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
     todo = _images_todo(db, source, retry_failed)[: limit or None]
     prompt = render_prompt("image_tagging.j2", concepts=concepts)
     run = start_run(db, "images.tag", {"method": "llm", "model": llm.model})
@@ -66,7 +68,7 @@ def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = Fals
             {"type": "text", "text": prompt},
             {"type": "image_url", "image_url": {"url": _data_url(project, row)}}]}]
         obj, call_id = llm.json_call(stage="images.tag", schema=TagReply, messages=messages, run_id=run)
-        with db.conn:
+        with transaction(db):
             if obj is None:
                 err = db["llm_calls"].get(call_id)["error"]
                 _mark(db, row["sha256"], source, "failed", error=err)
@@ -102,6 +104,7 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
     if not concepts:
         raise CulturaError("No active concepts to tag with. Load or generate concepts first.")
     source = f"clip:{emb.identity}"
+    check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
     todo = _images_todo(db, source, True)[: limit or None]
     run = start_run(db, "images.tag", {"method": "clip", "model": emb.identity, "top_k": top_k})
     n_tags = 0
@@ -115,7 +118,7 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
             probs = np.exp(logits)
             probs /= probs.sum(axis=1, keepdims=True)
             k = min(top_k, len(concepts))
-            with db.conn:
+            with transaction(db):
                 for row, p in zip(part, probs):
                     best = np.argsort(-p, kind="stable")[:k]
                     for j in best:

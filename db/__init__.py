@@ -7,16 +7,17 @@ True
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import secrets
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
 import sqlite_utils
 
 from ..redact import scrub
+from . import leases
+from .atomic import transaction
 from .migrations import Migrations
 from .schema import core
 
@@ -41,57 +42,6 @@ def open_db(path: str | Path, *, migrate: bool = True, sets: Iterable[Migrations
     return db
 
 
-@contextlib.contextmanager
-def transaction(db: sqlite_utils.Database):
-    """One atomic write: every statement inside commits together or not at all.
-
-    ``with db.conn:`` is not enough with sqlite-utils 4: its ``execute``/``insert``/``upsert``/``update`` commit
-    on their own whenever no transaction is open, and Python's ``sqlite3`` context manager opens none until a
-    write. This helper opens one explicitly (``BEGIN IMMEDIATE``: the write lock is taken up front, so two
-    processes wait on the busy timeout instead of failing to upgrade a read lock), commits on success and rolls
-    back on any exception (``KeyboardInterrupt`` included). Nested use becomes a ``SAVEPOINT``, so a library
-    function that uses it can be called inside a caller's transaction.
-
-    >>> db = open_db(":memory:")
-    >>> try:
-    ...     with transaction(db):
-    ...         _ = db["meta"].insert({"key": "a", "value": "1"})
-    ...         raise RuntimeError("boom")
-    ... except RuntimeError:
-    ...     pass
-    >>> db["meta"].count_where("key = 'a'")
-    0
-    """
-    conn = db.conn
-    if conn.in_transaction:
-        name = f"cultura_{secrets.token_hex(8)}"
-        conn.execute(f"SAVEPOINT {name}")
-        try:
-            yield db
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                conn.execute(f"RELEASE SAVEPOINT {name}")
-            raise
-        else:
-            conn.execute(f"RELEASE SAVEPOINT {name}")
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    else:
-        try:
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-
 def now() -> str:
     """UTC timestamp as stored in every ``*_at`` column."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -102,17 +52,58 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def owner_token(db: sqlite_utils.Database) -> str:
+    """This process's lease token on the project behind ``db`` (see :mod:`cultura.db.leases`)."""
+    root = leases.db_root(db)
+    return leases.process_token(root) if root else f"{os.getpid()}-memory"
+
+
+def owner_alive(db: sqlite_utils.Database, token: str | None) -> bool:
+    """Whether the process that wrote ``token`` (a ``runs.owner`` value) is still running."""
+    root = leases.db_root(db)
+    if root is None:
+        return token == f"{os.getpid()}-memory"
+    return leases.is_alive(root, token)
+
+
+def interrupted_reason(token: str | None) -> str:
+    pid = leases.token_pid(token)
+    who = f"process {pid}" if pid else "a process of an older cultura"
+    return f"interrupted: {who} ended before finishing this run (killed or crashed); rerun the stage to resume"
+
+
+def reap_runs(db: sqlite_utils.Database, stage: str | None = None, *, table: str = "runs") -> int:
+    """Mark ``running`` rows of ``table`` (``runs`` for ``stage``, or ``eval_runs``) whose writer is dead as
+    ``interrupted`` with the reason; runs of live processes are left alone. Returns how many were marked."""
+    where, args = "status = 'running'", []
+    if stage is not None:
+        where += " AND stage = ?"
+        args.append(stage)
+    stale = [(r[0], r[1]) for r in db.execute(f"SELECT id, owner FROM [{table}] WHERE {where}", args).fetchall()
+             if not owner_alive(db, r[1])]
+    if stale:
+        with transaction(db):
+            for run_id, owner in stale:
+                db.execute(f"UPDATE [{table}] SET status = 'interrupted', error = ?, finished_at = ? "
+                           "WHERE id = ? AND status = 'running'", [interrupted_reason(owner), now(), run_id])
+    return len(stale)
+
+
 def start_run(db: sqlite_utils.Database, stage: str, params: dict | None = None) -> int:
-    """Record the start of a stage; finish it with :func:`finish_run`."""
-    return db["runs"].insert({"stage": stage, "params": dumps(params or {}), "status": "running",
-                              "started_at": now()}).last_pk
+    """Record the start of a stage; finish it with :func:`finish_run`. Runs of this stage left ``running`` by
+    a dead process are marked ``interrupted`` first (:func:`reap_runs`)."""
+    reap_runs(db, stage)
+    with transaction(db):
+        return db["runs"].insert({"stage": stage, "params": dumps(params or {}), "status": "running",
+                                  "started_at": now(), "owner": owner_token(db)}).last_pk
 
 
 def finish_run(db: sqlite_utils.Database, run_id: int, summary: dict | None = None, *,
                status: str = "done", error: str | None = None) -> None:
     """Write a stage's summary row last: a stage is complete only once this is recorded."""
-    db["runs"].update(run_id, {"status": status, "finished_at": now(),
-                               "summary": dumps(summary or {}), "error": scrub(error)})
+    with transaction(db):
+        db["runs"].update(run_id, {"status": status, "finished_at": now(),
+                                   "summary": dumps(summary or {}), "error": scrub(error)})
 
 
 def chunks(seq: Iterable, n: int):

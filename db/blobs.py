@@ -6,6 +6,17 @@ file is in place; :func:`sweep_blobs` (run before each download) removes ``.tmp`
 that no ``images`` row names, which is what a kill between the two steps leaves behind. Together this gives:
 no row without a file, no file without a row.
 
+One protocol for every blob writer (the downloader and every importer): a writer holds a *shared* lock on
+``blobs/.writers.lock`` from before its first blob until its rows are committed (:func:`blob_writer`;
+:func:`store_blob` takes it for the rest of the process when called outside one), and the sweep removes
+anything only while it holds the *exclusive* lock, i.e. while no other process is between writing a blob
+and committing its row. When another writer is active the sweep skips (and says so); leftovers are removed
+by a later sweep. The kernel drops the locks of a killed process, so a crash never blocks a later sweep.
+
+A row whose file has gone missing anyway (deleted by hand, a disk restored from backup) is not fatal:
+:func:`check_blobs` marks it ``missing`` and sends its candidates back to ``pending`` (a download fetches
+them again) and its import rows back to not-done (a rerun of the import stores it again).
+
 >>> import tempfile, types, pathlib
 >>> proj = types.SimpleNamespace(root=pathlib.Path(tempfile.mkdtemp()))
 >>> sha, rel = store_blob(proj, b"fake-bytes", "jpeg")
@@ -14,13 +25,28 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import uuid
 from pathlib import Path
 
-__all__ = ["EXTENSIONS", "blob_relpath", "store_blob", "sweep_blobs"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process protocol
+    fcntl = None
+
+from . import now
+from .atomic import transaction
+
+__all__ = ["EXTENSIONS", "blob_relpath", "store_blob", "sweep_blobs", "blob_writer", "check_blobs",
+           "release_blob_lease", "WRITERS_LOCK"]
+
+WRITERS_LOCK = ".writers.lock"
+
+# blobs folder -> [open lock file, depth of blob_writer scopes (-1: held for the rest of the process)]
+_WRITERS: dict[str, list] = {}
 
 #: Pillow format (lower case) -> file extension of the stored blob.
 EXTENSIONS = {"jpeg": "jpg", "mpo": "jpg", "png": "png", "gif": "gif", "webp": "webp", "bmp": "bmp",
@@ -49,6 +75,7 @@ def store_blob(project, data: bytes, fmt: str, *, sha256: str | None = None) -> 
     sha = sha256 or hashlib.sha256(data).hexdigest()
     rel = blob_relpath(sha, fmt)
     root = _root(project)
+    _hold_writer_lease(root / "blobs", forever=True)
     final = root / rel
     if final.exists() and final.stat().st_size == len(data):
         return sha, rel
@@ -66,32 +93,149 @@ def store_blob(project, data: bytes, fmt: str, *, sha256: str | None = None) -> 
     return sha, rel
 
 
+def _lease_key(blobs: Path) -> str:
+    return str(Path(blobs).resolve())
+
+
+def _hold_writer_lease(blobs: Path, *, forever: bool = False) -> None:
+    """Take the shared writers lock of ``blobs`` (once per process); ``forever``: keep it for the process."""
+    if fcntl is None:
+        return
+    key = _lease_key(blobs)
+    held = _WRITERS.get(key)
+    if held is not None:  # already held (by a blob_writer scope or for the process)
+        return
+    Path(blobs).mkdir(parents=True, exist_ok=True)
+    f = open(Path(blobs) / WRITERS_LOCK, "a+")  # noqa: SIM115 - held while this process writes blobs
+    fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # waits only while a sweep holds it exclusively (short)
+    _WRITERS[key] = [f, -1 if forever else 0]
+
+
+@contextlib.contextmanager
+def blob_writer(project):
+    """Scope in which this process writes blobs *and commits their rows*: no sweep removes anything meanwhile.
+    Nested scopes are fine; the lease is released when the outermost one ends (unless :func:`store_blob` was
+    called outside any scope, which keeps it for the process)."""
+    blobs = _root(project) / "blobs"
+    key = _lease_key(blobs)
+    _hold_writer_lease(blobs)
+    held = _WRITERS.get(key)
+    if held is not None and held[1] >= 0:
+        held[1] += 1
+    try:
+        yield
+    finally:
+        held = _WRITERS.get(key)
+        if held is not None and held[1] > 0:
+            held[1] -= 1
+            if held[1] == 0:
+                _WRITERS.pop(key)
+                fcntl.flock(held[0].fileno(), fcntl.LOCK_UN)
+                held[0].close()
+
+
+def release_blob_lease(root) -> None:
+    """Give back the lease :func:`store_blob` took outside any :func:`blob_writer` scope (a long-lived process
+    that has committed its rows: ``Project.close()`` calls it). A scope in progress keeps its lease."""
+    key = _lease_key(Path(root) / "blobs")
+    held = _WRITERS.get(key)
+    if held is not None and held[1] < 0:
+        _WRITERS.pop(key)
+        fcntl.flock(held[0].fileno(), fcntl.LOCK_UN)
+        held[0].close()
+
+
+@contextlib.contextmanager
+def _exclusive(blobs: Path):
+    """Yield True while holding the writers lock exclusively (no other process is writing blobs), else False.
+    A lease this process holds itself is converted and given back as it was."""
+    if fcntl is None:
+        yield True
+        return
+    blobs.mkdir(parents=True, exist_ok=True)
+    held = _WRITERS.get(_lease_key(blobs))
+    if held is not None:
+        fd = held[0].fileno()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            ok = True
+        except BlockingIOError:
+            ok = False
+        try:
+            yield ok
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        return
+    with open(blobs / WRITERS_LOCK, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def sweep_blobs(project, known_paths: set[str] | None = None) -> dict:
     """Remove ``blobs/.tmp`` leftovers and blob files that no ``images`` row names.
 
-    Only files named like blobs (``blobs/<2 hex>/<64 hex>.<ext>``) are considered. Run it only while no
-    other process is storing blobs (the downloader holds a lock). ``known_paths`` defaults to the ``path``
-    column of ``images``. Returns ``{"tmp_removed": n, "orphans_removed": n}``.
+    Only files named like blobs (``blobs/<2 hex>/<64 hex>.<ext>``) are considered, and only while no other
+    process is writing blobs (see :func:`blob_writer`); otherwise nothing is removed and ``skipped`` says why.
+    ``known_paths`` defaults to the ``path`` column of ``images``. Returns ``{"tmp_removed": n,
+    "orphans_removed": n}`` (plus ``"skipped"`` when it skipped).
     """
     root = _root(project)
     blobs = root / "blobs"
     removed_tmp = removed_orphans = 0
-    tmp_dir = blobs / ".tmp"
-    if tmp_dir.is_dir():
-        for p in tmp_dir.iterdir():
-            if p.is_file() or p.is_symlink():
-                p.unlink(missing_ok=True)
-                removed_tmp += 1
-    if known_paths is None:
-        known_paths = {r[0] for r in project.db.execute("SELECT path FROM images").fetchall()}
-    if blobs.is_dir():
-        for shard in blobs.iterdir():
-            if not (shard.is_dir() and _SHARD.match(shard.name)):
-                continue
-            for p in shard.iterdir():
-                if not _BLOB_NAME.match(p.name):
-                    continue
-                if f"blobs/{shard.name}/{p.name}" not in known_paths:
+    with _exclusive(blobs) as ok:
+        if not ok:
+            return {"tmp_removed": 0, "orphans_removed": 0,
+                    "skipped": "another cultura process is writing images to this project; its leftovers, if "
+                               "any, are removed by a later download"}
+        tmp_dir = blobs / ".tmp"
+        if tmp_dir.is_dir():
+            for p in tmp_dir.iterdir():
+                if p.is_file() or p.is_symlink():
                     p.unlink(missing_ok=True)
-                    removed_orphans += 1
+                    removed_tmp += 1
+        if known_paths is None:
+            known_paths = {r[0] for r in project.db.execute("SELECT path FROM images").fetchall()}
+        if blobs.is_dir():
+            for shard in blobs.iterdir():
+                if not (shard.is_dir() and _SHARD.match(shard.name)):
+                    continue
+                for p in shard.iterdir():
+                    if not _BLOB_NAME.match(p.name):
+                        continue
+                    if f"blobs/{shard.name}/{p.name}" not in known_paths:
+                        p.unlink(missing_ok=True)
+                        removed_orphans += 1
     return {"tmp_removed": removed_tmp, "orphans_removed": removed_orphans}
+
+
+def check_blobs(project, shas=None) -> dict:
+    """Find ``images`` rows (status ``ok``; only ``shas`` when given) whose file is gone and mark them
+    ``missing`` (reason ``file missing``), send their downloaded candidates back to ``pending`` so the next
+    download fetches them again, and their ``ok`` import rows back to ``missing`` so a rerun of the import
+    stores them again. Stages call it instead of aborting on a missing file. Returns ``{"missing": n}``."""
+    db = project.db
+    root = _root(project)
+    rows = db.execute("SELECT sha256, path FROM images WHERE status = 'ok'").fetchall()
+    if shas is not None:
+        wanted = set(shas)
+        rows = [r for r in rows if r[0] in wanted]
+    gone = [sha for sha, rel in rows if not (root / rel).is_file()]
+    if gone:
+        ts = now()
+        with transaction(db):
+            for sha in gone:
+                db.execute("UPDATE images SET status = 'missing', reason = 'file missing' "
+                           "WHERE sha256 = ? AND status = 'ok'", [sha])
+                db.execute("UPDATE candidates SET status = 'pending', reason = 'file missing', updated_at = ? "
+                           "WHERE sha256 = ? AND status = 'downloaded' AND url NOT LIKE 'import:%'", [ts, sha])
+                if db["import_rows"].exists():
+                    db.execute("UPDATE import_rows SET status = 'missing', reason = 'file missing' "
+                               "WHERE sha256 = ? AND status = 'ok'", [sha])
+    return {"missing": len(gone)}

@@ -11,6 +11,8 @@ from typing import Callable
 
 import sqlite_utils
 
+from .atomic import transaction
+
 MigrationFn = Callable[[sqlite_utils.Database], None]
 
 
@@ -49,7 +51,10 @@ class Migrations:
         for step, fn in self._steps:
             if step in done:
                 continue
-            with db.conn:
+            with transaction(db):
+                # re-read under the write lock: another process opening the same project may have applied it
+                if step in applied(db, self.name):
+                    continue
                 fn(db)
                 db[self.table].insert(
                     {
@@ -63,10 +68,10 @@ class Migrations:
 
 
 def _ensure_table(db: sqlite_utils.Database) -> None:
-    if not db[Migrations.table].exists():
-        db[Migrations.table].create(
-            {"migration_set": str, "name": str, "applied_at": str}, pk=("migration_set", "name")
-        )
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS [{Migrations.table}] "
+        "([migration_set] TEXT, [name] TEXT, [applied_at] TEXT, PRIMARY KEY ([migration_set], [name]))"
+    )
 
 
 def applied(db: sqlite_utils.Database, set_name: str) -> set[str]:

@@ -373,3 +373,10 @@ def m005_centre_phash(db):
         db.execute("ALTER TABLE images ADD COLUMN phash_centre TEXT")
     db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_centre AFTER UPDATE OF phash_centre ON images "
                "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")
+
+
+@core()
+def m006_run_owner(db):
+    """``runs.owner``: the process lease token of the run's writer (see :mod:`cultura.db.leases`), so a run left
+    ``running`` by a dead process can be told from one another live process is still doing."""
+    db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")

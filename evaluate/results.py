@@ -16,6 +16,8 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from ..db import reap_runs
+
 RESULTS_DIR = "reports/results"
 
 
@@ -141,3 +143,28 @@ def write_run_json(project, run_id: int) -> Path:
     tmp.write_text(json.dumps(results_json(rows), indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def remove_run_json(project, run_id: int) -> int:
+    """Delete the JSON file(s) of one run (a run that did not commit must leave no side file)."""
+    n = 0
+    folder = Path(project.root) / RESULTS_DIR
+    if folder.is_dir():
+        for p in folder.glob(f"run-{int(run_id):05d}-*.json*"):
+            p.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def reap_eval_runs(project) -> int:
+    """Runs left ``running`` by a dead process become ``interrupted`` (with the reason), and a JSON file such a
+    run may have left is removed. Runs of live processes are left alone. Returns how many were marked."""
+    db = project.db
+    before = {r[0] for r in db.execute("SELECT id FROM eval_runs WHERE status = 'running'").fetchall()}
+    n = reap_runs(db, table="eval_runs")
+    if n:
+        after = {r[0] for r in db.execute("SELECT id FROM eval_runs WHERE status = 'running'").fetchall()}
+        for run_id in before - after:
+            remove_run_json(project, run_id)
+    return n
+

@@ -26,13 +26,13 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..db import dumps, now
+from ..db import dumps, now, owner_token, transaction
 from ..errors import CulturaError
 from ..redact import scrub, scrub_obj
 from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
 from .data import resolve_benchmark
 from .results import (_from_json, _json_safe, _sql_value, cultura_version, git_revision, list_runs,  # noqa: F401
-                      load_results, results_json, write_run_json)
+                      load_results, reap_eval_runs, remove_run_json, results_json, write_run_json)
 
 
 @dataclass
@@ -74,6 +74,7 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
+    reap_eval_runs(project)  # runs left 'running' by a dead process become 'interrupted'
     records: list[RunRecord] = []
     kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
           if v is not None}
@@ -132,8 +133,8 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
            "benchmark": benchmark, "suite": suite.name,
            "params": dumps({"options": options, "benchmark_arg": benchmark, **(extra_params or {})}),
            "git_revision": git_revision(), "cultura_version": cultura_version(), "status": "running",
-           "started_at": now()}
-    with db.conn:
+           "started_at": now(), "owner": owner_token(db)}
+    with transaction(db):
         run_id = db["eval_runs"].insert(run).last_pk
     rec = RunRecord(run_id=run_id, model=identity, spec=run["model_spec"], suite=suite.name, status="running")
     before = _embedded(embedder)
@@ -155,18 +156,26 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
         for r in rows:
             r["details"].pop("provenance", None)
         rec.n_results, rec.n_embedded = len(rows), _embedded(embedder) - before
-        with db.conn:
-            db["eval_results"].insert_all(
-                [{"run_id": run_id, "suite": r["suite"], "metric": r["metric"], "value": _sql_value(r["value"]),
-                  "ci_low": _sql_value(r["ci_low"]), "ci_high": _sql_value(r["ci_high"]), "n": r["n"],
-                  "group": dumps(r["group"]), "details": dumps(_json_safe(r["details"]))} for r in rows])
-            db["eval_runs"].update(run_id, {"benchmark": run["benchmark"],
-                                            "benchmark_version": run.get("benchmark_version"),
-                                            "benchmark_hash": run.get("benchmark_hash"), "status": "done",
-                                            "n_results": len(rows), "n_embedded": rec.n_embedded,
-                                            "finished_at": now()})
+        # results, the JSON side file and status 'done' land together: the JSON is written inside the
+        # transaction (it reads the rows through it) and removed again if the commit does not happen
+        try:
+            with transaction(db):
+                db["eval_results"].insert_all(
+                    [{"run_id": run_id, "suite": r["suite"], "metric": r["metric"],
+                      "value": _sql_value(r["value"]), "ci_low": _sql_value(r["ci_low"]),
+                      "ci_high": _sql_value(r["ci_high"]), "n": r["n"], "group": dumps(r["group"]),
+                      "details": dumps(_json_safe(r["details"]))} for r in rows])
+                db["eval_runs"].update(run_id, {"benchmark": run["benchmark"],
+                                                "benchmark_version": run.get("benchmark_version"),
+                                                "benchmark_hash": run.get("benchmark_hash"), "status": "done",
+                                                "n_results": len(rows), "n_embedded": rec.n_embedded,
+                                                "finished_at": now()})
+                rec.json_path = str(write_run_json(project, run_id))
+        except BaseException:
+            remove_run_json(project, run_id)
+            rec.json_path = None
+            raise
         rec.status = "done"
-        rec.json_path = str(write_run_json(project, run_id))
     except SuiteSkipped as e:
         rec.status, rec.reason = ("skipped" if from_all else "failed"), scrub(str(e))
         _finish(db, run_id, rec, embedder, before)
@@ -189,18 +198,18 @@ def _set_bench(rec: RunRecord, run: dict, prov: dict) -> None:
 
 def _finish(db, run_id: int, rec: RunRecord, embedder, before: int) -> None:
     rec.n_embedded = _embedded(embedder) - before
-    with db.conn:
+    with transaction(db):
         db["eval_runs"].update(run_id, {"status": rec.status, "error": rec.reason, "n_embedded": rec.n_embedded,
                                         "benchmark": rec.benchmark, "benchmark_version": rec.benchmark_version,
                                         "finished_at": now()})
 
 
 def _record_failure(project, spec: str, suite: Suite, benchmark, reason: str) -> RunRecord:
-    with project.db.conn:
+    with transaction(project.db):
         run_id = project.db["eval_runs"].insert({
             "model": spec, "model_spec": spec, "model_info": "{}", "benchmark": benchmark, "suite": suite.name,
             "params": "{}", "git_revision": git_revision(), "cultura_version": cultura_version(),
-            "status": "failed", "error": reason, "n_results": 0, "n_embedded": 0, "started_at": now(),
+            "owner": owner_token(project.db), "status": "failed", "error": reason, "n_results": 0, "n_embedded": 0, "started_at": now(),
             "finished_at": now()}).last_pk
     return RunRecord(run_id=run_id, model=spec, spec=spec, suite=suite.name, status="failed", reason=reason)
 

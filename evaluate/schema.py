@@ -53,3 +53,10 @@ def m001_eval_runs(db):
         CREATE INDEX idx_eval_results_run ON eval_results(run_id);
         """
     )
+
+
+@evaluate()
+def m002_eval_run_owner(db):
+    """``eval_runs.owner``: the process lease token of the run's writer (:mod:`cultura.db.leases`); a run left
+    ``running`` by a dead process becomes ``interrupted`` on the next evaluation."""
+    db.execute("ALTER TABLE eval_runs ADD COLUMN owner TEXT")

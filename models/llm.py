@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..db import dumps, now
+from ..db import dumps, now, transaction
 from ..errors import CulturaError
 from ..redact import scrub, strip_userinfo
 from ..templates import render_template
@@ -194,7 +194,7 @@ class LLM:
     def _log(self, stage, messages, reply, status, error, attempts, run_id) -> int:
         db = self.project.db
         messages = _strip_data_urls(messages)
-        with db.conn:
+        with transaction(db):
             return db["llm_calls"].insert({
                 "run_id": run_id, "stage": stage, "model": self.model,
                 "request": dumps({"messages": messages}), "reply": scrub(reply), "status": status,

@@ -431,6 +431,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
         raise BuildError(f"per_pair must be a positive integer (got {per_pair!r}).", param="per_pair")
     db = project.db
     name = name or kind
+    asked_version = version
     version = _next_version(db, name, version)
     reg = project.registry
     L_codes = [c.code for c in (reg.resolve(countries) if countries else project.countries)]
@@ -472,8 +473,9 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                                                    **params})
     pair_set = set(pairs)
     conn = db.conn
+    reused = None
     try:
-        with conn:  # one transaction: plain conn.execute (sqlite-utils' insert would commit early)
+        with dbmod.transaction(db):  # one transaction: the benchmark, its items, candidates and snapshot
             ensure_short_queries(project, pairs)
             qrows = [dict(zip(("concept_id", "country", "language", "variant", "descriptor_country", "text",
                                "source"), r)) for r in conn.execute(
@@ -484,6 +486,15 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                                                                            if k != "concept_id"}}
                        for q in qrows]
             chash = content_hash(kind, items, queries)
+            if asked_version is None:  # identical inputs and seed: the existing version, not a copy of it
+                reused = conn.execute(
+                    "SELECT id FROM benchmarks WHERE name = ? AND kind = ? AND seed = ? AND content_hash = ? "
+                    "AND params = ? AND status = 'ready' ORDER BY version DESC LIMIT 1",
+                    [name, kind, int(seed), chash, dbmod.dumps(params)]).fetchone()
+            if reused:
+                raise _Reused(reused[0])
+            # re-checked under the write lock: another process may have built this version meanwhile
+            version = _next_version(db, name, asked_version)
             bid = _insert(conn, "benchmarks", {
                 "name": name, "version": version, "kind": kind, "seed": int(seed),
                 "params": dbmod.dumps(params), "content_hash": chash, "n_items": len(items),
@@ -498,11 +509,24 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                                                            "sha256": sha, "concept_id": c, "country": k})
             for q in qrows:
                 _insert(conn, "benchmark_query_snapshot", {"benchmark_id": bid, **q})
+    except _Reused as r:
+        row = db["benchmarks"].get(r.benchmark_id)
+        dbmod.finish_run(db, run_id, {"benchmark_id": row["id"], "n_items": row["n_items"], "reused": True,
+                                      "version": row["version"]})
+        return {**row, "report": json.loads(row["report"] or "{}"), "reused": True}
     except Exception as e:
         dbmod.finish_run(db, run_id, status="failed", error=str(e))
         raise
     dbmod.finish_run(db, run_id, {"benchmark_id": bid, "n_items": len(items)})
-    return {**db["benchmarks"].get(bid), "report": report}
+    return {**db["benchmarks"].get(bid), "report": report, "reused": False}
+
+
+class _Reused(Exception):
+    """An identical benchmark exists: roll the build back and return that one."""
+
+    def __init__(self, benchmark_id: int):
+        super().__init__(benchmark_id)
+        self.benchmark_id = benchmark_id
 
 
 def _insert(conn, table: str, row: dict) -> int:

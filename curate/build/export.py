@@ -19,6 +19,7 @@ Croissant metadata is not written: ``mlcroissant`` is not a dependency.
 """
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
@@ -32,6 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ... import db as dbmod
 from ...errors import CulturaError, unknown
 from ...templates import render_template
 from .build import KINDS, get_benchmark
@@ -319,19 +321,40 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
     tables = collect(project, benchmarks)
     bms = tables.pop("_benchmarks")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}"
+    _sweep_tmp(project, dest)
+    # the temp folder is named after this process's lease: a later export removes it if this process dies
+    tmp = dest.parent / f".{dest.name}.tmp-{dbmod.owner_token(project.db)}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         files = WRITERS[fmt](tmp, tables, project, images) + ["README.md"]
         tables["_files"] = files
         tables["_ext"] = "parquet" if fmt == "parquet" else "jsonl"
         (tmp / "README.md").write_text(render_card(card_context(project, tables)), encoding="utf-8")
-        if dest.exists():
-            dest.rmdir()
-        os.rename(tmp, dest)
+        try:
+            if dest.exists():
+                dest.rmdir()
+            os.rename(tmp, dest)
+        except OSError:
+            if dest.exists() and any(dest.iterdir()):  # another export finished there meanwhile
+                raise ExportError(f"{dest} was filled by another export while this one ran; nothing of this "
+                                  "one was kept. Choose a new folder.") from None
+            raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"dir": str(dest), "format": fmt, "files": files,
             "benchmarks": [f"{b['name']}@{b['version']}" for b in bms], "items": len(tables["items"]),
             "images": len(tables["images"]), "queries": len(tables["queries"])}
+
+
+def _sweep_tmp(project, dest: Path) -> int:
+    """Remove half-written export folders for ``dest`` left by an export process that died (kill -9)."""
+    n = 0
+    for p in dest.parent.glob(f".{glob.escape(dest.name)}.tmp-*"):
+        rest = p.name[len(f".{dest.name}.tmp-"):]
+        token = rest.rsplit("-", 1)[0] if rest.count("-") >= 2 else None
+        if p.is_dir() and not (token and dbmod.owner_alive(project.db, token)):
+            shutil.rmtree(p, ignore_errors=True)
+            n += 1
+    return n
+

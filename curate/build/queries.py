@@ -40,6 +40,7 @@ from pydantic import RootModel
 from ... import db as dbmod
 from ...errors import CulturaError, unknown
 from ...countries import registry
+from ...db import transaction
 
 STAGE = "build.queries"
 
@@ -267,7 +268,7 @@ def build_short_queries(project, *, concepts=None, countries=None) -> dict:
     missing = missing_terms(project, pairs)
     if missing:
         raise _missing_error(project, missing)
-    with project.db.conn:
+    with transaction(project.db):
         changed = ensure_short_queries(project, pairs)
     return {"short": len(pairs), "changed": changed}
 
@@ -333,7 +334,7 @@ def build_verbose_queries(project, *, llm=None, model: str | None = None, concep
             counts["failed_calls"] += 1
             continue
         reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
-        with project.db.conn:
+        with transaction(project.db):
             for fmt, variant in (("format_task", "task"), ("format_casual", "casual")):
                 block = _get(reply, fmt) or {}
                 for c in cs:
@@ -398,7 +399,7 @@ def build_descriptor_queries(project, *, llm=None, model: str | None = None, con
                 continue
             reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
             term = terms[(cid, target.code)]
-            with project.db.conn:
+            with transaction(project.db):
                 for fmt, prefix in (("format_task", "task"), ("format_casual", "casual")):
                     block = _get(_get(reply, fmt) or {}, target.name) or {}
                     for d in cs:
@@ -542,7 +543,7 @@ def set_query(project, concept: str, country: str, variant: str, text: str) -> d
     term = _terms(project).get((row[0], c.code))
     warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [],
                                                      language=c.language)) if term else None
-    with db.conn:
+    with transaction(db):
         db.conn.execute(
             "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "
             "source, status, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'manual', 'ok', NULL, ?) "

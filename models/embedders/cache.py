@@ -23,6 +23,7 @@ import numpy as np
 
 from ...errors import CulturaError
 from .base import PROGRESS_MIN_ITEMS, Embedder, _progress, safe_image
+from ...db import transaction
 
 SQL_CHUNK = 500          # keys per SELECT … IN (…)
 
@@ -64,7 +65,7 @@ def _store(db, model: str, kind: str, keys: Sequence[str], vectors: np.ndarray) 
     rows = [{"model": model, "kind": kind, "key": k, "dim": int(v.shape[0]),
              "vector": np.ascontiguousarray(v, dtype="<f4").tobytes(), "created_at": ts}
             for k, v in zip(keys, vectors)]
-    with db.conn:
+    with transaction(db):
         db["embeddings"].upsert_all(rows, pk=("model", "kind", "key"))
 
 
@@ -220,7 +221,7 @@ def clear_cache(project, model: str | Embedder | None = None) -> int:
     db = _db(project)
     if isinstance(model, Embedder):
         model = model.identity
-    with db.conn:
+    with transaction(db):
         if model is None:
             cur = db.execute("DELETE FROM embeddings")
         else:

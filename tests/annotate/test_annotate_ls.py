@@ -328,7 +328,10 @@ def test_screenshot_every_template_renders_in_the_real_ui(project, labelstudio, 
                 page.goto(f"{labelstudio.url}/projects/{pid}/data?task={tid}")
                 for text in EXPECTED_CONTROLS[kind]:  # a choice control (label with a checkbox/radio)
                     page.locator("label", has_text=text).first.wait_for(state="visible", timeout=60_000)
-                assert page.locator("label input[type=checkbox], label input[type=radio]").count() >= 2
+                # wait for the state asserted (the inputs render after their labels; under load later)
+                choices = page.locator("label input[type=checkbox], label input[type=radio]")
+                choices.nth(1).wait_for(state="attached", timeout=60_000)
+                assert choices.count() >= 2
                 if kind in ("filter", "relevance"):  # the blob reached the editor (no CORS/URL error)
                     page.locator("text=Downloading image").wait_for(state="hidden", timeout=30_000)
                     assert page.locator("text=There was an issue loading URL").count() == 0

@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from ....db import now
+from ....db import now, transaction
 from ....errors import unknown
 from .kb import KBIndex
 
@@ -87,7 +87,7 @@ def link_images(project, embedder, index: KBIndex, sha256s, *, k: int = DEFAULT_
             out[s] = link_image(index, v, k=k, method=method)
             rows.append({"encoder": embedder.identity, "kb": index.key, "sha256": s, "method": method, "k": k,
                          "entities": json.dumps(out[s]), "created_at": now()})
-        with db.conn:
+        with transaction(db):
             db["attribution_links"].upsert_all(rows, pk=("encoder", "kb", "sha256", "method", "k"))
     return out
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ....db import now
+from ....db import now, transaction
 from ....errors import CulturaError, unknown
 
 AXES = ("crime", "communion", "agency")
@@ -302,7 +302,7 @@ def inventory_status(project, language: str, *, store: bool = True) -> dict:
         from .schema import social
 
         social.apply(project.db)
-        with project.db.conn:
+        with transaction(project.db):
             project.db["inventory_status"].upsert(
                 {**info, "axes": json.dumps(info["axes"]), "details": json.dumps(info["details"], default=str),
                  "updated_at": now()}, pk="language")
@@ -426,11 +426,11 @@ def import_portraits(project, table, images_dir, dataset: str, *, layout: str = 
             counts["reasons"][short] = counts["reasons"].get(short, 0) + 1
         else:
             counts["ok"] += 1
-        with db.conn:
+        with transaction(db):
             db["portraits"].upsert(rec, pk=("dataset", "source_key"))
     n_ok, n_failed = db.execute("SELECT sum(status = 'ok'), sum(status = 'failed') FROM portraits WHERE "
                                 "dataset = ?", [dataset]).fetchone()
-    with db.conn:
+    with transaction(db):
         prev = db.execute("SELECT created_at FROM portrait_sets WHERE dataset = ?", [dataset]).fetchone()
         db["portrait_sets"].upsert({"dataset": dataset, "layout": layout, "source": str(table),
                                     "images_dir": str(images_dir), "synthetic": int(bool(synthetic)),

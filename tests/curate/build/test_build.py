@@ -119,12 +119,17 @@ def test_versioning_and_determinism(project):
     b1 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=7)
     b2 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=7)
     b3 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=8)
-    assert (b1["version"], b2["version"], b3["version"]) == (1, 2, 3)
+    # identical inputs and seed: the existing version comes back, no v2 with the same content hash (issue 11)
+    assert (b1["version"], b2["version"], b3["version"]) == (1, 1, 2)
+    assert (b1["reused"], b2["reused"], b3["reused"]) == (False, True, False)
+    assert b2["id"] == b1["id"] and project.db["benchmarks"].count == 2
     assert b1["content_hash"] == b2["content_hash"] != b3["content_hash"]
-    t1, t2 = _trials(project, b1["id"]), _trials(project, b2["id"])
-    assert t1 == t2
+    b4 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=7, version=5)
+    assert b4["version"] == 5 and not b4["reused"]    # an explicit new version is still built
+    t1, t4 = _trials(project, b1["id"]), _trials(project, b4["id"])
+    assert t1 == t4
     assert get_benchmark(project, "association@1")["id"] == b1["id"]
-    assert get_benchmark(project, "association")["id"] == b3["id"]
+    assert get_benchmark(project, "association@2")["id"] == b3["id"]
 
 
 def test_existing_version_is_refused(project):

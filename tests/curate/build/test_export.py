@@ -62,8 +62,8 @@ def test_export_is_deterministic(built, tmp_path):
     export_benchmark(built, tmp_path / "b", benchmarks=["association@1"])
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
     # a rebuild with the same seed gives identical data files (only the version differs)
-    build_benchmark(built, "association", allow_unreviewed=True, per_pair=2)
-    export_benchmark(built, tmp_path / "c", benchmarks=["association@2"])
+    b2 = build_benchmark(built, "association", allow_unreviewed=True, per_pair=2, version=2)
+    export_benchmark(built, tmp_path / "c", benchmarks=[f"association@{b2['version']}"])
     da, dc = _digest(tmp_path / "a"), _digest(tmp_path / "c")
     for f in ("items.parquet", "candidates.parquet", "queries.parquet", "images.parquet"):
         assert da[f] == dc[f]

@@ -36,6 +36,7 @@ from ..db import now
 from ..errors import CulturaError, unknown
 from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
+from .tiny import RANDOM_INIT, folder_is_random_init, is_random_init
 
 MODES = ("prefix", "sentence")
 SQL_CHUNK = 400
@@ -63,7 +64,7 @@ class LogProbScorer:
 
     @property
     def info(self) -> dict:
-        return {"identity": self.identity, "family": self.family}
+        return {"identity": self.identity, "family": self.family, "random_init": is_random_init(self.identity)}
 
     def _score_batch(self, pairs: list[tuple[str, str]]) -> list[tuple[float | None, int, str | None]]:
         """``[(logprob or None, n_tokens, reason or None)]``, one per ``(prefix, continuation)``."""
@@ -215,7 +216,8 @@ class HFScorer(LogProbScorer):
     def identity(self) -> str:
         if self._identity is None:
             path = self.loaded[3]
-            self._identity = f"hf:{self.name}@{weights_checksum(path)}"
+            mark = f"/{RANDOM_INIT}" if folder_is_random_init(path) else ""
+            self._identity = f"hf:{self.name}@{weights_checksum(path)}{mark}"
         return self._identity
 
     @property

@@ -237,7 +237,7 @@ def _blob(project, sha: str) -> Path:
     p = project.root / row[0]
     if not p.exists():
         raise ExportError(f"The image file {row[0]} for {sha[:12]}… is missing from the project. Restore the "
-                          "blobs folder (or re-run 'cultura download') and export again.")
+                          "blobs folder (or re-run 'cultura images download') and export again.")
     return p
 
 

@@ -80,7 +80,12 @@ class Embedder:
     def info(self) -> dict:
         """Identity facts as a dict (family, architecture, pretrained, weights_sha256, dim, device…)."""
         return {"identity": self.identity, "family": self.family, "dim": self._dim,
-                "device": getattr(self, "device", None)}
+                "device": getattr(self, "device", None), "random_init": self.random_init}
+
+    @property
+    def random_init(self) -> bool:
+        """True for a model built without trained weights (its numbers mean nothing). Families override."""
+        return False
 
     @property
     def dim(self) -> int:

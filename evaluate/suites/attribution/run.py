@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from ....db import now
+from ....db.pool import image_exclusions
 from ....errors import CulturaError, unknown
 from .baseline import upsert_scores
 from ....models.judges import get_judge
@@ -18,8 +19,11 @@ CONTEXTS = ("entity", "titles")
 
 
 def project_images(project, sha256s=None) -> list[tuple[str, str]]:
-    """``[(sha256, absolute path)]`` of the project's ``ok`` images (or of the given sha256s)."""
-    rows = project.db.execute("SELECT sha256, path FROM images WHERE status = 'ok' ORDER BY sha256").fetchall()
+    """``[(sha256, absolute path)]`` of the project's reviewed pool (:mod:`cultura.db.pool`: ``ok`` images that
+    reviews have not dropped), or of the given sha256s among them."""
+    out = image_exclusions(project.db)
+    rows = [r for r in project.db.execute("SELECT sha256, path FROM images WHERE status = 'ok' ORDER BY sha256")
+            if r[0] not in out]
     if sha256s is not None:
         want = set(sha256s)
         rows = [r for r in rows if r[0] in want]
@@ -42,7 +46,7 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
     names = {cc: project.registry.country(cc).name for cc in codes}
     images = project_images(project, sha256s)
     if not images:
-        raise CulturaError("The project has no stored images to attribute; run 'cultura download' first.")
+        raise CulturaError("The project has no stored images to attribute; run 'cultura images download' first.")
     index = build_kb_index(project, embedder, kb)
     done = {(s, c) for s, c in project.db.execute(
         "SELECT sha256, country FROM attribution_scores WHERE judge = ? AND encoder = ? AND kb = ? AND context = ? "

@@ -35,7 +35,7 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
         raise SuiteSkipped(f"Knowledge base {kb!r} is empty; import one with 'cultura kb import FILE --kb {kb}'.")
     images = project_images(project)
     if not images:
-        raise SuiteSkipped("The project has no stored images; run 'cultura download' first.")
+        raise SuiteSkipped("The project has no stored images; run 'cultura images download' first.")
     judge = get_judge(o["judge"])
     countries = o.get("countries") or [c.code for c in project.countries]
     context = o.get("context", "entity")

@@ -255,7 +255,7 @@ def translation_key(source: str, translation: str, language: str) -> str:
 
 def translation_items(project, language: str) -> list[dict]:
     """Items of the ``translation`` campaign for one inventory: each prompt with its English source
-    (load with ``cultura annotate load translation --items FILE``)."""
+    (push them with ``cultura annotate push translation --from FILE``)."""
     inv, src = load_inventory(project, language), load_inventory(project, SOURCE_LANGUAGE)
     out = []
     for section, label, text in inv.prompt_items():

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from cultura.db import now
 from cultura.errors import CulturaError
 
 from . import agreement as ag
@@ -160,6 +161,8 @@ def status(project) -> list[dict]:
     db = project.db
     out = []
     for c in campaigns(db):
+        if c["status"] == "archived":
+            continue
         missing = [r["title"] for r in db["campaign_projects"].rows_where(
             "campaign_id = ? AND status = 'missing'", [c["id"]])]
         for w in workload(db, c["id"]):
@@ -168,6 +171,33 @@ def status(project) -> list[dict]:
             out.append({"campaign": c["name"], "kind": c["kind"], "annotator": t, "purpose": "MISSING in "
                         "Label Studio"})
     return out
+
+
+CAMPAIGN_STATUSES = ("active", "closed", "archived")
+
+
+def list_campaigns(project) -> list[dict]:
+    """Every campaign: name, kind, overlap, status, items, projects, decisions."""
+    db = project.db
+    return [{"campaign": c["name"], "kind": c["kind"], "overlap": c["overlap"], "status": c["status"],
+             "items": db.execute("SELECT COUNT(*) FROM annotation_items WHERE campaign_id = ?",
+                                 [c["id"]]).fetchone()[0],
+             "projects": db.execute("SELECT COUNT(*) FROM campaign_projects WHERE campaign_id = ?",
+                                    [c["id"]]).fetchone()[0],
+             "decisions": db.execute("SELECT COUNT(*) FROM decisions WHERE campaign = ? AND superseded = 0",
+                                     [c["name"]]).fetchone()[0],
+             "created_at": c["created_at"]} for c in campaigns(db)]
+
+
+def set_campaign_status(project, name: str, status: str) -> dict:
+    """Close (``closed``: push adds nothing), archive (``archived``: also skipped by pull and status) or reopen
+    (``active``) a campaign. Nothing is deleted."""
+    if status not in CAMPAIGN_STATUSES:
+        raise CulturaError(f"Campaign status {status!r} is not one of {', '.join(CAMPAIGN_STATUSES)}.")
+    db = project.db
+    c = campaigns(db, name)[0]
+    db["campaigns"].update(c["id"], {"status": status, "updated_at": now()})
+    return {"campaign": name, "was": c["status"], "status": status}
 
 
 def require_campaign(db, name: str | None) -> None:

@@ -278,7 +278,7 @@ def card_context(project, tables: dict) -> dict:
                                               max(1, sum(1 for _, n in v if n is not None)), 2)
                                         if any(n is not None for _, n in v) else None)}
                   for (k, r), v in sorted(by_kind.items())]
-    bcfg = project.config.build or {}
+    bcfg = project.config.build
     benchmarks = []
     for b in tables["benchmarks"]:
         rep = json.loads(b["report"] or "{}")
@@ -289,14 +289,14 @@ def card_context(project, tables: dict) -> dict:
         benchmarks.append({**b, "params": json.loads(b["params"] or "{}"), "report": rep,
                            "roles": dict(sorted(roles.items()))})
     return {
-        "title": bcfg.get("title") or project.config.project.name, "benchmarks": benchmarks,
+        "title": bcfg.title or project.config.project.name, "benchmarks": benchmarks,
         "countries": countries, "country_rows": country_rows, "concepts": concepts,
         "average": round(sum(c["samples"] for c in countries) / len(countries), 2) if countries else 0,
         "n_images": len(tables["images"]), "n_items": len(tables["items"]), "n_queries": len(tables["queries"]),
         "variants": sorted({q["variant"] for q in tables["queries"]}),
         "first_found": min(found) if found else None, "last_found": max(found) if found else None,
         "providers": providers, "annotation": annotation,
-        "license": bcfg.get("license"), "contact": bcfg.get("contact"),
+        "license": bcfg.license, "contact": bcfg.contact,
         "files": tables.get("_files", []), "table_ext": tables.get("_ext", "parquet"),
     }
 

@@ -115,8 +115,15 @@ class BuildSection(_Section):
 
 
 class EvaluateSection(_Section):
-    # no keys yet: evaluation options are command options; kept typed so a mistyped key is an error
-    pass
+    # per-suite default options ([evaluate.llm] llm = "hf:…", [evaluate.attribution] judge = "…"); a
+    # command's --option SUITE.KEY=VALUE overrides them. One table per built-in suite.
+    prevalence: dict = Field(default_factory=dict)
+    association: dict = Field(default_factory=dict)
+    descriptor: dict = Field(default_factory=dict)
+    latent: dict = Field(default_factory=dict)
+    social: dict = Field(default_factory=dict)
+    llm: dict = Field(default_factory=dict)
+    attribution: dict = Field(default_factory=dict)
 
 
 class Config(_Section):

@@ -29,7 +29,8 @@ def is_random_init(identity: str | None) -> bool:
     >>> is_random_init("clip:openclip:cultura-tiny/random_init@seed0"), is_random_init("openclip:ViT-B-32/openai")
     (True, False)
     """
-    return bool(identity) and RANDOM_INIT in str(identity)
+    # "/random@seed" is how open_clip random-init identities read before the marker was renamed (older DBs)
+    return bool(identity) and (RANDOM_INIT in str(identity) or "/random@seed" in str(identity))
 
 
 def folder_is_random_init(path: str | os.PathLike) -> bool:

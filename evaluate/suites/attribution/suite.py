@@ -25,7 +25,7 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
     from . import evaluate_attribution, get_judge, list_kb, load_scores, run_attribution, run_baseline
     from .run import project_images
 
-    cfg = dict((getattr(project.config, "evaluate", None) or {}).get("attribution") or {})
+    cfg = dict(project.config.evaluate.attribution)
     o = {**cfg, **(options or {})}
     if not o.get("judge"):
         raise SuiteSkipped("No relevance judge: pass --option attribution.judge=openai:MODEL (or stub), or set "

@@ -25,7 +25,7 @@ NAME = "llm"
 
 
 def _opts(project, options: dict) -> dict:
-    cfg = dict((getattr(project.config, "evaluate", None) or {}).get("llm") or {})
+    cfg = dict(project.config.evaluate.llm)
     return {**cfg, **(options or {})}
 
 

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 from markupsafe import Markup
 
 from ..db import now
+from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
 from ..errors import CulturaError
 from ..templates import render_template
-from .reportkit import ReportSection, generic_section, model_label, slug
+from ..models.tiny import is_random_init
+from .reportkit import ReportSection, Table, generic_section, model_label, slug
 from .results import git_revision, list_runs, load_results
 from .suites import load_suites
 
@@ -73,10 +76,65 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     for r in runs:  # newest first
         latest.setdefault((r["model_spec"], r["suite"]), r)
     unfinished = [r for r in latest.values() if r["status"] != "done"]
+    pool = pool_section(project)
+    if pool is not None:
+        sections.insert(0, ("image-pool", pool))
     meta = {"project": getattr(project.config.project, "name", Path(project.root).name), "generated": now(),
-            "git_revision": git_revision()}
+            "git_revision": git_revision(), "warnings": warnings(project, results)}
     return {"sections": sections, "runs": [r for r in runs if r["id"] in used],
             "unfinished": unfinished, "meta": meta}
+
+
+def warnings(project, results: list[dict]) -> list[str]:
+    """Banners for numbers that are not what they look like: results of random-init models, benchmarks whose
+    distractors were chosen with tags of a random-init model."""
+    out = []
+    rand = sorted({r["model"] for r in results if is_random_init(r["model"]) or
+                   (r.get("model_info") or {}).get("random_init")})
+    if rand:
+        out.append(f"Random-init model{'s' if len(rand) > 1 else ''} ({', '.join(rand)}): "
+                   f"{'their' if len(rand) > 1 else 'its'} numbers exercise the pipeline and mean nothing about "
+                   "any real model.")
+    benches = {(r["benchmark"], r["benchmark_version"]) for r in results if r.get("benchmark")}
+    tagged = []
+    for name, version in sorted(benches, key=str):
+        row = project.db.execute("SELECT report FROM benchmarks WHERE name = ? AND version = ?",
+                                 [name, version]).fetchone()
+        srcs = (json.loads(row[0] or "{}").get("images") or {}).get("random_tag_sources") if row else None
+        if srcs:
+            tagged.append(f"{name}@{version}")
+    if tagged:
+        out.append(f"Benchmark{'s' if len(tagged) > 1 else ''} {', '.join(tagged)} chose distractors with image "
+                   "tags from a random-init model (--allow-random-tags): "
+                   f"{'their' if len(tagged) > 1 else 'its'} trials are for trying the pipeline.")
+    return out
+
+
+def pool_section(project) -> ReportSection | None:
+    """What the image-pool suites and the benchmarks left out, and why (:mod:`cultura.db.pool`)."""
+    db = project.db
+    reviewed = filter_reviewed(db)
+    summary = exclusion_summary(db, require_review=reviewed)
+    n_images = db.execute("SELECT COUNT(*) FROM images").fetchone()[0]
+    if not n_images:
+        return None
+    excl = image_exclusions(db, require_review=reviewed)
+    t = Table(["reason", "images", "what it means"], [[r["reason"], r["images"], r["what"]] for r in summary],
+              caption=f"{n_images - len(excl)} of {n_images} stored images are in the reviewed pool that build, "
+                      "export and the image-pool suites read"
+                      + ("" if reviewed else " (no filter review yet: images are unreviewed)") + ".",
+              n_column=False)
+    listed = sorted(excl.items(), key=lambda kv: (kv[1], kv[0]))
+    li = Table(["image (sha256)", "reason"], [[s[:16], r] for s, r in listed[:60]],
+               caption="Excluded images" + (f" (first 60 of {len(listed)})" if len(listed) > 60 else ""),
+               n_column=False)
+    if not summary:
+        html = f"<p>All {n_images} stored images are in the reviewed pool; none was excluded.</p>"
+        md = f"All {n_images} stored images are in the reviewed pool; none was excluded.\n"
+    else:
+        html, md = t.html() + li.html(), t.markdown() + "\n" + li.markdown()
+    return ReportSection(title="Image pool: what was excluded and why", html=html, markdown=md,
+                         csv_tables={"excluded": [{"sha256": s, "reason": r} for s, r in listed]})
 
 
 def render_html(report: dict) -> str:
@@ -91,6 +149,8 @@ def render_markdown(report: dict) -> str:
     m = report["meta"]
     lines = [f"# Evaluation report — {m['project']}", "",
              f"Generated {m['generated']} (cultura git {m['git_revision'] or 'unknown'}).", ""]
+    for w in m.get("warnings", []):
+        lines += [f"> **Warning:** {w}", ""]
     for _suite, sec in report["sections"]:
         lines += [f"## {sec.title}", "", sec.markdown.strip(), ""]
     lines += ["## Runs", "", "| run | model | identity | benchmark | hash | suite | git | date | rows |",

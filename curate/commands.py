@@ -2,8 +2,22 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+
+
+def _nothing_to_do(ctx, stage: str, as_json: bool, when: bool = True) -> bool:
+    """Print what to do first (JSON: ``{"nothing_to_do": …}``) when ``stage`` has nothing to work on."""
+    from .status import nothing_to_do
+
+    hint = nothing_to_do(ctx.project, stage) if when else None
+    if hint:
+        if as_json:
+            emit_json({"stage": stage, "nothing_to_do": hint})
+        else:
+            out.print(f"[yellow]{escape(hint)}[/yellow]")
+    return bool(hint)
 
 
 @click.command()
@@ -151,6 +165,8 @@ def concepts_translate(ctx, model, overwrite, as_json):
     """The native term of every concept for each country's language (by LLM), then the search queries."""
     from .concepts import build_queries, translate_concepts
 
+    if _nothing_to_do(ctx, "translate", as_json):
+        return
     res = translate_concepts(ctx.project, model=model, overwrite=overwrite)
     res["queries"] = build_queries(ctx.project)["total"]
     summary("concepts translate", res, as_json)
@@ -223,6 +239,8 @@ def images_search(ctx, provider, per_query, refresh, as_json):
     from .concepts import build_queries
     from .search import search_images
 
+    if _nothing_to_do(ctx, "search", as_json, when=(provider or ctx.project.config.search.provider).split(":")[0] == "ddgs"):
+        return
     if (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs":
         build_queries(ctx.project)
     res = search_images(ctx.project, provider=provider, per_query=per_query, refresh=refresh,
@@ -252,6 +270,8 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
     sniffed, files stored by content hash). Resumable after Ctrl-C or kill."""
     from .download import download_candidates
 
+    if _nothing_to_do(ctx, "download", as_json):
+        return
     res = download_candidates(ctx.project, workers=workers, retry_failed=retry_failed, limit=limit,
                               progress=not as_json)
     summary("images download", res, as_json)
@@ -271,6 +291,8 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder
     """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
     from .dedup import dedup_images
 
+    if _nothing_to_do(ctx, "dedup", as_json):
+        return
     res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
                        dhash_threshold=dhash_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
                        progress=not as_json)

@@ -175,3 +175,23 @@ def resolve_image_flags(project, prefixes, *, reason: str, reopen: bool = False)
     with transaction(db):
         n = reopen_flags(db, shas) if reopen else resolve_flags(db, shas, by="hand", resolution=reason.strip())
     return {"images": len(shas), ("reopened" if reopen else "resolved"): n}
+
+
+# ------------------------------------------------------------------ empty states
+
+def nothing_to_do(project, stage: str) -> str | None:
+    """When ``stage`` (search, download, dedup, translate, tag) has nothing to work on in this project, the
+    sentence that says what to do first; else None."""
+    db = project.db
+    n_concepts = _scalar(db, "SELECT count(*) FROM concepts WHERE status = 'active'")
+    if stage in ("search", "translate", "tag") and not n_concepts:
+        return ("No concepts yet, so there is nothing to " + stage + ". Load or add some first: 'cultura concepts "
+                "load --preset 3xcm', 'cultura concepts add NAME …' or 'cultura concepts generate' (or search a "
+                "folder laid out COUNTRY/concept/: 'cultura images search --provider folder:DIR').")
+    if stage == "download" and not _scalar(db, "SELECT count(*) FROM candidates"):
+        return ("No candidate images yet, so there is nothing to download. Find some first: 'cultura images "
+                "search' (web search, or --provider urls:FILE / folder:DIR).")
+    if stage in ("dedup", "tag") and not _scalar(db, "SELECT count(*) FROM images"):
+        return (f"No stored images yet, so there is nothing to {stage}. Download them first: 'cultura images "
+                "download' (after 'cultura images search').")
+    return None

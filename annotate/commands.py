@@ -68,9 +68,10 @@ def serve_images(ctx, port, save):
     if save:
         ctx.project.config.annotate.image_base_url = base
         ctx.project.save_config()
-    out.print(f"Serving {escape(str(ctx.project.blobs))} at {base}/blobs/ (Ctrl-C stops).")
+    out.print(f"Serving {escape(str(ctx.project.blobs))} at {base}/blobs/ (Ctrl-C stops).", soft_wrap=True)
     out.print(f"Image base URL: {base}" + ("  (saved as annotate.image_base_url)" if save else
-              f"  (set it with: [annotate] image_base_url = \"{base}\" in cultura.toml, or --save)"))
+              f"  (set it with: [annotate] image_base_url = \"{base}\" in cultura.toml, or --save)"), soft_wrap=True,
+              markup=False)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

@@ -167,7 +167,11 @@ def test_a_researchers_day(tmp_path, labelstudio):
                                "--port", str(port), "--save"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        first = server.stdout.readline() + server.stdout.readline()
+        first = ""
+        while "Image base URL" not in first:
+            line = server.stdout.readline()
+            assert line, f"serve-images ended: {first}"
+            first += line
         base = f"http://127.0.0.1:{port}"
         assert f"Image base URL: {base}" in first and "/blobs/blobs" not in first
         deadline = time.monotonic() + 60

@@ -35,9 +35,14 @@ def _options_for_runner(parsed: dict) -> dict | None:
     from .suites import load_suites
 
     shared = parsed.pop("*", {})
+    suites = load_suites()
+    for name in parsed:
+        if name not in suites:
+            from ..errors import unknown
+            raise unknown("suite", name, suites, hint="Options look like SUITE.KEY=VALUE or KEY=VALUE.")
     if not parsed:
         return shared
-    return {name: {**shared, **parsed.get(name, {})} for name in load_suites()}
+    return {name: {**shared, **parsed.get(name, {})} for name in suites}
 
 
 @click.group("evaluate")

@@ -73,6 +73,7 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
+    check_options(chosen, options)
     records: list[RunRecord] = []
     kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
           if v is not None}
@@ -92,13 +93,54 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
                 except CulturaError as e:
                     error = str(e)
             if error is not None:
+                # a model that cannot be built is one failure, not one per suite (issue 14: --model clip
+                # started 7 failing runs)
                 records.append(_record_failure(project, str(spec), suite, benchmark, error))
-                continue
+                break
             records.append(run_suite(project, embedder, suite, benchmark=benchmark, options=opts,
                                      spec=spec if isinstance(spec, str) else embedder.identity,
                                      from_all=expanded, extra_params={k: v for k, v in kw.items()
                                                                       if k != "progress"}))
     return records
+
+
+_OPTION_READ = re.compile(r"""\b(?:o|opts?|options|cfg)\s*(?:\.get\(|\.pop\(|\[)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+_SHARED_MODULES = ("common.py", "data.py", "stats.py", "stats_extra.py")
+
+
+@functools.lru_cache(maxsize=None)
+def suite_option_keys(suite_name: str) -> frozenset[str]:
+    """The option keys a suite reads: every ``opts.get("key")`` / ``o["key"]`` in its folder (and in the
+    evaluation modules it shares). A suite registered from outside the package returns an empty set (not
+    checked)."""
+    suite = get_suite(suite_name)
+    mod = getattr(suite.func, "__module__", "") or ""
+    here = Path(__file__).resolve().parent
+    if not mod.startswith(__package__ + ".suites."):
+        return frozenset()
+    folder = here / "suites" / mod.split(".")[-2]
+    files = [*folder.glob("*.py"), *(here / m for m in _SHARED_MODULES)]
+    keys: set[str] = set()
+    for f in files:
+        if f.is_file():
+            keys.update(_OPTION_READ.findall(f.read_text(encoding="utf-8")))
+    return frozenset(keys)
+
+
+def check_options(suites: list[Suite], options: dict | None) -> None:
+    """Refuse options no chosen suite reads, before anything runs (``--option bogus=1`` was accepted silently)."""
+    if not options:
+        return
+    per = {s.name: _suite_options(options, s.name) for s in suites}
+    known = {s.name: suite_option_keys(s.name) for s in suites}
+    unchecked = {n for n, k in known.items() if not k}
+    bad = sorted({k for n, opts in per.items() if n not in unchecked for k in opts} -
+                 {k for n, opts in per.items() for k in opts if n in unchecked or k in known[n]})
+    if bad:
+        valid = sorted({k for ks in known.values() for k in ks})
+        raise CulturaError(f"Unknown option{'s' if len(bad) > 1 else ''} {', '.join(bad)} for suite"
+                           f"{'s' if len(per) > 1 else ''} {', '.join(sorted(per))}. Valid options: "
+                           f"{', '.join(valid)}.")
 
 
 class ModelRef:

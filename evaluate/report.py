@@ -1,4 +1,7 @@
-"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV.
+"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV,
+and for a paper: every figure as its own PNG (300 dpi) and SVG file (``OUT_figures/``) and every table as a
+booktabs LaTeX file (``OUT_latex/``). Footnotes appear once per section; figures use a font fallback list so
+CJK, Thai and Devanagari labels render; the HTML prints wide tables in full.
 
 Each suite brings its own section: the ``section`` of its registered :class:`~cultura.evaluate.suites.Suite`
 (``render(results, project) -> ReportSection``, built from :mod:`cultura.evaluate.reportkit`)::
@@ -29,7 +32,8 @@ from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
 from ..errors import CulturaError
 from ..templates import render_template
 from ..models.tiny import is_random_init
-from .reportkit import ReportSection, Table, generic_section, model_label, slug
+from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, latex_table,
+                        model_label, slug)
 from .results import git_revision, list_runs, load_results
 from .suites import load_suites
 
@@ -65,10 +69,14 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     order = first + [s for s in sections_by_suite if s in by_suite and s not in first] + \
         [s for s in by_suite if s not in sections_by_suite and s not in first]
     sections = []
+    figures: list[dict] = []
     for suite in order:
         rows = _label_benchmarks(by_suite[suite])
         render = sections_by_suite.get(suite)
-        sec = render(rows, project) if render else generic_section(suite, rows, project)
+        with collect_figures(suite, figures):
+            sec = render(rows, project) if render else generic_section(suite, rows, project)
+        sec.html = dedupe_notes(sec.html)
+        sec.markdown = _dedupe_md_notes(sec.markdown)
         sections.append((suite, sec))
     used = {r["run_id"] for r in results}
     runs = list_runs(project)
@@ -82,7 +90,21 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     meta = {"project": getattr(project.config.project, "name", Path(project.root).name), "generated": now(),
             "git_revision": git_revision(), "warnings": warnings(project, results)}
     return {"sections": sections, "runs": [r for r in runs if r["id"] in used],
-            "unfinished": unfinished, "meta": meta}
+            "unfinished": unfinished, "meta": meta, "figures": figures}
+
+
+def _dedupe_md_notes(md: str) -> str:
+    """Each Markdown footnote line (``† …``) once per section."""
+    seen: set[str] = set()
+    out = []
+    for line in md.splitlines():
+        key = line.strip()
+        if key.startswith("†"):
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(line)
+    return "\n".join(out) + ("\n" if md.endswith("\n") else "")
 
 
 def warnings(project, results: list[dict]) -> list[str]:
@@ -182,6 +204,8 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
     csv_dir.mkdir(exist_ok=True)
     _atomic_write(out, render_html(report))
     _atomic_write(md, render_markdown(report))
+    tex_dir = out.with_name(out.stem + "_latex")
+    tex_dir.mkdir(exist_ok=True)
     for suite, sec in report["sections"]:
         for name, rows in sec.csv_tables.items():
             if not rows:
@@ -192,7 +216,17 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
             w.writeheader()
             w.writerows(rows)
             _atomic_write(csv_dir / f"{slug(suite)}-{slug(name)}.csv", buf.getvalue())
-    return {"html": out, "markdown": md, "csv_dir": csv_dir}
+            _atomic_write(tex_dir / f"{slug(suite)}-{slug(name)}.tex",
+                          latex_table(rows, caption=f"{sec.title}: {name}", label=f"tab:{slug(suite)}-{slug(name)}"))
+    fig_dir = out.with_name(out.stem + "_figures")
+    fig_dir.mkdir(exist_ok=True)
+    count: dict[str, int] = {}
+    for f in report.get("figures", []):
+        count[f["section"]] = count.get(f["section"], 0) + 1
+        stem = fig_dir / f"{slug(f['section'])}-{count[f['section']]}"
+        stem.with_suffix(".png").write_bytes(f["png"])
+        stem.with_suffix(".svg").write_bytes(f["svg"])
+    return {"html": out, "markdown": md, "csv_dir": csv_dir, "latex_dir": tex_dir, "figures_dir": fig_dir}
 
 
 def _atomic_write(path: Path, text: str) -> None:

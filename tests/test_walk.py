@@ -268,3 +268,8 @@ def test_a_researchers_day(tmp_path, labelstudio):
     assert "Image pool: what was excluded and why" in html and "duplicate_dropped" in html
     md = Path(rep["markdown"]).read_text(encoding="utf-8")
     assert "> **Warning:**" in md
+    # for a paper: each figure as PNG and SVG, each table as LaTeX, beside the HTML
+    figs = sorted(p.name for p in Path(rep["figures_dir"]).iterdir())
+    assert any(f.endswith(".png") for f in figs) and any(f.endswith(".svg") for f in figs)
+    tex = list(Path(rep["latex_dir"]).glob("*.tex"))
+    assert tex and all("\\begin{tabular}" in t.read_text(encoding="utf-8") for t in tex)

@@ -231,9 +231,10 @@ def agreement_cmd(ctx, campaign, as_json):
         return
     for r in reps:
         flat = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
-        table(f"agreement · {r['campaign']}", [{"what": k, "value": v} for k, v in flat.items()])
+        table(f"agreement · {r['campaign']}", [{"what": k, "value": _round(v)} for k, v in flat.items()])
         if r.get("pairwise_kappa"):
-            table("Cohen's κ per pair", r.get("pairwise_kappa_quadratic") or r["pairwise_kappa"])
+            table("Cohen's κ per pair", [{k: _round(v) for k, v in p.items()}
+                                         for p in (r.get("pairwise_kappa_quadratic") or r["pairwise_kappa"])])
         if r.get("loo_consensus"):
             table("leave-one-out consensus", r["loo_consensus"])
         if r.get("gold_accuracy"):
@@ -241,6 +242,11 @@ def agreement_cmd(ctx, campaign, as_json):
         if r.get("throughput"):
             table("throughput", [{"annotator": k, **v} for k, v in r["throughput"].items()])
         table("workload", r["workload"])
+
+
+def _round(v, digits: int = 3):
+    """Agreement figures as people read them (JSON keeps full precision)."""
+    return round(v, digits) if isinstance(v, float) else v
 
 
 @annotate.command("adjudicate")

@@ -86,7 +86,24 @@ def agreement_stats(records: list[dict], level: str) -> dict:
     out["krippendorff_alpha_nominal"] = ag.krippendorff_alpha(m, level="nominal")
     out["krippendorff_alpha_ordinal"] = ag.krippendorff_alpha(m, level="ordinal") if level == "ordinal" else None
     out["loo_consensus"] = ag.loo_consensus_agreement(m, level=level, annotator_names=raters)
+    why = _kappa_undefined_reason(m)
+    for p in out["pairwise_kappa"] + out.get("pairwise_kappa_quadratic", []):
+        if p["kappa"] is None or (isinstance(p["kappa"], float) and math.isnan(p["kappa"])):
+            p["why_undefined"] = "the pair's labels do not vary (chance agreement 1: κ = 0/0)" \
+                if p["n_common"] else "no item rated by both"
+    for key in ("fleiss_kappa", "krippendorff_alpha_nominal", "krippendorff_alpha_ordinal"):
+        v = out.get(key)
+        if key in out and v is not None and isinstance(v, float) and math.isnan(v):
+            out[f"{key}_undefined"] = why
     return out
+
+
+def _kappa_undefined_reason(m) -> str:
+    values = np.unique(m[~np.isnan(m)])
+    if len(values) <= 1:
+        return ("every annotation has the same value, so chance agreement is 1 and κ/α are 0/0 (undefined); "
+                "see percent agreement")
+    return "too few items rated by 2 or more annotators to estimate chance agreement"
 
 
 def agreement_report(project, campaign: str | None = None) -> list[dict]:

@@ -199,3 +199,13 @@ def test_images_exclude_include(project):
     assert [r["reason"] for r in rows] == ["watermark"]
     assert cli_run(project, "images", "include", sha[:8]).exit_code == 0
     assert sha not in image_exclusions(project.db)
+
+
+def test_undefined_kappa_says_why():
+    from cultura.annotate.report import agreement_stats
+
+    recs = [{"item_id": i, "annotator": a, "label": "keep", "value": None} for i in range(4) for a in "xy"]
+    out = agreement_stats(recs, "nominal")
+    assert out["percent_agreement"] == 1.0
+    assert "same value" in out["fleiss_kappa_undefined"]
+    assert all("do not vary" in p["why_undefined"] for p in out["pairwise_kappa"])

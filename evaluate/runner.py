@@ -274,23 +274,3 @@ def _check_row(r: dict, suite: str) -> dict:
 def records_table(records: list[RunRecord]) -> list[dict]:
     """Records as plain dicts for printing."""
     return [{k: v for k, v in asdict(r).items() if k != "extra"} for r in records]
-
-
-# -- demo -------------------------------------------------------------------------------------------
-
-DEMO_MODELS = ("openclip:cultura-tiny", "fake")
-DEMO_SUITES = "prevalence,association,descriptor"
-
-
-def evaluate_demo(project, *, models=DEMO_MODELS, suites=DEMO_SUITES, options: dict | None = None) -> dict:
-    """Evaluate the project's benchmarks with the demo models (a tiny random-init open_clip and the fake) on
-    the seed 000 suites (pass ``suites="all"`` for every registered suite) and write the report to
-    ``project/reports/evaluation.html`` (+ .md and CSV). Returns the run records, the report paths and the
-    reasons of failed runs."""
-    from .report import write_report
-
-    opts = options if options is not None else {"n_resamples": 200}
-    records = run_evaluation(project, list(models), suites, options=opts, progress=False)
-    paths = write_report(project, Path(project.root) / "reports" / "evaluation.html")
-    return {"runs": records_table(records), "report": {k: str(v) for k, v in paths.items()},
-            "failed": [r.reason for r in records if r.status == "failed"]}

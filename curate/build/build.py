@@ -574,22 +574,3 @@ def build_stats(project, *, min_images: int = 3, benchmark: str | None = None,
     avg = round(sum(r["samples"] for r in countries) / len(countries), 2) if countries else 0.0
     return {"countries": countries, "concepts": concepts, "holes": holes, "average_per_country": avg,
             "min_images": min_images, "pool": excluded}
-
-
-# ------------------------------------------------------------------ demo
-
-def build_demo(project, *, seed: int = 0, per_pair: int = 1) -> dict:
-    """Build both benchmark kinds (``--allow-unreviewed`` when no filter decision exists) and export each
-    to ``project/exports/<name>-v<version>/``. Returns a summary for the demo script."""
-    from .export import export_benchmark
-
-    allow = not project.db.execute(
-        "SELECT 1 FROM decisions WHERE kind = 'filter' AND superseded = 0 LIMIT 1").fetchone()
-    out = {"allow_unreviewed": allow}
-    for kind in KINDS:
-        b = build_benchmark(project, kind, seed=seed, per_pair=per_pair, allow_unreviewed=allow)
-        dest = project.root / "exports" / f"{b['name']}-v{b['version']}"
-        exp = export_benchmark(project, dest, benchmarks=[f"{b['name']}@{b['version']}"])
-        out[kind] = {"name": b["name"], "version": b["version"], "n_items": b["n_items"],
-                     "content_hash": b["content_hash"], "export": str(dest), "files": exp["files"]}
-    return out

@@ -80,7 +80,7 @@ def url_list(photos: Path, www: Path, host_port: str) -> Path:
     www.mkdir(parents=True, exist_ok=True)
     rows = []
     for cc in COUNTRIES:
-        src = Image.open(photos / cc / "building" / "china-0.jpg")
+        src = Image.open(next((photos / cc / "building").glob("china-*.jpg")))
         name = f"temple-{cc}.jpg"
         src.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(www / name, quality=90)
         rows.append({"url": f"http://{host_port}/{name}", "concept": "building", "country": cc, "rank": 1})

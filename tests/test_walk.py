@@ -2,7 +2,8 @@
 
 The photographs are the sample photos that ship with scikit-image and scikit-learn (coffee, cat, astronaut,
 rocket, a Chinese temple, a flower), cropped differently per country, laid out as ``DIR/<COUNTRY>/<concept>/``,
-with planted copies (a re-encoded copy, a byte-identical copy, a half-size copy found for another country).
+with planted copies (a re-encoded copy, a byte-identical copy, a half-size copy found for another country);
+the demo (:func:`cultura.demo.real_photos`) uses the same ones.
 Every stage goes through ``cultura …`` (click's CliRunner on the real CLI; ``annotate serve-images`` as a real
 subprocess) against a real Label Studio; annotators are simulated with ``cultura annotate simulate``. Each
 stage's output is asserted, so a regression anywhere on the path fails here.
@@ -22,52 +23,11 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
+from cultura.demo import COUNTRIES, PLAN, TERMS as DEMO_TERMS, real_photos
 
 pytestmark = pytest.mark.labelstudio
 
-PLAN = {"breakfast": ["coffee", "flower"], "pet": ["chelsea", "astronaut"], "building": ["china", "rocket"]}
-COUNTRIES = ["US", "JP", "TH", "DE"]
-TERMS = """concept\tcountry\tterm
-breakfast\tUS\tbreakfast
-breakfast\tDE\tFrühstück
-breakfast\tJP\t朝食
-breakfast\tTH\tอาหารเช้า
-pet\tUS\tpet
-pet\tDE\tHaustier
-pet\tJP\tペット
-pet\tTH\tสัตว์เลี้ยง
-building\tUS\tbuilding
-building\tDE\tGebäude
-building\tJP\t建物
-building\tTH\tอาคาร
-"""
-
-
-def real_photos(root: Path) -> dict:
-    """Write the photo folder; returns what was planted."""
-    import skimage.data as skd
-    from PIL import Image
-    from sklearn.datasets import load_sample_images
-
-    sk = load_sample_images()
-    photos = {"coffee": skd.coffee(), "chelsea": skd.chelsea(), "astronaut": skd.astronaut(),
-              "rocket": skd.rocket(), "china": sk.images[0], "flower": sk.images[1]}
-    for concept, names in PLAN.items():
-        for k, cc in enumerate(COUNTRIES):
-            out = root / cc / concept
-            out.mkdir(parents=True, exist_ok=True)
-            for name in names:
-                a = photos[name]
-                h, w = a.shape[:2]
-                x0, y0 = k * w // 10, k * h // 12
-                crop = a[y0:y0 + int(h * 0.6), x0:x0 + int(w * 0.6)]
-                Image.fromarray(crop).convert("RGB").save(out / f"{name}-{k}.jpg", quality=92)
-    us = root / "US" / "breakfast"
-    Image.open(us / "coffee-0.jpg").save(us / "coffee-0-reencoded.jpg", quality=92)   # near copy, same country
-    (us / "coffee-0-exact.jpg").write_bytes((us / "coffee-0.jpg").read_bytes())         # byte-identical copy
-    im = Image.open(us / "coffee-0.jpg")
-    im.resize((im.width // 2, im.height // 2)).save(root / "JP" / "breakfast" / "coffee-us-resized.jpg")
-    return {"files": 27, "distinct": 26}
+TERMS = "concept\tcountry\tterm\n" + "".join(f"{k}\t{cc}\t{t}\n" for k, v in DEMO_TERMS.items() for cc, t in v.items())
 
 
 class Walk:

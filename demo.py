@@ -137,7 +137,11 @@ class Cli:
         took = time.monotonic() - t
         if took > 5:
             self.say(f"  … {took:.0f} s")
-        return json.loads(res.output) if json_out else res.output
+        text = getattr(res, "stdout", res.output)  # progress bars of model loaders go to stderr
+        if not json_out:
+            return text
+        start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=0)
+        return json.loads(text[start:])
 
 
 @contextlib.contextmanager

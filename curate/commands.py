@@ -239,7 +239,8 @@ def images_search(ctx, provider, per_query, refresh, as_json):
     from .concepts import build_queries
     from .search import search_images
 
-    if _nothing_to_do(ctx, "search", as_json, when=(provider or ctx.project.config.search.provider).split(":")[0] == "ddgs"):
+    web = (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs"
+    if _nothing_to_do(ctx, "search", as_json, when=web):
         return
     if (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs":
         build_queries(ctx.project)

@@ -16,7 +16,6 @@ import functools
 import io
 import json
 import random
-import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 from .annotate import commands as annotate_commands
-from .console import Ctx, cli_error
+from .console import Ctx, cli_error, invoked_command
+from .curate import caire as caire_commands
 from .curate import commands as curate_commands
 from .curate.build import commands as build_commands
 from .errors import CulturaError
@@ -27,7 +28,7 @@ class CulturaGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CulturaError as e:
-            raise cli_error(e, args) from None
+            raise cli_error(e, args, invoked_command(self, args)) from None
 
 
 @click.group(cls=CulturaGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,7 +44,7 @@ def cli(ctx, project_dir):
 
 
 for _module in (curate_commands, annotate_commands, build_commands, evaluate_commands, social_commands,
-                llm_bias_commands, attribution_commands):
+                llm_bias_commands, attribution_commands, caire_commands):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

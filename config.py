@@ -54,6 +54,7 @@ class DownloadSection(_Section):
     max_bytes: int = Field(20_000_000, ge=1024)
     max_pixels: int = Field(89_478_485, ge=1)     # Pillow's own decompression-bomb limit
     min_side: int = Field(64, ge=1)
+    max_aspect_ratio: float = Field(20.0, ge=1)   # longer side / shorter side; thin strips blow up models
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(30.0, gt=0)
     max_attempts: int = Field(3, ge=1, le=20)
@@ -137,6 +138,8 @@ class Config(_Section):
     annotate: AnnotateSection = Field(default_factory=AnnotateSection)
     build: BuildSection = Field(default_factory=BuildSection)
     evaluate: EvaluateSection = Field(default_factory=EvaluateSection)
+    # free-text culture labels beside countries (cultura.cultures): [culture_labels.KEY] name/country/language
+    culture_labels: dict = Field(default_factory=dict)
 
 
 def _explain(e: ValidationError, source: str) -> str:
@@ -174,6 +177,9 @@ def load_config(path: Path) -> Config:
         raise ConfigError(f"No configuration at {path}. Run 'cultura init DIR' to create a project.") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path} is not valid TOML ({e}). Fix the syntax and rerun.") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}). Save it as UTF-8 and "
+                          "rerun.") from None
     return parse_config(data, str(path))
 
 

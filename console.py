@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .errors import CulturaError, ProjectNotFound
+from .redact import scrub
 from .project import Project, find_project
 
 console = Console(stderr=True)
@@ -104,10 +105,36 @@ class JsonAwareError(click.ClickException):
             super().show(file)
 
 
-def cli_error(e: CulturaError, args: list[str]) -> click.ClickException:
-    """The click exception for a library error raised by a command called with ``args`` (a JSON object on
-    stdout when they include ``--json``)."""
-    return JsonAwareError(str(e), as_json="--json" in args, kind=type(e).__name__)
+def cli_flag(command: click.Command | None, param: str | None) -> str | None:
+    """The command-line option of ``command`` that sets the library argument ``param`` (e.g. ``--workers``)."""
+    if command is None or not param:
+        return None
+    for p in command.params:
+        if p.name == param and isinstance(p, click.Option):
+            return max(p.opts, key=len)
+        if p.name == param and isinstance(p, click.Argument):
+            return p.human_readable_name
+    return None
+
+
+def invoked_command(root: click.Group, args: list[str]) -> click.Command | None:
+    """The (sub)command that ``args`` invoke under ``root``."""
+    cmd: click.Command = root
+    for a in args:
+        if isinstance(cmd, click.Group) and a in cmd.commands:
+            cmd = cmd.commands[a]
+    return cmd
+
+
+def cli_error(e: CulturaError, args: list[str], command: click.Command | None = None) -> click.ClickException:
+    """The click exception for a library error raised by ``command`` called with ``args``: the option that
+    sets the library argument at fault is named (``--workers: …``), and under ``--json`` the error is a JSON
+    object on stdout."""
+    msg = scrub(str(e))  # never print a known secret (a server's echo of a key, a password in a URL)
+    flag = cli_flag(command, getattr(e, "param", None))
+    if flag:
+        msg = f"{flag}: {msg}"
+    return JsonAwareError(msg, as_json="--json" in args, kind=type(e).__name__)
 
 
 __all__ = ["Ctx", "pass_ctx", "json_option", "emit_json", "table", "listing", "summary", "columns_of", "out",

@@ -9,7 +9,15 @@ from typing import Iterable
 
 
 class CulturaError(Exception):
-    """Base class: the message is meant for the user and should say what to do."""
+    """Base class: the message is meant for the user and should say what to do.
+
+    Library errors name library arguments, never CLI flags: ``param`` names the argument at fault (e.g.
+    ``"workers"``) and the CLI adds the flag that sets it (``--workers``) when it prints the error.
+    """
+
+    def __init__(self, *args, param: str | None = None):
+        super().__init__(*args)
+        self.param = param
 
 
 class ConfigError(CulturaError):
@@ -27,7 +35,7 @@ class UnknownName(CulturaError, KeyError):
         return self.args[0] if self.args else ""
 
 
-def unknown(kind: str, name: str, valid: Iterable[str], *, hint: str = "") -> UnknownName:
+def unknown(kind: str, name: str, valid: Iterable[str], *, hint: str = "", param: str | None = None) -> UnknownName:
     """Build an `UnknownName` error: "Unknown country 'XX'. Did you mean 'XY'? Valid: …"."""
     valid = sorted(valid)
     close = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.6)
@@ -38,7 +46,7 @@ def unknown(kind: str, name: str, valid: Iterable[str], *, hint: str = "") -> Un
     msg += f" Valid: {shown}."
     if hint:
         msg += " " + hint
-    return UnknownName(msg)
+    return UnknownName(msg, param=param)
 
 
 class SuiteSkipped(CulturaError):

@@ -122,12 +122,12 @@ def init_project(directory: str | Path, *, countries=None, preset: str | None = 
         extra = reg.resolve(countries)
         chosen += [c for c in extra if c.code not in {x.code for x in chosen}]
     if not chosen:
-        raise CulturaError("No countries given. Pass --countries US,JP,… or --preset "
-                           f"{'|'.join(sorted(reg.presets))}.")
+        raise CulturaError("No countries given: give country codes (US,JP,…) or a preset "
+                           f"({'|'.join(sorted(reg.presets))}).", param="countries")
     cfg_path = root / CONFIG_NAME
     if cfg_path.exists() and not overwrite:
-        raise CulturaError(f"{cfg_path} already exists. Use that project, or pass --force to rewrite "
-                           "its configuration (the database is kept).")
+        raise CulturaError(f"{cfg_path} already exists. Use that project, or overwrite its configuration "
+                           "(the database is kept).", param="overwrite")
     root.mkdir(parents=True, exist_ok=True)
     cfg = Config()
     cfg.project.name = name or root.name

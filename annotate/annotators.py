@@ -34,9 +34,9 @@ def add_annotator(project, name: str, *, email: str, country: str | None = None,
     """Create (or find) the Label Studio user for ``email`` and record the annotator. Idempotent for the
     same name and email; reactivates a deactivated annotator."""
     if not EMAIL_RE.match(email or ""):
-        raise CulturaError(f"--email {email!r} is not an e-mail address; Label Studio users need one.")
+        raise CulturaError(f"{email!r} is not an e-mail address; Label Studio users need one.", param="email")
     if role not in ROLES:
-        raise CulturaError(f"--role {role!r} is not valid; use one of {', '.join(ROLES)}.")
+        raise CulturaError(f"Role {role!r} is not valid; use one of {', '.join(ROLES)}.", param="role")
     if country:
         country = project.registry.country(country).code
     langs = [l.strip().lower() for l in (languages or []) if l.strip()]

@@ -2,11 +2,14 @@
 Thin: each command calls one library function of :mod:`cultura.annotate`."""
 from __future__ import annotations
 
+import os
+
 import click
 
 from rich.markup import escape
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from .server import read_secrets
 
 
 @click.group()
@@ -63,7 +66,8 @@ def serve_images(ctx, port, save):
     images reach annotators by URL. The printed base URL is what annotate.image_base_url (or push
     --image-base) takes; --save records it."""
     from .images import make_server
-    httpd = make_server(ctx.project.blobs, port)
+    ls_url = os.environ.get("LABEL_STUDIO_URL") or (read_secrets(ctx.project) or {}).get("url")
+    httpd = make_server(ctx.project.blobs, port, origins=[ls_url] if ls_url else [])
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     if save:
         ctx.project.config.annotate.image_base_url = base

@@ -114,8 +114,8 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
             raise unknown("decision rule", rname, RULES)
         if RULES[rname][0] != spec.level:
             valid = [k for k, (lvl, _) in RULES.items() if lvl == spec.level]
-            raise CulturaError(f"--rule {rname} does not fit {c['kind']} ({spec.level}) annotations; use one of "
-                               f"{', '.join(valid)}.")
+            raise CulturaError(f"Rule {rname!r} does not fit {c['kind']} ({spec.level}) annotations; use one of "
+                               f"{', '.join(valid)}.", param="rule")
         fn = RULES[rname][1]
         thr = DEFAULT_MIN[spec.level] if min_agreement is None else float(min_agreement)
         items = {r["id"]: {**r, "campaign": c["name"]} for r in db["annotation_items"].rows_where(

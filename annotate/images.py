@@ -3,12 +3,17 @@
 A small threaded HTTP server on 127.0.0.1 that answers only ``GET/HEAD /blobs/ab/<sha256>.<ext>`` for files
 that exist under ``blobs/``; everything else is 404. Task data then points at
 ``http://127.0.0.1:PORT/blobs/...`` (set ``annotate.image_base_url`` or pass ``--image-base`` to push).
+
+CORS: the blobs are public to whoever reaches the port, so any page may read them anonymously
+(``Access-Control-Allow-Origin: *``); credentialed requests are answered only for the trusted origins (the
+project's Label Studio and loopback origins), never by reflecting an arbitrary ``Origin``.
 """
 from __future__ import annotations
 
 import mimetypes
 import re
 import threading
+import urllib.parse
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,8 +24,9 @@ BLOB_RE = re.compile(r"^/blobs/([0-9a-f]{2})/([0-9a-f]{64})\.(jpg|jpeg|png|webp|
 class BlobHandler(BaseHTTPRequestHandler):
     server_version = "cultura-blobs"
 
-    def __init__(self, *args, root: Path, **kwargs):
+    def __init__(self, *args, root: Path, origins: frozenset = frozenset(), **kwargs):
         self.root = root
+        self.origins = origins
         super().__init__(*args, **kwargs)
 
     def _file(self) -> Path | None:
@@ -46,12 +52,15 @@ class BlobHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def _cors(self) -> None:
-        """Label Studio's editor fetches images with CORS (credentials included): echo the origin."""
+        """Label Studio's editor fetches images with CORS: a trusted origin (the project's Label Studio, a
+        loopback origin) is echoed with credentials allowed; any other origin gets ``*`` without credentials."""
         origin = self.headers.get("Origin")
-        self.send_header("Access-Control-Allow-Origin", origin or "*")
-        if origin:
+        if origin and trusted_origin(origin, self.origins):
+            self.send_header("Access-Control-Allow-Origin", origin)
             self.send_header("Access-Control-Allow-Credentials", "true")
-            self.send_header("Vary", "Origin")
+        else:
+            self.send_header("Access-Control-Allow-Origin", "*")
+        self.send_header("Vary", "Origin")
 
     def do_OPTIONS(self):  # noqa: N802
         self.send_response(204)
@@ -70,15 +79,42 @@ class BlobHandler(BaseHTTPRequestHandler):
         pass
 
 
-def make_server(blobs: Path, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    """A server for ``blobs`` (not started); ``server.server_address[1]`` is the port."""
-    httpd = ThreadingHTTPServer((host, port), partial(BlobHandler, root=Path(blobs).resolve()))
+def _origin_of(url: str) -> str | None:
+    try:
+        p = urllib.parse.urlsplit(url.strip())
+        port = p.port
+    except ValueError:
+        return None
+    if p.scheme not in ("http", "https") or not p.hostname:
+        return None
+    host = f"[{p.hostname}]" if ":" in p.hostname else p.hostname
+    default = {"http": 80, "https": 443}[p.scheme]
+    return f"{p.scheme}://{host}" + (f":{port}" if port and port != default else "")
+
+
+def trusted_origin(origin: str, origins=()) -> bool:
+    """True for an origin listed in ``origins`` (URLs; compared as scheme://host[:port]) or a loopback
+    origin (``http://127.0.0.1:*``, ``http://localhost:*``, ``http://[::1]:*``)."""
+    o = _origin_of(origin)
+    if o is None or o != origin.strip().rstrip("/"):
+        return False
+    host = urllib.parse.urlsplit(o).hostname
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return True
+    return o in {_origin_of(u) for u in origins}
+
+
+def make_server(blobs: Path, port: int = 0, host: str = "127.0.0.1", *, origins=()) -> ThreadingHTTPServer:
+    """A server for ``blobs`` (not started); ``server.server_address[1]`` is the port. ``origins``: URLs of
+    the sites allowed to fetch with credentials besides loopback ones (e.g. a shared Label Studio)."""
+    httpd = ThreadingHTTPServer((host, port), partial(BlobHandler, root=Path(blobs).resolve(),
+                                                      origins=frozenset(origins)))
     httpd.daemon_threads = True
     return httpd
 
 
-def serve_in_thread(blobs: Path, port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+def serve_in_thread(blobs: Path, port: int = 0, *, origins=()) -> tuple[ThreadingHTTPServer, str]:
     """Start a blob server in a daemon thread; returns (server, base URL). Stop with ``server.shutdown()``."""
-    httpd = make_server(blobs, port)
+    httpd = make_server(blobs, port, origins=origins)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"

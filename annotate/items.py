@@ -15,7 +15,10 @@ import random
 from pathlib import Path
 from typing import Callable, Iterable
 
-from cultura.errors import CulturaError, unknown
+from ..cultures import registered_labels
+from ..db.readers import read_rows
+from ..errors import CulturaError, unknown
+from ..redact import strip_userinfo
 
 BUILDERS: dict[str, Callable] = {}
 
@@ -37,14 +40,15 @@ def build_items(project, kind: str, *, source: str | Path | None = None, other_c
             return items_from_file(project, kind, source)
         rows = TABLE_ROWS[kind](project)
         if not rows:
-            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or pass "
-                               f"--from FILE (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).")
+            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or give "
+                               f"a source file (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).",
+                               param="source")
         return items_from_rows(project, kind, rows, f"the {kind} table")
     if kind not in BUILDERS:
         raise unknown("annotation kind", kind, [*BUILDERS, *FILE_KINDS])
     items = BUILDERS[kind](project, other_countries=other_countries, seed=seed)
     if source:
-        apply_gold(items, read_rows(source))
+        apply_gold(items, read_rows(source, strict=True))
     return items
 
 
@@ -131,7 +135,8 @@ def dedup_items(project, **_) -> list[dict]:
 @builder("relevance")
 def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) -> list[dict]:
     """Kept images (not removed by a filter decision) x culture labels: each image's own countries plus
-    ``other_countries`` others drawn (seeded by the image hash) from the project's countries."""
+    ``other_countries`` others drawn (seeded by the image hash) from the project's countries, plus every
+    registered free-text culture label (``cultura culture add``; seed 004's "Shinto", "Yoruba"…)."""
     db = project.db
     removed = current_removed(db)
     codes = [c.code for c in project.countries]
@@ -154,6 +159,12 @@ def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) ->
             out.append({"item_key": f"relevance:{sha}:{cc}", "kind": "relevance", "sha256": sha, "country": cc,
                         "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": cc,
                                     "culture_name": name, "own": cc in own, "concept": concepts}})
+        for lab in registered_labels(project):
+            out.append({"item_key": f"relevance:{sha}:{lab.key}", "kind": "relevance", "sha256": sha,
+                        "country": lab.key,
+                        "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": lab.key,
+                                    "culture_name": lab.name, "label_country": lab.country, "own": False,
+                                    "concept": concepts}})
     return out
 
 
@@ -161,26 +172,6 @@ def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) ->
 
 FILE_KINDS = {"entity": ["entity", "country", "category", "language", "gold", "key"],
               "translation": ["source", "translation", "language", "source_language", "gold", "key"]}
-
-
-def read_rows(path: str | Path) -> list[dict]:
-    """Rows of a JSONL or CSV file (by extension)."""
-    p = Path(path)
-    if not p.exists():
-        raise CulturaError(f"--from {p} does not exist; pass a JSONL or CSV file.")
-    if p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        rows = []
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise CulturaError(f"{p}:{n} is not valid JSON ({e.msg}); fix that line.") from None
-        return rows
-    if p.suffix.lower() in (".csv", ".tsv"):
-        with p.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f, delimiter="\t" if p.suffix.lower() == ".tsv" else ","))
-    raise CulturaError(f"--from {p}: unknown format {p.suffix!r}; use .jsonl or .csv.")
 
 
 def _key(kind: str, row: dict, fields: Iterable[str]) -> str:
@@ -227,7 +218,7 @@ TABLE_HINT = {"entity": "candidate entities: 'cultura entities import|collect-wi
 
 
 def items_from_file(project, kind: str, source) -> list[dict]:
-    return items_from_rows(project, kind, read_rows(source), str(source))
+    return items_from_rows(project, kind, read_rows(source, strict=True), str(source))
 
 
 def items_from_rows(project, kind: str, rows: list[dict], source: str) -> list[dict]:
@@ -285,11 +276,11 @@ def image_url(payload: dict, base: str | None) -> str:
     'http://h:1/blobs/ab/x.jpg'
     """
     if base and payload.get("path"):
-        root, path = base.rstrip("/"), payload["path"].lstrip("/")
+        root, path = strip_userinfo(base.rstrip("/")), payload["path"].lstrip("/")
         if root.endswith("/blobs") and path.startswith("blobs/"):
             root = root[: -len("/blobs")]
         return root + "/" + path
-    return payload.get("url") or ""
+    return strip_userinfo(payload.get("url")) or ""  # never a user:password@ to Label Studio
 
 
 def browser_loadable(url: str) -> bool:

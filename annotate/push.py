@@ -16,6 +16,7 @@ import httpx
 from cultura.db import dumps, now
 from cultura.errors import CulturaError, unknown
 
+from . import priority
 from .annotators import get_annotators
 from .items import browser_loadable, build_items, image_url, task_data
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
@@ -34,8 +35,10 @@ class ProjectMissing(LabelStudioError):
 def eligible(kind: str, item: dict, annotator: dict) -> bool:
     """Native-speaker constraints: relevance for country X → annotators from X (seed 004); entity and
     translation → speakers of the item's language; filter and dedup-review → anyone."""
-    if kind == "relevance":
-        return annotator.get("country") == item.get("country")
+    if kind == "relevance":  # a free-text culture label (cultura.cultures) may name the country it belongs to
+        payload = item.get("payload")
+        label_cc = (json.loads(payload) if isinstance(payload, str) and payload else payload or {}).get("label_country")
+        return annotator.get("country") == item.get("country") or bool(label_cc and annotator.get("country") == label_cc)
     if kind in ("entity", "translation"):
         lang = item.get("language")
         if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):
@@ -51,8 +54,8 @@ def ensure_campaign(db, name: str, kind: str, overlap: int, params: dict) -> dic
     if rows:
         c = rows[0]
         if c["kind"] != kind:
-            raise CulturaError(f"Campaign {name!r} is a {c['kind']!r} campaign; pass another --batch name for "
-                               f"{kind!r} items.")
+            raise CulturaError(f"Campaign {name!r} is a {c['kind']!r} campaign; give another batch name for "
+                               f"{kind!r} items.", param="batch")
         if overlap != c["overlap"]:
             db["campaigns"].update(c["id"], {"overlap": overlap, "updated_at": now()})
         return db["campaigns"].get(c["id"])
@@ -333,10 +336,8 @@ def prioritised(project, kind: str, items: list[dict], how: str) -> list[dict]:
     if how not in PRIORITIES:
         raise unknown("priority", how, PRIORITIES)
     if kind != "relevance":
-        raise CulturaError("--prioritise attribution applies to 'relevance' pushes only.")
-    from ..evaluate.suites.attribution.evaluation import attribution_priority
-
-    uncertainty = {(s, c): u for s, c, u in attribution_priority(project)}
+        raise CulturaError("Prioritising by attribution applies to 'relevance' pushes only.", param="prioritise")
+    uncertainty = {(s, c): u for s, c, u in priority.judge_uncertainty(project)}
     if not uncertainty:
         raise CulturaError("No attribution scores to prioritise by. Run 'cultura attribution run' first, or push "
                            "without --prioritise.")
@@ -357,7 +358,7 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     (default: all of them). Returns a summary; a second call with the same state adds nothing."""
     get_kind(kind)  # unknown kinds fail here, naming the valid ones
     if overlap < 1:
-        raise CulturaError("--overlap must be at least 1.")
+        raise CulturaError(f"overlap must be at least 1 (got {overlap}).", param="overlap")
     cfg = project.config.annotate
     other_countries = int(cfg.relevance_other_countries if other_countries is None else other_countries)
     image_base = image_base or cfg.image_base_url

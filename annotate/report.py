@@ -4,7 +4,7 @@
 Per campaign: percent agreement, Cohen's κ per annotator pair (quadratic-weighted for Likert kinds),
 Fleiss' κ, Krippendorff's α (nominal and ordinal), each annotator's agreement with the leave-one-out
 consensus, gold accuracy, throughput (items/hour, median lead time), workload (assigned / done / remaining)
-and a per-country breakdown.
+and a per-country and per-language breakdown (``by_country``, ``by_language``: the language of each item).
 """
 from __future__ import annotations
 
@@ -133,8 +133,37 @@ def agreement_report(project, campaign: str | None = None) -> list[dict]:
                     rep["by_country"][cc] = {"note": str(e)}
                 if spec.level == "ordinal":
                     rep["by_country"][cc]["mean_value"] = float(np.mean([r["value"] for r in sub]))
+        by_language = _by_language(db, main, spec.level, c["kind"])
+        if by_language is not None:
+            rep["by_language"] = by_language
         reports.append(_clean(rep))
     return reports
+
+
+def _by_language(db, main: list[dict], level: str, kind: str) -> dict | None:
+    """The same agreement statistics per item language (``annotation_items.language``: the translation
+    campaign's target language, a relevance item's caption language), when items have more than one language
+    or the campaign is a translation campaign; None otherwise."""
+    ids = sorted({r["item_id"] for r in main})
+    langs: dict[int, str] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        marks = ",".join("?" * len(part))
+        langs.update(db.execute(f"SELECT id, language FROM annotation_items WHERE id IN ({marks}) "
+                                "AND language IS NOT NULL AND language != ''", part).fetchall())
+    languages = sorted(set(langs.values()))
+    if not languages or (len(languages) < 2 and kind != "translation"):
+        return None
+    out = {}
+    for lang in languages:
+        sub = [r for r in main if langs.get(r["item_id"]) == lang]
+        try:
+            out[lang] = agreement_stats(sub, level)
+        except ag.AgreementInputError as e:
+            out[lang] = {"note": str(e)}
+        if level == "ordinal":
+            out[lang]["mean_value"] = float(np.mean([r["value"] for r in sub]))
+    return out
 
 
 def _gold(recs: list[dict], level: str) -> dict:

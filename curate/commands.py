@@ -25,13 +25,13 @@ def _nothing_to_do(ctx, stage: str, as_json: bool, when: bool = True) -> bool:
 @click.option("--countries", help="Comma-separated ISO 3166-1 codes, e.g. US,JP,TH.")
 @click.option("--preset", help="A seed's country set: 3xcm, globalrg, caire (countries are added to it).")
 @click.option("--name", help="Project name (default: the folder name).")
-@click.option("--force", is_flag=True, help="Rewrite an existing cultura.toml (the database is kept).")
+@click.option("--force", "overwrite", is_flag=True, help="Rewrite an existing cultura.toml (the database is kept).")
 @json_option
-def init(directory, countries, preset, name, force, as_json):
+def init(directory, countries, preset, name, overwrite, as_json):
     """Create a project: DIRECTORY/cultura.toml and DIRECTORY/cultura.db."""
     from ..project import init_project
 
-    p = init_project(directory, countries=countries, preset=preset, name=name, overwrite=force)
+    p = init_project(directory, countries=countries, preset=preset, name=name, overwrite=overwrite)
     info = {"project": str(p.root), "countries": [c.code for c in p.countries], "database": str(p.db_path)}
     if as_json:
         return emit_json(info)

@@ -120,7 +120,7 @@ def generate_concepts(project, *, n: int = 100, model: str | None = None, llm: L
     in batches of ``llm.batch_size``. Failed batches are stored (raw reply + error) and counted, never fatal.
     """
     if n < 1:
-        raise CulturaError("--n must be at least 1.")
+        raise CulturaError(f"n must be at least 1 (got {n}).", param="n")
     llm = llm or LLM(project, model=model)
     countries = project.countries
     codes = {c.code for c in countries}

@@ -451,7 +451,7 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
     methods = list(dict.fromkeys(methods if methods else cfg.methods))
     for m in methods:
         if m not in METHODS:
-            raise unknown("dedup method", m, METHODS, hint="Pass --method with one of these.")
+            raise unknown("dedup method", m, METHODS, param="methods")
     scope = scope or cfg.scope
     if scope not in SCOPES:
         raise unknown("dedup scope", scope, SCOPES)

@@ -43,6 +43,7 @@ import random
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Callable
@@ -52,6 +53,7 @@ import httpx
 
 from .. import db as dbmod
 from ..errors import CulturaError
+from ..redact import strip_userinfo
 from . import safety
 from ..db.blobs import store_blob, sweep_blobs
 
@@ -69,7 +71,10 @@ REASONS: dict[str, tuple[str, str]] = {
     "bad_url": ("failed", "not an http(s) or file URL, or no host"),
     "bad_redirect": ("failed", "a redirect without Location or to a non-http(s) URL"),
     "too_many_redirects": ("failed", "more than max_redirects redirects"),
-    "too_large": ("failed", "more than max_bytes (Content-Length or counted while streaming)"),
+    "too_large": ("failed", "more than max_bytes (Content-Length, or counted while streaming after decoding "
+                            "gzip/deflate: a compression bomb stops at the cap)"),
+    "bad_encoding": ("failed", "a Content-Encoding other than gzip/deflate/identity, or a body that does not "
+                               "decode"),
     "not_image": ("failed", "the bytes are not an image in an allowed format (or the body is empty)"),
     "html": ("failed", "the body is an HTML page"),
     "svg": ("failed", "the body is an SVG (vector) image"),
@@ -77,6 +82,8 @@ REASONS: dict[str, tuple[str, str]] = {
     "corrupt": ("failed", "the image cannot be decoded"),
     "too_many_pixels": ("failed", "width x height above max_pixels (decompression bomb guard)"),
     "too_small": ("failed", "shorter side below min_side"),
+    "extreme_aspect_ratio": ("failed", "longer side more than max_aspect_ratio times the shorter one (a thin "
+                                       "strip that passes the pixel cap but blows up model preprocessing)"),
     "file_missing": ("failed", "a file:// URL whose file does not exist or cannot be read"),
     "blocked_address": ("skipped", "the host resolves to a loopback/private/link-local/multicast/reserved "
                                    "address not listed in download.allow_hosts"),
@@ -89,6 +96,7 @@ ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
 ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
+ACCEPT_ENCODING = "gzip, deflate"   # decoded by us under the byte cap (_Decoder); br/zstd never asked for
 _HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
 
 
@@ -142,18 +150,8 @@ class _Failure(Exception):
 
 
 def _redact(url: str) -> str:
-    """The URL without user:password (never written to the database or logs)."""
-    try:
-        p = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if p.username or p.password:
-        host = p.hostname or ""
-        netloc = f"[{host}]" if ":" in host else host
-        if p.port:
-            netloc += f":{p.port}"
-        return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
-    return url
+    """The URL without user:password (never written to the database or logs): :func:`cultura.redact.strip_userinfo`."""
+    return strip_userinfo(url)
 
 
 # --------------------------------------------------------------------------------------------- sniffing
@@ -167,7 +165,8 @@ def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageI
         raise ValueError(f"not a readable image ({e.reason}: {e.detail})") from None
 
 
-def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None) -> ImageInfo:
+def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None,
+                max_aspect_ratio: float | None = None) -> ImageInfo:
     """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
     :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
     from PIL import Image, ImageFile, UnidentifiedImageError
@@ -204,6 +203,9 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("too_many_pixels", f"{w}x{h} = {w * h} pixels > max_pixels {max_pixels}", nbytes=n)
         if min(w, h) < min_side:
             raise _Failure("too_small", f"{w}x{h}: shorter side below min_side {min_side}", nbytes=n)
+        if max_aspect_ratio and max(w, h) > max_aspect_ratio * max(min(w, h), 1):
+            raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
+                           f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
         try:
             im.load()
         except Image.DecompressionBombError as e:
@@ -250,7 +252,7 @@ def make_client(settings, *, max_connections: int | None = None) -> httpx.AsyncC
         transport=_SafeTransport(allow_hosts=settings.allow_hosts, limits=limits),
         timeout=httpx.Timeout(connect=settings.connect_timeout, read=settings.read_timeout,
                               write=settings.read_timeout, pool=None),
-        headers={"User-Agent": settings.user_agent, "Accept": ACCEPT},
+        headers={"User-Agent": settings.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING},
         follow_redirects=False, trust_env=False,
         cookies=httpx.Cookies(CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))))
     client._cultura_safe = True  # fetch_image skips its own pre-check for these clients
@@ -310,19 +312,71 @@ async def _hop(client, u: httpx.URL, settings):
         if declared and declared.isdigit() and int(declared) > settings.max_bytes:
             raise _Failure("too_large", f"Content-Length {declared} > max_bytes {settings.max_bytes}",
                            http_status=status, content_type=ctype, nbytes=int(declared))
+        decoder = _Decoder(resp.headers.get("content-encoding"), http_status=status, content_type=ctype)
         buf = bytearray()
-        async for chunk in resp.aiter_bytes():
-            buf += chunk
+        async for chunk in resp.aiter_raw():  # raw bytes: decoded here, never more than the cap at a time
+            buf += decoder.feed(chunk, settings.max_bytes - len(buf))
             if len(buf) > settings.max_bytes:
-                raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming",
+                raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming"
+                               f"{' (decoded)' if decoder.stages else ''}",
                                http_status=status, content_type=ctype, nbytes=len(buf))
+        buf += decoder.feed(b"", settings.max_bytes - len(buf), final=True)
+        if len(buf) > settings.max_bytes:
+            raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming (decoded)",
+                           http_status=status, content_type=ctype, nbytes=len(buf))
         return "body", bytes(buf), resp
+
+
+class _Decoder:
+    """Content-Encoding decoding (gzip, deflate, stacked) that never produces more than ``cap + 1`` bytes
+    per call: zlib's ``max_length`` stops inflating as soon as the output passes the cap, so a compression
+    bomb costs at most ``max_bytes`` of memory, not its decoded size."""
+
+    def __init__(self, header: str | None, **kw):
+        self.kw = kw
+        self.stages = []
+        for enc in reversed([e.strip().lower() for e in (header or "").split(",") if e.strip()]):
+            if enc == "identity":
+                continue
+            if enc in ("gzip", "x-gzip"):
+                self.stages.append([zlib.decompressobj(zlib.MAX_WBITS | 16), enc, False])
+            elif enc == "deflate":  # zlib-wrapped per RFC 9110; raw deflate is tried when that fails
+                self.stages.append([zlib.decompressobj(zlib.MAX_WBITS), enc, False])
+            else:
+                raise _Failure("bad_encoding", f"Content-Encoding {enc!r} is not supported (only gzip, deflate)",
+                               **kw)
+
+    def feed(self, data: bytes, cap: int, *, final: bool = False) -> bytes:
+        """Decode ``data`` through every stage; the result is longer than ``cap`` only when over it."""
+        limit = max(cap, 0) + 1
+        for stage in self.stages:
+            d, enc, fed = stage
+            try:
+                out = d.decompress(data, limit)
+            except zlib.error as e:
+                if enc != "deflate" or fed:
+                    raise _Failure("bad_encoding", f"the {enc} body does not decode ({e})", **self.kw) from None
+                stage[:] = [zlib.decompressobj(-zlib.MAX_WBITS), "raw deflate", True]  # a server sending raw deflate
+                try:
+                    out = stage[0].decompress(data, limit)
+                except zlib.error as e2:
+                    raise _Failure("bad_encoding", f"the deflate body does not decode ({e2})", **self.kw) from None
+                d = stage[0]
+            stage[2] = stage[2] or bool(data)
+            if final and len(out) < limit and not d.unconsumed_tail:
+                out += d.flush()
+            data = out
+            if len(data) > cap:  # over the cap already: stop decoding here
+                return data
+        return data
 
 
 async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[bytes, httpx.Response, int]:
     """One attempt: follow redirects by hand (each hop checked), stream the body under the byte cap.
-    ``total_timeout`` bounds each request (not the wait for a per-host slot)."""
+    ``total_timeout`` bounds the whole attempt, every redirect hop included (not the waits for a per-host
+    slot)."""
     current = url
+    spent = 0.0  # seconds of network time used by this attempt so far
     for hop in range(settings.max_redirects + 1):
         try:
             u = httpx.URL(current)
@@ -335,11 +389,26 @@ async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[b
             await safety.acheck_host(u.host, u.port or (443 if u.scheme == "https" else 80),
                                      settings.allow_hosts, timeout=settings.connect_timeout)
         async with (slot(u.host) if slot else contextlib.nullcontext()):
-            if _timeout is not None:  # Python >= 3.11: no extra task per request
-                async with _timeout(settings.total_timeout):
-                    out = await _hop(client, u, settings)
-            else:  # pragma: no cover - Python 3.10
-                out = await asyncio.wait_for(_hop(client, u, settings), settings.total_timeout)
+            left = settings.total_timeout - spent
+            t0 = time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                if _timeout is not None:  # Python >= 3.11: no extra task per request
+                    async with _timeout(left):
+                        out = await _hop(client, u, settings)
+                else:  # pragma: no cover - Python 3.10
+                    out = await asyncio.wait_for(_hop(client, u, settings), left)
+            except (TimeoutError, asyncio.TimeoutError):
+                raise _Failure("timeout", f"total_timeout {settings.total_timeout:g}s exceeded after {hop} "
+                               "redirect(s)" if hop else f"total_timeout {settings.total_timeout:g}s exceeded",
+                               retryable=True) from None
+            except httpx.RemoteProtocolError as e:
+                if "location header" in str(e).lower():  # httpx parses Location even when not following
+                    raise _Failure("bad_redirect", f"malformed redirect: {e}") from None
+                raise
+            finally:
+                spent += time.monotonic() - t0
         if out[0] == "redirect":
             current = out[1]
             continue
@@ -387,7 +456,8 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
         try:
             data = await asyncio.to_thread(_read_file, url, settings)
             info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
-                                           min_side=settings.min_side)
+                                           min_side=settings.min_side,
+                                           max_aspect_ratio=settings.max_aspect_ratio)
         except _Failure as e:
             return _fail(url, e, 1)
         return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
@@ -433,7 +503,8 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
     ctype = resp.headers.get("content-type")
     try:
         info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
-                                       min_side=settings.min_side, content_type=ctype)
+                                       min_side=settings.min_side, content_type=ctype,
+                                       max_aspect_ratio=settings.max_aspect_ratio)
     except _Failure as e:
         e.http_status, e.content_type = resp.status_code, ctype
         return _fail(url, e, attempts, final_url=_redact(str(resp.url)), redirects=hops)
@@ -535,7 +606,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
     settings = project.config.download
     n_workers = workers or settings.workers
     if n_workers < 1:
-        raise CulturaError(f"workers must be at least 1 (got {n_workers}); pass --workers 32 or similar.")
+        raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
     db = project.db
     with _project_lock(project):
         swept = sweep_blobs(project)

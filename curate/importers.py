@@ -16,6 +16,7 @@ rows already imported, and a bad row never stops the others.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
@@ -24,6 +25,7 @@ from pathlib import Path
 
 
 from .. import db as dbmod
+from ..db.readers import TableReadError, read_rows
 from ..errors import CulturaError
 from ..db.blobs import store_blob
 from .download import validate_image
@@ -42,26 +44,38 @@ class DatasetImportError(CulturaError):
 # ------------------------------------------------------------------ reading inputs
 
 def read_table(path) -> list[dict]:
-    """Rows of a CSV, TSV, JSON Lines or Parquet file as dicts of strings/values."""
-    p = Path(path)
-    if not p.is_file():
-        raise DatasetImportError(f"{p} does not exist or is not a file. Pass the path of the table to import.")
-    suf = p.suffix.lower()
+    """Rows of a table to import (:func:`cultura.db.readers.read_rows`): a bad JSON Lines line is an error
+    row, which the importers record as a failed row; an unreadable file is one sentence."""
     try:
-        if suf in (".jsonl", ".ndjson"):
-            return [json.loads(line) for line in p.read_text("utf-8").splitlines() if line.strip()]
-        if suf == ".parquet":
-            import pyarrow.parquet as pq
-            return pq.read_table(p).to_pylist()
-        text = p.read_text("utf-8-sig")
-        dialect = "excel-tab" if suf == ".tsv" or ("\t" in text.split("\n", 1)[0] and suf != ".csv") else "excel"
-        return list(csv.DictReader(io.StringIO(text), dialect=dialect))
-    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error) as e:
-        raise DatasetImportError(f"{p} cannot be read ({e}). Give a CSV, TSV, JSON Lines or Parquet file.") from None
+        # not strict: a bad line is an error row, recorded as a failed row of the import (never the file)
+        return read_rows(path)
+    except TableReadError as e:
+        raise DatasetImportError(str(e)) from None
+
+
+def _bad_rows(rows: list[dict], kind: str, src: str, db, counts, failures) -> list[dict]:
+    """Record the unreadable lines of a table as failed rows (once, also on reruns); return the others."""
+    good = []
+    for r in rows:
+        if "__error__" not in r:
+            good.append(r)
+            continue
+        counts["failed"] += 1
+        failures.append({"key": f"line {r['__line__']}", "reason": r["__error__"]})
+        with db.conn:
+            _record(db, kind, src, f"line {r['__line__']}", "failed", r["__error__"])
+    return good
+
+
+def _content_key(base: str, row: dict) -> str:
+    """The key under which an input row counts as imported: its id plus a hash of the whole row, so a
+    second, different file with the same name (or an edited row) is imported, and the same row is not."""
+    digest = hashlib.sha256(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
+    return f"{base}#{digest[:16]}"
 
 
 def _column(rows: list[dict], wanted: str | None, candidates, what: str, path) -> str:
-    cols = list(rows[0].keys()) if rows else []
+    cols = list(dict.fromkeys(k for r in rows for k in r)) if rows else []
     if wanted:
         if wanted not in cols:
             raise DatasetImportError(f"{path} has no column {wanted!r} (columns: {', '.join(cols)}).")
@@ -143,6 +157,9 @@ def link_image(project, sha: str, concept: str, country: str, kind: str, key: st
     db["searches"].insert({"query_id": qid, "provider": provider, "status": "done", "n_results": 0,
                            "attempts": 1, "searched_at": dbmod.now()}, ignore=True)
     url = f"import:{kind}:{source}:{key}"
+    taken = db.execute("SELECT sha256 FROM candidates WHERE url = ?", [url]).fetchone()
+    if taken and taken[0] != sha:  # another file of the same name listed another image under this key
+        url = f"{url}#{sha[:16]}"
     db["candidates"].insert({"url": url, "status": "downloaded", "sha256": sha, "updated_at": dbmod.now()},
                             ignore=True)
     cand = db.execute("SELECT id FROM candidates WHERE url = ?", [url]).fetchone()[0]
@@ -187,26 +204,29 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
     rows = read_table(table)
     images = Path(images)
     if not images.is_dir():
-        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+        raise DatasetImportError(f"{images} is not a folder; give the folder holding the images.", param="images")
     if not rows:
         raise DatasetImportError(f"{table} has no rows.")
+    counts, failures = defaultdict(int), []
+    rows = _bad_rows(rows, "globalrg", Path(table).name, project.db, counts, failures)
+    if not rows:
+        return _summary(dict(counts), failures)
     ic = _column(rows, image_column, IMAGE_COLS, "image", table)
     cc = _column(rows, country_column, COUNTRY_COLS, "country", table)
     kc = _column(rows, concept_column, CONCEPT_COLS, "concept", table)
     page = next((c for c in rows[0] if c.lower() in ("url", "source_page", "source", "page")), None)
     reg = project.registry
     src = Path(table).name
-    counts, failures = defaultdict(int), []
     db = project.db
     for row in rows:
         key = str(row.get(ic) or "").strip()
-        if not key:
-            counts["failed"] += 1
-            failures.append({"key": "", "reason": "empty image field"})
+        if not key:  # a failed row like any other (kept, once, also on reruns)
+            _finish_row(db, "globalrg", src, _content_key("", row), "", "empty image field", None, counts, failures)
             continue
         country = resolve_country(reg, row.get(cc))
         concept = str(row.get(kc) or "").strip().lower()
-        rkey = f"{key}|{row.get(cc)}|{concept}"  # one image may be listed for several regions/concepts
+        # one image may be listed for several regions/concepts; the row's content decides "already imported"
+        rkey = _content_key(f"{key}|{row.get(cc)}|{concept}", row)
         if _done(db, "globalrg", src, rkey):
             counts["already"] += 1
             continue
@@ -257,19 +277,20 @@ def import_captions(project, captions, images) -> dict:
     rows = read_table(captions)
     images = Path(images)
     if not images.is_dir():
-        raise DatasetImportError(f"{images} is not a folder. Pass --images DIR, the folder holding the images.")
+        raise DatasetImportError(f"{images} is not a folder; give the folder holding the images.", param="images")
     reg = project.registry
     languages = set(reg.languages)
     src = Path(captions).name
     db = project.db
     counts, failures = defaultdict(int), []
+    rows = _bad_rows(rows, "captions", src, db, counts, failures)
     for line in rows:
         key = next((str(line[k]) for k in ("image/key", "image_id", "key", "id", "image") if line.get(k)), "")
         if not key:
-            counts["failed"] += 1
-            failures.append({"key": "", "reason": "no image id"})
+            _finish_row(db, "captions", src, _content_key("", line), "", "no image id", None, counts, failures)
             continue
-        if _done(db, "captions", src, key):
+        row_key = _content_key(key, line)  # a second, different captions file is imported, not "already"
+        if _done(db, "captions", src, row_key):
             counts["already"] += 1
             continue
         caps = _captions_of(line, languages)
@@ -294,7 +315,7 @@ def import_captions(project, captions, images) -> dict:
                                    key, src)
             except ValueError as e:
                 reason = str(e)
-        _finish_row(db, "captions", src, key, key, reason, sha, counts, failures)
+        _finish_row(db, "captions", src, row_key, key, reason, sha, counts, failures)
         if not reason:
             counts["captions"] += sum(len(v) for v in caps.values())
     return _summary(dict(counts), failures)
@@ -309,6 +330,10 @@ def import_ratings(project, path, *, image_column=None, country_column=None, sco
     rows = read_table(path)
     if not rows:
         raise DatasetImportError(f"{path} has no rows.")
+    counts, failures = defaultdict(int), []
+    rows = _bad_rows(rows, "ratings", Path(path).name, project.db, counts, failures)
+    if not rows:
+        return _summary(dict(counts), failures)
     ic = _column(rows, image_column, ("sha256",) + IMAGE_COLS, "image", path)
     cc = _column(rows, country_column, COUNTRY_COLS, "country", path)
     sc = _column(rows, score_column, SCORE_COLS, "score", path)
@@ -319,9 +344,9 @@ def import_ratings(project, path, *, image_column=None, country_column=None, sco
     by_key = {}
     for k, sha in db.execute("SELECT key, sha256 FROM import_rows WHERE status = 'ok' AND sha256 IS NOT NULL "
                              "ORDER BY created_at"):
+        k = k.split("#", 1)[0]  # without the content hash
         by_key[k] = by_key[k.split("|", 1)[0]] = sha  # the full key, and the image name alone
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    counts, failures = defaultdict(int), []
     for i, row in enumerate(rows):
         img = str(row.get(ic) or "").strip()
         sha = img if SHA_RE.match(img) and img in known else by_key.get(img)

@@ -59,8 +59,12 @@ def resolve_host(host: str, port: int) -> list[str]:
     return out
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_V4COMPAT = ipaddress.ip_network("::/96")
+
+
 def _embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address):
-    """IPv4 addresses carried inside an IPv6 one (mapped, 6to4, Teredo client)."""
+    """IPv4 addresses carried inside an IPv6 one (mapped, 6to4, Teredo client, NAT64, IPv4-compatible)."""
     if ip.version == 6:
         if ip.ipv4_mapped is not None:
             yield ip.ipv4_mapped
@@ -68,11 +72,28 @@ def _embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address):
             yield ip.sixtofour
         if ip.teredo is not None:
             yield ip.teredo[1]
+        if ip in _NAT64 or (ip in _V4COMPAT and int(ip) > 0xFFFF):
+            yield ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+
+
+#: Ranges refused although Python's ``ipaddress`` calls them global (or that are easy to miss): deprecated
+#: IPv6 site-local (fec0::/10), the 6bone (3ffe::/16), documentation, benchmarking, NAT64 and the like.
+#: IPv4 addresses embedded in NAT64 / IPv4-compatible forms are checked through :func:`_embedded`.
+_EXTRA_BLOCKED = [(ipaddress.ip_network(n), cat) for n, cat in (
+    ("fec0::/10", "site-local"), ("3ffe::/16", "reserved"), ("2001:db8::/32", "reserved"),
+    ("3fff::/20", "reserved"), ("5f00::/16", "reserved"), ("100::/64", "reserved"),
+    ("2001::/23", "reserved"), ("2002::/16", "reserved"), ("64:ff9b:1::/48", "private"),
+    ("fc00::/7", "private"), ("fe80::/10", "link-local"), ("ff00::/8", "multicast"), ("::/8", "reserved"),
+    ("0.0.0.0/8", "unspecified"), ("100.64.0.0/10", "private"), ("192.0.0.0/24", "reserved"),
+    ("192.0.2.0/24", "reserved"), ("198.18.0.0/15", "reserved"), ("198.51.100.0/24", "reserved"),
+    ("203.0.113.0/24", "reserved"), ("240.0.0.0/4", "reserved"), ("255.255.255.255/32", "reserved"),
+)]
 
 
 def blocked_category(ip: str) -> str | None:
     """Why ``ip`` must not be contacted (``'loopback'``, ``'private'``, ``'link-local'``, ``'multicast'``,
-    ``'reserved'``, ``'unspecified'``, ``'non-global'``), or ``None`` for a public unicast address."""
+    ``'reserved'``, ``'unspecified'``, ``'site-local'``, ``'non-global'``), or ``None`` for a public unicast
+    address."""
     try:
         addr = ipaddress.ip_address(ip.strip("[]").split("%", 1)[0])
     except ValueError:
@@ -87,6 +108,9 @@ def blocked_category(ip: str) -> str | None:
                        ("non-global", not addr.is_global)):
         if flag:
             return name
+    for net, cat in _EXTRA_BLOCKED:
+        if addr.version == net.version and addr in net:
+            return cat
     return None
 
 

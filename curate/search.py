@@ -12,14 +12,18 @@ crash never leaves half a query. Bad input rows go to ``ingest_rejects`` with a 
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 from ..db import dumps, finish_run, now, start_run
+from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
+from ..redact import known_secrets, scrub, scrub_obj, strip_userinfo
 from .concepts import add_concepts, get_concept, normalise
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif"}
@@ -51,9 +55,26 @@ class Provider:
 
 # ------------------------------------------------------------------------------------------ storage
 
-def _store_results(db, query_id: int, provider: str, results: list[dict]) -> int:
-    """Store one query's results (and their candidates) and mark the query searched — one transaction."""
+def _store_results(db, query_id: int, provider: str, results: list[dict], *, append: bool = False) -> int:
+    """Store one query's results (and their candidates) and mark the query searched — one transaction.
+
+    ``append``: keep what is stored and add only results whose URL this query × provider does not have yet,
+    ranked after the existing ones (new rows in a ``urls:`` file, new files in a ``folder:``). Returns the
+    number of results written."""
+    # no user:password@ (nor any other known secret) is ever stored, exported or pushed
+    secrets = known_secrets()
+    results = [scrub_obj({k: strip_userinfo(v) if isinstance(v, str) else v for k, v in r.items()}, secrets=secrets)
+               for r in results]
     with db.conn:
+        if append:
+            have = {u for (u,) in db.execute(
+                "SELECT c.url FROM search_results sr JOIN candidates c ON c.id = sr.candidate_id "
+                "WHERE sr.query_id = ? AND sr.provider = ?", [query_id, provider])}
+            last = db.execute("SELECT coalesce(max(rank), 0) FROM search_results WHERE query_id = ? AND "
+                              "provider = ?", [query_id, provider]).fetchone()[0]
+            results = [r for r in results if r["image"] not in have]
+            for pos, r in enumerate(results, start=1):
+                r["rank"] = last + pos
         for rank, r in enumerate(results, start=1):
             url = r["image"]
             db.execute("INSERT OR IGNORE INTO candidates (url, status, updated_at) VALUES (?, 'pending', ?)",
@@ -70,12 +91,14 @@ def _store_results(db, query_id: int, provider: str, results: list[dict]) -> int
                  r.get("title"),
                  r.get("url") or r.get("source_page"), _int(r.get("width")), _int(r.get("height")),
                  dumps(r), now()])
+        n_total = len(results) if not append else db.execute(
+            "SELECT count(*) FROM search_results WHERE query_id = ? AND provider = ?", [query_id, provider]).fetchone()[0]
         db.execute("""INSERT INTO searches (query_id, provider, status, n_results, error, attempts, searched_at)
                       VALUES (?, ?, 'done', ?, NULL, coalesce((SELECT attempts FROM searches WHERE query_id = ?
                       AND provider = ?), 0) + 1, ?)
                       ON CONFLICT (query_id, provider) DO UPDATE SET status = 'done', n_results = excluded.n_results,
                       error = NULL, attempts = excluded.attempts, searched_at = excluded.searched_at""",
-                   [query_id, provider, len(results), query_id, provider, now()])
+                   [query_id, provider, n_total, query_id, provider, now()])
     return len(results)
 
 
@@ -85,7 +108,29 @@ def _record_failure(db, query_id: int, provider: str, error: str, attempts: int)
                       VALUES (?, ?, 'failed', 0, ?, ?, ?)
                       ON CONFLICT (query_id, provider) DO UPDATE SET status = 'failed', error = excluded.error,
                       attempts = searches.attempts + excluded.attempts, searched_at = excluded.searched_at""",
-                   [query_id, provider, error, attempts, now()])
+                   [query_id, provider, scrub(error), attempts, now()])
+
+
+def check_url(url, *, schemes=("http", "https")) -> str | None:
+    """Why ``url`` cannot be a candidate (``None`` when it can): every provider passes its URLs through this
+    one check. Only ``schemes`` (http/https for anything that came from the web or a list), a host, no
+    whitespace or control characters. The reason never depends on anything outside the URL itself (a
+    ``file://`` result is refused without looking at the disk)."""
+    if not isinstance(url, str) or not url.strip():
+        return "missing url"
+    url = url.strip()
+    if any(ord(ch) < 33 or ord(ch) == 127 for ch in url):
+        return "url contains whitespace or control characters"
+    try:
+        p = urllib.parse.urlsplit(url)
+        p.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError as e:
+        return f"url cannot be parsed ({e})"
+    if p.scheme.lower() not in schemes:
+        return "url is not http(s)" if "file" not in schemes else f"url scheme {p.scheme or '(none)'!r} not allowed"
+    if p.scheme.lower() in ("http", "https") and not p.hostname:
+        return "url has no host"
+    return None
 
 
 def _int(v):
@@ -95,9 +140,16 @@ def _int(v):
         return None
 
 
-def _reject(db, source: str, line: int | None, raw, reason: str) -> None:
-    db.execute("INSERT OR IGNORE INTO ingest_rejects (source, line, raw, reason, created_at) VALUES (?,?,?,?,?)",
-               [source, line, dumps(raw), reason, now()])
+def _reject(db, source: str, line: int | None, raw, reason: str) -> bool:
+    """Record a rejected input row once (a rerun of the same input adds nothing; ``line`` may be NULL, which
+    the UNIQUE constraint alone does not dedupe). True when a new row was written."""
+    raw = dumps(scrub_obj(raw))
+    cur = db.execute(
+        """INSERT OR IGNORE INTO ingest_rejects (source, line, raw, reason, created_at) SELECT ?,?,?,?,?
+           WHERE NOT EXISTS (SELECT 1 FROM ingest_rejects WHERE source = ? AND line IS ? AND reason = ?
+                             AND raw IS ?)""",
+        [source, line, raw, reason, now(), source, line, reason, raw])
+    return cur.rowcount > 0
 
 
 # ------------------------------------------------------------------------------------------ ddgs
@@ -175,8 +227,16 @@ class DDGSProvider(Provider):
                         _record_failure(db, q["id"], self.name, f"{type(e).__name__}: {e}", attempt)
                         counts["failed"] += 1
                         break
-                results = [r for r in (results or []) if r.get("image")][:per_query]
-                counts["results"] += _store_results(db, q["id"], self.name, results)
+                kept = []
+                for r in results or []:
+                    reason = check_url(r.get("image")) if isinstance(r, dict) else "result is not an object"
+                    if reason:  # e.g. file:///etc/passwd from a result: refused without touching the disk
+                        with db.conn:
+                            _reject(db, f"ddgs:{q['text']}", None, r, reason)
+                        counts["rejected"] = counts.get("rejected", 0) + 1
+                    else:
+                        kept.append(r)
+                counts["results"] += _store_results(db, q["id"], self.name, kept[:per_query])
                 counts["done"] += 1
                 break
         return counts
@@ -213,31 +273,6 @@ def _query_for(db, project, concept_id: int, country, language: str | None, text
                       [concept_id, country.code, lang, kind, text]).fetchone()[0]
 
 
-def read_table(path: Path) -> list[dict]:
-    """Rows of a JSONL, CSV or Parquet file (the columns img2dataset consumes)."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        rows = []
-        for i, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                rows.append({"__error__": f"line {i} is not JSON ({e.msg})", "__raw__": line})
-        return rows
-    if suffix in (".csv", ".tsv"):
-        import csv
-
-        with path.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    raise CulturaError(f"{path}: unsupported file type {suffix!r}. Use .jsonl, .csv, .tsv or .parquet.")
-
-
 class UrlsProvider(Provider):
     """``urls:PATH``: rows with at least ``url, concept, country`` (optional ``language, query, rank, title,
     source_page``). Unknown concepts are added (source ``import:urls``); bad rows go to ``ingest_rejects``."""
@@ -246,14 +281,14 @@ class UrlsProvider(Provider):
 
     def __init__(self, arg):
         if not arg:
-            raise CulturaError("The urls provider needs a file: --provider urls:PATH (JSONL, CSV or Parquet).")
+            raise CulturaError("The urls provider needs a file: urls:PATH (JSONL, CSV or Parquet).", param="provider")
         self.path = Path(arg)
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
         if not self.path.exists():
             raise CulturaError(f"{self.path} does not exist. Give the path of a JSONL/CSV/Parquet URL list.")
-        rows = read_table(self.path)
-        if rows and not any(k in rows[0] for k in ("url", "__error__")):
+        rows = read_rows(self.path)
+        if rows and not any("url" in r or ERROR in r for r in rows):  # a file without the column at all
             raise CulturaError(f"{self.path} has no 'url' column (columns: {', '.join(rows[0])}). It needs at "
                                "least url, concept, country.")
         db = project.db
@@ -263,26 +298,24 @@ class UrlsProvider(Provider):
         rejected = 0
         with db.conn:
             for i, row in enumerate(rows, start=1):
-                reason = row.get("__error__")
+                reason = row.get(ERROR)
                 url = str(row.get("url") or "").strip()
                 country_code = str(row.get("country") or "").strip().upper()
-                concept = normalise(row.get("concept") or "")
+                concept = normalise(str(row.get("concept") or ""))
                 if not reason:
-                    if not url:
-                        reason = "missing url"
-                    elif not url.lower().startswith(("http://", "https://")):
-                        reason = "url is not http(s)"
+                    if (reason := check_url(url)):
+                        pass
                     elif not concept:
                         reason = "missing concept"
                     elif country_code not in codes:
                         reason = (f"country {country_code or '(empty)'} is not a project country "
                                   f"({', '.join(sorted(codes))})")
                 if reason:
-                    _reject(db, source, i, row, reason)
                     rejected += 1
+                    _reject(db, source, i, row, reason)
                     continue
                 add_concepts(project, [concept], source="import:urls")
-                cid = get_concept(db, concept)["id"]
+                cid = db.execute("SELECT id FROM concepts WHERE name = ?", [concept]).fetchone()[0]
                 country = project.country(country_code)
                 qid = _query_for(db, project, cid, country, row.get("language") or None, row.get("query") or None,
                                  "import")
@@ -292,15 +325,18 @@ class UrlsProvider(Provider):
                     "rank": _int(row.get("rank")), "width": row.get("width"), "height": row.get("height")})
         done = skipped = n = 0
         for qid, results in grouped.items():
-            if not refresh and db.execute("SELECT 1 FROM searches WHERE query_id=? AND provider=? AND status='done'",
-                                          [qid, self.name]).fetchone():
-                skipped += 1
-                continue
             results.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
             for pos, r in enumerate(results, start=1):
                 r["rank"] = r["rank"] or pos
-            n += _store_results(db, qid, self.name, results)
-            done += 1
+            searched = db.execute("SELECT 1 FROM searches WHERE query_id=? AND provider=? AND status='done'",
+                                  [qid, self.name]).fetchone()
+            # a query searched before keeps its results; rows added to the file since are appended
+            added = _store_results(db, qid, self.name, results, append=bool(searched) and not refresh)
+            n += added
+            if added or not searched or refresh:
+                done += 1
+            else:
+                skipped += 1
         return {"rows": len(rows), "rejected": rejected, "queries": done, "skipped_queries": skipped, "results": n}
 
 
@@ -311,7 +347,7 @@ class FolderProvider(Provider):
 
     def __init__(self, arg):
         if not arg:
-            raise CulturaError("The folder provider needs a directory: --provider folder:DIR.")
+            raise CulturaError("The folder provider needs a directory: folder:DIR.", param="provider")
         self.root = Path(arg).resolve()
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
@@ -321,7 +357,23 @@ class FolderProvider(Provider):
         source = f"folder:{self.root}"
         codes = {c.code for c in project.countries}
         counts = {"files": 0, "rejected": 0, "queries": 0, "results": 0}
-        for cdir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+
+        def entries(d: Path) -> list[Path]:
+            """``d``'s entries that stay inside the tree: a symlink leading out of it is a reject row and
+            is never followed (nor is anything outside the tree opened)."""
+            out = []
+            for p in sorted(d.iterdir()):
+                if p.is_symlink():
+                    target = Path(os.path.realpath(p))
+                    if target != self.root and self.root not in target.parents:
+                        with db.conn:
+                            _reject(db, source, None, {"path": str(p)}, "symlink leads out of the folder (not followed)")
+                        counts["rejected"] += 1
+                        continue
+                out.append(p)
+            return out
+
+        for cdir in [p for p in entries(self.root) if p.is_dir()]:
             code = cdir.name.upper()
             if code not in codes:
                 with db.conn:
@@ -330,9 +382,10 @@ class FolderProvider(Provider):
                 counts["rejected"] += 1
                 continue
             country = project.country(code)
-            for kdir in sorted(p for p in cdir.iterdir() if p.is_dir()):
-                files = sorted(p for p in kdir.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-                others = sorted(p for p in kdir.iterdir() if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES)
+            for kdir in [p for p in entries(cdir) if p.is_dir()]:
+                inside = entries(kdir)
+                files = [p for p in inside if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
+                others = [p for p in inside if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES]
                 with db.conn:
                     for o in others:
                         _reject(db, source, None, {"path": str(o)}, f"not an image file type ({o.suffix or 'none'})")
@@ -342,12 +395,14 @@ class FolderProvider(Provider):
                     cid = get_concept(db, concept)["id"]
                     qid = _query_for(db, project, cid, country, None, f"folder:{cdir.name}/{kdir.name}", "folder")
                 counts["files"] += len(files)
-                if not refresh and db.execute("SELECT 1 FROM searches WHERE query_id=? AND provider=? AND status='done'",
-                                              [qid, self.name]).fetchone():
-                    continue
+                searched = db.execute("SELECT 1 FROM searches WHERE query_id=? AND provider=? AND status='done'",
+                                      [qid, self.name]).fetchone()
                 results = [{"image": p.as_uri(), "title": p.name, "url": None, "path": str(p)} for p in files]
-                counts["results"] += _store_results(db, qid, self.name, results)
-                counts["queries"] += 1
+                # files added since the last search are picked up without refresh (appended)
+                added = _store_results(db, qid, self.name, results, append=bool(searched) and not refresh)
+                counts["results"] += added
+                if added or not searched or refresh:
+                    counts["queries"] += 1
         return counts
 
 
@@ -398,14 +453,23 @@ def ingest_img2dataset(project, directory: str | Path) -> dict:
     rejected = 0
     with db.conn:
         for i, side in enumerate(sidecars):
-            meta = json.loads(side.read_text("utf-8"))
+            try:
+                meta = json.loads(side.read_text("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                meta = {"status": "unreadable", "error_message": f"sidecar is not UTF-8 JSON ({e})"}
+            if not isinstance(meta, dict):
+                meta = {"status": "unreadable", "error_message": "sidecar is JSON but not an object"}
             img = next((side.with_suffix(s) for s in (".jpg", ".jpeg", ".png", ".webp")
                         if side.with_suffix(s).exists()), None)
             reason = None
-            if meta.get("status") not in (None, "success"):
+            if meta.get("status") == "unreadable":
+                reason = meta["error_message"]
+            elif meta.get("status") not in (None, "success"):
                 reason = f"img2dataset: {meta.get('error_message') or meta.get('status')}"
             elif img is None:
                 reason = "image file missing next to its sidecar"
+            elif root.resolve() not in Path(os.path.realpath(img)).parents:
+                reason = "image file is a symlink out of the folder (not followed)"
             elif not meta.get("concept"):
                 reason = "missing additional column 'concept'"
             elif str(meta.get("country", "")).upper() not in codes:

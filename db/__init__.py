@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 import sqlite_utils
 
+from ..redact import scrub
 from .migrations import Migrations
 from .schema import core
 
@@ -111,7 +112,7 @@ def finish_run(db: sqlite_utils.Database, run_id: int, summary: dict | None = No
                status: str = "done", error: str | None = None) -> None:
     """Write a stage's summary row last: a stage is complete only once this is recorded."""
     db["runs"].update(run_id, {"status": status, "finished_at": now(),
-                               "summary": dumps(summary or {}), "error": error})
+                               "summary": dumps(summary or {}), "error": scrub(error)})
 
 
 def chunks(seq: Iterable, n: int):

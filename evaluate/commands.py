@@ -121,6 +121,19 @@ def suites_cmd(as_json):
              "description": s.description} for s in load_suites().values()]
     listing("Suites", rows, as_json)
 
+@evaluate.command("models")
+@click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+              help="Hugging Face cache to check (default: the hub's own, HF_HUB_CACHE).")
+@json_option
+def models_cmd(cache_dir, as_json):
+    """List the named model presets (the seed papers' models) with what each needs; run one with
+    --model preset:NAME (or its spec)."""
+    from ..models.embedders.presets import preset_table
+
+    rows = preset_table(cache_dir)
+    listing("Model presets (--model preset:NAME; --json for packages, hub repositories and notes)", rows, as_json,
+            ["name", "seeds", "ready_offline", "spec", "download"])
+
 @evaluate.group("cache")
 def cache():
     """The embedding cache (per model identity and image sha256 / text hash)."""

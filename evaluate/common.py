@@ -13,15 +13,15 @@ UMAP_MIN_POINTS = 200
 
 # -- embeddings (through the project's cache) --------------------------------------------------------
 
-def embed_texts(project, embedder, texts) -> np.ndarray:
+def embed_texts(project, embedder, texts, *, language: str | None = None) -> np.ndarray:
     """One unit-norm row per text (duplicates included), through the project's embedding cache, which embeds
-    each distinct text once."""
+    each distinct text once. ``language`` (the texts' language) reaches language-aware models (NLLB-CLIP)."""
     from ..models.embedders import embed_texts_cached
 
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    return np.asarray(embed_texts_cached(project, embedder, texts), dtype=np.float32)
+    return np.asarray(embed_texts_cached(project, embedder, texts, language=language), dtype=np.float32)
 
 
 def embed_images(project, embedder, sha256s) -> np.ndarray:

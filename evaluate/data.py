@@ -64,8 +64,8 @@ def resolve_benchmark(project, spec: str | None, kind: str | None = None) -> Ben
                            "(or pass --benchmark NAME).")
     r = rows[0]
     if kind and spec and r["kind"] != kind:
-        raise CulturaError(f"Benchmark {spec!r} is a {r['kind']} benchmark, not {kind}. Pass a {kind} benchmark "
-                           f"with --benchmark, or run the suite that reads {r['kind']} benchmarks.")
+        raise CulturaError(f"Benchmark {spec!r} is a {r['kind']} benchmark, not {kind}. Give a {kind} benchmark, "
+                           f"or run the suite that reads {r['kind']} benchmarks.", param="benchmark")
     return Benchmark(id=r["id"], name=r["name"], version=r["version"], kind=r["kind"],
                      content_hash=r["content_hash"], n_items=r["n_items"])
 

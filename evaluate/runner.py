@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..db import dumps, now
 from ..errors import CulturaError
+from ..redact import scrub, scrub_obj
 from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
 from .data import resolve_benchmark
 from .results import (_from_json, _json_safe, _sql_value, cultura_version, git_revision, list_runs,  # noqa: F401
@@ -68,8 +69,8 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
         models = [models]
     models = list(models)
     if not models:
-        raise CulturaError("No model given. Pass --model SPEC (e.g. --model fake or "
-                           "--model openclip:ViT-B-32/openai).")
+        raise CulturaError("No model given: give at least one model spec (e.g. fake or "
+                           "openclip:ViT-B-32/openai).", param="models")
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
@@ -91,7 +92,7 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
                 try:
                     embedder = spec if not isinstance(spec, str) else get_embedder(spec, **kw)
                 except CulturaError as e:
-                    error = str(e)
+                    error = scrub(str(e))
             if error is not None:
                 # a model that cannot be built is one failure, not one per suite (issue 14: --model clip
                 # started 7 failing runs)
@@ -168,8 +169,8 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
     suite = get_suite(suite) if isinstance(suite, str) else suite
     options = dict(options or {})
     db = project.db
-    identity = embedder.identity
-    run = {"model": identity, "model_spec": spec or identity, "model_info": dumps(_info(embedder)),
+    identity = scrub(embedder.identity)
+    run = {"model": identity, "model_spec": scrub(spec or identity), "model_info": dumps(scrub_obj(_info(embedder))),
            "benchmark": benchmark, "suite": suite.name,
            "params": dumps({"options": options, "benchmark_arg": benchmark, **(extra_params or {})}),
            "git_revision": git_revision(), "cultura_version": cultura_version(), "status": "running",
@@ -184,7 +185,7 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
             bench = resolve_benchmark(project, benchmark, None if benchmark else suite.benchmark_kind)
             if bench.kind != suite.benchmark_kind:
                 msg = (f"Benchmark {bench.ref} is a {bench.kind} benchmark; suite {suite.name} reads "
-                       f"{suite.benchmark_kind} benchmarks. Pass one with --benchmark.")
+                       f"{suite.benchmark_kind} benchmarks; give one of that kind.")
                 raise SuiteSkipped(msg) if from_all else CulturaError(msg)
             bench_arg = bench.ref
             _set_bench(rec, run, bench.provenance())
@@ -209,13 +210,13 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
         rec.status = "done"
         rec.json_path = str(write_run_json(project, run_id))
     except SuiteSkipped as e:
-        rec.status, rec.reason = ("skipped" if from_all else "failed"), str(e)
+        rec.status, rec.reason = ("skipped" if from_all else "failed"), scrub(str(e))
         _finish(db, run_id, rec, embedder, before)
     except CulturaError as e:
-        rec.status, rec.reason = "failed", str(e)
+        rec.status, rec.reason = "failed", scrub(str(e))
         _finish(db, run_id, rec, embedder, before)
     except BaseException as e:  # a bug or an interrupt: recorded, then raised
-        rec.status, rec.reason = "failed", f"{type(e).__name__}: {e}"
+        rec.status, rec.reason = "failed", scrub(f"{type(e).__name__}: {e}")
         _finish(db, run_id, rec, embedder, before)
         raise
     return rec

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ..db import now
 from ..errors import CulturaError, unknown
+from .registry import Registry
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
 MAX_TOKENS = 30
@@ -121,34 +122,29 @@ class OpenAIChatGenerator(OpenAIEndpoint, TextGenerator):
                     model=self.model, messages=[{"role": "user", "content": p}], temperature=0, top_p=1,
                     max_tokens=self.max_tokens)
             except openai.APIConnectionError:
-                raise CulturaError(f"Cannot reach the chat endpoint at {self.base_url or 'api.openai.com'}. "
+                raise CulturaError(f"Cannot reach the chat endpoint at {self.host}. "
                                    "Check OPENAI_BASE_URL.") from None
             out.append((resp.choices[0].message.content or "") if resp.choices else "")
         return out
 
 
-_GENERATORS: dict[str, Callable[..., TextGenerator]] = {
-    "hf": lambda rest, **kw: HFGenerator(rest, **kw),
-    "openai": lambda rest, **kw: OpenAIChatGenerator(rest, **kw),
-}
+#: The text generator families (a :class:`cultura.models.registry.Registry`; plugins: entry points
+#: ``cultura.generators``).
+GENERATORS: Registry[TextGenerator] = Registry(
+    "LLM generator", TextGenerator, entry_point_group="cultura.generators",
+    examples="'hf:cultura-tiny-gpt2' or 'openai:MODEL'",
+    builtins={"hf": lambda rest, **kw: HFGenerator(rest, **kw),
+              "openai": lambda rest, **kw: OpenAIChatGenerator(rest, **kw)})
 
 
 def register_generator(family: str, factory: Callable[..., TextGenerator]) -> None:
     """Register ``factory(rest, **options) -> TextGenerator`` for specs ``family:rest``."""
-    _GENERATORS[family] = factory
+    GENERATORS.register(family, factory)
 
 
 def get_generator(spec: "str | TextGenerator", **options: Any) -> TextGenerator:
     """Build the generator named by ``spec`` (``hf:NAME_OR_PATH``, ``openai:MODEL``)."""
-    if isinstance(spec, TextGenerator):
-        return spec
-    if not isinstance(spec, str) or ":" not in spec:
-        raise CulturaError(f"A generator spec looks like FAMILY:NAME (hf:cultura-tiny-gpt2, openai:MODEL), "
-                           f"got {spec!r}.")
-    family, _, rest = spec.partition(":")
-    if family not in _GENERATORS:
-        raise unknown("LLM generator family", family, _GENERATORS)
-    return _GENERATORS[family](rest, **options)
+    return GENERATORS.build(spec, **options)
 
 
 def generate_cached(project, generator: TextGenerator, prompts) -> list[str]:

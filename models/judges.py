@@ -8,8 +8,10 @@ else plain prompting — and the probabilities of the five tokens at the first o
 
     score = sum_s s · P(s)   (P renormalised over "1".."5")  — :func:`cultura.evaluate.metrics.expected_score`
 
-with the argmax kept (:func:`~cultura.evaluate.metrics.argmax_score`). Tokens absent from the returned
-``top_logprobs`` get probability 0. When the endpoint returns no usable log-probabilities the reply text is
+with the argmax kept (:func:`~cultura.evaluate.metrics.argmax_score`). The judge asks for
+``top_logprobs=20`` alternatives (the OpenAI API's maximum) so that all five digits are normally scored;
+a digit still absent gets probability 0 AND the result says so: ``missing`` lists the absent digits and the
+``reason`` names them (status stays ``ok``; the suite counts such rows as ``n_incomplete``). When the endpoint returns no usable log-probabilities the reply text is
 parsed (first digit 1–5, status ``parsed``, one-hot distribution); otherwise the row fails with its reason.
 
 Judges are a registry: ``openai:MODEL`` (``openai-vision:MODEL`` sends the image too) and ``stub`` — a
@@ -26,12 +28,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .llm import render_prompt
+from .embedders.base import safe_image
+from ..redact import scrub
 from ..errors import CulturaError, unknown
+from .registry import Registry
 from ..evaluate.metrics import argmax_score, expected_score
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
 TEMPLATE = "caire_relevance_score.j2"
+#: Chain-of-thought prompt ending in "Score: N" (seed 004 §5.2; without retrieved text it is Baseline 2).
+COT_TEMPLATE = "caire_relevance.j2"
+STYLES = ("score", "cot")
+_SCORE_LINE = re.compile(r"score\W{0,6}$", re.IGNORECASE)
 
 
 @dataclass
@@ -44,6 +53,12 @@ class JudgeResult:
     argmax: int | None = None
     reason: str | None = None
     reply: str | None = None
+    missing: list = field(default_factory=list)   # score digits absent from the returned alternatives
+
+
+#: Alternatives requested per position: the OpenAI API's maximum, so that the five digits are all scored even
+#: when other tokens ("Score", " ", "The") take some of the top places.
+DEFAULT_TOP_LOGPROBS = 20
 
 
 def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None) -> JudgeResult:
@@ -55,7 +70,14 @@ def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None)
         if t in lps and lp is not None and float(lp) > lps[t]:
             lps[t] = float(lp)
     if any(v > -math.inf for v in lps.values()):
-        return JudgeResult("ok", lps, expected_score(lps), argmax_score(lps), reply=reply)
+        missing = [t for t in SCORE_TOKENS if lps[t] == -math.inf]
+        reason = None
+        if missing:
+            floor = min((float(lp) for _, lp in top if lp is not None), default=-math.inf)
+            reason = (f"score token(s) {', '.join(missing)} not among the {len(top)} returned alternatives; their "
+                      f"probability is taken as 0 (each is below exp({floor:.2f}))")
+        return JudgeResult("ok", lps, expected_score(lps), argmax_score(lps), reply=reply, reason=reason,
+                           missing=missing)
     m = re.search(r"[1-5]", reply or "")
     if m:
         one = {s: (0.0 if s == m.group(0) else -math.inf) for s in SCORE_TOKENS}
@@ -63,6 +85,34 @@ def result_from_logprobs(top: list[tuple[str, float]], reply: str | None = None)
                            reason="no score token among the returned log-probabilities; parsed the reply",
                            reply=reply)
     return JudgeResult("failed", reason=f"the judge gave no score 1-5 (reply {str(reply)[:80]!r})", reply=reply)
+
+
+def result_from_cot(content: list | None, reply: str | None) -> JudgeResult:
+    """A chain-of-thought reply ending in "Score: N": the five digits' probabilities at the position of that
+    N (from the reply's per-token ``top_logprobs``) give the expectation, like the constrained judge; without
+    log-probabilities the last "Score: N" of the text is taken (status ``parsed``)."""
+    text = ""
+    hit = None
+    for entry in content or []:
+        tok = str(entry.get("token", "")) if isinstance(entry, dict) else str(getattr(entry, "token", ""))
+        if tok.strip() in SCORE_TOKENS and _SCORE_LINE.search(text.rstrip()):
+            hit = entry
+        text += tok
+    if hit is not None:
+        get = (lambda o, k: o.get(k)) if isinstance(hit, dict) else getattr
+        alts = get(hit, "top_logprobs") or []
+        top = [((a.get("token") if isinstance(a, dict) else a.token),
+                (a.get("logprob") if isinstance(a, dict) else a.logprob)) for a in alts]
+        res = result_from_logprobs(top + [(get(hit, "token"), get(hit, "logprob"))], reply)
+        if res.status == "ok":
+            return res
+    matches = re.findall(r"score\W{0,6}([1-5])\b", reply or "", flags=re.IGNORECASE)
+    if matches:
+        d = matches[-1]
+        one = {s: (0.0 if s == d else -math.inf) for s in SCORE_TOKENS}
+        return JudgeResult("parsed", one, float(d), int(d), reply=reply,
+                           reason="no log-probabilities at the final score; parsed 'Score: N' from the reply")
+    return JudgeResult("failed", reason=f"no 'Score: N' line in the reply (ends {str(reply)[-80:]!r})", reply=reply)
 
 
 class RelevanceJudge:
@@ -85,7 +135,7 @@ def image_data_url(path: str, *, max_side: int = 768) -> str:
     from PIL import Image
 
     with Image.open(path) as im:
-        im = im.convert("RGB")
+        im = safe_image(im).convert("RGB")  # a thin strip is cropped before the RGB copy
         im.thumbnail((max_side, max_side))
         buf = io.BytesIO()
         im.save(buf, format="JPEG", quality=85)
@@ -93,15 +143,23 @@ def image_data_url(path: str, *, max_side: int = 768) -> str:
 
 
 class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
-    """An OpenAI-compatible chat model asked for one score token with ``logprobs=True, top_logprobs=5``.
+    """An OpenAI-compatible chat model asked for one score token with ``logprobs=True, top_logprobs=20``.
 
     ``vision``: attach the image. ``guided``: send ``guided_choice: ["1".."5"]`` (vLLM). ``logit_bias``:
     ``{token_id: bias}`` for the five score tokens of this model's tokenizer (OpenAI-style constraint)."""
 
     def __init__(self, model: str, *, base_url: str | None = None, vision: bool = False, guided: bool = False,
-                 logit_bias: dict | None = None, top_logprobs: int = 5, client=None, timeout: float = 120.0):
+                 logit_bias: dict | None = None, top_logprobs: int = DEFAULT_TOP_LOGPROBS, client=None,
+                 timeout: float = 120.0, style: str = "score", max_tokens: int = 1024):
+        if style not in STYLES:
+            raise unknown("judge style", style, STYLES)
+        self.style = style
+        self.max_tokens = int(max_tokens)
         if not model:
-            raise CulturaError("The judge needs a model name: --judge openai:MODEL.")
+            raise CulturaError("The judge needs a model name: openai:MODEL.", param="judge")
+        if not 5 <= int(top_logprobs) <= 20:
+            raise CulturaError(f"top_logprobs must be between 5 and 20 (the five score digits must fit; the API "
+                               f"allows at most 20), got {top_logprobs}.", param="top_logprobs")
         self.model = model
         self.base_url = resolve_base_url(base_url)
         self.supports_images = bool(vision)
@@ -113,11 +171,12 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
 
     @property
     def identity(self) -> str:
-        return f"openai{'-vision' if self.supports_images else ''}:{self.model}@{self.host}"
+        cot = "-cot" if self.style == "cot" else ""
+        return f"openai{'-vision' if self.supports_images else ''}{cot}:{self.model}@{self.host}"
 
 
     def messages(self, *, culture, entity_text="", titles=None, image_path=None) -> list[dict]:
-        prompt = render_prompt(TEMPLATE, culture=culture, entity_text=entity_text or "", titles=titles or [],
+        prompt = render_prompt(COT_TEMPLATE if self.style == "cot" else TEMPLATE, culture=culture, entity_text=entity_text or "", titles=titles or [],
                                with_image=bool(image_path and self.supports_images))
         if image_path and self.supports_images:
             content: Any = [{"type": "text", "text": prompt},
@@ -131,27 +190,30 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
 
         kwargs: dict = dict(model=self.model, messages=self.messages(culture=culture, entity_text=entity_text,
                                                                      titles=titles, image_path=image_path),
-                            max_tokens=1, temperature=0, logprobs=True, top_logprobs=self.top_logprobs)
-        if self.logit_bias:
+                            max_tokens=1 if self.style == "score" else self.max_tokens, temperature=0,
+                            logprobs=True, top_logprobs=self.top_logprobs)
+        if self.logit_bias and self.style == "score":
             kwargs["logit_bias"] = self.logit_bias
-        if self.guided:
+        if self.guided and self.style == "score":
             kwargs["extra_body"] = {"guided_choice": list(SCORE_TOKENS)}
         try:
             resp = self.client.chat.completions.create(**kwargs)
         except openai.APIConnectionError:
-            raise CulturaError(f"Cannot reach the judge endpoint at {self.base_url or 'api.openai.com'}. Check "
+            raise CulturaError(f"Cannot reach the judge endpoint at {self.host}. Check "
                                "OPENAI_BASE_URL.") from None
         except (openai.AuthenticationError, openai.NotFoundError) as e:
             raise CulturaError(f"The judge endpoint refused the call ({type(e).__name__}); check OPENAI_API_KEY "
                                f"and the model name {self.model!r}.") from None
         except openai.APIError as e:
-            return JudgeResult("failed", reason=f"{type(e).__name__}: {str(e)[:200]}")
+            return JudgeResult("failed", reason=scrub(f"{type(e).__name__}: {e}")[:200])  # scrub, then cut
         if not resp.choices:
             return JudgeResult("failed", reason="the judge returned no choices")
         ch = resp.choices[0]
         reply = ch.message.content if ch.message else None
         top: list[tuple[str, float]] = []
         content = getattr(getattr(ch, "logprobs", None), "content", None) or []
+        if self.style == "cot":
+            return result_from_cot(content, reply)
         if content:
             first = content[0]
             top = [(t.token, t.logprob) for t in (first.top_logprobs or [])] + [(first.token, first.logprob)]
@@ -186,25 +248,25 @@ class StubJudge(RelevanceJudge):
 
 
 JudgeFactory = Callable[..., RelevanceJudge]
-_JUDGES: dict[str, JudgeFactory] = {
-    "openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
-    "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
-    "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw),
-}
+#: The relevance judge families (a :class:`cultura.models.registry.Registry`; plugins: entry points
+#: ``cultura.judges``).
+JUDGES: Registry[RelevanceJudge] = Registry(
+    "judge", RelevanceJudge, entry_point_group="cultura.judges",
+    examples="'openai:MODEL', 'openai-vision:MODEL', 'openai-vision-cot:MODEL' or 'stub'",
+    builtins={"openai": lambda rest, **kw: OpenAIJudge(rest, **kw),
+              "openai-vision": lambda rest, **kw: OpenAIJudge(rest, vision=True, **kw),
+              # chain-of-thought ("Score: N"); with context "none" this is seed 004's VLM baseline (Baseline 2)
+              "openai-cot": lambda rest, **kw: OpenAIJudge(rest, style="cot", **kw),
+              "openai-vision-cot": lambda rest, **kw: OpenAIJudge(rest, vision=True, style="cot", **kw),
+              "stub": lambda rest, **kw: StubJudge(**({"seed": int(rest)} if rest else {}), **kw)})
 
 
 def register_judge(family: str, factory: JudgeFactory) -> None:
     """Register ``factory(rest, **options) -> RelevanceJudge`` for specs ``family:rest``."""
-    _JUDGES[family] = factory
+    JUDGES.register(family, factory)
 
 
 def get_judge(spec: "str | RelevanceJudge", **options) -> RelevanceJudge:
-    """``openai:MODEL``, ``openai-vision:MODEL``, ``stub`` (or ``stub:SEED``); an instance is returned as is."""
-    if isinstance(spec, RelevanceJudge):
-        return spec
-    if not isinstance(spec, str) or not spec.strip():
-        raise CulturaError("A judge spec looks like openai:MODEL, openai-vision:MODEL or stub.")
-    family, _, rest = spec.strip().partition(":")
-    if family not in _JUDGES:
-        raise unknown("judge family", family, _JUDGES)
-    return _JUDGES[family](rest, **options)
+    """``openai:MODEL``, ``openai-vision:MODEL``, ``openai-cot:MODEL``, ``openai-vision-cot:MODEL`` (chain of
+    thought ending "Score: N"), ``stub`` (or ``stub:SEED``); an instance is returned as is."""
+    return JUDGES.build(spec, **options)

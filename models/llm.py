@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..db import dumps, now
 from ..errors import CulturaError
+from ..redact import scrub, strip_userinfo
 from ..templates import render_template
 
 T = TypeVar("T", bound=BaseModel)
@@ -77,9 +78,10 @@ class OpenAIEndpoint:
 
     @property
     def host(self) -> str:
-        from urllib.parse import urlparse
+        from urllib.parse import urlsplit
 
-        return urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
+        # the endpoint's host[:port] only: never the user:password@ a base URL may carry
+        return urlsplit(strip_userinfo(self.base_url)).netloc if self.base_url else "api.openai.com"
 
     @property
     def client(self):
@@ -148,7 +150,7 @@ class LLM:
                 raise LLMUnavailable(f"The LLM endpoint does not know model {self.model!r}. Set llm.model in "
                                      "cultura.toml or pass --model.") from None
             except openai.APIConnectionError:
-                base = self.cfg.base_url or os.environ.get("OPENAI_BASE_URL") or "the OpenAI API"
+                base = strip_userinfo(self.cfg.base_url or os.environ.get("OPENAI_BASE_URL")) or "the OpenAI API"
                 raise LLMUnavailable(f"Cannot reach the LLM endpoint at {base}. Check OPENAI_BASE_URL and "
                                      "your network.") from None
         raise last
@@ -174,7 +176,7 @@ class LLM:
             try:
                 resp = self._create(convo, schema)
             except openai.APIError as e:
-                error, status = f"{type(e).__name__}: {e}", "error"
+                error, status = scrub(f"{type(e).__name__}: {e}"), "error"
                 continue
             reply = (resp.choices[0].message.content or "") if resp.choices else ""
             try:
@@ -195,8 +197,8 @@ class LLM:
         with db.conn:
             return db["llm_calls"].insert({
                 "run_id": run_id, "stage": stage, "model": self.model,
-                "request": dumps({"messages": messages}), "reply": reply, "status": status,
-                "error": error, "attempts": attempts, "created_at": now()}).last_pk
+                "request": dumps({"messages": messages}), "reply": scrub(reply), "status": status,
+                "error": scrub(error), "attempts": attempts, "created_at": now()}).last_pk
 
 
 def _short_error(e: Exception) -> str:

@@ -34,6 +34,8 @@ import numpy as np
 
 from ..db import now
 from ..errors import CulturaError, unknown
+from ..redact import scrub
+from .registry import Registry
 from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 from .tiny import RANDOM_INIT, folder_is_random_init, is_random_init
@@ -166,7 +168,7 @@ def load_hf_causal_lm(name: str, device: str | None = None):
         tok = AutoTokenizer.from_pretrained(path, local_files_only=local or hub_offline())
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=local or hub_offline())
     except OSError as e:
-        raise offline_error(f"hf:{name}", e, local_hint="or pass a local folder: --llm hf:/path/to/model") from e
+        raise offline_error(f"hf:{name}", e, local_hint="or give a local folder: hf:/path/to/model") from e
     dev = resolve_device(device)
     model.to(dev)
     model.eval()
@@ -337,14 +339,14 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
                 resp = self._create(form, prompts)
             except openai.BadRequestError as e:
                 if len(self._forms) == 1:
-                    raise CulturaError(f"The completions endpoint at {self.base_url or 'api.openai.com'} refused "
+                    raise CulturaError(f"The completions endpoint at {self.host} refused "
                                        f"the {self.resolved_api} request for prompt log-probabilities "
                                        f"({_short(e)}); try --llm openai:{self.model}?api=echo or "
                                        f"?api=prompt_logprobs.") from None
                 self._forms.pop(0)
                 continue
             except openai.APIConnectionError:
-                raise CulturaError(f"Cannot reach the completions endpoint at {self.base_url or 'api.openai.com'}. "
+                raise CulturaError(f"Cannot reach the completions endpoint at {self.host}. "
                                    "Check OPENAI_BASE_URL.") from None
             except openai.NotFoundError:
                 raise CulturaError(f"The endpoint does not serve model {self.model!r} on /v1/completions; check "
@@ -368,7 +370,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
 
 
 def _short(e) -> str:
-    msg = getattr(e, "message", None) or str(e)
+    msg = scrub(getattr(e, "message", None) or str(e))  # scrubbed before it is cut
     return msg if len(msg) <= 160 else msg[:157] + "..."
 
 
@@ -463,30 +465,28 @@ def _sum_span(choice, start: int, end: int) -> tuple[float | None, int, str | No
 # -- registry ----------------------------------------------------------------------------------------------
 
 ScorerFactory = Callable[..., LogProbScorer]
-_SCORERS: dict[str, ScorerFactory] = {}
+#: The LM scorer families (a :class:`cultura.models.registry.Registry`; plugins: entry points ``cultura.scorers``).
+SCORERS: Registry[LogProbScorer] = Registry(
+    "LLM scorer", LogProbScorer, entry_point_group="cultura.scorers",
+    examples="'hf:cultura-tiny-gpt2', 'hf:/path/to/model' or 'openai:MODEL'",
+    builtins={"hf": lambda rest, **kw: HFScorer(rest, **kw),
+              "openai": lambda rest, **kw: OpenAICompletionsScorer(rest, **kw)})
 
 
 def register_scorer(family: str, factory: ScorerFactory) -> None:
     """Register ``factory(rest, **options) -> LogProbScorer`` for specs ``family:rest``."""
-    if not family or ":" in family:
-        raise CulturaError(f"Scorer family {family!r} must be non-empty and contain no ':'.")
-    _SCORERS[family] = factory
+    SCORERS.register(family, factory)
 
 
 def get_scorer(spec: "str | LogProbScorer", **options: Any) -> LogProbScorer:
-    """Build the scorer named by ``spec`` (``hf:NAME_OR_PATH``, ``openai:MODEL``); an instance is returned
-    as is."""
+    """Build the scorer named by ``spec`` (``hf:NAME_OR_PATH``, ``openai:MODEL``, options as
+    ``MODEL?api=echo``); an instance is returned as is."""
     if isinstance(spec, LogProbScorer):
         return spec
-    if not isinstance(spec, str) or ":" not in spec:
-        raise CulturaError(f"An LLM spec looks like FAMILY:NAME (hf:cultura-tiny-gpt2, hf:/path/to/model, "
-                           f"openai:MODEL), got {spec!r}.")
-    family, _, rest = spec.strip().partition(":")
-    if family not in _SCORERS:
-        raise unknown("LLM scorer family", family, _SCORERS)
+    family, rest = SCORERS.parse(spec)
     rest, query = split_spec_options(rest)
     try:
-        return _SCORERS[family](rest, **{**query, **options})
+        return SCORERS.build(f"{family}:{rest}", **{**query, **options})
     except TypeError as e:
         if "unexpected keyword" not in str(e):
             raise
@@ -513,6 +513,3 @@ def split_spec_options(rest: str) -> tuple[str, dict[str, str]]:
             raise CulturaError(f"batch_size must be an integer, got {opts['batch_size']!r}.") from None
     return name, opts
 
-
-register_scorer("hf", lambda rest, **kw: HFScorer(rest, **kw))
-register_scorer("openai", lambda rest, **kw: OpenAICompletionsScorer(rest, **kw))

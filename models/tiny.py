@@ -29,8 +29,8 @@ def is_random_init(identity: str | None) -> bool:
     >>> is_random_init("clip:openclip:cultura-tiny/random_init@seed0"), is_random_init("openclip:ViT-B-32/openai")
     (True, False)
     """
-    # "/random@seed" is how open_clip random-init identities read before the marker was renamed (older DBs)
-    return bool(identity) and (RANDOM_INIT in str(identity) or "/random@seed" in str(identity))
+    # "/random@" is how other random-init identities read (mclip, and open_clip before the marker was renamed)
+    return bool(identity) and (RANDOM_INIT in str(identity) or "/random@" in str(identity))
 
 
 def folder_is_random_init(path: str | os.PathLike) -> bool:

@@ -406,10 +406,10 @@ def _next_version(db, name: str, version: int | None) -> int:
     if version is None:
         return max(versions, default=0) + 1
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise BuildError(f"Version {version!r} is not a positive integer. Pass --version 1, 2, … or omit it.")
+        raise BuildError(f"Version {version!r} is not a positive integer: give 1, 2, … or none.", param="version")
     if version in versions:
-        raise BuildError(f"Benchmark {name!r} version {version} already exists. Omit --version to build "
-                         f"version {max(versions) + 1}, or choose another --name.")
+        raise BuildError(f"Benchmark {name!r} version {version} already exists. Give no version to build "
+                         f"version {max(versions) + 1}, or choose another name.", param="version")
     return version
 
 
@@ -428,9 +428,9 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
     if kind not in KINDS:
         raise unknown("benchmark kind", kind, KINDS)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise BuildError(f"Seed {seed!r} is not an integer. Pass --seed 0 (or any whole number).")
+        raise BuildError(f"Seed {seed!r} is not an integer; give 0 or any whole number.", param="seed")
     if not isinstance(per_pair, int) or per_pair < 1:
-        raise BuildError(f"per_pair must be a positive integer (got {per_pair!r}). Pass --per-pair 1 or more.")
+        raise BuildError(f"per_pair must be a positive integer (got {per_pair!r}).", param="per_pair")
     db = project.db
     name = name or kind
     version = _next_version(db, name, version)

@@ -58,8 +58,13 @@ class Embedder:
     """
 
     family: ClassVar[str] = ""
+    #: True for a model built without trained weights (its numbers mean nothing); families set or override it
+    random_init: bool = False
     supports_images: ClassVar[bool] = True
     supports_texts: ClassVar[bool] = True
+    #: True when the text encoding depends on a language tag given beside the text (NLLB-CLIP's source-language
+    #: token). Such a family's ``_embed_text_batch`` takes ``language=`` and the cache keys texts by language.
+    language_aware: bool = False
 
     def __init__(self, *, device: str | None = None, batch_size: int = 32, progress: bool | None = None):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -82,10 +87,6 @@ class Embedder:
         return {"identity": self.identity, "family": self.family, "dim": self._dim,
                 "device": getattr(self, "device", None), "random_init": self.random_init}
 
-    @property
-    def random_init(self) -> bool:
-        """True for a model built without trained weights (its numbers mean nothing). Families override."""
-        return False
 
     @property
     def dim(self) -> int:
@@ -107,22 +108,31 @@ class Embedder:
 
     # -- public API -----------------------------------------------------------------------------------
     def embed_images(self, images: Sequence[Any]) -> np.ndarray:
-        """Embed PIL images; returns an ``(len(images), dim)`` float32 array with unit-norm rows."""
+        """Embed PIL images; returns an ``(len(images), dim)`` float32 array with unit-norm rows. Every
+        image is bounded by :func:`safe_image` first (no model preprocessing sees a thin strip)."""
         if not self.supports_images:
             raise ModelCapabilityError(
                 f"Model {self.identity!r} embeds text only. Use an image-text model for images "
                 "(e.g. 'openclip:ViT-B-32/openai' or 'st:TEXT_MODEL+clip-ViT-B-32').")
-        return self._run(list(images), self._embed_image_batch, "image", "Embedding images")
+        return self._run([safe_image(im) for im in images], self._embed_image_batch, "image", "Embedding images")
 
-    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed strings; returns an ``(len(texts), dim)`` float32 array with unit-norm rows."""
+    def embed_texts(self, texts: Sequence[str], *, language: str | None = None) -> np.ndarray:
+        """Embed strings; returns an ``(len(texts), dim)`` float32 array with unit-norm rows.
+
+        ``language`` (ISO 639-1 such as ``"hi"``, or a model-specific code such as ``"hin_Deva"``) is the
+        language of the texts. A language-aware model (:attr:`language_aware`, e.g. NLLB-CLIP, whose tokenizer
+        prefixes a source-language token) encodes it; the others ignore it."""
         texts = list(texts)
         bad = [t for t in texts if not isinstance(t, str)]
         if bad:
             raise CulturaError(f"embed_texts needs strings; got {type(bad[0]).__name__} {bad[0]!r}.")
         if not self.supports_texts:
             raise ModelCapabilityError(f"Model {self.identity!r} embeds images only.")
-        return self._run(texts, self._embed_text_batch, "text", "Embedding texts")
+        fn = self._embed_text_batch
+        if language and self.language_aware:
+            def fn(batch, _lang=language):
+                return self._embed_text_batch(batch, language=_lang)
+        return self._run(texts, fn, "text", "Embedding texts")
 
     # -- to implement ---------------------------------------------------------------------------------
     def _embed_image_batch(self, images: list) -> Any:
@@ -160,6 +170,35 @@ class Embedder:
     def reset_stats(self) -> None:
         for k in self.stats:
             self.stats[k] = 0
+
+
+#: No model preprocessing sees an image whose longer side is more than this many times its shorter one, or
+#: with more than SAFE_MAX_PIXELS pixels: a 64 x 1,000,000 strip (allowed by the pixel cap) would otherwise
+#: be resized by CLIP-style preprocessing to 224 x 3,500,000 (GBs of memory).
+SAFE_MAX_ASPECT = 10.0
+SAFE_MAX_PIXELS = 40_000_000
+
+
+def safe_image(im: Any) -> Any:
+    """``im`` bounded for model preprocessing: an extreme strip is centre-cropped to an aspect ratio of
+    :data:`SAFE_MAX_ASPECT` (what the models' own resize-and-centre-crop keeps anyway) and a huge image is
+    shrunk to :data:`SAFE_MAX_PIXELS`. Ordinary images are returned unchanged (same object, same pixels,
+    so their embeddings do not change). Anything that is not a PIL image passes through."""
+    size = getattr(im, "size", None)
+    if not (isinstance(size, tuple) and len(size) == 2 and hasattr(im, "crop")):
+        return im
+    w, h = size
+    if min(w, h) <= 0:
+        return im
+    if max(w, h) > SAFE_MAX_ASPECT * min(w, h):
+        keep = max(1, int(SAFE_MAX_ASPECT * min(w, h)))
+        box = ((w - keep) // 2, 0, (w - keep) // 2 + keep, h) if w > h else (0, (h - keep) // 2, w, (h - keep) // 2 + keep)
+        im = im.crop(box)
+        w, h = im.size
+    if w * h > SAFE_MAX_PIXELS:
+        scale = (SAFE_MAX_PIXELS / (w * h)) ** 0.5
+        im = im.resize((max(1, int(w * scale)), max(1, int(h * scale))), reducing_gap=2.0)
+    return im
 
 
 def normalize(x: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ...errors import CulturaError
-from .base import PROGRESS_MIN_ITEMS, Embedder, _progress
+from .base import PROGRESS_MIN_ITEMS, Embedder, _progress, safe_image
 
 SQL_CHUNK = 500          # keys per SELECT … IN (…)
 
@@ -120,6 +120,7 @@ def _image_loader(project) -> Callable[[list[str]], list]:
             try:
                 with Image.open(p) as im:
                     im.load()
+                    im = safe_image(im)  # bounded before the RGB copy and any model preprocessing
                     out.append(im.convert("RGB") if im.mode not in ("RGB", "L") else im.copy())
             except (OSError, ValueError) as e:
                 raise CulturaError(f"Image {s} at {p} cannot be read ({e}). Re-run 'cultura images download' to "
@@ -148,14 +149,22 @@ def embed_images_cached(project, embedder: Embedder, sha256s: Sequence[str], *,
     return _cached(db, embedder, "image", sha256s, lambda part: embedder.embed_images(loader(part)), chunk_size)
 
 
-def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *,
+def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,
                        chunk_size: int | None = None) -> np.ndarray:
-    """Embeddings of texts, one row per input in input order, computing only texts not cached yet."""
+    """Embeddings of texts, one row per input in input order, computing only texts not cached yet.
+
+    ``language`` goes to :meth:`Embedder.embed_texts`; for a language-aware model it is part of the cache key
+    (the same string in two languages is two embeddings)."""
     db = _db(project)
     texts = list(texts)
-    by_key = {text_key(t): t for t in texts}
-    return _cached(db, embedder, "text", [text_key(t) for t in texts],
-                   lambda part: embedder.embed_texts([by_key[k] for k in part]), chunk_size)
+    lang = language if (language and embedder.language_aware) else None
+
+    def key(t: str) -> str:
+        return text_key(t) if lang is None else text_key(f"{lang}\x00{t}")
+
+    by_key = {key(t): t for t in texts}
+    return _cached(db, embedder, "text", [key(t) for t in texts],
+                   lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size)
 
 
 def cache_size(project) -> dict:

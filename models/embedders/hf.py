@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ...errors import CulturaError
 from .base import Embedder, file_sha256, offline_error, resolve_device
+from .languages import set_source_language, source_language_tokenizer
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -71,6 +72,9 @@ class HFDualEncoder(Embedder):
         self.max_length = int(min(tok_max, max_pos))
         self.padding = "max_length" if self.model_type.startswith("siglip") else True
         self._torch = torch
+        self._lang_tok = source_language_tokenizer(self.tokenizer)  # an NLLB-style tokenizer takes src_lang
+        self.language_aware = self._lang_tok is not None
+        self.default_language = (getattr(self._lang_tok, "src_lang", None) or "eng_Latn") if self._lang_tok else None
 
     def _weights_sha(self, cache_dir):
         if self.is_local:
@@ -103,7 +107,9 @@ class HFDualEncoder(Embedder):
         with self._torch.inference_mode():
             return _features(self.model.get_image_features(pixel_values=inputs["pixel_values"].to(self.device)))
 
-    def _embed_text_batch(self, texts):
+    def _embed_text_batch(self, texts, language: str | None = None):
+        if self._lang_tok is not None:
+            set_source_language(self._lang_tok, language, self.default_language)
         enc = self.tokenizer(texts, padding=self.padding, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         kwargs = {"input_ids": enc["input_ids"].to(self.device)}

@@ -18,6 +18,7 @@ import io
 import os
 
 from ...errors import CulturaError
+from ...redact import scrub, strip_userinfo
 from .base import Embedder, ModelCapabilityError, ModelUnavailable
 
 IMAGE_MODES = ("input", "messages", "none")
@@ -68,7 +69,7 @@ class OpenAIEmbedder(Embedder):
     @property
     def info(self) -> dict:
         return {**super().info, "architecture": self.model_name, "pretrained": None, "weights_sha256": None,
-                "base_url": self.base_url, "image_mode": self.image_mode}
+                "base_url": strip_userinfo(self.base_url), "image_mode": self.image_mode}
 
     # -- wire ----------------------------------------------------------------------------------------
     def _call(self, what: str, fn):
@@ -76,23 +77,23 @@ class OpenAIEmbedder(Embedder):
         try:
             return fn()
         except o.APIConnectionError as e:
-            raise ModelUnavailable(f"Cannot reach the embeddings server at {self.base_url} for {self.identity!r} "
+            raise ModelUnavailable(f"Cannot reach the embeddings server at {strip_userinfo(self.base_url)} for {self.identity!r} "
                                    f"({type(e).__name__}). Start it, or set OPENAI_BASE_URL to its /v1 URL.") from e
         except o.AuthenticationError as e:
-            raise ModelUnavailable(f"The embeddings server at {self.base_url} refused the API key "
+            raise ModelUnavailable(f"The embeddings server at {strip_userinfo(self.base_url)} refused the API key "
                                    "(401). Set OPENAI_API_KEY to a valid key.") from e
         except o.NotFoundError as e:
-            raise ModelUnavailable(f"The embeddings server at {self.base_url} does not serve model "
+            raise ModelUnavailable(f"The embeddings server at {strip_userinfo(self.base_url)} does not serve model "
                                    f"{self.model_name!r} (404). Check the model name it lists at /v1/models.") from e
         except o.BadRequestError as e:
             if what == "image":
                 raise ModelCapabilityError(
-                    f"The embeddings server at {self.base_url} rejected images for {self.model_name!r} "
+                    f"The embeddings server at {strip_userinfo(self.base_url)} rejected images for {self.model_name!r} "
                     f"({e.status_code}: {_short(e)}). Serve a multimodal embedder, try images='messages' "
                     "(vLLM chat-style requests), or use this model for text only.") from e
             raise CulturaError(f"The embeddings server rejected the request ({e.status_code}: {_short(e)}).") from e
         except o.APIStatusError as e:
-            raise ModelUnavailable(f"The embeddings server at {self.base_url} failed ({e.status_code}: "
+            raise ModelUnavailable(f"The embeddings server at {strip_userinfo(self.base_url)} failed ({e.status_code}: "
                                    f"{_short(e)}). Retry later or check the server log.") from e
 
     def _create(self, inputs: list[str]):
@@ -126,7 +127,7 @@ class OpenAIEmbedder(Embedder):
 
 
 def _short(e: Exception, n: int = 200) -> str:
-    msg = getattr(e, "message", None) or str(e)
+    msg = scrub(getattr(e, "message", None) or str(e))  # scrubbed before it is cut (no half secret left)
     return msg if len(msg) <= n else msg[:n] + "…"
 
 

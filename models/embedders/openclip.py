@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ...errors import CulturaError, unknown
 from .base import Embedder, file_sha256, hub_offline, offline_error, resolve_device
+from .languages import set_source_language, source_language_tokenizer
 
 _TINY_REGISTERED = False
 RANDOM_TAGS = {"", "random", "none", "None"}
@@ -207,6 +208,10 @@ class OpenCLIPEmbedder(Embedder):
         model.eval()
         self.model = model
         self.preprocess = preprocess
+        # NLLB-CLIP: the tokenizer prefixes a source-language token; embed_texts(language=…) sets it per call
+        self._lang_tok = source_language_tokenizer(self.tokenizer)
+        self.language_aware = self._lang_tok is not None
+        self.default_language = (getattr(self._lang_tok, "src_lang", None) or "eng_Latn") if self._lang_tok else None
         if self.weights_path and os.path.isfile(self.weights_path):
             self.weights_sha256 = file_sha256(self.weights_path)
         if cfg:
@@ -234,6 +239,7 @@ class OpenCLIPEmbedder(Embedder):
                 "weights_sha256": self.weights_sha256, "config_sha12": self.config_sha12,
                 "seed": None if self.pretrained else self.seed, "precision": self.precision,
                 "random_init": self.random_init,
+                "language_aware": self.language_aware, "default_language": self.default_language,
                 "open_clip_version": open_clip.__version__}
 
     # -- family methods -------------------------------------------------------------------------------
@@ -244,9 +250,11 @@ class OpenCLIPEmbedder(Embedder):
         with torch.inference_mode():
             return self.model.encode_image(x)
 
-    def _embed_text_batch(self, texts):
+    def _embed_text_batch(self, texts, language: str | None = None):
         import torch
 
+        if self._lang_tok is not None:
+            set_source_language(self._lang_tok, language, self.default_language)
         tokens = self.tokenizer(texts).to(self.device)
         with torch.inference_mode():
             return self.model.encode_text(tokens)

@@ -10,7 +10,8 @@ Outside packages add families through the entry point group ``cultura.embedders`
     [project.entry-points."cultura.embedders"]
     mymodel = "my_package.embed:factory"
 
-The built-in families are registered below with the same public :func:`register_embedder` a plugin uses.
+The built-in families are listed in :data:`EMBEDDERS` (a :class:`cultura.models.registry.Registry`); plugins use
+:func:`register_embedder` or the entry point group.
 
 >>> register_embedder("demo", lambda rest, **kw: get_embedder("fake:" + rest, **kw))
 >>> get_embedder("demo:dim=4").embed_texts(["x"]).shape
@@ -19,58 +20,44 @@ The built-in families are registered below with the same public :func:`register_
 """
 from __future__ import annotations
 
-import importlib
-from importlib import metadata
-from typing import Any, Callable, Union
+from typing import Callable, Union
 
-from ...errors import CulturaError, unknown
+from ..registry import Registry
 from .base import Embedder
 
 ENTRY_POINT_GROUP = "cultura.embedders"
 
 Factory = Union[Callable[..., Embedder], str]
 
-_FACTORIES: dict[str, Factory] = {}
-_entry_points_loaded = False
+#: The embedder families. Built-ins are import paths, loaded when first used.
+EMBEDDERS: Registry[Embedder] = Registry(
+    "embedder", Embedder, entry_point_group=ENTRY_POINT_GROUP,
+    examples="'openclip:ViT-B-32/openai', 'st:BAAI/bge-m3', 'hf:openai/clip-vit-base-patch32', 'openai:MODEL' "
+             "or 'fake'",
+    builtins={
+        "fake": "cultura.models.embedders.fake:from_spec",
+        "openclip": "cultura.models.embedders.openclip:from_spec",
+        "st": "cultura.models.embedders.st:from_spec",
+        "hf": "cultura.models.embedders.hf:from_spec",
+        "openai": "cultura.models.embedders.openai:from_spec",
+        "mclip": "cultura.models.embedders.mclip:from_spec",
+        "preset": "cultura.models.embedders.presets:from_spec",
+    })
 
 
 def register_embedder(name: str, factory: Factory, *, replace: bool = True) -> None:
     """Register a family ``name`` (the part before ``:`` in a spec) with ``factory(rest, **options)``."""
-    if not name or ":" in name:
-        raise CulturaError(f"Embedder family name {name!r} must be non-empty and contain no ':'.")
-    if not replace and name in _FACTORIES:
-        raise CulturaError(f"Embedder family {name!r} is already registered.")
-    _FACTORIES[name] = factory
+    EMBEDDERS.register(name, factory, replace=replace)
 
 
 def unregister_embedder(name: str) -> None:
     """Remove a family (tests use it to undo a registration)."""
-    _FACTORIES.pop(name, None)
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        _FACTORIES.setdefault(ep.name, ep.value)  # an import path: loaded on first use
+    EMBEDDERS.unregister(name)
 
 
 def available_embedders() -> list[str]:
     """Names of the registered families (built-ins, plugins and entry points)."""
-    _load_entry_points()
-    return sorted(_FACTORIES)
-
-
-def _resolve(factory: Factory) -> Callable[..., Embedder]:
-    if callable(factory):
-        return factory
-    mod_name, _, attr = str(factory).partition(":")
-    obj: Any = importlib.import_module(mod_name)
-    for part in attr.split(".") if attr else []:
-        obj = getattr(obj, part)
-    return obj
+    return EMBEDDERS.families()
 
 
 def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, **options) -> Embedder:
@@ -79,31 +66,4 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     ``default_family`` is used when ``spec`` has no known family prefix (e.g. a config value
     ``"BAAI/bge-m3"`` read with ``default_family="st"``). An :class:`Embedder` instance is returned as is.
     """
-    if isinstance(spec, Embedder):
-        return spec
-    if not isinstance(spec, str) or not spec.strip():
-        raise CulturaError(f"An embedder spec must be a non-empty string like 'openclip:ViT-B-32/openai', "
-                           f"got {spec!r}.")
-    _load_entry_points()
-    spec = spec.strip()
-    family, sep, rest = spec.partition(":")
-    if family not in _FACTORIES:
-        if default_family and default_family in _FACTORIES:
-            family, rest = default_family, spec
-        else:
-            raise unknown("embedder", family if sep else spec, _FACTORIES,
-                          hint="Write specs as FAMILY:NAME, e.g. 'openclip:ViT-B-32/openai', "
-                               "'st:BAAI/bge-m3', 'hf:openai/clip-vit-base-patch32', 'openai:MODEL' or 'fake'.")
-    factory = _resolve(_FACTORIES[family])
-    emb = factory(rest, **options)
-    if not isinstance(emb, Embedder):
-        raise CulturaError(f"Embedder family {family!r} returned {type(emb).__name__}, not an Embedder.")
-    return emb
-
-
-# -- built-ins, registered exactly as a plugin would --------------------------------------------------
-register_embedder("fake", "cultura.models.embedders.fake:from_spec")
-register_embedder("openclip", "cultura.models.embedders.openclip:from_spec")
-register_embedder("st", "cultura.models.embedders.st:from_spec")
-register_embedder("hf", "cultura.models.embedders.hf:from_spec")
-register_embedder("openai", "cultura.models.embedders.openai:from_spec")
+    return EMBEDDERS.build(spec, default_family=default_family, **options)

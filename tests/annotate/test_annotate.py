@@ -104,11 +104,11 @@ def test_entity_and_translation_items_from_files(project, tmp_path):
     c.write_text("source,translation,language,gold\na photo of rice,ご飯の写真,ja,5\n", encoding="utf-8")
     tr = items_mod.build_items(project, "translation", source=c)
     assert tr[0]["gold"] == {"value": 5.0} and tr[0]["item_key"].startswith("translation:")
-    with pytest.raises(CulturaError, match="--from FILE"):
+    with pytest.raises(CulturaError, match="give a source file"):
         items_mod.build_items(project, "entity")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"entity": "x"\n', encoding="utf-8")
-    with pytest.raises(CulturaError, match="bad.jsonl:1"):
+    with pytest.raises(CulturaError, match="bad.jsonl: line 1 is not JSON"):
         items_mod.build_items(project, "entity", source=bad)
 
 

@@ -77,9 +77,12 @@ def test_captions_import(project, tmp_path):
     path = tmp_path / "captions.jsonl"
     path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines))
     r = import_captions(project, path, imgs)
-    assert r["imported"] == 3 and r["failed"] == 1 and r["captions"] == 3 * 3
-    assert r["already"] == 1  # img0 keyed twice: the second line is the same key
-    assert project.db["captions"].count == 9
+    # img0 listed twice with different content: the second line (a German caption) is imported too, not
+    # dropped as "already" (issue 11); rerunning the same file imports nothing again
+    assert r["imported"] == 4 and r["failed"] == 1 and r["captions"] == 3 * 3 + 1
+    assert "already" not in r
+    assert project.db["captions"].count == 10
+    assert import_captions(project, path, imgs)["already"] == 4
     rows = project.db.execute("SELECT language, text FROM captions ORDER BY language, text").fetchall()
     assert ("th", "ภาพ 0") in rows
 

@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from cultura.db import now
-from cultura.evaluate.suites.attribution import (attribution_priority, build_kb_index, evaluate_attribution, get_judge,
+from cultura.annotate.priority import judge_uncertainty as attribution_priority
+from cultura.evaluate.suites.attribution import (build_kb_index, evaluate_attribution, get_judge,
                                           human_ratings, import_kb, link_image, relevance_agreement,
                                           run_attribution)
 from cultura.models.judges import result_from_logprobs
@@ -103,7 +104,7 @@ def test_judge_logprobs_and_fallbacks(openai_stub):
     assert res.status == "ok" and res.argmax == 5
     assert res.score == pytest.approx(expected_score({"1": -8.0, "2": -6.0, "3": -4.0, "4": -1.8, "5": -0.2}))
     req = openai_stub.chat_requests()[-1]
-    assert req["logprobs"] is True and req["top_logprobs"] == 5 and req["max_tokens"] == 1
+    assert req["logprobs"] is True and req["top_logprobs"] == 20 and req["max_tokens"] == 1
     low = judge.rate(culture="Thailand", entity_text="Sushi is a dish from Japan.")
     assert low.logprobs["5"] == -math.inf and low.argmax == 1 and 1 <= low.score < 1.2
     parsed = result_from_logprobs([("Score", -0.1)], reply="I would say 4.")
@@ -130,7 +131,7 @@ def test_run_evaluate_priority(world, openai_stub):
                                          "n_annotations": 3, "decided_at": now()}
                                         for (n, cc), v in ratings.items()])
     assert human_ratings(project)[(shas["red"], "JP")] == (4.5, 3)
-    (ev,) = evaluate_attribution(project)
+    (ev,) = evaluate_attribution(project, aggregation="pooled")
     scores = {(r["sha256"], r["country"]): r["score"] for r in
               project.db.query("SELECT * FROM attribution_scores")}
     keys = [(shas[n], cc) for (n, cc) in ratings]
@@ -140,8 +141,9 @@ def test_run_evaluate_priority(world, openai_stub):
     from sklearn.metrics import f1_score, precision_score
     assert ev["n"] == 6
     assert ev["pearson"] == pytest.approx(pearsonr(pred, hum).statistic)
-    assert ev["precision"] == pytest.approx(precision_score(hum > 3, pred > 3))
-    assert ev["f1"] == pytest.approx(f1_score(hum > 3, pred > 3))
+    assert ev["threshold"] == 4.0  # seed 004 Table 1's "> 3" = App. C.7's threshold 4 (score >= 4)
+    assert ev["precision"] == pytest.approx(precision_score(hum >= 4, pred >= 4))
+    assert ev["f1"] == pytest.approx(f1_score(hum >= 4, pred >= 4))
     assert ev["per_country"]["JP"]["n"] == 3
 
     prio = attribution_priority(project)
@@ -154,7 +156,7 @@ def test_run_evaluate_priority(world, openai_stub):
 def test_relevance_agreement_validates():
     with pytest.raises(ValueError, match="same length"):
         relevance_agreement([1, 2], [1], ["JP", "JP"])
-    r = relevance_agreement([4.0, 4.0, 4.0], [1, 5, 3], ["JP"] * 3)
+    r = relevance_agreement([4.0, 4.0, 4.0], [1, 5, 3], ["JP"] * 3, aggregation="pooled")
     assert math.isnan(r["pearson"]) and "constant" in r["pearson_reason"]
 
 
@@ -179,10 +181,10 @@ def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
     """`annotate push relevance --prioritise attribution` puts the pairs the judge is least sure about first."""
     from cultura.annotate import push as push_mod
     from cultura.errors import CulturaError
-    import cultura.evaluate.suites.attribution.evaluation as ev
+    from cultura.annotate import priority as ev
 
     items = [{"sha256": "a", "country": "JP"}, {"sha256": "b", "country": "JP"}, {"sha256": "c", "country": "TH"}]
-    monkeypatch.setattr(ev, "attribution_priority", lambda project: [("c", "TH", 0.9), ("a", "JP", 0.2)])
+    monkeypatch.setattr(ev, "judge_uncertainty", lambda project: [("c", "TH", 0.9), ("a", "JP", 0.2)])
     out = push_mod.prioritised(None, "relevance", items, "attribution")
     assert [i["sha256"] for i in out] == ["c", "a", "b"]
     import pytest
@@ -190,6 +192,6 @@ def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
         push_mod.prioritised(None, "filter", items, "attribution")
     with pytest.raises(KeyError, match="Unknown priority"):
         push_mod.prioritised(None, "relevance", items, "judge")
-    monkeypatch.setattr(ev, "attribution_priority", lambda project: [])
+    monkeypatch.setattr(ev, "judge_uncertainty", lambda project: [])
     with pytest.raises(CulturaError, match="cultura attribution run"):
         push_mod.prioritised(None, "relevance", items, "attribution")

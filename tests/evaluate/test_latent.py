@@ -77,7 +77,7 @@ def _by(rows, metric):
 
 def test_planted_western_cluster_is_significant(six):
     build(six)
-    rows = latent(six, WesternCluster(dim=16), options=FAST)
+    rows = latent(six, WesternCluster(dim=16), options={**FAST, "unit": "image"})
     tests = _by(rows, "ww_vs_wn")
     assert len(tests) == 2
     for t in tests:
@@ -113,7 +113,7 @@ def test_false_positive_rate_near_alpha_over_seeds():
     for seed in range(40):
         emb = np.random.default_rng(seed).standard_normal((len(countries), 16))
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-        ww, wn = ww_wn_samples(emb, in_group, countries)
+        ww, wn = ww_wn_samples(emb, in_group, countries, unit="image")
         welch += welch_ww_wn(ww, wn).p < 0.05
         sums, counts = country_pair_matrix(emb, countries, order)
         perm += country_permutation_test(sums, counts, [c in WEST for c in order], n_resamples=99,
@@ -134,12 +134,46 @@ def test_country_unit_has_the_seed_shape():
     ww, wn = ww_wn_samples(emb, g, countries, unit="country", order=order, matrix=m)
     assert (len(ww), len(wn)) == (21, 63)
     # image pairs: all-pairs WW includes same-country pairs, cross-country leaves them out
-    ww_all, _ = ww_wn_samples(emb, g, countries, pairs="all")
-    ww_cross, wn_img = ww_wn_samples(emb, g, countries)
+    ww_all, _ = ww_wn_samples(emb, g, countries, unit="image", pairs="all")
+    ww_cross, wn_img = ww_wn_samples(emb, g, countries, unit="image")
     assert len(ww_all) == 21 * 20 // 2 and len(ww_cross) == 21 * 20 // 2 - 7 * 3 and len(wn_img) == 21 * 27
     # the matrix agrees with a direct computation
     sims = emb @ emb.T
     assert math.isclose(m[0][0, 1] / m[1][0, 1], sims[0:3, 3:6].mean())
+
+
+SEED002_COUNTRIES = "US CA GB DE ES AU NZ JP CN IN ZA NG EG AR BR FJ".split()  # seed 002 Table 2: 7 + 9
+
+
+def test_default_unit_is_the_papers_country_pairs(tmp_path):
+    """Seed 002 Table 3: 7 Western + 9 non-Western countries × 3 images give n_WW = 21, n_WN = 63 by default
+    (country pairs); image pairs (189 / 567) are an option, labelled as such."""
+    from cultura.evaluate.report import build_report
+    from cultura.evaluate.runner import run_evaluation
+    from cultura.project import init_project
+
+    p = init_project(tmp_path / "proj", countries=SEED002_COUNTRIES)
+    try:
+        rng = np.random.default_rng(0)
+        cid = p.db["concepts"].insert({"name": "breakfast", "source": "manual", "status": "active",
+                                       "created_at": now()}).last_pk
+        for cc in SEED002_COUNTRIES:
+            for i in range(3):
+                add_image(p, cid, cc, marker_png(rng, p.registry.country(cc).western), rank=i + 1)
+        d = _by(latent(p, WesternCluster(dim=16), options=FAST), "ww_vs_wn")[0]["details"]
+        assert (d["n_ww"], d["n_wn"], d["unit"]) == (21, 63, "country")
+        assert d["mean_ww"] > d["mean_wn"] and d["significant_bonf"]
+        d = _by(latent(p, WesternCluster(dim=16), options={**FAST, "unit": "image"}), "ww_vs_wn")[0]["details"]
+        assert (d["n_ww"], d["n_wn"]) == (21 * 9, 63 * 9)
+        assert "not independent" in d["unit_label"]
+        with pytest.raises(Exception, match="Unknown unit"):
+            latent(p, FakeEmbedder(dim=8), options={**FAST, "unit": "pair"})
+        recs = run_evaluation(p, [WesternCluster(dim=8)], "latent", options=FAST, progress=False)
+        assert recs[0].status == "done", recs[0].reason
+        md = dict(build_report(p)["sections"])["latent"].markdown
+        assert "| 21 | 63 |" in md.replace("  ", " ") and "country pairs (the paper's unit" in md
+    finally:
+        p.close()
 
 
 def test_welch_matches_scipy_one_sided():
@@ -212,3 +246,50 @@ def test_runner_report_section(six):
     assert "seed 002 Table 3" in sec.markdown and "Table 4" in sec.markdown
     assert sec.html.count("<img") >= 3 and sec.csv_tables["table3"]
     assert "Latent-space probes" in render_html(report)
+
+
+def test_alignment_tile_map_places_every_seed_country():
+    """Seed 002 Figure 4: the 16 countries of Table 2 each get one tile (no two share a cell), near their
+    centroid; a code without a centroid is reported, not dropped silently."""
+    from cultura.evaluate.suites.latent.report import (TILE_DEG, alignment_map, country_centroids,
+                                                       tile_positions)
+
+    pos, missing = tile_positions(SEED002_COUNTRIES + ["XX"])
+    assert missing == ["XX"] and set(pos) == set(SEED002_COUNTRIES)
+    assert len(set(pos.values())) == len(pos)
+    cents = country_centroids()
+    for c, (x, y) in pos.items():
+        lat, lon = cents[c]
+        assert abs(x * TILE_DEG - lon) <= 3 * TILE_DEG and abs(y * TILE_DEG - lat) <= 3 * TILE_DEG
+    assert pos["JP"][0] > pos["CN"][0] > pos["DE"][0] > pos["US"][0] and pos["ZA"][1] < pos["NG"][1] < pos["EG"][1]
+    rows = [{"model_spec": "m", "metric": "alignment_rank", "value": float(i), "group": {"country": c,
+             "template": "A photo of a {concept}", "language": "en"}, "details": {}}
+            for i, c in enumerate(SEED002_COUNTRIES + ["XX"])]
+    uri, unplaced = alignment_map(rows, "m")
+    assert uri.startswith("data:image/png;base64,") and unplaced == ["XX"]
+
+
+class LanguageRecorder(FakeEmbedder):
+    """A language-aware fake (as NLLB-CLIP) recording the language each caption is embedded in."""
+
+    variant = "language-recorder"
+    language_aware = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = []
+
+    def _embed_text_batch(self, texts, language=None):
+        self.seen += [(language, t) for t in texts]
+        return super()._embed_text_batch(texts)
+
+
+def test_caption_language_reaches_the_model(six):
+    build(six, concepts=("bus",), per_cell=2)
+    cid = six.db.execute("SELECT id FROM concepts WHERE name = 'bus'").fetchone()[0]
+    six.db["terms"].insert({"concept_id": cid, "country": "JP", "language": "ja", "term": "バス",
+                            "source": "manual", "updated_at": now()})
+    e = LanguageRecorder(dim=8)
+    latent(six, e, options={**FAST, "templates": ["A photo of a {concept}",
+                                                  {"template": "{term}の写真", "language": "ja"}]})
+    assert sorted(e.seen) == [("en", "A photo of a bus"), ("ja", "バスの写真")]

@@ -190,7 +190,7 @@ def test_llm_suite_skips_without_llm(filled):
     from cultura.evaluate.suites.llm_bias import suite as _  # noqa: F401
 
     rec = run_evaluation(filled, ["fake"], ["llm", "prevalence"])[0]
-    assert rec.status == "failed" and "An LLM spec looks like" in rec.reason  # fake is no LLM
+    assert rec.status == "failed" and "Unknown LLM scorer family" in rec.reason  # fake is no LLM
     # under --suite all the llm suite takes its model from options/config only, and skips without one
     rec = next(r for r in run_evaluation(filled, ["fake"], "all") if r.suite == "llm")
     assert rec.status == "skipped" and "--option llm.llm" in rec.reason

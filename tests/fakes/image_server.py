@@ -29,6 +29,11 @@ Routes (every route also takes ``?delay=SECONDS`` to add latency before answerin
 ``/redirect?to=<path-or-url>``        302 to ``to``
 ``/redirect-metadata``                302 to http://169.254.169.254/latest/meta-data
 ``/chain/<n>``                        a chain of ``n`` redirects ending at a JPEG
+``/slowchain/<n>?delay=S``            as ``/chain/<n>``, each hop answering after ``S`` seconds
+``/gzip/bomb`` ``/deflate/bomb``      ``?n=`` bytes (default 64 MB) of zeros, gzip / deflate encoded (~64 kB)
+``/gzip/img.jpg``                     a JPEG sent with ``Content-Encoding: gzip`` (accepted)
+``/encoding/br``                      a body labelled ``Content-Encoding: br`` (never asked for)
+``/tall.png``                         a 64 x 1,000,000 PNG (~9 kB; passes the pixel cap, extreme aspect ratio)
 ====================================  =================================================================
 
 ``make_image(seed, size)`` draws a deterministic picture whose content differs visibly per seed;
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gzip
 import hashlib
 import io
 import random
@@ -141,6 +147,29 @@ def bomb_png(side: int = 30000) -> bytes:
     parts.append(comp.flush())
     ihdr = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b""))
+
+
+@functools.lru_cache(maxsize=4)
+def encoded_zeros(n: int, encoding: str) -> bytes:
+    """``n`` zero bytes compressed as ``gzip`` or ``deflate`` (zlib-wrapped): a compression bomb."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | (16 if encoding == "gzip" else 0))
+    block = b"\x00" * (1 << 20)
+    parts = [comp.compress(block) for _ in range(n >> 20)]
+    parts += [comp.compress(b"\x00" * (n & ((1 << 20) - 1))), comp.flush()]
+    return b"".join(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def tall_png(w: int = 64, h: int = 1_000_000) -> bytes:
+    """A valid ``w`` x ``h`` greyscale PNG of one colour (a thin strip: few pixels, extreme aspect ratio)."""
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    comp = zlib.compressobj(9)
+    row = b"\x00" + b"\x80" * w
+    parts = [comp.compress(row * 10000) for _ in range(h // 10000)] + [comp.compress(row * (h % 10000)), comp.flush()]
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b"")
 
 
 HTML = b"<!DOCTYPE html><html><head><title>Not an image</title></head><body><p>Hello</p></body></html>"
@@ -257,6 +286,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._redirect(q.get("to", "/img/1.jpg"))
             if path == "/redirect-metadata":
                 return self._redirect(METADATA_URL)
+            if parts[:1] == ["slowchain"] and len(parts) >= 2:
+                left = int(parts[1])
+                return self._redirect(f"/slowchain/{left - 1}?delay={delay}" if left > 0 else "/img/8.jpg")
+            if parts[:1] in (["gzip"], ["deflate"]) and parts[1:] == ["bomb"]:
+                return self._send(200, encoded_zeros(int(q.get("n", 64 << 20)), parts[0]), "image/png",
+                                  {"Content-Encoding": parts[0]})
+            if path == "/gzip/img.jpg":
+                return self._send(200, gzip.compress(image_bytes(9)), "image/jpeg", {"Content-Encoding": "gzip"})
+            if path == "/encoding/br":
+                return self._send(200, b"\x1b\x00\x00", "image/jpeg", {"Content-Encoding": "br"})
+            if path == "/tall.png":
+                return self._send(200, tall_png(), "image/png")
             if parts[:1] == ["chain"] and len(parts) >= 2:
                 left = int(parts[1])
                 return self._redirect(f"/chain/{left - 1}" if left > 0 else "/img/8.jpg")

@@ -2,7 +2,8 @@
 /v1/models), for tests. Set ``stub.responder`` to ``f(request_json) -> str | dict`` (a string is the
 assistant's message content; a dict is sent as the whole response body); requests are kept in
 ``stub.requests``. ``stub.reject_response_format = {"json_schema"}`` makes the server answer 400 to that
-mode, like endpoints without structured output.
+mode, like endpoints without structured output. ``stub.echo_headers = True`` makes planted failures echo
+the request headers (Authorization included) in the error message, like some proxies do.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class OpenAIStub:
         self.reject_response_format: set[str] = set()
         self.fail_next: list[int] = []   # HTTP statuses to answer before behaving
         self.api_key = "sk-test-not-a-secret"
+        self.echo_headers = False     # planted failures echo the request headers (a hostile server)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -66,10 +68,13 @@ class OpenAIStub:
                 req["_path"] = self.path
                 req["_auth"] = self.headers.get("Authorization", "")
                 stub.requests.append(req)
-                if req["_auth"] != f"Bearer {stub.api_key}":
+                if req["_auth"] != f"Bearer {stub.api_key}" and not stub.echo_headers:  # an echoing proxy
                     return self._send(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
                 if stub.fail_next:
-                    return self._send(stub.fail_next.pop(0), {"error": {"message": "planted failure"}})
+                    msg = "planted failure"
+                    if stub.echo_headers:
+                        msg += "; request headers: " + "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+                    return self._send(stub.fail_next.pop(0), {"error": {"message": msg}})
                 if self.path.endswith("/embeddings"):
                     inputs = req["input"] if isinstance(req["input"], list) else [req["input"]]
                     data = []

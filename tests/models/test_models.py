@@ -23,6 +23,7 @@ from cultura.errors import CulturaError, UnknownName
 from cultura.models.embedders import (Embedder, FakeEmbedder, ModelCapabilityError, ModelUnavailable,
                                      cache_size, clear_cache, embed_images_cached, embed_texts_cached,
                                      get_embedder, register_embedder, unregister_embedder, zero_shot)
+from cultura.models import registry as model_registry
 from cultura.models.embedders import registry as reg
 
 
@@ -40,7 +41,7 @@ def test_unknown_family_names_the_closest_and_lists_all():
     with pytest.raises(UnknownName) as e:
         get_embedder("opnclip:ViT-B-32/openai")
     msg = str(e.value)
-    assert msg.startswith("Unknown embedder 'opnclip'. Did you mean 'openclip'?")
+    assert msg.startswith("Unknown embedder family 'opnclip'. Did you mean 'openclip'?")
     for fam in ("fake", "hf", "openai", "openclip", "st"):
         assert fam in msg
 
@@ -81,8 +82,9 @@ def test_plugin_registration_and_default_family():
 def test_entry_point_plugins_are_loaded(monkeypatch):
     ep = metadata.EntryPoint(name="plugfake", value="cultura.models.embedders.fake:from_spec",
                              group=reg.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(reg.metadata, "entry_points", lambda group: [ep] if group == reg.ENTRY_POINT_GROUP else [])
-    monkeypatch.setattr(reg, "_entry_points_loaded", False)
+    monkeypatch.setattr(model_registry.metadata, "entry_points",
+                        lambda group: [ep] if group == reg.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(reg.EMBEDDERS, "_entry_points_loaded", False)
     try:
         assert "plugfake" in reg.available_embedders()
         assert get_embedder("plugfake:dim=5").embed_texts(["x"]).shape == (1, 5)

@@ -9,7 +9,7 @@ the project's own human relevance ratings.
 >>> evaluate_attribution(project)
 """
 from .baseline import LEVELS, baseline_scores, probe_texts, run_baseline
-from .evaluation import (attribution_priority, evaluate_attribution, human_ratings, load_scores,
+from .evaluation import (evaluate_attribution, human_ratings, load_scores,
                          relevance_agreement)
 from ....models.judges import JudgeResult, OpenAIJudge, RelevanceJudge, StubJudge, get_judge, register_judge
 from .kb import KBIndex, build_kb_index, import_kb, list_kb
@@ -25,5 +25,5 @@ __all__ = [
     "import_kb", "list_kb", "build_kb_index", "KBIndex", "link_image", "link_images", "RelevanceJudge",
     "OpenAIJudge", "StubJudge", "JudgeResult", "get_judge", "register_judge", "run_attribution",
     "LEVELS", "probe_texts", "baseline_scores", "run_baseline", "human_ratings", "relevance_agreement",
-    "evaluate_attribution", "load_scores", "attribution_priority",
+    "evaluate_attribution", "load_scores",
 ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....db import now
+from ....cultures import resolve_culture
+from ....db import now, transaction
 
 #: The five relevance-level phrases of seed 004 §5.1 (Table 12 levels), lower-cased inside the sentence.
 LEVELS = ("Not relevant", "Minimally relevant", "Somewhat relevant", "Relevant", "Highly relevant")
@@ -26,8 +27,8 @@ def baseline_level(image_vec, probe_vecs) -> int:
 
 
 def baseline_scores(project, embedder, sha256s, countries) -> dict[tuple[str, str], int]:
-    """``{(sha256, country): level}`` for project images and country codes (culture names from the
-    registry)."""
+    """``{(sha256, label): level}`` for project images and culture labels (country codes, registered or
+    free-text labels; the probe uses the label's display name)."""
     from ...common import embed_images, embed_texts
 
     shas = list(dict.fromkeys(sha256s))
@@ -35,8 +36,10 @@ def baseline_scores(project, embedder, sha256s, countries) -> dict[tuple[str, st
         return {}
     imgs = embed_images(project, embedder, shas)
     out = {}
-    for cc in countries:
-        probes = embed_texts(project, embedder, probe_texts(project.registry.country(cc).name))
+    for label in countries:
+        culture = resolve_culture(project, label)
+        cc = culture.key
+        probes = embed_texts(project, embedder, probe_texts(culture.name))
         for s, v in zip(shas, imgs):
             out[(s, cc)] = baseline_level(v, probes)
     return out
@@ -49,7 +52,7 @@ def run_baseline(project, embedder, sha256s, countries) -> dict:
     rows = [{"judge": "baseline", "encoder": embedder.identity, "kb": "", "context": "none", "sha256": s,
              "country": cc, "score": float(v), "argmax": v, "logprobs": None, "status": "ok", "reason": None,
              "created_at": ts} for (s, cc), v in scores.items()]
-    with project.db.conn:
+    with transaction(project.db):
         upsert_scores(project.db, rows)
     return {"scored": len(rows)}
 

@@ -3,13 +3,20 @@ rank the pairs the judge is least sure about for annotation.
 
 Human ratings are the mean Likert rating per image × country from cultura's own ``relevance`` campaign (the
 current annotations of every annotator; the final ``decisions`` value where no raw annotations are stored), or
-an imported CAIRe-style ratings file (columns ``sha256``, ``country``, ``rating``; several rows per pair are
-averaged).
+an imported CAIRe-style ratings file (columns ``sha256``, ``country`` (a culture label), ``rating``, optional
+``concept``; several rows per pair are averaged; binary gold labels as a ``relevant`` column of 0/1 become
+ratings 5/1).
 
-- binary relevance at ``score > threshold`` (3: "relevant" and "highly relevant") on both sides → precision
-  and F1 over all (image, label) pairs (``sklearn.metrics``);
-- Pearson correlation of the scores with the mean human ratings, overall and per country
-  (``scipy.stats.pearsonr``; NaN with a reason when fewer than 3 pairs or a constant side).
+- binary relevance at ``score >= t`` on both sides (seed 004 App. C.7's convention; Table 1's "greater than
+  3" is t = 4, the default) → precision, recall and F1 over all (image, label) pairs (``sklearn.metrics``),
+  at t and at C.7's thresholds 2..5;
+- Pearson correlation of the scores with the mean human ratings per country, by default averaged over the
+  concepts within each country (Table 2: "correlation scores averaged over all concepts within specific
+  countries"; the overall value is the mean over countries), or pooled over a country's pairs
+  (``aggregation="pooled"``, labelled as such) (``scipy.stats.pearsonr``; NaN with a reason when fewer than
+  3 pairs or a constant side).
+
+A ratings file may carry a ``concept`` column; otherwise an image's concepts come from ``image_links``.
 """
 from __future__ import annotations
 
@@ -19,21 +26,44 @@ from pathlib import Path
 
 import numpy as np
 
+from ....cultures import resolve_culture
+from ....db.readers import read_rows
 from ....errors import CulturaError
+
+
+#: Binary gold labels (seed 004's specific set) are stored as ratings 5 / 1, so that "relevant at >= t" equals
+#: the gold label for every threshold t in 2..5.
+GOLD_RELEVANT, GOLD_NOT_RELEVANT = 5.0, 1.0
+
+
+def _truthy(v) -> bool:
+    if isinstance(v, str):
+        s = v.strip().casefold()
+        if s in ("1", "true", "yes", "y", "t", "relevant"):
+            return True
+        if s in ("0", "false", "no", "n", "f", "not relevant", ""):
+            return False
+        raise CulturaError(f"'relevant' must be 0/1 or true/false, got {v!r}.")
+    return bool(v)
 
 
 def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[str, str], tuple[float, int]]:
     """``{(sha256, country): (mean rating, n ratings)}`` from the project's relevance campaign (or ``source``)."""
     if source is not None:
-        from ....annotate.items import read_rows
-
         acc: dict[tuple[str, str], list[float]] = {}
-        for n, r in enumerate(read_rows(source), 1):
+        keys: dict[str, str] = {}
+        for n, r in enumerate(read_rows(source, strict=True), 1):
             sha = str(r.get("sha256") or r.get("image") or "").strip()
-            cc = str(r.get("country") or r.get("culture") or "").strip().upper()
+            cc = str(r.get("country") or r.get("culture") or "").strip()
+            if cc and cc not in keys:
+                keys[cc] = resolve_culture(project, cc).key
+            cc = keys.get(cc, cc)
             val = r.get("rating", r.get("value", r.get("score")))
+            if val in (None, "") and r.get("relevant") not in (None, ""):
+                val = GOLD_RELEVANT if _truthy(r["relevant"]) else GOLD_NOT_RELEVANT
             if not sha or not cc or val in (None, ""):
-                raise CulturaError(f"{source} row {n}: ratings need 'sha256', 'country' and 'rating' columns.")
+                raise CulturaError(f"{source} row {n}: ratings need 'sha256', 'country' and 'rating' (or a binary "
+                                   "'relevant') columns.")
             acc.setdefault((sha, cc), []).append(float(val))
         return {k: (float(np.mean(v)), len(v)) for k, v in acc.items()}
     db = project.db
@@ -53,18 +83,97 @@ def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[st
     return out
 
 
-def relevance_agreement(pred, human, countries, *, threshold: float = 3.0) -> dict:
-    """Precision / F1 at ``> threshold`` and Pearson r (overall and per country) of aligned arrays.
+#: Binary relevance threshold of seed 004 Table 1 ("scores greater than 3 ... to positive label 1"), written
+#: in App. C.7's convention: relevant when score >= t, so Table 1 is t = 4.
+DEFAULT_THRESHOLD = 4.0
+#: The thresholds of seed 004 App. C.7 (Table "Alternate Thresholds").
+C7_THRESHOLDS = (2.0, 3.0, 4.0, 5.0)
+AGGREGATIONS = ("per_concept", "pooled")
 
-    ``pred`` and ``human`` are 1-D scores of the same (image, country) pairs, ``countries`` their labels.
-    Returns ``{"precision", "f1", "pearson", "pearson_p", "n", "per_country": {cc: {"pearson", "p", "n"}}}``.
 
-    >>> r = relevance_agreement([4.5, 1.2, 3.8, 2.0], [5, 1, 4, 2], ["JP", "JP", "TH", "TH"])
-    >>> r["precision"], r["f1"], round(r["pearson"], 3)
-    (1.0, 1.0, 0.999)
+def binary_metrics(pred, human, *, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """Precision, recall and F1 of binary relevance at ``score >= threshold`` on both sides (seed 004 App.
+    C.7's convention; ``sklearn.metrics``; NaN where undefined).
+
+    >>> binary_metrics([4.0, 3.9, 5.0], [4, 4, 1], threshold=4)["recall"]
+    0.5
     """
-    from sklearn.metrics import f1_score, precision_score
+    from sklearn.metrics import f1_score, precision_score, recall_score
 
+    yt = np.asarray(human, dtype=float) >= threshold
+    yp = np.asarray(pred, dtype=float) >= threshold
+    return {"threshold": float(threshold),
+            "precision": float(precision_score(yt, yp, zero_division=np.nan)),
+            "recall": float(recall_score(yt, yp, zero_division=np.nan)),
+            "f1": float(f1_score(yt, yp, zero_division=np.nan)),
+            "n_positive_human": int(yt.sum()), "n_positive_pred": int(yp.sum())}
+
+
+def _concept_sets(concepts, n):
+    if concepts is None:
+        return None
+    out = []
+    for c in concepts:
+        if c is None or (isinstance(c, float) and math.isnan(c)):
+            out.append(())
+        elif isinstance(c, str):
+            out.append((c,))
+        else:
+            out.append(tuple(c))
+    if len(out) != n:
+        raise ValueError("concepts must have one entry (a concept or a list of concepts) per pair.")
+    return out
+
+
+def per_concept_pearson(pred, human, concepts) -> dict:
+    """Seed 004 Table 2's aggregation for ONE country: Pearson r per concept (over that concept's images),
+    averaged over the concepts where r is defined. ``concepts``: one concept (or a list, when an image shows
+    several) per pair. Returns ``{"pearson", "n_concepts", "n_concepts_undefined", "sd", "by_concept",
+    "reason"}``."""
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    sets = _concept_sets(concepts, len(p))
+    names = sorted({c for cs in sets for c in cs})
+    by_concept = {}
+    for name in names:
+        m = np.array([name in cs for cs in sets])
+        r, _pv, reason, _lo, _hi = _pearson(p[m], h[m])
+        by_concept[name] = {"pearson": r, "n": int(m.sum()), "reason": reason}
+    rs = [v["pearson"] for v in by_concept.values() if not math.isnan(v["pearson"])]
+    out = {"n_concepts": len(rs), "n_concepts_undefined": len(by_concept) - len(rs), "by_concept": by_concept}
+    if not rs:
+        reasons = sorted({v["reason"] for v in by_concept.values() if v["reason"]})
+        out.update(pearson=math.nan, sd=math.nan,
+                   reason=("no concept has a defined Pearson r" + (f" ({'; '.join(reasons)})" if reasons else "")
+                           if by_concept else "no pair carries a concept"))
+    else:
+        out.update(pearson=float(np.mean(rs)), sd=float(np.std(rs, ddof=1)) if len(rs) > 1 else math.nan,
+                   reason=None)
+    return out
+
+
+def relevance_agreement(pred, human, countries, *, threshold: float = DEFAULT_THRESHOLD, concepts=None,
+                        aggregation: str = "per_concept", thresholds=C7_THRESHOLDS) -> dict:
+    """Binary precision / recall / F1 at ``score >= threshold`` (seed 004 Table 1 at t = 4, App. C.7 at
+    ``thresholds``) and Pearson r per country and on average (Table 2).
+
+    ``pred`` and ``human`` are 1-D scores of the same (image, culture label) pairs, ``countries`` their labels,
+    ``concepts`` (needed for ``aggregation="per_concept"``) the concept of each pair's image.
+
+    - ``aggregation="per_concept"`` (the paper's Table 2): per country, Pearson r within each concept, averaged
+      over concepts; the overall value is the mean over countries (Table 2's "Avg." column).
+    - ``aggregation="pooled"``: per country, one Pearson r over all its pairs; overall, one r over all pairs.
+
+    Returns ``{"precision", "recall", "f1", "threshold", "by_threshold": {t: {...}}, "aggregation",
+    "pearson", "pearson_p", "pearson_reason", "pearson_ci", "pearson_pooled", "n",
+    "per_country": {cc: {"pearson", "p", "n", "reason", "ci", "pooled", "n_concepts"}}}``.
+
+    >>> r = relevance_agreement([4.5, 1.2, 3.8, 2.0], [5, 1, 4, 2], ["JP", "JP", "TH", "TH"], aggregation="pooled")
+    >>> r["precision"], r["recall"], round(r["pearson"], 3)   # 3.8 is not relevant at t = 4
+    (1.0, 0.5, 0.999)
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}.")
     p = np.asarray(pred, dtype=float)
     h = np.asarray(human, dtype=float)
     c = np.asarray(countries)
@@ -72,17 +181,35 @@ def relevance_agreement(pred, human, countries, *, threshold: float = 3.0) -> di
         raise ValueError("pred, human and countries must be 1-D arrays of the same length.")
     if len(p) == 0:
         raise ValueError("pred is empty: no (image, country) pair has both a score and a human rating.")
-    yt, yp = h > threshold, p > threshold
-    out = {"precision": float(precision_score(yt, yp, zero_division=np.nan)),
-           "f1": float(f1_score(yt, yp, zero_division=np.nan)), "n": int(len(p)),
-           "n_positive_human": int(yt.sum()), "n_positive_pred": int(yp.sum())}
+    sets = _concept_sets(concepts, len(p))
+    if aggregation == "per_concept" and sets is None:
+        raise ValueError("aggregation='per_concept' needs concepts (the concept of each pair's image); pass "
+                         "concepts=... or aggregation='pooled'.")
+    out = {**binary_metrics(p, h, threshold=threshold), "n": int(len(p)), "aggregation": aggregation,
+           "by_threshold": {float(t): binary_metrics(p, h, threshold=t)
+                            for t in sorted({float(threshold), *map(float, thresholds or ())})}}
     r, pv, reason, lo, hi = _pearson(p, h)
-    out.update({"pearson": r, "pearson_p": pv, "pearson_reason": reason, "pearson_ci": (lo, hi)})
+    out["pearson_pooled"] = r
+    if aggregation == "pooled":
+        out.update({"pearson": r, "pearson_p": pv, "pearson_reason": reason, "pearson_ci": (lo, hi)})
     out["per_country"] = {}
     for cc in sorted(set(c.tolist())):
         m = c == cc
         r, pv, reason, lo, hi = _pearson(p[m], h[m])
-        out["per_country"][cc] = {"pearson": r, "p": pv, "n": int(m.sum()), "reason": reason, "ci": (lo, hi)}
+        pc = {"pooled": r, "n": int(m.sum())}
+        if aggregation == "pooled":
+            pc.update(pearson=r, p=pv, reason=reason, ci=(lo, hi))
+        else:
+            agg = per_concept_pearson(p[m], h[m], [s for s, keep in zip(sets, m) if keep])
+            pc.update(pearson=agg["pearson"], p=math.nan, reason=agg["reason"], ci=(math.nan, math.nan),
+                      n_concepts=agg["n_concepts"], n_concepts_undefined=agg["n_concepts_undefined"],
+                      sd=agg["sd"])
+        out["per_country"][cc] = pc
+    if aggregation == "per_concept":
+        vals = [v["pearson"] for v in out["per_country"].values() if not math.isnan(v["pearson"])]
+        out.update({"pearson": float(np.mean(vals)) if vals else math.nan, "pearson_p": math.nan,
+                    "pearson_ci": (math.nan, math.nan),
+                    "pearson_reason": None if vals else "no country has a defined per-concept Pearson r"})
     return out
 
 
@@ -120,58 +247,69 @@ def load_scores(project, *, judge: str | None = None, encoder: str | None = None
     return out
 
 
+def image_concepts(project, *, source: str | Path | None = None) -> dict[str, tuple[str, ...]]:
+    """``{sha256: (concept, ...)}``: from the ratings file's ``concept`` column when it has one, else from the
+    project's ``image_links`` (an image found for several concepts counts under each)."""
+    out: dict[str, set] = {}
+    if source is not None:
+        for r in read_rows(source, strict=True):
+            sha = str(r.get("sha256") or r.get("image") or "").strip()
+            con = str(r.get("concept") or "").strip()
+            if sha and con:
+                out.setdefault(sha, set()).add(con)
+        if out:
+            return {k: tuple(sorted(v)) for k, v in out.items()}
+    for sha, name in project.db.execute(
+            "SELECT DISTINCT l.sha256, co.name FROM image_links l JOIN concepts co ON co.id = l.concept_id"):
+        out.setdefault(sha, set()).add(name)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
 def evaluate_attribution(project, *, judge: str | None = None, encoder: str | None = None, kb: str | None = None,
                          context: str | None = None, ratings: str | Path | None = None,
-                         threshold: float = 3.0) -> list[dict]:
+                         threshold: float = DEFAULT_THRESHOLD, aggregation: str = "per_concept",
+                         thresholds=C7_THRESHOLDS) -> list[dict]:
     """One result per (judge, encoder, kb, context) configuration found in ``attribution_scores``:
     ``{"judge", "encoder", "kb", "context", **relevance_agreement(...)}`` over the pairs with a human
-    rating (configurations without any rated pair are reported with ``n = 0`` and a reason)."""
+    rating (configurations without any rated pair are reported with ``n = 0`` and a reason). Relevance is
+    ``score >= threshold``; Pearson is aggregated per concept within each country unless
+    ``aggregation="pooled"``."""
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}.")
     human = human_ratings(project, source=ratings)
+    concepts = image_concepts(project, source=ratings) if aggregation == "per_concept" else {}
     scores = load_scores(project, judge=judge, encoder=encoder, kb=kb, context=context)
     configs: dict[tuple, list[dict]] = {}
     for r in scores:
         configs.setdefault((r["judge"], r["encoder"], r["kb"], r["context"]), []).append(r)
     out = []
     for (j, e, k, c), rows in configs.items():
-        pairs = [(r["score"], human[(r["sha256"], r["country"])][0], r["country"]) for r in rows
-                 if (r["sha256"], r["country"]) in human]
+        pairs = [(r["score"], human[(r["sha256"], r["country"])][0], r["country"], concepts.get(r["sha256"], ()))
+                 for r in rows if (r["sha256"], r["country"]) in human]
         base = {"judge": j, "encoder": e, "kb": k, "context": c, "n_scored": len(rows)}
         if not pairs:
-            out.append({**base, "n": 0, "reason": "no scored pair has a human rating; run the relevance "
-                                                   "campaign or pass a ratings file"})
+            out.append({**base, "n": 0, "aggregation": aggregation, "threshold": float(threshold),
+                        "reason": "no scored pair has a human rating; run the relevance campaign or pass a "
+                                  "ratings file"})
             continue
-        p, h, cc = zip(*pairs)
-        out.append({**base, **relevance_agreement(p, h, cc, threshold=threshold)})
+        p, h, cc, con = zip(*pairs)
+        out.append({**base, **relevance_agreement(p, h, cc, threshold=threshold, aggregation=aggregation,
+                                                  concepts=con if aggregation == "per_concept" else None,
+                                                  thresholds=thresholds)})
     return out
 
 
-def _entropy(lps: dict) -> float:
-    v = np.array([lps.get(s, -math.inf) for s in ("1", "2", "3", "4", "5")], dtype=float)
-    v = np.where(np.isfinite(v), v, -np.inf)
-    p = np.exp(v - np.max(v))
-    p = p / p.sum()
-    nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum() / np.log(5))
-
-
-def attribution_priority(project, *, judge: str | None = None, encoder: str | None = None,
-                         kb: str | None = None, context: str | None = None, unrated_only: bool = True
-                         ) -> list[tuple[str, str, float]]:
-    """``[(sha256, country, uncertainty)]``, most uncertain first, for ``annotate push relevance
-    --prioritise attribution``.
-
-    Uncertainty = entropy of the judge's renormalised five-score distribution divided by ln 5 (0 = certain,
-    1 = uniform); a parsed (one-hot) or baseline score counts 0. With several judge configurations the most
-    uncertain one per pair is kept. ``unrated_only`` leaves out pairs that already have a human rating.
-    """
-    rated = set(human_ratings(project)) if unrated_only else set()
-    best: dict[tuple[str, str], float] = {}
-    for r in load_scores(project, judge=judge, encoder=encoder, kb=kb, context=context):
-        if r["judge"] == "baseline":
+def upper_bound_ratios(results: list[dict]) -> list[dict]:
+    """Seed 004 App. C.5 (Table 11): for each judge/encoder/kb evaluated both with the retrieved page
+    (context ``entity``) and with the gold page (context ``gold``), the ratio F1(retrieved) / F1(gold) in
+    percent. ``results``: :func:`evaluate_attribution` output."""
+    by = {(r["judge"], r["encoder"], r["kb"], r["context"]): r for r in results if r.get("n")}
+    out = []
+    for (j, e, k, c), r in sorted(by.items()):
+        g = by.get((j, e, k, "gold"))
+        if c != "entity" or g is None:
             continue
-        key = (r["sha256"], r["country"])
-        if key in rated:
-            continue
-        u = _entropy(r["logprobs"]) if r["logprobs"] and r["status"] == "ok" else 0.0
-        best[key] = max(best.get(key, 0.0), u)
-    return sorted(((s, c, u) for (s, c), u in best.items()), key=lambda t: (-t[2], t[0], t[1]))
+        ratio = (100.0 * r["f1"] / g["f1"]) if g["f1"] and not math.isnan(g["f1"]) else math.nan
+        out.append({"judge": j, "encoder": e, "kb": k, "f1_retrieved": r["f1"], "f1_gold": g["f1"],
+                    "ratio": ratio, "threshold": r["threshold"]})
+    return out

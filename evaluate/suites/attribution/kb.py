@@ -1,10 +1,11 @@
 """The knowledge base (seed 004 §3.1, Step 0): any table of entities with id, lemma, gloss, text and image
 paths, indexed with faiss by a vision-language encoder.
 
-Import files are JSONL or CSV with columns ``id`` (or ``entity_id``), ``lemma``, ``gloss``, ``text`` (the
-Wikipedia-style description the judge reads), ``images`` (a JSON list, or paths separated by ``;``; relative
-paths are relative to the file) and optional ``frequency``. BabelNet / Wikipedia are what the seed used; any
-KB in this shape works. Rows are keyed by (kb, id); re-importing replaces a row.
+Import files are dumps in the documented :data:`KB_SCHEMA` (JSONL, JSON array, CSV/TSV or Parquet, e.g. a
+BabelNet / Wikipedia extract): ``id``, ``lemma``, ``gloss``, ``text`` (the page text the judge reads),
+``aliases``, ``images`` (relative paths are relative to the file) and optional ``frequency``. BabelNet /
+Wikipedia are what the seed used; any KB in this shape works. Rows are keyed by (kb, id); re-importing
+replaces a row. ``docs/reproducing_004.md`` shows the schema with an example.
 
 One image may belong to several entities (the seed's "mango" and "fruit"): the index keeps, per KB image, the
 list of its entities. Image embeddings go through the project's embedding cache keyed by the sha256 of the
@@ -19,49 +20,93 @@ from pathlib import Path
 
 import numpy as np
 
-from ....db import now
+from ....db import now, transaction
 from ....errors import CulturaError
+from .files import as_list, iter_records
+
+
+ID_FIELDS = ("id", "entity_id", "synset_id", "babelnet_id")
+LEMMA_FIELDS = ("lemma", "title", "name")
+TEXT_FIELDS = ("text", "wikipedia", "page_text", "summary")
+ALIAS_FIELDS = ("aliases", "senses", "synonyms")
+IMAGE_FIELDS = ("images", "image_paths", "image")
+CHUNK = 5000
+
+
+def _first(rec: dict, names) -> object:
+    for n in names:
+        v = rec.get(n)
+        if v not in (None, ""):
+            return v
+    return None
 
 
 def _images(value, base: Path) -> list[str]:
-    if value in (None, ""):
-        return []
-    if isinstance(value, str):
-        v = value.strip()
-        items = json.loads(v) if v.startswith("[") else [p for p in v.split(";") if p.strip()]
-    else:
-        items = list(value)
     out = []
-    for p in items:
+    for p in as_list(value):
         path = Path(str(p).strip()).expanduser()
         out.append(str(path if path.is_absolute() else (base / path).resolve()))
     return out
 
 
-def import_kb(project, path: str | Path, *, kb: str = "default") -> dict:
-    """Import KB entities from JSONL/CSV into ``kb_entities`` (replacing rows with the same id). Returns
-    ``{"kb", "entities", "images", "missing_images"}``."""
-    from ....annotate.items import read_rows
+def kb_row(rec: dict, *, kb: str, base: Path, source: str, where: str = "") -> dict:
+    """One ``kb_entities`` row from a dump record (see :data:`KB_SCHEMA`)."""
+    eid = str(_first(rec, ID_FIELDS) or "").strip()
+    lemma = str(_first(rec, LEMMA_FIELDS) or "").strip()
+    if not eid or not lemma:
+        raise CulturaError(f"{where}: a KB entity needs an id ({'/'.join(ID_FIELDS)}) and a lemma "
+                           f"({'/'.join(LEMMA_FIELDS)}).")
+    freq = rec.get("frequency")
+    try:
+        freq = float(freq) if freq not in (None, "") else None
+    except (TypeError, ValueError):
+        raise CulturaError(f"{where}: frequency must be a number, got {freq!r}.") from None
+    aliases = [str(a).strip() for a in as_list(_first(rec, ALIAS_FIELDS)) if str(a).strip() and str(a) != lemma]
+    return {"kb": kb, "entity_id": eid, "lemma": lemma, "gloss": rec.get("gloss") or None,
+            "text": _first(rec, TEXT_FIELDS) or None, "images": json.dumps(_images(_first(rec, IMAGE_FIELDS), base)),
+            "aliases": json.dumps(list(dict.fromkeys(aliases)), ensure_ascii=False) if aliases else None,
+            "frequency": freq, "source": source, "created_at": now()}
 
+
+KB_SCHEMA = """One record per entity (JSONL, JSON array, CSV/TSV or Parquet):
+  id          required  entity id (also read from entity_id, synset_id, babelnet_id), e.g. bn:03096581n
+  lemma       required  the entity's title/lemma (also title, name), embedded for lemma re-ranking
+  gloss       optional  a short definition (gloss re-ranking, "Gloss (T)")
+  text        optional  the page text the judge reads (also wikipedia, page_text, summary)
+  aliases     optional  other names: a list, or a ';'-separated string (also senses, synonyms)
+  images      optional  image paths: a list or ';'-separated; relative paths are relative to the dump file
+                        (or images_root) (also image_paths, image)
+  frequency   optional  a number (a prior; not used by the seed's linking)
+"""
+
+
+def import_kb(project, path: str | Path, *, kb: str = "default", images_root: str | Path | None = None) -> dict:
+    """Import KB entities from a dump (JSONL / JSON / CSV / Parquet, :data:`KB_SCHEMA`) into ``kb_entities``,
+    replacing rows with the same id; streamed and written in atomic chunks of 5,000 entities. Returns
+    ``{"kb", "entities", "images", "missing_images"}``."""
     p = Path(path)
-    rows = []
-    for n, r in enumerate(read_rows(p), 1):
-        eid = str(r.get("id") or r.get("entity_id") or "").strip()
-        lemma = str(r.get("lemma") or r.get("title") or "").strip()
-        if not eid or not lemma:
-            raise CulturaError(f"{p} row {n}: a KB entity needs 'id' and 'lemma' columns.")
-        freq = r.get("frequency")
-        rows.append({"kb": kb, "entity_id": eid, "lemma": lemma, "gloss": r.get("gloss") or None,
-                     "text": r.get("text") or None, "images": json.dumps(_images(r.get("images"), p.parent)),
-                     "frequency": float(freq) if freq not in (None, "") else None,
-                     "source": f"import:{p.name}", "created_at": now()})
-    if not rows:
-        raise CulturaError(f"{p} holds no KB rows; add one JSON object (or CSV row) per entity.")
-    with project.db.conn:
-        project.db["kb_entities"].upsert_all(rows, pk=("kb", "entity_id"))
-    paths = {i for r in rows for i in json.loads(r["images"])}
+    base = Path(images_root).expanduser() if images_root else p.parent
+    source = f"import:{p.name}"
+    n_rows, paths, chunk = 0, set(), []
+
+    def flush():
+        with transaction(project.db):
+            project.db["kb_entities"].upsert_all(chunk, pk=("kb", "entity_id"))
+        chunk.clear()
+
+    for n, rec in enumerate(iter_records(p), 1):
+        row = kb_row(rec, kb=kb, base=base, source=source, where=f"{p} record {n}")
+        paths.update(json.loads(row["images"]))
+        chunk.append(row)
+        n_rows += 1
+        if len(chunk) >= CHUNK:
+            flush()
+    if chunk:
+        flush()
+    if not n_rows:
+        raise CulturaError(f"{p} holds no KB records; add one JSON object (or CSV/Parquet row) per entity.")
     missing = sorted(i for i in paths if not Path(i).exists())
-    return {"kb": kb, "entities": len(rows), "images": len(paths), "missing_images": len(missing)}
+    return {"kb": kb, "entities": n_rows, "images": len(paths), "missing_images": len(missing)}
 
 
 def list_kb(project, kb: str = "default") -> list[dict]:
@@ -93,6 +138,22 @@ class KBIndex:
     lemma_vecs: dict[str, np.ndarray] = field(default_factory=dict)
     gloss_vecs: dict[str, np.ndarray] = field(default_factory=dict)
     skipped_images: list[str] = field(default_factory=list)
+    text_vecs: dict[str, np.ndarray] = field(default_factory=dict)   # entity page text (for "text-t" linking)
+    _text_indexes: dict = field(default_factory=dict, repr=False)
+
+    def text_index(self, key: str):
+        """``(entity ids, faiss.IndexFlatIP)`` over the ``lemma`` / ``gloss`` / ``text`` embeddings (built once)."""
+        import faiss  # heavy optional dependency, deferred
+
+        if key not in self._text_indexes:
+            vecs = {"lemma": self.lemma_vecs, "gloss": self.gloss_vecs, "text": self.text_vecs}[key]
+            ids = sorted(vecs)
+            dim = self.index.d
+            idx = faiss.IndexFlatIP(dim)
+            if ids:
+                idx.add(np.ascontiguousarray(np.stack([vecs[i] for i in ids]).astype(np.float32)))
+            self._text_indexes[key] = (ids, idx)
+        return self._text_indexes[key]
 
     @property
     def size(self) -> int:
@@ -113,9 +174,10 @@ class KBIndex:
         return f"{self.kb}#{self.fingerprint}"
 
 
-def build_kb_index(project, embedder, kb: str = "default") -> KBIndex:
-    """Embed the KB's images (cached), lemmas and glosses with ``embedder`` and build the faiss index.
-    Unreadable image files are skipped and listed in ``skipped_images``."""
+def build_kb_index(project, embedder, kb: str = "default", *, with_text: bool = False) -> KBIndex:
+    """Embed the KB's images (cached), lemmas and glosses (and, ``with_text``, the page texts for the
+    "Wikipedia (T)" linking variant) with ``embedder`` and build the faiss index. Unreadable image files are
+    skipped and listed in ``skipped_images``."""
     import faiss
     from PIL import Image
 
@@ -154,7 +216,10 @@ def build_kb_index(project, embedder, kb: str = "default") -> KBIndex:
     glossed = [e for e in ents if e.get("gloss")]
     gloss = (np.asarray(embed_texts_cached(project.db, embedder, [e["gloss"] for e in glossed]), dtype=np.float32)
              if glossed else np.zeros((0, dim), np.float32))
+    texted = [e for e in ents if e.get("text")] if with_text else []
+    text = (np.asarray(embed_texts_cached(project.db, embedder, [e["text"] for e in texted]), dtype=np.float32)
+            if texted else np.zeros((0, dim), np.float32))
     return KBIndex(kb=kb, encoder=embedder.identity, index=index, image_paths=paths,
                    image_entities=[owners[p] for p in paths], entities={e["entity_id"]: e for e in ents},
                    lemma_vecs=dict(zip(ids, lemmas)), gloss_vecs={e["entity_id"]: v for e, v in zip(glossed, gloss)},
-                   skipped_images=skipped)
+                   skipped_images=skipped, text_vecs={e["entity_id"]: v for e, v in zip(texted, text)})

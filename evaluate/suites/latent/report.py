@@ -3,16 +3,21 @@
 - Table 3: WW vs WN image similarity per concept (n, means, t, p, Bonferroni and Holm p, permutation p, Sig);
 - Figure 1: country × country mean-similarity heatmaps (in-group countries first);
 - Table 4: C-ASC per concept and caption template with its bootstrap CI and effect-size band;
-- Figure 4: countries ranked by average caption–image alignment rank (a ranked bar chart; no choropleth,
-  which would need map data offline), with the Mann–Whitney test of in-group vs other ranks;
+- Figure 4: countries by average caption–image alignment rank, as a world **tile-grid map** (one square per
+  country placed at its approximate centroid, ``data/country_centroids.csv``, darker = closer alignment; no
+  installed package ships country outlines, so this stands in for the paper's choropleth) and as a ranked bar
+  chart, with the Mann–Whitney test of in-group vs other ranks;
 - Figure 3: UMAP/PCA projections of a concept's images and caption with k-means regions.
 
 The latent suite's ``section`` (see :mod:`cultura.evaluate.suites.latent`).
 """
 from __future__ import annotations
 
+import csv
 import html as htmlmod
 import math
+from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 
@@ -95,12 +100,15 @@ def table3(rows, model) -> Table:
                      _num(d["t"], 2), _p(d["p"]), _p(d.get("p_bonf")), _p(d.get("p_holm")),
                      _p(d.get("p_perm")), sig])
     unit = tests[0]["details"].get("unit", "image") if tests else "image"
+    unit = tests[0]["details"].get("unit_label", f"{unit} pairs") if tests else unit
     pairs = tests[0]["details"].get("pairs", "") if tests else ""
+    pairs = {"cross-country": "same-country pairs left out of WW", "all": "same-country pairs kept in WW"}.get(
+        pairs, pairs)
     grp = tests[0]["details"].get("in_group", "western") if tests else "western"
     return Table(["Concept", "n_WW", "n_WN", "Mean WW", "Mean WN", "t", "p", "p-bonf", "p-holm", "p-perm", "Sig"],
                  body, n_column=False,
                  caption=f"{model}: image–image similarity, Welch's t (one-sided WW > WN) per concept; G = {grp}; "
-                         f"unit = {unit} pairs ({pairs}); Bonferroni and Holm over the concepts tested; p-perm "
+                         f"unit = {unit}; {pairs}; Bonferroni and Holm over the concepts tested; p-perm "
                          "permutes the group labels of whole countries (seed 002 Table 3 shape).")
 
 
@@ -182,6 +190,86 @@ def alignment_figure(rows, model) -> tuple[str | None, Table]:
     return figure_uri(fig), t
 
 
+TILE_DEG = 7.0  # grid step of the tile map, in degrees
+
+
+@lru_cache(maxsize=1)
+def country_centroids() -> dict[str, tuple[float, float]]:
+    """ISO code → (lat, lon) approximate centroid (bundled ``data/country_centroids.csv``)."""
+    text = resources.files("cultura.data").joinpath("country_centroids.csv").read_text("utf-8")
+    return {r["code"]: (float(r["lat"]), float(r["lon"])) for r in csv.DictReader(text.splitlines())}
+
+
+def tile_positions(codes) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """Grid cell (column, row) per country: its centroid snapped to a ``TILE_DEG`` grid, a taken cell moving
+    to the nearest free one (countries placed west to east, north to south, so the result is stable)."""
+    cents = country_centroids()
+    placed: dict[str, tuple[int, int]] = {}
+    taken: set[tuple[int, int]] = set()
+    missing = sorted(c for c in codes if c not in cents)
+    for c in sorted((c for c in codes if c in cents), key=lambda c: (-cents[c][0], cents[c][1], c)):
+        lat, lon = cents[c]
+        want = (round(lon / TILE_DEG), round(lat / TILE_DEG))
+        best = want
+        if want in taken:
+            ring = [(want[0] + dx, want[1] + dy) for r in range(1, 6) for dx in range(-r, r + 1)
+                    for dy in range(-r, r + 1) if max(abs(dx), abs(dy)) == r]
+            best = min((p for p in ring if p not in taken),
+                       key=lambda p: ((p[0] * TILE_DEG - lon) ** 2 + (p[1] * TILE_DEG - lat) ** 2, p))
+        placed[c] = best
+        taken.add(best)
+    return placed, missing
+
+
+def alignment_map(rows, model) -> tuple[str | None, list[str]]:
+    """Seed 002 Figure 4 as a world tile-grid map: one square per country, darker = lower (closer) average
+    alignment rank. Returns (figure URI, countries without a centroid)."""
+    ranks = _of(rows, model, "alignment_rank")
+    tpls = list(dict.fromkeys(r["group"].get("template") for r in ranks))
+    vals = {r["group"]["country"]: r["value"] for r in ranks
+            if r["group"].get("template") == (tpls[0] if tpls else None) and math.isfinite(r["value"])}
+    if not vals:
+        return None, []
+    pos, missing = tile_positions(vals)
+    if not pos:
+        return None, missing
+    plt = _plt()
+    from matplotlib import colors as mcolors
+    from matplotlib.patches import Rectangle
+
+    lo, hi = min(vals.values()), max(vals.values())
+    norm = mcolors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1)
+    cmap = plt.get_cmap("Blues_r")
+    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
+    fig, ax = plt.subplots(figsize=(10, 5.2))
+    for lon in range(-180, 181, 30):
+        ax.axvline(lon / TILE_DEG, color="#eeeeee", lw=0.6, zorder=0)
+    for lat in range(-60, 91, 30):
+        ax.axhline(lat / TILE_DEG, color="#eeeeee", lw=0.6, zorder=0)
+    ax.axhline(0, color="#dddddd", lw=1.0, zorder=0)
+    for c, (x, y) in pos.items():
+        col = cmap(norm(vals[c]))
+        ax.add_patch(Rectangle((x - 0.46, y - 0.46), 0.92, 0.92, facecolor=col, edgecolor="#555555", lw=0.5))
+        dark = sum(col[:3]) < 1.4
+        ax.text(x, y + 0.1, c, ha="center", va="center", fontsize=7, color="white" if dark else "black")
+        ax.text(x, y - 0.25, f"{vals[c]:.1f}", ha="center", va="center", fontsize=5,
+                color="white" if dark else "#333333")
+    ax.set_xlim(min(min(xs), -170 / TILE_DEG) - 1, max(max(xs), 180 / TILE_DEG) + 1)
+    ax.set_ylim(min(min(ys), -55 / TILE_DEG) - 1, max(max(ys), 75 / TILE_DEG) + 1)
+    ax.set_aspect("equal")
+    ax.set_xticks([lon / TILE_DEG for lon in range(-150, 181, 50)], [f"{lon}°" for lon in range(-150, 181, 50)],
+                  fontsize=7)
+    ax.set_yticks([lat / TILE_DEG for lat in range(-60, 91, 30)], [f"{lat}°" for lat in range(-60, 91, 30)],
+                  fontsize=7)
+    sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cb = fig.colorbar(sm, ax=ax, fraction=0.025, pad=0.02)
+    cb.set_label("average alignment rank (darker = closer)", fontsize=8)
+    cb.ax.invert_yaxis()
+    ax.set_title(f"Average text–image alignment rank by country — {model}", fontsize=10)
+    fig.tight_layout()
+    return figure_uri(fig), missing
+
+
 def projection_figure(rows, model) -> str | None:
     """Seed 002 Figure 3: points by group (circle = G, triangle = not G), the caption as a black star and the
     k-means regions (nearest centroid) shaded."""
@@ -235,6 +323,11 @@ def render_latent(rows, project) -> ReportSection:
                                                 "(seed 002 Figure 1 shape); the most significant concepts.")
         out.table(t4)
         uri, tal = alignment_figure(rows, model)
+        map_uri, unplaced = alignment_map(rows, model)
+        out.figure(map_uri, f"{model}: average caption–image alignment rank by country (seed 002 Figure 4) as a "
+                            "world tile-grid map: one square per country near its centroid, darker = closer; "
+                            "a stand-in for the paper's choropleth (no country outlines ship offline)"
+                            + (f"; not placed (no centroid): {', '.join(unplaced)}" if unplaced else "") + ".")
         out.figure(uri, f"{model}: countries ranked by average caption–image alignment (seed 002 Figure 4, as "
                         "bars).")
         out.table(tal)

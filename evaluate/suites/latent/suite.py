@@ -6,9 +6,13 @@ default — or not, see :mod:`cultura.evaluate.suites.latent.data`):
 - ``ww_vs_wn``: image–image cosine similarities of WW pairs (both images in G) against WN pairs (one in G,
   one not); Welch's t (one-sided WW > WN as in seed 002 §4.2.1, two-sided p kept), Bonferroni **and** Holm over
   the concepts tested (seed 002 Table 3 shape), plus a country-label permutation p that does not assume
-  independent pairs. ``unit="country"`` tests country-pair means instead of image pairs (the seed's n_WW = 21,
-  n_WN = 63 for 7 + 9 countries); ``pairs="cross-country"`` (default) leaves same-country image pairs out of
-  WW, so a tight country cluster alone is not read as a tight group;
+  independent pairs. The unit of the test is, by default, the **country pair** (``unit="country"``: the mean
+  similarity of the images of two countries, one value per pair), the paper's unit: 7 Western + 9 other
+  countries give n_WW = C(7, 2) = 21 and n_WN = 7 × 9 = 63 (seed 002 Table 3) whatever the number of images
+  per country. ``unit="image"`` tests image pairs instead (an option, labelled as such in the report: with 3
+  images per country it gives n_WW = 189, n_WN = 567, pairs that share images and are not independent).
+  ``pairs="cross-country"`` (default) leaves same-country pairs (the diagonal) out of WW, so a tight country
+  cluster alone is not read as a tight group; ``pairs="all"`` keeps them;
 - ``heatmap``: country × country mean similarity, in-group countries first (seed 002 Figure 1);
 - ``c_asc``: C-ASC of the caption ``template`` (default ``"A photo of a {concept}"``; any template, in any
   language with ``{term}`` = the concept's native term) towards G, with a bootstrap CI (resampling images
@@ -20,7 +24,7 @@ default — or not, see :mod:`cultura.evaluate.suites.latent.data`):
   (seed 002 Figure 3), for the report.
 
 Options: ``grouping`` (country attribute, default ``western``), ``in_group``, ``groups_file``, ``unit``
-(image|country), ``pairs`` (cross-country|all), ``alpha``, ``permutations`` (default 999; 0 = off),
+(country|image, default country), ``pairs`` (cross-country|all), ``alpha``, ``permutations`` (default 999; 0 = off),
 ``templates`` (list of strings or ``{"template", "language"}``), ``concepts``, ``query_kinds``,
 ``projection`` (auto|umap|pca|none), ``k`` (k-means regions, default 2), ``n_resamples``, ``seed``.
 """
@@ -64,12 +68,17 @@ def country_pair_matrix(emb: np.ndarray, countries: list[str], order: list[str])
     return sums, counts
 
 
-def ww_wn_samples(emb: np.ndarray, in_group: np.ndarray, countries: list[str], *, unit: str = "image",
+UNITS = {"country": "country pairs (the paper's unit: one mean similarity per pair of countries)",
+         "image": "image pairs (option: pairs share images, so they are not independent)"}
+DEFAULT_UNIT = "country"
+
+
+def ww_wn_samples(emb: np.ndarray, in_group: np.ndarray, countries: list[str], *, unit: str = DEFAULT_UNIT,
                   pairs: str = "cross-country", order: list[str] | None = None, matrix=None):
     """The WW and WN similarity samples of one concept: image pairs (``unit="image"``) or country-pair means
     (``unit="country"``). ``pairs="cross-country"`` leaves same-country pairs out of WW."""
-    if unit not in ("image", "country"):
-        raise CulturaError(f"Unknown unit {unit!r}. Valid: image, country.")
+    if unit not in UNITS:
+        raise CulturaError(f"Unknown unit {unit!r}. Valid: country (the default, seed 002's), image.")
     if pairs not in ("cross-country", "all"):
         raise CulturaError(f"Unknown pairs {pairs!r}. Valid: cross-country, all.")
     if unit == "image":
@@ -80,7 +89,9 @@ def ww_wn_samples(emb: np.ndarray, in_group: np.ndarray, countries: list[str], *
         ww = gi & gj & ((c[i] != c[j]) if pairs == "cross-country" else True)
         wn = gi ^ gj
         return sims[i, j][ww], sims[i, j][wn]
-    sums, counts = matrix
+    if order is None:
+        order = sorted(set(countries))
+    sums, counts = matrix if matrix is not None else country_pair_matrix(emb, countries, order)
     g = np.array([in_group[countries.index(cc)] for cc in order])
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
@@ -115,7 +126,8 @@ def ww_wn_rows(sets, embs, *, unit, pairs, alpha, permutations, seed, details) -
             **details, "countries": order, "in_group": flags,
             "matrix": [[None if not np.isfinite(v) else round(float(v), 5) for v in r] for r in means],
             "counts": counts.astype(int).tolist()}))
-        d = {**details, "unit": unit, "pairs": pairs, "n_images": len(cs), "excluded": cs.excluded,
+        d = {**details, "unit": unit, "unit_label": UNITS.get(unit, unit), "pairs": pairs, "n_images": len(cs),
+             "excluded": cs.excluded,
              "n_countries_in": int(sum(flags)), "n_countries_out": int(len(flags) - sum(flags))}
         ww, wn = ww_wn_samples(emb, cs.in_group, cs.countries, unit=unit, pairs=pairs, order=order, matrix=matrix)
         try:
@@ -217,7 +229,7 @@ def caption_rows(project, embedder, sets, embs, grouping, *, templates, n_resamp
                     **details, "reason": f"concept has no term in language {tpl['language']!r}; set one with "
                                          "'cultura concepts set-term' or use {concept}"}))
                 continue
-            cap = embed_texts(project, embedder, [text])[0]
+            cap = embed_texts(project, embedder, [text], language=tpl["language"])[0]
             emb, g = embs[cs.concept], cs.in_group
             sims = emb @ cap
             captions[(cs.concept, tpl["template"], tpl["language"])] = (text, cap)
@@ -331,7 +343,7 @@ def latent(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
     out = [row(NAME, "n_images", sum(len(s) for s in sets), n=len(sets), details={
         **details, "excluded": meta["excluded"], "provenance": meta["provenance"],
         "concepts": {s.concept: len(s) for s in sets}})]
-    out += ww_wn_rows(sets, embs, unit=opts.get("unit", "image"), pairs=opts.get("pairs", "cross-country"),
+    out += ww_wn_rows(sets, embs, unit=opts.get("unit", DEFAULT_UNIT), pairs=opts.get("pairs", "cross-country"),
                       alpha=alpha, permutations=int(opts.get("permutations", 999)), seed=seed, details=details)
     caps, captions = caption_rows(project, embedder, sets, embs, grouping, templates=templates, n_resamples=n_res,
                                   seed=seed, details=details)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ....db import now
+from ....db.readers import read_rows
 from ....errors import CulturaError
 
 MASK = "[MASK]"
@@ -98,11 +99,10 @@ def add_contexts(project, rows, *, source: str) -> dict:
 def import_contexts(project, path: str | Path, *, language: str | None = None, kind: str | None = None,
                     type: str | None = None, source: str | None = None) -> dict:
     """Import masked contexts from JSONL or CSV (columns as in the module docstring). Idempotent."""
-    from ....annotate.items import read_rows
 
     defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type)) if v}
     rows = [normalise_context(r, where=f"{path} row {n}", defaults=defaults)
-            for n, r in enumerate(read_rows(path), 1)]
+            for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
         raise CulturaError(f"{path} holds no context rows; add one JSON object (or CSV row) per context.")
     return add_contexts(project, rows, source=source or f"import:{Path(path).name}")

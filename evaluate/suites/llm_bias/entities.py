@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from ....db import dumps, now
+from ....db.readers import read_rows
 from ....errors import CulturaError
 
 SIDES = ("local", "western")
@@ -80,12 +81,11 @@ def add_entities(project, rows, *, source: str) -> dict:
 def import_entities(project, path: str | Path, *, language: str | None = None, type: str | None = None,
                     side: str | None = None, status: str | None = None, source: str | None = None) -> dict:
     """Import entities from a JSONL or CSV file; options fill columns the file lacks. Idempotent."""
-    from ....annotate.items import read_rows
 
     defaults = {k: v for k, v in (("language", language), ("type", type), ("side", side),
                                   ("status", status)) if v}
     rows = [normalise_entity(r, where=f"{path} row {n}", defaults=defaults)
-            for n, r in enumerate(read_rows(path), 1)]
+            for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
         raise CulturaError(f"{path} holds no entity rows; add one JSON object (or CSV row) per entity.")
     return add_entities(project, rows, source=source or f"import:{Path(path).name}")

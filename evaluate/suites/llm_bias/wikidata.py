@@ -58,7 +58,7 @@ def run_query(query: str, *, endpoint: str = DEFAULT_ENDPOINT, timeout: float = 
         resp.raise_for_status()
         data = resp.json()
     except httpx.HTTPError as e:
-        raise CulturaError(f"The SPARQL endpoint {endpoint} failed ({type(e).__name__}: {e}); check --endpoint "
+        raise CulturaError(f"The SPARQL endpoint {endpoint} failed ({type(e).__name__}: {e}); check the endpoint "
                            "and your network, or import entities from a file instead.") from None
     except ValueError:
         raise CulturaError(f"The SPARQL endpoint {endpoint} did not answer JSON; is it a SPARQL endpoint?") from None

@@ -59,7 +59,7 @@ def inventories_cmd(ctx, as_json):
 @social.command("translation-items")
 @click.argument("language")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="JSONL file to write (load it with 'annotate load translation --items FILE').")
+              help="JSONL file to write (push it with 'cultura annotate push translation --from FILE').")
 @pass_ctx
 def translation_items_cmd(ctx, language, out_path):
     """Write one language's inventory prompts with their English sources for the translation campaign."""
@@ -110,5 +110,40 @@ def synthetic_cmd(directory, per_cell, seed):
     out.print(f"Wrote {path}; import it with 'cultura social import-portraits {path} --images {directory} "
               "--dataset synthetic --synthetic'")
 
+
+@social.command("sample-portraits")
+@click.argument("dataset")
+@click.option("--into", required=True, help="Name of the new, balanced portrait set.")
+@click.option("--per-cell", type=click.IntRange(1), default=None,
+              help="Portraits per gender × race cell (default: the smallest cell's size).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw (reproducible).")
+@click.option("--race", "races", multiple=True, help="Only these races (repeatable; default every race).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing set of that name.")
+@json_option
+@pass_ctx
+def sample_cmd(ctx, dataset, into, per_cell, seed, races, overwrite, as_json):
+    """Draw a balanced FairFace-style sample (equal cells per gender × race, seeded) as a new portrait set
+    (seed 003 App. A.3: 782 per cell)."""
+    from .sampling import sample_balanced
+
+    res = sample_balanced(ctx.project, dataset, into, per_cell=per_cell, seed=seed, races=list(races) or None,
+                          overwrite=overwrite)
+    summary(f"Balanced sample: {into}", {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                                          for k, v in res.items()}, as_json)
+
+@social.command("translation-validation")
+@click.option("--unit", type=click.Choice(["item", "rating"]), default="item", show_default=True,
+              help="item: each prompt's decided rating (median of its raters); rating: every rater's score.")
+@click.option("--language", "languages", multiple=True, help="Only these languages (repeatable).")
+@json_option
+@pass_ctx
+def translation_validation_cmd(ctx, unit, languages, as_json):
+    """Summaries of the translation campaign per language (seed 003 App. E Tables 12–13): rating bands, mean,
+    population SD, share ≥ 4, beside the seed's own numbers."""
+    from .validation import translation_validation
+
+    rows = translation_validation(ctx.project, unit=unit, languages=list(languages) or None)
+    shown = [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+    listing("Translation validation (seed 003 Tables 12-13)", rows, as_json, shown=shown)
 
 COMMANDS = [social]

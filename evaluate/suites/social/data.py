@@ -255,7 +255,7 @@ def translation_key(source: str, translation: str, language: str) -> str:
 
 def translation_items(project, language: str) -> list[dict]:
     """Items of the ``translation`` campaign for one inventory: each prompt with its English source
-    (push them with ``cultura annotate push translation --from FILE``)."""
+    (push with ``cultura annotate push translation --from FILE``)."""
     inv, src = load_inventory(project, language), load_inventory(project, SOURCE_LANGUAGE)
     out = []
     for section, label, text in inv.prompt_items():
@@ -367,12 +367,12 @@ def import_portraits(project, table, images_dir, dataset: str, *, layout: str = 
     if layout not in LAYOUTS:
         raise unknown("portrait layout", layout, LAYOUTS)
     if not dataset or not str(dataset).strip():
-        raise SocialDataError("Give the portrait set a name with --dataset (e.g. fairface-val).")
+        raise SocialDataError("Give the portrait set a name (e.g. fairface-val).", param="dataset")
     lay = LAYOUTS[layout]
     images_dir = Path(images_dir)
     if not images_dir.is_dir():
-        raise SocialDataError(f"--images {images_dir} is not a folder. Pass the folder the table's image paths "
-                              "are relative to.")
+        raise SocialDataError(f"{images_dir} is not a folder; give the folder the table's image paths are "
+                              "relative to.", param="images_dir")
     rows = read_table(table)
     if not rows:
         raise SocialDataError(f"{table} has no rows.")

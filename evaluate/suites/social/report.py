@@ -5,9 +5,12 @@
   per language;
 - Table 6: %NA / %NC / %C / %NH harm breakdown per language (and the harm rate over all probes);
 - Table 7: KL(F‖M), KL(M‖F) and SKL per trait and language;
-- Figures 1–4: gender max-skew and race mean max-skew by language partition (resource level, grammatical
-  gender), bars per model and axis;
-- the inventories' validation status, and the App. D tests (Table 11 shape) with Holm and BH p-values.
+- Figures 1–4 (and 7–10 on PATA): gender max-skew and race mean max-skew by language partition (resource
+  level, grammatical gender), bars per model and axis; Figures 5–6: the gender symmetric KL the same way;
+- the inventories' validation status, and the App. D tests (Table 11 shape) with Holm and BH p-values;
+- the accuracy check beside fairness: text→image and image→text recall@k per language on the imported caption
+  set (seed 003 App. A.1's Crossmodal-3600 / XTD-11 R@k), and R@k next to the crime skews per model × language
+  (the fairness–accuracy trade-off of seed 003 §5).
 
 The social suite's ``section`` (see :mod:`cultura.evaluate.suites.social`).
 """
@@ -66,6 +69,71 @@ def language_table(idx, models, datasets, languages, metrics, caption, *, pct=Fa
                 body.append([m, ds, label] + [_cell(idx, (m, metric, ds, lang, axis), pct=pct, digits=2)
                                               for lang in languages])
     return Table(["Model", "Data", "Metric"] + list(languages), body, caption=caption, n_column=False)
+
+
+def recall_tables(rows) -> tuple[Table, Table] | None:
+    """Recall@k per model × direction × k (columns: languages), and the trade-off table: R@k beside the crime
+    skews of the same language."""
+    rec = [r for r in rows if r["metric"] in ("recall_t2i", "recall_i2t")]
+    if not rec:
+        return None
+    models = list(dict.fromkeys(model_label(r) for r in rec))
+    langs = sorted({r["group"]["language"] for r in rec}, key=lambda x: (x != "en", x))
+    ks = sorted({int(r["group"]["k"]) for r in rec})
+    at = {(model_label(r), r["metric"], r["group"]["language"], int(r["group"]["k"])): r for r in rec}
+    body = []
+    for m in models:
+        for metric, label in (("recall_t2i", "text→image"), ("recall_i2t", "image→text")):
+            for k in ks:
+                body.append([m, label, f"R@{k}"] + [Cell.of(at[(m, metric, lang, k)], pct=True, digits=1)
+                                                    if (m, metric, lang, k) in at else Cell(None, reason="no captions")
+                                                    for lang in langs])
+    n_caps = {r["group"]["language"]: (r["details"].get("n_images"), r["details"].get("n_captions")) for r in rec}
+    t = Table(["Model", "Direction", "k"] + langs, body, n_column=False,
+              caption="Retrieval accuracy beside fairness: recall@k per language on the imported caption set "
+                      "(seed 003 App. A.1 reports R@10 on Crossmodal-3600 and R@1 on XTD-11); images / captions "
+                      "per language: " + ", ".join(f"{lang} {a}/{b}" for lang, (a, b) in sorted(n_caps.items()))
+                      + ". 95% bootstrap CI over queries."
+                      + (" A k at or above the number of candidates is 100 % by construction: "
+                         + ", ".join(sorted({f"{r['group']['language']} R@{r['group']['k']}" for r in rec
+                                             if r["details"].get("trivial")})) + "."
+                         if any(r["details"].get("trivial") for r in rec) else ""))
+    idx = _index(rows)
+    kk = 10 if 10 in ks else ks[-1]
+    trade = []
+    datasets = sorted({key[2] for key in idx}) or [None]
+    for m in models:
+        for lang in langs:
+            for ds in datasets:
+                trade.append([m, lang, ds or "—",
+                              Cell.of(at[(m, "recall_t2i", lang, kk)], pct=True, digits=1)
+                              if (m, "recall_t2i", lang, kk) in at else Cell(None),
+                              Cell.of(at[(m, "recall_i2t", lang, kk)], pct=True, digits=1)
+                              if (m, "recall_i2t", lang, kk) in at else Cell(None),
+                              _cell(idx, (m, "gender_max_skew", ds, lang, "crime"), digits=2),
+                              _cell(idx, (m, "race_mean_max_skew", ds, lang, "crime"), digits=2)])
+    t2 = Table(["Model", "Language", "Portraits", f"T→I R@{kk}", f"I→T R@{kk}", "max s_G c", "max s_R c"], trade,
+               n_column=False, caption="Fairness–accuracy trade-off (seed 003 §5): recall beside the crime skews "
+                                       "of the same model and language.")
+    return t, t2
+
+
+def validation_table(project) -> Table | None:
+    """Seed 003 App. E Tables 12–13 from this project's translation campaign (None when nothing is rated)."""
+    from .validation import translation_validation
+
+    vals = translation_validation(project) if project is not None else []
+    if not vals:
+        return None
+    body = [[v["language"], v["n"], Cell(v["pct_1"], digits=1), Cell(v["pct_2"], digits=1),
+             Cell(v["pct_3"], digits=1), Cell(v["pct_4–5"], digits=1), Cell(v["mean"], digits=2),
+             Cell(v["sd"], digits=2), Cell(v["pct_ge4"], digits=1),
+             "—" if v["seed_pct_ge4"] is None else f"{v['seed_pct_ge4']:.1f}"] for v in vals]
+    return Table(["language", "n", "1 (%)", "2 (%)", "3 (%)", "4–5 (%)", "mean", "SD (σ)", "≥ 4 (%)",
+                  "seed ≥ 4 (%)"], body, n_column=False,
+                 caption="Translation validation (seed 003 App. E Tables 12–13 shape): share of prompts per "
+                         "rating band, mean, population SD and share ≥ 4 of each prompt's decided rating in the "
+                         "'translation' campaign; 'all' pools every language (seed: 88.5 % over its nine).")
 
 
 def status_table(rows) -> Table:
@@ -185,15 +253,24 @@ def render_social(rows, project) -> ReportSection:
     parts_fig = []
     partitions = language_partitions()
     for ds in datasets:
-        for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew")):
+        for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew"),
+                             ("skl", "Gender symmetric KL")):
             for pname, label in (("resource", "resource level"), ("grammatical_gender", "grammatical system")):
                 uri = partition_figure(idx, models, ds, metric, partitions.get(pname, {}),
                                        f"{what} on {ds} by {label}")
                 if uri:
-                    parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures 1–4 shape); "
+                    figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
+                    parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures {figs} shape); "
                                                   "bars: model × axis (c red, com orange, ag green)."))
     parts += parts_fig
     add_table(status_table(rows))
+    vt = validation_table(project)
+    if vt is not None:
+        add_table(vt)
+    recall = recall_tables(rows)
+    if recall:
+        for t in recall:
+            add_table(t)
     tests = social_statistics(rows)
     st = stats_table(tests)
     add_table(st)
@@ -206,7 +283,9 @@ def render_social(rows, project) -> ReportSection:
     md = "\n\n".join(m for _, m in parts)
     return ReportSection("Social-bias audit (seed 003)", html, md, {
         "table1": t1.csv_rows(), "table2": t2.csv_rows(), "table3": t3.csv_rows(), "table4": t4.csv_rows(),
-        "table6": t6.csv_rows(), "table7": t7.csv_rows(), "tests": [_flat(t) for t in tests]})
+        "table6": t6.csv_rows(), "table7": t7.csv_rows(), "tests": [_flat(t) for t in tests],
+        **({"recall": recall[0].csv_rows(), "recall_vs_bias": recall[1].csv_rows()} if recall else {}),
+        **({"translation_validation": vt.csv_rows()} if vt is not None else {})})
 
 
 def _flat(t: dict) -> dict:

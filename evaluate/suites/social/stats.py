@@ -8,7 +8,12 @@ of hypotheses (Holm and Benjamini–Hochberg are applied within each, never acro
 - ``resource``: low- vs high-resource languages (Shapiro + Levene screening → t with Cohen's d, else
   Mann–Whitney U with A12 and rank-biserial r);
 - ``morphology``: grammatically gendered vs genderless languages, same protocol;
-- ``kruskal``: Kruskal–Wallis with ε² across the resource and gender strata (high, low, genderless).
+- ``kruskal``: Kruskal–Wallis with ε² across the resource and gender strata (high, low, genderless);
+- ``english-baseline`` (design iv): each multilingual model against its English-only counterpart (seed 003
+  Table 1: M-CLIP vs CLIP L/14, NLLB-CLIP vs CLIP B/32, CAPIVARA vs OpenCLIP B/32 — the presets'
+  ``baseline``, or ``baselines={model: baseline}``) on English prompts, a small paired panel over
+  {datasets} × {gender max-skew, race mean max-skew} per axis, paired two-sided Wilcoxon (n ≤ 4 with two
+  datasets: the smallest two-sided exact p is 2/2⁴ = 0.125, so the seed's "all p ≥ .125" is all it can say).
 
 The partitions are data (``data/language_partitions.toml``). A family is (design, metric); each test row says
 its dataset, axis, comparison, n, test, statistic, p, effect size and the corrected p-values, or ``status =
@@ -23,6 +28,7 @@ import itertools
 import math
 from collections import defaultdict
 
+from ....models.embedders.presets import english_baselines
 from .data import language_partitions
 from ...stats import (StatsInputError, compare_two_groups, kruskal_wallis, sign_test,
                      wilcoxon_signed_rank)
@@ -68,7 +74,40 @@ def _test_row(design, metric, dataset, axis, comparison, fn, *args) -> dict:
     return out
 
 
-def social_statistics(rows: list[dict], *, alpha: float = 0.05, partitions: dict | None = None) -> list[dict]:
+PANEL_METRICS = ("gender_max_skew", "race_mean_max_skew")
+
+
+def english_baseline_tests(rows: list[dict], baselines: dict | None = None, *, language: str = "en") -> list[dict]:
+    """Design iv: multilingual model vs its English-only baseline, paired over the panel (dataset × gender /
+    race metric) of one axis, on ``language`` prompts (see the module docstring)."""
+    pairs = dict(english_baselines())
+    pairs.update(baselines or {})
+    vals: dict = defaultdict(dict)
+    for r in rows:
+        g = r.get("group") or {}
+        v = r.get("value")
+        if (r.get("metric") in PANEL_METRICS and set(g) == {"dataset", "language", "axis"}
+                and g["language"] == language and v is not None and math.isfinite(v)):
+            vals[(_label(r), g["axis"])][(g["dataset"], r["metric"])] = float(v)
+    models = {m for m, _ in vals}
+    tests = []
+    for model in sorted(models):
+        base = pairs.get(model)
+        if base is None or base not in models:
+            continue
+        for axis in sorted({a for m, a in vals if m == model}):
+            a, b = vals[(model, axis)], vals.get((base, axis), {})
+            cells = sorted(set(a) & set(b))
+            t = _test_row("english-baseline", "panel", "+".join(sorted({c[0] for c in cells})) or "-", axis,
+                          f"{model} vs {base}", wilcoxon_signed_rank, [a[c] for c in cells], [b[c] for c in cells])
+            t.update(family=f"english-baseline:{axis}", table="T1", model=model, baseline=base,
+                     panel=[f"{d}:{m}" for d, m in cells], language=language)
+            tests.append(t)
+    return tests
+
+
+def social_statistics(rows: list[dict], *, alpha: float = 0.05, partitions: dict | None = None,
+                      baselines: dict | None = None) -> list[dict]:
     """All App. D tests over stored social rows (of one or many models); see the module docstring."""
     vecs = language_vectors(rows)
     if not vecs:
@@ -105,4 +144,5 @@ def social_statistics(rows: list[dict], *, alpha: float = 0.05, partitions: dict
                           *groups)
             t["model"] = model
             tests.append(t)
+    tests += english_baseline_tests(rows, baselines)
     return correct_within_families(tests, alpha=alpha)

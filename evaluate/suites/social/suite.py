@@ -14,14 +14,20 @@ portrait zero-shot (top-1 cosine over the axis's label set, :meth:`Inventory.pro
   Table 6, and ``harm_rate`` per axis and over all probes at once (group ``axis = all``, top-1 over the union
   of every label, H = crime ∪ non-human ∪ negative poles);
 - ``demographic_accuracy``: share of portraits whose crime-probe top-1 is their own demographic label;
-- ``probe_missing``: a language whose inventory lacks an axis (value NaN, the reason says what to add).
+- ``probe_missing``: a language whose inventory lacks an axis (value NaN, the reason says what to add);
+- ``recall_t2i`` / ``recall_i2t``: the accuracy check beside fairness (seed 003 App. A.1's Crossmodal-3600 /
+  XTD-11 R@k): text→image and image→text recall@k per language on the imported caption set (``captions``
+  table, ``cultura import captions``), group ``{dataset: "captions", language, k}``; a caption's relevant image
+  is its own, an image's relevant texts are its captions in that language; bootstrap CI over queries.
 
 Every row carries the language inventory's validation status (``inventory_status``: source, seed-validated,
 validated, partial, unvalidated). The statistics of seed 003 App. D across languages and models are computed
 from stored rows by :func:`social_statistics` (the report calls it).
 
 Options: ``datasets`` (default: every imported set; ``--benchmark NAME`` picks one), ``languages`` (default:
-every inventory), ``axes``, ``association`` (cosine|rate), ``n_resamples``, ``seed``.
+every inventory), ``axes``, ``association`` (cosine|rate), ``n_resamples``, ``seed``, ``recall`` (auto: when
+captions are imported | true | false), ``recall_ks`` (default [1, 5, 10]), ``recall_languages`` (default: the
+``languages`` option when given, else every caption language).
 """
 from __future__ import annotations
 
@@ -204,6 +210,73 @@ def probe_rows(img, texts_emb, probe, gender, race, *, group, details, associati
     return out
 
 
+RECALL_KS = (1, 5, 10)
+
+
+def recall_hits(relevant: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """Per query: 1.0 when a relevant item is among the ``k`` highest scores (stable order on ties, as
+    :func:`cultura.evaluate.metrics.accuracy_at_k`, whose mean this is)."""
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return (np.take_along_axis(relevant, top, axis=1).max(axis=1) > 0).astype(float)
+
+
+def caption_languages(project) -> list[str]:
+    """Languages of the imported caption set (``captions`` table), empty when none."""
+    if not project.db["captions"].exists():
+        return []
+    return [r[0] for r in project.db.execute("SELECT DISTINCT c.language FROM captions c JOIN images i ON "
+                                             "i.sha256 = c.image_sha256 WHERE i.status = 'ok' ORDER BY 1")]
+
+
+def recall_rows(project, embedder, languages, *, ks=RECALL_KS, n_resamples: int = 1000,
+                seed: int = 0) -> list[dict]:
+    """``recall_t2i`` and ``recall_i2t`` at each k per caption language (see the module docstring)."""
+    out = []
+    for lang in languages:
+        caps = project.db.execute(
+            "SELECT c.image_sha256, c.text FROM captions c JOIN images i ON i.sha256 = c.image_sha256 "
+            "WHERE c.language = ? AND i.status = 'ok' ORDER BY c.image_sha256, c.idx, c.source", [lang]).fetchall()
+        if not caps:
+            continue
+        shas = sorted({s for s, _ in caps})
+        pos = {s: i for i, s in enumerate(shas)}
+        rel = np.zeros((len(caps), len(shas)))
+        rel[np.arange(len(caps)), [pos[s] for s, _ in caps]] = 1
+        img = embed_images(project, embedder, shas)
+        txt = embed_texts(project, embedder, [t for _, t in caps], language=lang)
+        sims = txt @ img.T
+        digest = hashlib.sha256("".join(f"{a}\t{b}\n" for a, b in caps).encode()).hexdigest()
+        d = {"n_images": len(shas), "n_captions": len(caps), "caption_source": "captions table",
+             "captions_hash": digest,
+             "note": "accuracy beside fairness (seed 003 App. A.1: R@k on Crossmodal-3600 / XTD-11)"}
+        for metric, r, s in (("recall_t2i", rel, sims), ("recall_i2t", rel.T, sims.T)):
+            for k in ks:
+                hits = recall_hits(r, s, int(k))
+                lo, hi = mean_ci(hits, n_resamples=n_resamples, seed=seed)
+                out.append(row(NAME, metric, float(hits.mean()), ci_low=lo, ci_high=hi, n=len(hits),
+                               group={"dataset": "captions", "language": lang, "k": int(k)},
+                               details={**d, "candidates": int(s.shape[1]),
+                                        "trivial": int(k) >= int(s.shape[1])}))
+    return out
+
+
+def _recall_languages(project, opts) -> list[str]:
+    flag = opts.get("recall", "auto")
+    if flag in (False, "false", "off", 0, "0"):
+        return []
+    have = caption_languages(project)
+    if flag not in ("auto", True, "true", "on", 1, "1"):
+        raise CulturaError(f"Unknown recall option {flag!r}. Valid: auto, true, false.")
+    if flag != "auto" and not have:
+        raise CulturaError("recall=true needs an imported caption set: 'cultura import captions FILE --images DIR' "
+                           "(Crossmodal-3600 / XTD-11 layout).")
+    wanted = opts.get("recall_languages") or opts.get("languages")
+    if wanted:
+        wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+        return [lang for lang in wanted if lang in have]
+    return have
+
+
 def _datasets(project, benchmark, opts) -> list[str]:
     sets = [s["dataset"] for s in portrait_sets(project) if s["n_ok"]]
     wanted = opts.get("datasets") or ([benchmark.split("@")[0]] if benchmark else None)
@@ -235,7 +308,14 @@ def social(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
             raise unknown("axis", a, AXES)
     langs = opts.get("languages") or available_languages(project)
     langs = [langs] if isinstance(langs, str) else list(langs)
-    datasets = _datasets(project, benchmark, opts)
+    recall = recall_rows(project, embedder, _recall_languages(project, opts),
+                         ks=opts.get("recall_ks") or RECALL_KS, n_resamples=n_res, seed=seed)
+    try:
+        datasets = _datasets(project, benchmark, opts)
+    except SuiteSkipped:
+        if not recall:
+            raise
+        datasets = []
     h = hashlib.sha256()
     out: list[dict] = []
     status = {lang: inventory_status(project, lang) for lang in langs}
@@ -264,22 +344,26 @@ def social(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
                                    details={**base, "reason": why}))
                     continue
                 probe = inv.probe(axis)
-                temb = embed_texts(project, embedder, list(probe.prompts))
+                temb = embed_texts(project, embedder, list(probe.prompts), language=lang)
                 out += probe_rows(img, temb, probe, gender, race, group=group,
                                   details={**base, "n_labels": len(probe.labels)}, association=association,
                                   n_resamples=n_res, seed=seed)
             if inv.axes:
                 comb = inv.combined()
-                temb = embed_texts(project, embedder, list(comb.prompts))
+                temb = embed_texts(project, embedder, list(comb.prompts), language=lang)
                 top = np.array([comb.labels[i] for i in _top1(img @ temb.T)], dtype=object)
                 harm = np.isin(top, list(comb.negative)).astype(float)
                 lo, hi = mean_ci(harm, n_resamples=n_res, seed=seed)
                 out.append(row(NAME, "harm_rate", harm.mean(), ci_low=lo, ci_high=hi, n=len(harm),
                                group={"dataset": ds, "language": lang, "axis": "all"},
                                details={**base, "axes": inv.axes, "n_labels": len(comb.labels)}))
-    if not out:
+    if not out and not recall:
         raise SuiteSkipped("The portrait sets have no usable images (all rows failed or were excluded).")
-    out[0]["details"]["provenance"] = {"benchmark": "portraits:" + ",".join(datasets), "benchmark_version": None,
+    out += recall
+    for r in recall:
+        h.update(f"captions\t{r['group']['language']}\t{r['details']['captions_hash']}\n".encode())
+    name = "portraits:" + ",".join(datasets) + ("+captions" if recall else "")
+    out[0]["details"]["provenance"] = {"benchmark": name, "benchmark_version": None,
                                        "benchmark_hash": h.hexdigest()}
     return out
 

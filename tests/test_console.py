@@ -1,0 +1,34 @@
+"""The CLI's output helpers: errors name the option that sets the library argument at fault, --json errors
+are JSON, tables show every key of every row and print text literally."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from cultura.cli import cli
+from cultura.console import columns_of, table
+
+
+def test_library_error_gets_its_cli_flag(project):
+    r = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "annotators", "add", "zoe",
+                                 "--email", "not-an-address"])
+    assert r.exit_code == 1
+    assert "Error: --email: 'not-an-address' is not an e-mail address" in r.output
+
+
+def test_library_error_under_json_is_a_json_object(project):
+    r = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "annotators", "add", "zoe",
+                                 "--email", "not-an-address", "--json"])
+    assert r.exit_code == 1
+    err = json.loads(r.stdout.strip().splitlines()[-1])
+    assert err == {"error": "--email: 'not-an-address' is not an e-mail address; Label Studio users need one.",
+                   "type": "CulturaError"}
+
+
+def test_table_columns_are_the_union_of_keys_and_text_is_literal(capsys):
+    rows = [{"a": 1}, {"a": 2, "note": "[evaluate.llm] is a config section"}]
+    assert columns_of(rows) == ["a", "note"]
+    table("t", rows)
+    out = capsys.readouterr().out
+    assert "note" in out and "[evaluate.llm]" in out

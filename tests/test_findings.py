@@ -173,7 +173,7 @@ def test_evaluate_refuses_unknown_options_and_models(project):
     assert bad.exit_code != 0 and "Unknown option bogus" in bad.output and "n_resamples" in bad.output
     assert project.db["eval_runs"].count == 0  # refused before anything ran
     res = cli_run(project, "evaluate", "run", "--model", "clip")
-    assert res.exit_code != 0 and "Did you mean 'openclip'" in res.output
+    assert res.exit_code != 0 and "Unknown embedder family 'clip'" in res.output
     assert project.db["eval_runs"].count == 1  # one failure, not one per suite
 
 

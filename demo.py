@@ -276,7 +276,7 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
                             "--option", "llm.n_entities=2", "--option", "llm.seeds=[0]", *opts,
                             label="LLM entity bias, tiny RANDOM-INIT GPT-2")
     out["evaluate_attribution"] = c("evaluate", "run", "--model", "fake", "--suite", "attribution",
-                                    "--option", "attribution.judge=stub", "--option", "attribution.kb=demo", *opts,
+                                    "--option", "attribution.judge=stub", "--option", "attribution.kb=demo",
                                     label="cultural attribution, STUB judge")
     runs = [*out["evaluate"], *out["evaluate_llm"], *out["evaluate_attribution"]]
     missing = [s for s in SUITES if not any(r["suite"] == s and r["status"] == "done" for r in runs)]

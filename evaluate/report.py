@@ -112,7 +112,9 @@ def warnings(project, results: list[dict]) -> list[str]:
     distractors were chosen with tags of a random-init model."""
     out = []
     rand = sorted({r["model"] for r in results if is_random_init(r["model"]) or
-                   (r.get("model_info") or {}).get("random_init")})
+                   (r.get("model_info") or {}).get("random_init")} |
+                  {str(r["details"][k]) for r in results for k in ("llm", "judge", "generator")
+                   if is_random_init(str((r.get("details") or {}).get(k) or ""))})
     if rand:
         out.append(f"Random-init model{'s' if len(rand) > 1 else ''} ({', '.join(rand)}): "
                    f"{'their' if len(rand) > 1 else 'its'} numbers exercise the pipeline and mean nothing about "

@@ -191,6 +191,7 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
             _set_bench(rec, run, bench.provenance())
         rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
         rows = [_check_row(r, suite.name) for r in rows]
+        _require_measurement(suite.name, rows)
         prov = next((r["details"].get("provenance") for r in rows if r["details"].get("provenance")), None)
         if prov and not suite.benchmark_kind:
             _set_bench(rec, run, prov)
@@ -257,6 +258,30 @@ def _info(embedder) -> dict:
 def _embedded(embedder) -> int:
     stats = getattr(embedder, "stats", None) or {}
     return int(stats.get("images", 0)) + int(stats.get("texts", 0))
+
+
+def _require_measurement(suite: str, rows: list[dict]) -> None:
+    """Empty results are not results: a suite whose every row is undefined (no trials, nothing measured) is
+    skipped (or, asked for by name, failed) with the rows' reasons and the command that fixes it."""
+    def undefined(v):
+        return v is None or (isinstance(v, float) and math.isnan(v))
+    if not rows or not all(undefined(r["value"]) for r in rows):
+        return
+    reasons = sorted({str(r["details"].get("reason")) for r in rows if r["details"].get("reason")})
+    excluded: dict[str, int] = {}
+    for r in rows:
+        for k, v in (r["details"].get("excluded") or {}).items():
+            if isinstance(v, (int, float)) and v:
+                excluded[k] = max(excluded.get(k, 0), int(v))
+    msg = f"Suite {suite} measured nothing: every result is undefined ({'; '.join(reasons) or 'no reason given'})"
+    if excluded:
+        msg += " — items left out: " + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items()))
+    if excluded.get("missing_query"):
+        msg += (". The benchmark's items have no query text of this variant (descriptor benchmarks need the "
+                "mention_<COUNTRY> texts): run 'cultura build queries', then evaluate again")
+    elif excluded.get("missing_candidate"):
+        msg += ". Rebuild the benchmark ('cultura build association' / 'cultura build descriptor')"
+    raise SuiteSkipped(msg + ".")
 
 
 def _check_row(r: dict, suite: str) -> dict:

@@ -209,3 +209,18 @@ def test_undefined_kappa_says_why():
     assert out["percent_agreement"] == 1.0
     assert "same value" in out["fleiss_kappa_undefined"]
     assert all("do not vary" in p["why_undefined"] for p in out["pairwise_kappa"])
+
+
+def test_a_suite_that_measured_nothing_is_not_done(project):
+    from cultura.evaluate.runner import run_suite
+    from cultura.evaluate.suites.registry import Suite, row
+    from cultura.models.embedders import get_embedder
+
+    def empty(project, embedder, *, benchmark=None, options):
+        return [row("empty", "M_cr", float("nan"), n=0, details={"reason": "no trials",
+                                                                 "excluded": {"missing_query": 12}})]
+    rec = run_suite(project, get_embedder("fake"), Suite("empty", empty, "test"), from_all=True)
+    assert rec.status == "skipped" and "cultura build queries" in rec.reason and "missing_query 12" in rec.reason
+    assert project.db["eval_results"].count == 0
+    rec = run_suite(project, get_embedder("fake"), Suite("empty", empty, "test"))
+    assert rec.status == "failed"

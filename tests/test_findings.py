@@ -224,3 +224,19 @@ def test_a_suite_that_measured_nothing_is_not_done(project):
     assert project.db["eval_results"].count == 0
     rec = run_suite(project, get_embedder("fake"), Suite("empty", empty, "test"))
     assert rec.status == "failed"
+
+
+def test_relevance_ratings_resolve_a_culture_conflict(project):
+    from cultura.annotate.decide import _resolve_rated_conflicts
+
+    w = make_world(project, concepts=("bus",), per_cell=1)
+    sha = w["images"][("bus", "JP")][0]
+    pairs = [{"concept_id": 1, "concept": "bus", "country": "JP"}, {"concept_id": 1, "concept": "bus", "country": "US"}]
+    project.db["image_flags"].insert({"sha256": sha, "flag": "culture_conflict", "status": "open",
+                                      "details": json.dumps({"pairs": pairs}), "created_at": "2025-01-01"})
+    decide(project, "relevance", sha, value=5.0, country="JP")
+    assert _resolve_rated_conflicts(project.db, "relevance") == 0      # US not rated yet: still open
+    decide(project, "relevance", sha, value=2.0, country="US")
+    assert _resolve_rated_conflicts(project.db, "relevance") == 1
+    [f] = list_flags(project.db, status="resolved")
+    assert f["resolved_by"] == "relevance review relevance"

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import json
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +26,13 @@ import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from click.testing import CliRunner
+from PIL import Image
+from rich.console import Console
+
+from .cli import cli
+from .project import Project
 
 COUNTRIES = ["US", "JP", "TH", "DE"]
 #: concept → the sample photos standing for it (each cropped differently per country)
@@ -47,8 +55,8 @@ def real_photos(root: str | Path) -> dict:
     """Write ``root/<COUNTRY>/<concept>/*.jpg`` from the sample photos of scikit-image and scikit-learn, plus
     planted copies: a re-encoded and a byte-identical copy (same country) and a half-size copy found for
     another country. Returns the counts (``files``, ``distinct`` images)."""
+    # deferred: scikit-image and scikit-learn are heavy and only the photographs need them
     import skimage.data as skd
-    from PIL import Image
     from sklearn.datasets import load_sample_images
 
     root = Path(root)
@@ -75,8 +83,6 @@ def real_photos(root: str | Path) -> dict:
 
 def url_list(photos: Path, www: Path, host_port: str) -> Path:
     """A ``urls:`` list: a few more crops served over HTTP, plus a 404, an HTML page and a too-small image."""
-    from PIL import Image
-
     www.mkdir(parents=True, exist_ok=True)
     rows = []
     for cc in COUNTRIES:
@@ -120,10 +126,6 @@ class Cli:
         self.project, self.say = project, say
 
     def __call__(self, *args: str, json_out: bool = True, label: str | None = None):
-        from click.testing import CliRunner
-
-        from .cli import cli
-
         args = [str(a) for a in args]
         shown = "cultura " + " ".join(shlex.quote(a) for a in args)
         self.say(f"$ {shown}" + (f"    # {label}" if label else ""))
@@ -150,8 +152,6 @@ def _spinner(label: str, say):
     if say is not print or not sys.stdout.isatty():
         yield
         return
-    from rich.console import Console
-
     with Console().status(f"{label} …"):
         yield
 
@@ -173,9 +173,6 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
     photos = target / "photos"
     planted = real_photos(photos)
     say(f"• {planted['files']} photographs (scikit-image / scikit-learn samples, with planted copies) in {photos}")
-    from click.testing import CliRunner
-
-    from .cli import cli
     res = CliRunner().invoke(cli, ["init", str(proj), "--countries", ",".join(COUNTRIES), "--name", "cultura-demo"])
     if res.exit_code != 0:
         raise DemoFailed(f"'cultura init' failed: {res.output}")
@@ -208,7 +205,6 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
         cand = Path.cwd() / ".cache" / "labelstudio-seed"
         seed_dir = cand if cand.is_dir() else None
     if seed_dir:  # a migrated data dir: Label Studio then starts in seconds instead of ~45 s of migrations
-        import shutil
         shutil.copytree(seed_dir, proj / "labelstudio", dirs_exist_ok=True)
     say("• starting Label Studio (a fresh data dir migrates for about a minute) …")
     out["server"] = c("annotate", "server", "start", "--timeout", "600", label="Label Studio start")
@@ -292,8 +288,6 @@ def demo_kb(project: Path, path: Path, per_entity: int = 2) -> Path:
     """A DEMO knowledge base file: one entity per concept × country of the project's stored images ("pet
     (Japan)"), its text generated here (not from an encyclopedia), its images the first stored images found for
     it. Real use imports a real KB (BabelNet or Wikipedia extracts) with 'cultura kb import'."""
-    from .project import Project
-
     p = Project(project)
     try:
         rows = p.db.execute(

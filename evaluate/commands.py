@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..errors import unknown
 
 
 def _parse_options(pairs) -> dict:
@@ -38,7 +39,6 @@ def _options_for_runner(parsed: dict) -> dict | None:
     suites = load_suites()
     for name in parsed:
         if name not in suites:
-            from ..errors import unknown
             raise unknown("suite", name, suites, hint="Options look like SUITE.KEY=VALUE or KEY=VALUE.")
     if not parsed:
         return shared

@@ -10,7 +10,7 @@ import click
 
 from .annotate import commands as annotate_commands
 from .console import Ctx, cli_error, invoked_command
-from .curate import caire as caire_commands
+from .curate import caire_commands
 from .curate import commands as curate_commands
 from .curate.build import commands as build_commands
 from .errors import CulturaError

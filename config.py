@@ -76,6 +76,8 @@ class DedupSection(_Section):
     embedder: str = "openclip:ViT-B-32/openai"
     embedding_threshold: float = Field(0.95, ge=-1, le=1)
     scope: Literal["within-concept", "global"] = "within-concept"
+    # where image hashing runs: in this process, or on Ray (RAY_ADDRESS for an existing cluster)
+    executor: Literal["local", "ray"] = "local"
 
 
 class ConceptsSection(_Section):

@@ -180,7 +180,8 @@ campaigns.command("open")(_campaign_status_command("active", "Open campaign NAME
 # ------------------------------------------------------------------------------------------------ work
 
 @annotate.command("push")
-@click.argument("kind", type=click.Choice(["filter", "dedup-review", "relevance", "entity", "translation"]))
+@click.argument("kind", type=click.Choice(["filter", "dedup-review", "relevance", "entity", "context",
+                                           "translation"]))
 @click.option("--overlap", type=int, default=2, show_default=True, help="Annotators per item (K).")
 @click.option("--annotators", "names", default=None, help="Comma-separated annotator names (default: all active "
               "annotators with role 'annotator').")

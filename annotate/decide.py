@@ -186,6 +186,8 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                                       r["sha256"][:10] for r in rows if r["label"] == "keep"))
         if c["kind"] == "relevance":
             summ["flags_resolved"] = _resolve_rated_conflicts(db, c["name"])
+        if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
+            summ["written_back"] = spec.write_back(db)
         if disagreements:
             summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn))
         out.append(summ)

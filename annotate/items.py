@@ -1,5 +1,6 @@
-"""Build annotation items from the database state (filter, dedup-review, relevance) or from an imported
-JSONL/CSV file (entity, translation, or gold answers for any kind).
+"""Build annotation items from the database state (filter, dedup-review, relevance; entity, context and
+translation from their tables) or from an imported JSONL/CSV file (entity, context, translation, or gold
+answers for any kind).
 
 An item is ``{"item_key", "kind", "payload", "sha256", "country", "language", "cluster_id", "gold"}``; the
 key is stable so a second push recognises items it already has. Task data is made from the payload at push
@@ -171,6 +172,7 @@ def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) ->
 # ------------------------------------------------------------------------------------------- files
 
 FILE_KINDS = {"entity": ["entity", "country", "category", "language", "gold", "key"],
+              "context": ["text", "language", "type", "english", "kind", "gold", "key"],
               "translation": ["source", "translation", "language", "source_language", "gold", "key"]}
 
 
@@ -190,12 +192,43 @@ def _gold(kind_level: str, g) -> dict | None:
 
 
 def entity_table_rows(project) -> list[dict]:
-    """Candidate entities of the LLM-bias entity tables (issue 7), keyed ``ent-<id>``."""
+    """Candidate entities of the LLM-bias entity table (seed 001), keyed ``ent-<id>``; an entity without a
+    country gets the project's (else the registry's) country of its language."""
     if not project.db["entities"].exists():
         return []
-    from ..evaluate.suites.llm_bias.entities import entity_item_rows
+    out = []
+    for r in project.db.query("SELECT id, native, country, type, language FROM entities "
+                              "WHERE status = 'candidate' ORDER BY id"):
+        out.append({"key": f"ent-{r['id']}", "entity": r["native"], "category": r["type"],
+                    "language": r["language"], "country": r["country"] or _language_country(project,
+                                                                                            r["language"])})
+    return out
 
-    return entity_item_rows(project, status="candidate")
+
+def _language_country(project, language: str) -> str:
+    for c in project.countries:
+        if c.language == language:
+            return c.code
+    for c in getattr(project.registry, "countries", {}).values():
+        if getattr(c, "language", None) == language:
+            return c.code
+    raise CulturaError(f"No country in the project speaks {language!r}; set the entity's country column.")
+
+
+_TYPE_WORDS = {"names_female": "female first name", "names_male": "male first name", "authors": "author",
+               "sports_clubs": "sports club"}
+
+
+def context_table_rows(project) -> list[dict]:
+    """Candidate masked contexts of the LLM-bias contexts table (seed 001 §3.3: status ``candidate``), keyed
+    ``ctx-<id>``; adjudicated decisions go back to the table
+    (:func:`cultura.annotate.kinds.apply_context_decisions`)."""
+    if not project.db["contexts"].exists():
+        return []
+    return [{"key": f"ctx-{r['id']}", "text": r["text"], "language": r["language"], "type": r["type"],
+             "english": r["english"], "kind": r["kind"], "country": r["country"]}
+            for r in project.db.query("SELECT id, text, language, type, english, kind, country FROM contexts "
+                                      "WHERE status = 'candidate' ORDER BY id")]
 
 
 def translation_table_rows(project) -> list[dict]:
@@ -212,8 +245,9 @@ def translation_table_rows(project) -> list[dict]:
              "source_language": "en", "country": r["country"]} for r in project.db.query(sql)]
 
 
-TABLE_ROWS = {"entity": entity_table_rows, "translation": translation_table_rows}
+TABLE_ROWS = {"entity": entity_table_rows, "context": context_table_rows, "translation": translation_table_rows}
 TABLE_HINT = {"entity": "candidate entities: 'cultura entities import|collect-wikidata|extract'",
+              "context": "candidate contexts: 'cultura contexts import FILE --status candidate'",
               "translation": "LLM-written queries: 'cultura build queries'"}
 
 
@@ -237,6 +271,18 @@ def items_from_rows(project, kind: str, rows: list[dict], source: str) -> list[d
                        "culture": c.code, "culture_name": c.name}
             out.append({"item_key": _key(kind, row, ["entity", "country", "category"]), "kind": kind,
                         "country": c.code, "language": lang, "payload": payload,
+                        "gold": _gold(level, row.get("gold"))})
+        elif kind == "context":
+            if not row.get("text") or not row.get("language") or not row.get("type"):
+                raise CulturaError(f"{source} row {n}: context rows need 'text', 'language' and 'type' columns.")
+            lang = project.registry.languages.get(row["language"])
+            payload = {"text": row["text"], "english": row.get("english") or "(no English translation)",
+                       "type": _TYPE_WORDS.get(row["type"], str(row["type"]).replace("_", " ")),
+                       "language": row["language"],
+                       "language_name": lang.name if lang is not None else row["language"],
+                       "proposed_kind": row.get("kind") or None}
+            out.append({"item_key": _key(kind, row, ["text", "language", "type"]), "kind": kind,
+                        "language": row["language"], "country": row.get("country") or None, "payload": payload,
                         "gold": _gold(level, row.get("gold"))})
         else:
             if not row.get("source") or not row.get("translation") or not row.get("language"):
@@ -309,4 +355,7 @@ def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None
     if kind == "translation":
         return {"item_key": item_key,
                 **{k: payload[k] for k in ("source", "translation", "language", "source_language")}}
-    raise unknown("annotation kind", kind, ["filter", "dedup-review", "relevance", "entity", "translation"])
+    if kind == "context":
+        return {"item_key": item_key, **{k: payload[k] for k in ("text", "english", "type", "language_name")}}
+    raise unknown("annotation kind", kind, ["filter", "dedup-review", "relevance", "entity", "context",
+                                            "translation"])

@@ -1,4 +1,4 @@
-"""The five annotation kinds: their Label Studio template, how a result is parsed, how gold answers are
+"""The annotation kinds: their Label Studio template, how a result is parsed, how gold answers are
 compared and which decision they produce. A registry, so a new kind registers exactly like a built-in.
 
 >>> spec = get_kind("relevance")
@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from ..db import now, transaction
 from ..errors import CulturaError, unknown
 from ..templates import render_template
 
@@ -27,6 +28,9 @@ FILTER_REASONS = [("Wrong concept", "wrong_concept"), ("Not a photo", "not_photo
                   ("Other", "other")]
 ENTITY_LABELS = [("Local culture", "local"), ("Western", "western"), ("Neither", "neither"),
                  ("Noise", "noise")]
+CONTEXT_KINDS = [("Culturally grounded", "grounded"), ("Culturally neutral", "neutral"),
+                 ("Extractive QA paragraph", "qa"), ("Reject", "reject")]
+SENTIMENT_LABELS = [("Positive", "positive"), ("Negative", "negative"), ("Neutral", "neutral")]
 FILTER_GUIDELINE = ("Keep the image if it shows the concept named above as a real photograph. Remove it if it "
                     "shows another concept, is not a photo (drawing, diagram, screenshot), is offensive, or is "
                     "dominated by watermarks or text.")
@@ -69,6 +73,9 @@ def _context(kind: str) -> dict:
         return {"rubric": _table_rows(guideline("relevance_rubric"))}
     if kind == "entity":
         return {"labels": ENTITY_LABELS, "guideline": _plain(guideline("entity"))}
+    if kind == "context":
+        return {"kinds": CONTEXT_KINDS, "sentiments": SENTIMENT_LABELS, "guideline": _plain(guideline("context")),
+                "with_sentiment": ",".join(v for v, a in CONTEXT_KINDS if a in ("grounded", "neutral"))}
     if kind == "translation":
         return {"guideline": "Score how accurately and naturally the translation renders the source text "
                 "(1-5, seed 003 App. E).", "scale": _table_rows(guideline("translation"))}
@@ -153,6 +160,101 @@ def parse_entity(result):
     return {"label": _alias(ch[0], ENTITY_LABELS) if ch else None, "value": None, "details": None}
 
 
+def parse_context(result):
+    """A masked context's kind and, for grounded / neutral, its sentiment: label ``grounded/positive``,
+    ``neutral/negative``, ``qa``, ``reject`` (``grounded`` alone when the sentiment was left out)."""
+    ch = _choices(result, "kind")
+    if not ch:
+        return {"label": None, "value": None, "details": None}
+    kind = _alias(ch[0], CONTEXT_KINDS)
+    sent = _choices(result, "sentiment")
+    if kind in ("grounded", "neutral") and sent:
+        return {"label": f"{kind}/{_alias(sent[0], SENTIMENT_LABELS)}", "value": None, "details": None}
+    return {"label": kind, "value": None, "details": None}
+
+
+def apply_context_decisions(db) -> dict:
+    """Write the current ``context`` decisions back to the contexts table (item keys ``context:ctx-<id>``),
+    atomically: ``grounded/<sentiment>``, ``neutral/<sentiment>`` and ``qa`` make the context ``active`` with
+    that kind and sentiment; ``reject`` excludes it (reason "annotated reject"). A kind change that would
+    duplicate an existing context of that kind excludes the candidate with the reason. Returns counts."""
+    n = {"active": 0, "excluded": 0, "unknown": 0}
+    if not db["contexts"].exists():
+        return n
+    rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'context' AND superseded = 0 "
+                      "AND item_key LIKE 'context:ctx-%' ORDER BY id").fetchall()
+    ts = now()
+    with transaction(db):
+        for key, label in rows:
+            try:
+                cid = int(key.rsplit("ctx-", 1)[1])
+            except ValueError:
+                n["unknown"] += 1
+                continue
+            cur = db.execute("SELECT language, type, text FROM contexts WHERE id = ?", [cid]).fetchone()
+            if cur is None:
+                n["unknown"] += 1
+                continue
+            kind, _, sentiment = (label or "").partition("/")
+            if kind not in ("grounded", "neutral", "qa"):
+                db.execute("UPDATE contexts SET status = 'excluded', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label or 'without label'}", ts, cid])
+                n["excluded"] += 1
+                continue
+            clash = db.execute("SELECT id FROM contexts WHERE language = ? AND type = ? AND text = ? AND kind = ? "
+                               "AND id != ?", [cur[0], cur[1], cur[2], kind, cid]).fetchone()
+            if clash is not None:
+                db.execute("UPDATE contexts SET status = 'excluded', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {kind}: duplicate of context {clash[0]}", ts, cid])
+                n["excluded"] += 1
+                continue
+            db.execute("UPDATE contexts SET kind = ?, sentiment = ?, status = 'active', reason = NULL, "
+                       "updated_at = ? WHERE id = ?", [kind, sentiment or None, ts, cid])
+            n["active"] += 1
+    return n
+
+
+def apply_entity_table_decisions(db) -> dict:
+    """Write the current ``entity`` decisions on items of the entities table (keys ``entity:ent-<id>``) back
+    to it, atomically (seed 001 Figure 8): ``local`` / ``western`` → ``accepted`` with that side; ``neither`` /
+    ``noise`` → ``rejected`` (reason: the label). A side change that would duplicate an entity already on that
+    side rejects the candidate with the reason. Items pushed from a file (other keys) are left alone."""
+    n = {"accepted": 0, "rejected": 0, "unknown": 0}
+    if not db["entities"].exists():
+        return n
+    rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "
+                      "AND item_key LIKE 'entity:ent-%' ORDER BY id").fetchall()
+    ts = now()
+    with transaction(db):
+        for key, label in rows:
+            try:
+                eid = int(key.rsplit("ent-", 1)[1])
+            except ValueError:
+                n["unknown"] += 1
+                continue
+            cur = db.execute("SELECT language, type, native FROM entities WHERE id = ?", [eid]).fetchone()
+            if cur is None:
+                n["unknown"] += 1
+                continue
+            label = (label or "").strip().lower()
+            if label not in ("local", "western"):
+                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label or 'without label'}", ts, eid])
+                n["rejected"] += 1
+                continue
+            clash = db.execute("SELECT id FROM entities WHERE language = ? AND type = ? AND native = ? AND side = ? "
+                               "AND id != ?", [cur[0], cur[1], cur[2], label, eid]).fetchone()
+            if clash is not None:
+                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label}: duplicate of entity {clash[0]}", ts, eid])
+                n["rejected"] += 1
+                continue
+            db.execute("UPDATE entities SET status = 'accepted', side = ?, reason = NULL, updated_at = ? "
+                       "WHERE id = ?", [label, ts, eid])
+            n["accepted"] += 1
+    return n
+
+
 # ----------------------------------------------------------------------------------------- registry
 
 @dataclass
@@ -168,6 +270,7 @@ class KindSpec:
     labels: list[str] = field(default_factory=list)
     example: dict = field(default_factory=dict)
     result_for: Callable[[str], list] | None = None   # build a result from a label (simulation, tests)
+    write_back: Callable | None = None   # write_back(db) -> counts: decisions → the area's table, after adjudication
 
     def example_task(self, adjudication: bool = False) -> dict:
         return {**self.example, **({"earlier": "a: x; b: y"} if adjudication else {})}
@@ -214,10 +317,24 @@ register_kind(KindSpec(
     "entity", "entity.xml.j2", "nominal", "entity", parse_entity, "majority",
     [a for _, a in ENTITY_LABELS],
     {"entity": "dosa", "category": "food", "culture_name": "India", "item_key": "entity:x"},
-    lambda label: _res("association", "entity", [label])))
+    lambda label: _res("association", "entity", [label]), apply_entity_table_decisions))
 register_kind(KindSpec(
     "translation", "translation.xml.j2", "ordinal", "translation", _parse_likert("score"), "median",
     ["1", "2", "3", "4", "5"],
     {"source": "a photo of rice", "translation": "ご飯の写真", "source_language": "en", "language": "ja",
      "item_key": "translation:x"},
     lambda label: _res("score", "translation", [str(int(float(label)))])))
+
+CONTEXT_LABELS = [f"{k}/{s}" for k in ("grounded", "neutral") for _, s in SENTIMENT_LABELS] + ["qa", "reject"]
+
+
+def _context_result(label: str) -> list:
+    kind, _, sent = label.partition("/")
+    return _res("kind", "context", [kind]) + (_res("sentiment", "context", [sent]) if sent else [])
+
+
+register_kind(KindSpec(
+    "context", "context.xml.j2", "nominal", "context", parse_context, "majority", CONTEXT_LABELS,
+    {"text": "京都で[MASK]を食べた。美味しかった！", "english": "I ate [MASK] in Kyoto. It was delicious!",
+     "type": "food", "language_name": "Japanese", "item_key": "context:ctx-1"},
+    _context_result, apply_context_decisions))

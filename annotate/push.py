@@ -39,7 +39,7 @@ def eligible(kind: str, item: dict, annotator: dict) -> bool:
         payload = item.get("payload")
         label_cc = (json.loads(payload) if isinstance(payload, str) and payload else payload or {}).get("label_country")
         return annotator.get("country") == item.get("country") or bool(label_cc and annotator.get("country") == label_cc)
-    if kind in ("entity", "translation"):
+    if kind in ("entity", "translation", "context"):
         lang = item.get("language")
         if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):
             return True
@@ -181,7 +181,7 @@ def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
 def _instructions(kind: str) -> str:
     import html as h
     name = {"dedup-review": "dedup_review", "relevance": "relevance_rubric", "entity": "entity",
-            "translation": "translation"}.get(kind)
+            "translation": "translation", "context": "context"}.get(kind)
     text = guideline(name) if name else FILTER_GUIDELINE
     return "<pre style='white-space:pre-wrap'>" + h.escape(text) + "</pre>"
 

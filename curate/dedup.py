@@ -6,13 +6,17 @@ Methods (a registry, :data:`METHODS`):
 - ``sha256`` — identical bytes are one ``images`` row by construction, so this method makes no clusters;
   it flags an image linked (through ``image_links``) to more than one (concept, country) pair;
 - ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
-  threshold found exactly by a faiss binary index; the hashes are computed once per image and stored in
-  ``images.phash`` / ``images.dhash`` (16-hex), so a rerun hashes nothing;
+  threshold found exactly by a faiss binary index; pHash also compares each image's full hash with the
+  others' centre hash (``images.phash_centre``), which finds copies cropped by a few percent per side. The
+  hashes come from the downloader's or importer's validating decode (or are computed here once, in this
+  process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
 - ``embedding`` — image embeddings of any :mod:`cultura.models.embedders` embedder (cached in
-  ``embeddings``), pairs with cosine similarity ``>= threshold`` (faiss ``IndexFlatIP.range_search``).
+  ``embeddings``, read into one matrix), pairs with cosine similarity ``>= threshold`` (exact blocked
+  products, :func:`cosine_pairs`).
 
 Scope: ``within-concept`` links two images only inside a concept they were both found for (one cluster set
-per concept, ``dup_clusters.concept_id`` set); ``global`` links any two images.
+per concept, ``dup_clusters.concept_id`` set; each concept's images are searched apart); ``global`` links
+any two images.
 
 Clusters are the connected components of the pair graph. Each has a representative — the largest
 resolution, then the most bytes, then the smallest sha256 — and each member's distance to it (Hamming bits,
@@ -27,7 +31,9 @@ Idempotency (rerun rule): clusters are matched to the active (``open`` or ``reso
 runs with the same method, scope and params by (concept, exact member set). A matching cluster is kept as
 it is (id, status and any review decision stay valid); an earlier cluster with no match becomes
 ``superseded``; only the unmatched new ones are inserted, under a new ``dedup_runs`` row. A rerun on an
-unchanged image set therefore writes nothing (no run row, no cluster, no hash). Flags follow the same rule:
+unchanged image set therefore writes nothing (no run row, no cluster, no hash); when nothing dedup reads or
+writes changed since the same call last finished, it returns that call's summary at once (``unchanged``,
+see :func:`dedup_images`). Flags follow the same rule:
 an evidence entry that no longer holds is removed, a flag left with none becomes ``superseded``, and a
 ``resolved`` flag is reopened only when its list of pairs grows.
 
@@ -37,15 +43,16 @@ an evidence entry that no longer holds is removed, a flag left with none becomes
 """
 from __future__ import annotations
 
+import contextlib
 import json
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from ..db import chunks, dumps, finish_run, now, start_run
+from ..db import chunks, dumps, finish_run, now, start_run, transaction
 from ..errors import ConfigError, unknown
+from . import executor as executors
 from . import hashing
 
 SCOPES = ("within-concept", "global")
@@ -53,22 +60,64 @@ ACTIVE = ("open", "resolved")
 FLAG = "culture_conflict"
 UNREADABLE = "unreadable"
 HASH_CHUNK = 1024  # images hashed and written per step (an interrupted run keeps what it finished)
+ROWS_CHUNK = 100_000  # rows fetched per step while loading the inventory
+COUNTER = "dedup"  # change_counters row bumped by triggers on every input and output table (db/schema.py)
 
 
 # ------------------------------------------------------------------------------------------ inventory
 @dataclass
 class Inventory:
-    """The images under consideration (status ``ok``), in sha256 order, with their links and hashes."""
+    """The images under consideration (status ``ok``), in ``images`` rowid order, as arrays.
+
+    ``phash`` / ``dhash`` are uint64 (0 where ``has_phash`` / ``has_dhash`` is False). Links — the
+    (concept, country) pairs an image was found for, merged concepts counted as the one they were merged
+    into, removed concepts left out — are three parallel arrays sorted by image: ``link_img``,
+    ``link_concept`` and ``link_country`` (an index into ``countries``), each triple once.
+    """
 
     sha: list[str]
-    path: list[str]
     pixels: np.ndarray
     nbytes: np.ndarray
-    phash: list[str | None]
-    dhash: list[str | None]
-    links: list[set[tuple[int, str]]]          # (concept_id, country) per image
+    phash: np.ndarray
+    dhash: np.ndarray
+    has_phash: np.ndarray
+    has_dhash: np.ndarray
+    link_img: np.ndarray
+    link_concept: np.ndarray
+    link_country: np.ndarray
+    countries: list[str]
     concept_names: dict[int, str]
     unreadable: set[int] = field(default_factory=set)
+    phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
+    has_phash_centre: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.phash_centre is None:
+            self.phash_centre = np.zeros(self.n, dtype=np.uint64)
+        if self.has_phash_centre is None:
+            self.has_phash_centre = np.zeros(self.n, dtype=bool)
+
+    @classmethod
+    def from_lists(cls, sha, pixels, nbytes, *, phash=None, dhash=None, links=None, concept_names=None,
+                   unreadable=None, phash_centre=None) -> "Inventory":
+        """An inventory from Python lists (hex hashes or None, one set of (concept, country) per image)."""
+        n = len(sha)
+        phash = phash if phash is not None else [None] * n
+        dhash = dhash if dhash is not None else [None] * n
+        phash_centre = phash_centre if phash_centre is not None else [None] * n
+        links = links if links is not None else [set()] * n
+        countries = sorted({k for s in links for _, k in s})
+        triples = sorted((i, c, countries.index(k)) for i, s in enumerate(links) for c, k in s)
+        cols = np.array(triples, dtype=np.int64).reshape(-1, 3)
+        return cls(sha=list(sha), pixels=np.asarray(pixels, dtype=np.int64),
+                   nbytes=np.asarray(nbytes, dtype=np.int64),
+                   phash=_hex_array(phash), dhash=_hex_array(dhash),
+                   has_phash=np.array([bool(v) for v in phash], dtype=bool),
+                   has_dhash=np.array([bool(v) for v in dhash], dtype=bool),
+                   link_img=cols[:, 0], link_concept=cols[:, 1], link_country=cols[:, 2],
+                   countries=countries, concept_names=dict(concept_names or {}), unreadable=set(unreadable or ()),
+                   phash_centre=_hex_array(phash_centre),
+                   has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool))
 
     @property
     def n(self) -> int:
@@ -76,68 +125,210 @@ class Inventory:
 
     def hashes(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """(indexes of images that have a ``kind`` hash, their uint64 hashes)."""
-        col = self.phash if kind == "phash" else self.dhash
-        idx = np.array([i for i, v in enumerate(col) if v], dtype=np.int64)
-        return idx, hashing.from_hex([col[i] for i in idx])
+        has, h = (self.has_phash, self.phash) if kind == "phash" else (self.has_dhash, self.dhash)
+        idx = np.flatnonzero(has)
+        return idx, h[idx]
+
+    def _bounds(self) -> np.ndarray:
+        """``link_img`` offsets: image ``i``'s links are ``[b[i], b[i + 1])`` (cached)."""
+        key = (len(self.link_img), self.n)
+        if getattr(self, "_bounds_cache", (None,))[0] != key:
+            self._bounds_cache = (key, np.searchsorted(self.link_img, np.arange(self.n + 1)))
+        return self._bounds_cache[1]
+
+    def links_of(self, members) -> list[tuple[int, str]]:
+        """Sorted distinct (concept_id, country) pairs of one image or of several."""
+        b = self._bounds()
+        out = set()
+        for i in np.atleast_1d(members).tolist():
+            for k in range(b[i], b[i + 1]):
+                out.add((int(self.link_concept[k]), self.countries[self.link_country[k]]))
+        return sorted(out)
 
 
-def load_inventory(project) -> Inventory:
-    """Read ``images`` (status ok), their (concept, country) links and open ``unreadable`` flags."""
-    db = project.db
-    rows = db.execute("SELECT sha256, path, width, height, bytes, phash, dhash FROM images "
-                      "WHERE status = 'ok' ORDER BY sha256").fetchall()
-    index = {r[0]: k for k, r in enumerate(rows)}
+def _hex_array(values) -> np.ndarray:
+    """16-hex strings (None / '' for missing) -> uint64 array with 0 where missing; vectorised."""
+    filled = [v if v else "0" * 16 for v in values]
+    if not filled:
+        return np.zeros(0, dtype=np.uint64)
+    return np.frombuffer(bytes.fromhex("".join(filled)), dtype=">u8").astype(np.uint64)
+
+
+@contextlib.contextmanager
+def _snapshot(db):
+    """One read transaction: every SELECT inside sees the same state of the database (WAL snapshot)."""
+    conn = db.conn
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _final_concepts(db) -> tuple[dict[int, str], dict[int, int | None]]:
+    """Concept names, and each concept's final id (merged -> the one it was merged into; removed -> None)."""
     concepts = {cid: (name, status, merged) for cid, name, status, merged in
                 db.execute("SELECT id, name, status, merged_into FROM concepts").fetchall()}
 
-    def final_concept(cid):  # a merged concept counts as the one it was merged into; removed ones not at all
+    def final(cid):
         seen = set()
         while cid in concepts and concepts[cid][1] == "merged" and concepts[cid][2] and cid not in seen:
             seen.add(cid)
             cid = concepts[cid][2]
         return None if cid not in concepts or concepts[cid][1] == "removed" else cid
 
-    links: list[set] = [set() for _ in rows]
-    for sha, cid, country in db.execute("SELECT DISTINCT sha256, concept_id, country FROM image_links"):
-        k, c = index.get(sha), final_concept(cid)
-        if k is not None and c is not None:
-            links[k].add((c, country))
-    unreadable = {index[s] for (s,) in db.execute(
-        "SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'", [UNREADABLE]) if s in index}
-    return Inventory(
-        sha=[r[0] for r in rows], path=[r[1] for r in rows],
-        pixels=np.array([r[2] * r[3] for r in rows], dtype=np.int64),
-        nbytes=np.array([r[4] for r in rows], dtype=np.int64),
-        phash=[r[5] for r in rows], dhash=[r[6] for r in rows], links=links,
-        concept_names={cid: v[0] for cid, v in concepts.items()}, unreadable=unreadable)
+    return {cid: v[0] for cid, v in concepts.items()}, {cid: final(cid) for cid in concepts}
 
 
-def ensure_hashes(project, inv: Inventory, *, progress: bool = True) -> dict:
+def load_inventory(project) -> Inventory:
+    """Read ``images`` (status ok), their (concept, country) links and open ``unreadable`` flags.
+
+    Streams the rows into arrays (no per-image Python objects but the sha256 strings) with sequential scans
+    only: the links are joined in memory (candidate sha256 -> image, search result -> candidate -> query)
+    and the (concept, country) of a query and the de-duplication of links are done with numpy.
+    """
+    db = project.db
+    with _snapshot(db):
+        sha: list[str] = []
+        rowid, pixels, nbytes, ph, dh, pc = [], [], [], [], [], []
+        cur = db.execute("SELECT rowid, sha256, width * height, bytes, phash, dhash, phash_centre FROM images "
+                         "WHERE status = 'ok'")  # rowid order: a sequential scan
+        while rows := cur.fetchmany(ROWS_CHUNK):
+            r_id, r_sha, r_px, r_b, r_ph, r_dh, r_pc = zip(*rows)
+            sha.extend(r_sha)
+            rowid.append(np.array(r_id, dtype=np.int64))
+            pixels.append(np.array(r_px, dtype=np.int64))
+            nbytes.append(np.array(r_b, dtype=np.int64))
+            ph.append(r_ph)
+            dh.append(r_dh)
+            pc.append(r_pc)
+        n = len(sha)
+        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        rowid_a = cat(rowid)
+        has_ph = np.array([bool(v) for part in ph for v in part], dtype=bool)
+        has_dh = np.array([bool(v) for part in dh for v in part], dtype=bool)
+        ph_a = _hex_array([v for part in ph for v in part])
+        dh_a = _hex_array([v for part in dh for v in part])
+        has_pc = np.array([bool(v) for part in pc for v in part], dtype=bool)
+        pc_a = _hex_array([v for part in pc for v in part])
+        del ph, dh, pc
+
+        names, final = _final_concepts(db)
+        queries = db.execute("SELECT id, concept_id, country FROM queries").fetchall()
+        countries = sorted({q[2] for q in queries})
+        max_q = max((q[0] for q in queries), default=0)
+        q_concept = np.full(max_q + 1, -1, dtype=np.int64)
+        q_country = np.zeros(max_q + 1, dtype=np.int64)
+        country_index = {k: i for i, k in enumerate(countries)}
+        for qid, cid, country in queries:
+            c = final.get(cid)
+            q_concept[qid] = -1 if c is None else c
+            q_country[qid] = country_index[country]
+        # links: search result -> candidate by its integer key in SQL, candidate sha256 -> image by a dict
+        # (a join on images' TEXT sha256 key in SQL costs one random index lookup per row: 4x slower at 1M)
+        pos_of = dict(zip(sha, range(n)))
+        get = pos_of.get
+        img_parts, q_parts = [], []
+        cur = db.execute("SELECT sr.query_id, c.sha256 FROM search_results sr "
+                         "CROSS JOIN candidates c ON c.id = sr.candidate_id WHERE c.sha256 IS NOT NULL")
+        while rows := cur.fetchmany(ROWS_CHUNK):
+            qids, shas = zip(*rows)
+            q_parts.append(np.array(qids, dtype=np.int64))
+            img_parts.append(np.array([get(x, -1) for x in shas], dtype=np.int64))
+        del pos_of, get
+        pos = np.full(int(rowid_a.max()) + 1 if n else 1, -1, dtype=np.int64)
+        pos[rowid_a] = np.arange(n)
+        img, q = cat(img_parts), cat(q_parts)
+        ok = (img >= 0) & (q >= 0) & (q <= max_q)
+        img, q = img[ok], q[ok]
+        concept = q_concept[q]
+        keep = concept >= 0
+        img, concept, country = img[keep], concept[keep], q_country[q][keep]
+        n_c, n_k = int(concept.max()) + 1 if len(concept) else 1, max(len(countries), 1)
+        key = np.unique((img * n_c + concept) * n_k + country)
+        unreadable = {int(k) for (r,) in db.execute(
+            "SELECT i.rowid FROM image_flags f CROSS JOIN images i ON i.sha256 = f.sha256 "
+            "WHERE f.flag = ? AND f.status = 'open'", [UNREADABLE]) if r < len(pos) and (k := pos[r]) >= 0}
+    return Inventory(sha=sha, pixels=cat(pixels), nbytes=cat(nbytes), phash=ph_a, dhash=dh_a,
+                     has_phash=has_ph, has_dhash=has_dh, link_img=key // (n_c * n_k),
+                     link_concept=key // n_k % n_c, link_country=key % n_k, countries=countries,
+                     concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc)
+
+
+class _Writes:
+    """Tracks the dedup change counter across this call's own write transactions.
+
+    Each write runs in :func:`cultura.db.transaction`; inside it the counter is compared with the value the
+    previous step left (a difference means another writer changed an input or an output meanwhile), and the
+    value after the write becomes the expected one. A call whose chain is unbroken may record a fingerprint.
+    """
+
+    def __init__(self, db, start: int | None):
+        self.db, self.expected, self.foreign = db, start, start is None
+
+    @contextlib.contextmanager
+    def __call__(self):
+        with transaction(self.db):
+            if _counter(self.db) != self.expected:
+                self.foreign = True
+            yield self.db
+            self.expected = _counter(self.db)
+
+
+def _counter(db) -> int | None:
+    try:
+        row = db.execute("SELECT value FROM change_counters WHERE name = ?", [COUNTER]).fetchone()
+    except Exception:  # noqa: BLE001 - a database without the counter table: never skip
+        return None
+    return None if row is None else int(row[0])
+
+
+def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Writes | None = None,
+                  executor: str = "local") -> dict:
     """Compute and store pHash/dHash of the images that lack them; an unreadable blob gets an
-    ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts."""
-    todo = [i for i in range(inv.n) if (not inv.phash[i] or not inv.dhash[i]) and i not in inv.unreadable]
+    ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts.
+
+    ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
+    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre)
+    if inv.unreadable:
+        missing[list(inv.unreadable)] = False
+    todo = np.flatnonzero(missing).tolist()
     done = failed = 0
     if not todo:
         return {"hashes_computed": 0, "hash_failures": 0}
-    bar = _bar("Hashing images", len(todo)) if progress else None
     db = project.db
+    writes = writes or _Writes(db, _counter(db))
+    bar = _bar("Hashing images", len(todo)) if progress else None
+    step = HASH_CHUNK if executor == "local" else HASH_CHUNK * 64  # a Ray job per 64k images
     try:
-        for part in chunks(todo, HASH_CHUNK):
-            res = hashing.hash_images([project.blob_path(inv.path[i]) for i in part])
-            ph, dh = hashing.to_hex(res.phash), hashing.to_hex(res.dhash)
+        for part in chunks(todo, step):
+            shas = [inv.sha[i] for i in part]
+            paths = {}
+            for sub in chunks(shas, 900):
+                paths.update(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})",
+                                        sub).fetchall())
+            res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
+            ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
             ts = now()
-            with db.conn:
-                ok = [(ph[k], dh[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
-                db.conn.executemany("UPDATE images SET phash = ?, dhash = ? WHERE sha256 = ?", ok)
-                for k, err in res.errors.items():
-                    db["image_flags"].upsert({"sha256": inv.sha[part[k]], "flag": UNREADABLE, "status": "open",
-                                              "details": dumps({"stage": "dedup", "error": err}),
-                                              "created_at": ts}, pk=("sha256", "flag"))
+            with writes():
+                ok = [(ph[k], dh[k], pc[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
+                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ? WHERE sha256 = ?", ok)
+                db.conn.executemany(
+                    "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
+                    "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
+                    "created_at = excluded.created_at",
+                    [(inv.sha[part[k]], UNREADABLE, dumps({"stage": "dedup", "error": err}), ts)
+                     for k, err in res.errors.items()])
             for k, i in enumerate(part):
                 if k in res.errors:
                     inv.unreadable.add(i)
                 else:
-                    inv.phash[i], inv.dhash[i] = ph[k], dh[k]
+                    inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
+                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = True
             done += len(part) - len(res.errors)
             failed += len(res.errors)
             if bar is not None:
@@ -160,10 +351,11 @@ def _bar(label: str, total: int):
 # ------------------------------------------------------------------------------------------ methods
 @dataclass
 class Found:
-    """A method's result: pairs of inventory indexes (i < j) and a distance function to a representative."""
+    """A method's result: pairs of inventory indexes (i < j) and a distance function: ``distance(reps,
+    members)`` gives, element-wise, each member's distance to its representative (``reps`` broadcasts)."""
 
     pairs: np.ndarray
-    distance: Callable[[int, np.ndarray], np.ndarray]
+    distance: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -179,17 +371,80 @@ class Method:
 
 
 def _hash_method(kind: str) -> Method:
+    """pHash: full hashes and centre hashes (crop-robust, see :func:`hashing.hamming_pairs_with_centre`);
+    dHash: full hashes. The distance to a representative is the smallest of the compared combinations."""
+    centre = kind == "phash"
+
     def params(opts):
-        return {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
+        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
+        if centre:
+            p["centre_crop"] = hashing.CENTRE_CROP
+        return p
 
     def find(project, inv, opts):
-        idx, h = inv.hashes(kind)
-        local, dist = hashing.hamming_pairs(h, opts[f"{kind}_threshold"], return_distances=True)
-        full = np.zeros(inv.n, dtype=np.uint64)
-        full[idx] = h
-        return Found(idx[local].reshape(-1, 2), lambda rep, members: hashing.hamming_to(full[members], full[rep]))
+        full, has = (inv.phash, inv.has_phash) if kind == "phash" else (inv.dhash, inv.has_dhash)
+        t = opts[f"{kind}_threshold"]
+        if centre:
+            has = has & inv.has_phash_centre
+            c = inv.phash_centre
+
+            def search(idx):
+                return hashing.hamming_pairs_with_centre(full[idx], c[idx], t)
+        else:
+            def search(idx):
+                return hashing.hamming_pairs(full[idx], t)
+        if opts.get("scope") == "within-concept":
+            pairs = concept_pairs(inv, has, search)
+        else:
+            idx = np.flatnonzero(has)
+            pairs = idx[search(idx)].reshape(-1, 2)
+
+        def distance(reps, members):
+            reps = np.broadcast_to(reps, np.shape(members))
+            d = hashing.hamming_to_each(full[members], full[reps])
+            if centre:
+                d = np.minimum(d, np.minimum(hashing.hamming_to_each(inv.phash_centre[members], full[reps]),
+                                             hashing.hamming_to_each(full[members], inv.phash_centre[reps])))
+                d[members == reps] = 0
+            return d
+
+        return Found(pairs, distance)
 
     return Method(kind, params, find, needs_hashes=True)
+
+
+def concept_groups(inv: Inventory, mask: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
+    """``[(concept_id, sorted image indexes), ...]``: the images found for each concept (an image found for
+    several concepts is in each of their groups), restricted to ``mask`` when given."""
+    if not len(inv.link_img):
+        return []
+    n_c = int(inv.link_concept.max()) + 1
+    node = np.unique(inv.link_concept * inv.n + inv.link_img)   # sorted by concept, then image
+    node_c, node_img = node // inv.n, node % inv.n
+    if mask is not None:
+        keep = mask[node_img]
+        node_c, node_img = node_c[keep], node_img[keep]
+    bounds = np.searchsorted(node_c, np.arange(n_c + 1))
+    return [(c, node_img[bounds[c]:bounds[c + 1]]) for c in range(n_c) if bounds[c + 1] - bounds[c] > 1]
+
+
+def concept_pairs(inv: Inventory, mask: np.ndarray, search: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, found by ``search`` inside each concept's group of images (see
+    :func:`concept_groups`); ``search(indexes)`` returns local pairs into ``indexes``. Sorted, each once.
+
+    Within-concept scope needs no pair across concepts, so one search per concept replaces one search over
+    everything: with ``n`` images in ``k`` concepts a brute-force search costs ``n**2 / k`` instead of
+    ``n**2``."""
+    found = []
+    for _, idx in concept_groups(inv, mask):
+        local = np.asarray(search(idx), dtype=np.int64).reshape(-1, 2)
+        if len(local):
+            found.append(idx[local])  # idx is ascending, so i < j is kept
+    if not found:
+        return np.zeros((0, 2), dtype=np.int64)
+    pairs = np.concatenate(found)
+    key = np.unique(pairs[:, 0] * inv.n + pairs[:, 1])
+    return np.stack([key // inv.n, key % inv.n], axis=1)
 
 
 def _embedder(opts):
@@ -205,48 +460,71 @@ def _embedding_params(opts):
 
 
 def _embedding_find(project, inv, opts):
+    """Cosine pairs of image embeddings (cached). The matrix is held once (filled in place from the cache);
+    within-concept scope searches each concept's images apart (exact, ``n**2 / k`` work for ``k``
+    concepts), global scope searches everything with :func:`cosine_pairs` (exact; see docs/scaling.md for an
+    approximate index at millions of images)."""
     from ..models.embedders import embed_images_cached
 
     emb = _embedder(opts)
-    idx = np.array([i for i in range(inv.n) if i not in inv.unreadable], dtype=np.int64)
+    keep = np.ones(inv.n, dtype=bool)
+    keep[list(inv.unreadable)] = False
+    idx = np.flatnonzero(keep)
+    t = opts["embedding_threshold"]
     vecs = np.zeros((inv.n, 1), dtype=np.float32)
+    pairs = np.zeros((0, 2), dtype=np.int64)
     if len(idx):
-        x = np.ascontiguousarray(embed_images_cached(project, emb, [inv.sha[i] for i in idx]), dtype=np.float32)
-        vecs = np.zeros((inv.n, x.shape[1]), dtype=np.float32)
-        vecs[idx] = x
-        local = cosine_pairs(x, opts["embedding_threshold"])
-    else:
-        local = np.zeros((0, 2), dtype=np.int64)
-    return Found(idx[local].reshape(-1, 2),
-                 lambda rep, members: np.clip(1.0 - vecs[members] @ vecs[rep], 0.0, 2.0))
+        shas = [inv.sha[i] for i in idx]
+        if len(idx) == inv.n:
+            vecs = embed_images_cached(project, emb, shas)
+        else:
+            x = embed_images_cached(project, emb, shas)
+            vecs = np.zeros((inv.n, x.shape[1]), dtype=np.float32)
+            vecs[idx] = x
+            del x
+        if opts.get("scope") == "within-concept":
+            pairs = concept_pairs(inv, keep, lambda g: cosine_pairs(vecs[g], t))
+        else:
+            pairs = idx[cosine_pairs(vecs if len(idx) == inv.n else vecs[idx], t)].reshape(-1, 2)
+
+    def distance(reps, members):
+        reps = np.broadcast_to(reps, np.shape(members))
+        return np.clip(1.0 - np.einsum("ij,ij->i", vecs[members], vecs[reps]), 0.0, 2.0)
+
+    return Found(pairs, distance)
 
 
-def cosine_pairs(vectors: np.ndarray, threshold: float, *, block: int = 4096) -> np.ndarray:
-    """Pairs ``(i, j)``, ``i < j``, of L2-normalised rows with cosine similarity ``>= threshold``.
+def cosine_pairs(vectors: np.ndarray, threshold: float, *, block: int = 1024, db_block: int = 16384) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, of L2-normalised rows with cosine similarity ``>= threshold`` (exact).
 
-    faiss ``IndexFlatIP.range_search`` (which keeps similarities above the radius), queried in blocks.
+    Blocked matrix products over the upper triangle only (``block`` queries against ``db_block`` rows at a
+    time: at most 64 MB of similarities at once), reading ``vectors`` in place: no copy of the matrix and no
+    index (a faiss flat index would hold a second copy).
 
     >>> v = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
     >>> cosine_pairs(v, 0.9).tolist()
     [[0, 1]]
     """
-    import faiss
-
-    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    x = np.asarray(vectors)
     if x.ndim != 2:
         raise ValueError(f"vectors must be a 2-D array, got shape {x.shape}.")
     if not -1.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be a cosine similarity in [-1, 1], got {threshold!r}.")
-    if len(x) < 2:
+    if x.dtype != np.float32:
+        x = x.astype(np.float32)
+    n = len(x)
+    if n < 2:
         return np.zeros((0, 2), dtype=np.int64)
-    index = faiss.IndexFlatIP(x.shape[1])
-    index.add(x)
-    out = []
-    for s in range(0, len(x), block):
-        lims, sims, ids = index.range_search(x[s:s + block], float(threshold) - 1e-6)
-        q = np.repeat(np.arange(s, min(s + block, len(x)), dtype=np.int64), np.diff(lims).astype(np.int64))
-        keep = (q < ids) & (sims >= threshold - 1e-6)
-        out.append(np.stack([q[keep], ids[keep].astype(np.int64)], axis=1))
+    t = float(threshold) - 1e-6
+    out = [np.zeros((0, 2), dtype=np.int64)]
+    for s in range(0, n, block):
+        q = x[s:s + block]
+        for d in range(s, n, db_block):
+            qi, dj = np.nonzero(q @ x[d:d + db_block].T >= t)
+            gi, gj = qi + s, dj + d
+            keep = gi < gj
+            if keep.any():
+                out.append(np.stack([gi[keep], gj[keep]], axis=1).astype(np.int64))
     pairs = np.concatenate(out)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
@@ -262,77 +540,101 @@ METHODS: dict[str, Method] = {
 # ------------------------------------------------------------------------------------------ clusters
 def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple[int | None, np.ndarray]]:
     """``[(concept_id or None, member indexes), ...]``: connected components of the pair graph, per concept
-    (edges only between two images both found for that concept) or over everything (global)."""
+    (edges only between two images both found for that concept) or over everything (global); sorted by
+    concept, then by first member.
+
+    Within a concept, the nodes are the (image, concept) links, an edge joins ``(i, c)`` and ``(j, c)`` for a
+    pair ``(i, j)`` and every concept ``c`` both were found for, and one connected-components call over all
+    concepts at once gives every concept's clusters (numpy only, no per-pair Python).
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if scope == "global":
         return [(None, c) for c in hashing.connected_clusters(inv.n, pairs)]
-    concepts = [{c for c, _ in links} for links in inv.links]
-    edges: dict[int, list] = defaultdict(list)
-    for i, j in pairs.tolist():
-        for c in concepts[i] & concepts[j]:
-            edges[c].append((i, j))
-    out = []
-    for c in sorted(edges):
-        e = np.array(edges[c], dtype=np.int64)
-        nodes, local = np.unique(e, return_inverse=True)
-        out += [(c, nodes[comp]) for comp in hashing.connected_clusters(len(nodes), local.reshape(-1, 2))]
+    if not len(pairs) or not len(inv.link_img):
+        return []
+    n_c = int(inv.link_concept.max()) + 1
+    node = np.unique(inv.link_img * n_c + inv.link_concept)          # (image, concept), sorted by image
+    node_img, node_c = node // n_c, node % n_c
+    bounds = np.searchsorted(node_img, np.arange(inv.n + 1))
+    i, j = pairs[:, 0], pairs[:, 1]
+    count = bounds[i + 1] - bounds[i]
+    which = np.repeat(np.arange(len(pairs)), count)
+    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    ni = bounds[i][which] + offset                                   # every concept of i, per pair
+    want = j[which] * n_c + node_c[ni]                               # the same concept for j
+    nj = np.minimum(np.searchsorted(node, want), len(node) - 1)
+    hit = node[nj] == want
+    comps = hashing.connected_clusters(len(node), np.stack([ni[hit], nj[hit]], axis=1))
+    out = [(int(node_c[c[0]]), node_img[c]) for c in comps]
+    out.sort(key=lambda t: (t[0], int(t[1][0])))
     return out
 
 
 def representative(inv: Inventory, members: np.ndarray) -> int:
     """The member with the largest resolution, then the most bytes, then the smallest sha256."""
-    return min(members.tolist(), key=lambda i: (-int(inv.pixels[i]), -int(inv.nbytes[i]), inv.sha[i]))
+    return min(np.asarray(members).tolist(), key=lambda i: (-int(inv.pixels[i]), -int(inv.nbytes[i]), inv.sha[i]))
 
 
-def _pairs_of(inv: Inventory, members, concept_id: int | None) -> list[tuple[int, str]]:
-    return sorted({p for i in members for p in inv.links[i] if concept_id is None or p[0] == concept_id})
-
-
-def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventory, found: Found,
-                   clusters: list[tuple[int | None, np.ndarray]]) -> dict:
-    """Insert new clusters, keep matching ones, supersede vanished ones (see the module docstring)."""
-    db = project.db
-    ptext = dumps(params)
+def _active_clusters(db, method: str, scope: str, ptext: str) -> dict[tuple, int]:
     existing: dict[tuple, int] = {}
     for cid, concept_id, members in db.execute(
             "SELECT c.id, c.concept_id, group_concat(m.sha256) FROM dup_clusters c "
             "JOIN dedup_runs r ON r.id = c.run_id JOIN dup_members m ON m.cluster_id = c.id "
             f"WHERE c.method = ? AND c.scope = ? AND r.params = ? AND c.status IN {ACTIVE} GROUP BY c.id",
-            [method, scope, ptext]).fetchall():
+            [method, scope, ptext]):
         existing[(concept_id, tuple(sorted(members.split(","))))] = cid
+    return existing
+
+
+def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventory, found: Found,
+                   clusters: list[tuple[int | None, np.ndarray]], writes: _Writes | None = None) -> dict:
+    """Insert new clusters, keep matching ones, supersede vanished ones (see the module docstring).
+
+    All writes of one call are one transaction of batched statements (cluster ids are allotted under the
+    transaction's write lock, so clusters and members go in with two ``executemany`` calls)."""
+    db = project.db
+    writes = writes or _Writes(db, _counter(db))
+    ptext = dumps(params)
+    existing = _active_clusters(db, method, scope, ptext)
     had_run = db.execute("SELECT 1 FROM dedup_runs WHERE method = ? AND scope = ? AND params = ? LIMIT 1",
                          [method, scope, ptext]).fetchone() is not None
     ids: list[int] = []
     new = []
+    sha = inv.sha
     for concept_id, members in clusters:
-        key = (concept_id, tuple(sorted(inv.sha[i] for i in members)))
-        if key in existing:
-            ids.append(existing.pop(key))
-        else:
+        key = (concept_id, tuple(sorted(sha[i] for i in members.tolist())))
+        cid = existing.pop(key, None)
+        if cid is None:
             new.append((len(ids), concept_id, members))
-            ids.append(-1)
+            cid = -1
+        ids.append(cid)
     if new or existing or not had_run:
         ts = now()
-        with db.conn:
-            run_id = db["dedup_runs"].insert({"method": method, "scope": scope, "params": ptext,
-                                              "created_at": ts}).last_pk
-            for pos, concept_id, members in new:
-                rep = representative(inv, members)
-                dist = found.distance(rep, members)
-                cid = db["dup_clusters"].insert({
-                    "run_id": run_id, "method": method, "scope": scope, "concept_id": concept_id,
-                    "representative": inv.sha[rep], "size": len(members), "status": "open",
-                    "created_at": ts}).last_pk
-                db["dup_members"].insert_all(
-                    [{"cluster_id": cid, "sha256": inv.sha[i], "distance": float(d)}
-                     for i, d in zip(members.tolist(), dist.tolist())])
-                ids[pos] = cid
-            if existing:
-                marks = ",".join("?" * len(existing))
-                db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({marks})",
-                           list(existing.values()))
+        reps = np.array([representative(inv, m) for _, _, m in new], dtype=np.int64)
+        sizes = np.array([len(m) for _, _, m in new], dtype=np.int64)
+        flat = np.concatenate([m for _, _, m in new]) if new else np.zeros(0, dtype=np.int64)
+        dist = found.distance(np.repeat(reps, sizes), flat) if new else np.zeros(0)
+        with writes():
+            run_id = db.execute("INSERT INTO dedup_runs (method, scope, params, created_at) VALUES (?, ?, ?, ?)",
+                                [method, scope, ptext, ts]).lastrowid
+            first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM dup_clusters").fetchone()[0]
+            cluster_ids = list(range(first, first + len(new)))
+            db.conn.executemany(
+                "INSERT INTO dup_clusters (id, run_id, method, scope, concept_id, representative, size, status, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+                [(cid, run_id, method, scope, concept_id, sha[rep], len(members), ts)
+                 for cid, (_, concept_id, members), rep in zip(cluster_ids, new, reps.tolist())])
+            owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
+            db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
+                                zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
+            for part in chunks(list(existing.values()), 500):
+                db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
+                           part)
+        for cid, (pos, _, _) in zip(cluster_ids, new):
+            ids[pos] = cid
     return {"clusters": len(clusters), "new_clusters": len(new), "superseded_clusters": len(existing),
-            "images_in_clusters": len({i for _, m in clusters for i in m.tolist()}), "pairs": len(found.pairs),
-            "cluster_ids": ids}
+            "images_in_clusters": int(len(np.unique(np.concatenate([m for _, m in clusters])))) if clusters else 0,
+            "pairs": len(found.pairs), "cluster_ids": ids}
 
 
 # ------------------------------------------------------------------------------------------ conflicts
@@ -341,33 +643,65 @@ def _pair_json(inv: Inventory, pairs) -> list[dict]:
 
 
 def update_conflict_flags(project, inv: Inventory, evidence_key: str,
-                          evidence: dict[int, dict]) -> dict:
+                          evidence: dict[int, dict], writes: _Writes | None = None) -> dict:
     """Write ``culture_conflict`` flags for one ``method/scope``: ``evidence`` maps an inventory index to
     ``{"pairs": [(concept_id, country), ...], ...}``. Returns ``{"flagged": n, "new": n}``."""
+    return update_conflict_flags_many(project, inv, {evidence_key: evidence}, writes)[evidence_key]
+
+
+def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[str, dict[int, dict]],
+                               writes: _Writes | None = None) -> dict[str, dict]:
+    """:func:`update_conflict_flags` for several evidence keys in one pass over the stored flags and one
+    transaction (a flag created is counted as new once, for the first key, in order, that has it)."""
     db = project.db
-    current = {sha: (json.loads(d or "{}"), st) for sha, d, st in db.execute(
-        "SELECT sha256, details, status FROM image_flags WHERE flag = ?", [FLAG])}
+    writes = writes or _Writes(db, _counter(db))
+    keys = set(evidence_by_key)
+    current = {}
+    for sha, d, st in db.execute("SELECT sha256, details, status FROM image_flags WHERE flag = ?", [FLAG]):
+        current[sha] = (json.loads(d or "{}"), st)
+    pair_json: dict[tuple, list[dict]] = {}
+
+    def as_json(pairs):
+        key = tuple(map(tuple, pairs))
+        if key not in pair_json:
+            pair_json[key] = _pair_json(inv, key)
+        return pair_json[key]
+
+    by_sha: dict[str, dict[str, dict]] = {}
+    ready: dict[int, dict] = {}  # id(evidence item) -> the item with its pairs as JSON (items are shared)
+    for ek, evidence in evidence_by_key.items():
+        for i, ev in evidence.items():
+            by_sha.setdefault(inv.sha[i], {})[ek] = ev
+            if id(ev) not in ready:
+                ready[id(ev)] = dict(ev, pairs=as_json(ev["pairs"]))
+    fresh_text: dict[tuple, str] = {}  # the details text of a new flag, by the items it holds
     ts = now()
     inserts, updates = [], []
-    by_sha = {inv.sha[i]: ev for i, ev in evidence.items()}
-    for sha in set(by_sha) | {s for s, (d, _) in current.items() if evidence_key in d.get("evidence", {})}:
+    new_by_key = {k: 0 for k in keys}
+    stale = {s for s, (d, _) in current.items() if keys & set(d.get("evidence", {}))}
+    for sha in set(by_sha) | stale:
         details, status = current.get(sha, ({}, None))
+        mine = by_sha.get(sha, {})
+        if status is None:  # a new flag: its text depends only on its (shared) items
+            ids = tuple((ek, id(mine[ek])) for ek in evidence_by_key if ek in mine)
+            if ids not in fresh_text:
+                ev = {ek: ready[i] for ek, i in ids}
+                pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
+                fresh_text[ids] = dumps({"pairs": as_json(pairs), "evidence": ev})
+            inserts.append((sha, FLAG, fresh_text[ids], "open", ts))
+            new_by_key[ids[0][0]] += 1  # counted once, for the first key
+            continue
         ev = dict(details.get("evidence", {}))
-        if sha in by_sha:
-            item = dict(by_sha[sha])
-            item["pairs"] = _pair_json(inv, item["pairs"])
-            ev[evidence_key] = item
-        else:
-            ev.pop(evidence_key, None)
+        for ek in keys:
+            if ek in mine:
+                ev[ek] = ready[id(mine[ek])]
+            else:
+                ev.pop(ek, None)
         pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
         old_pairs = {(p["concept_id"], p["country"]) for p in details.get("pairs", [])}
-        new_details = {"pairs": _pair_json(inv, pairs), "evidence": ev}
+        new_details = {"pairs": as_json(pairs), "evidence": ev}
         if "resolution" in details:  # who resolved it and why survives reruns
             new_details["resolution"] = details["resolution"]
-        if status is None:
-            inserts.append({"sha256": sha, "flag": FLAG, "details": dumps(new_details), "status": "open",
-                            "created_at": ts})
-            continue
         if not ev:
             new_status = "superseded"
         elif status == "superseded" or (status == "resolved" and not set(pairs) <= old_pairs):
@@ -376,12 +710,13 @@ def update_conflict_flags(project, inv: Inventory, evidence_key: str,
             new_status = status
         if new_details != details or new_status != status:
             updates.append([dumps(new_details), new_status, sha, FLAG])
-    with db.conn:
-        db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
-                            updates)
-        if inserts:
-            db["image_flags"].insert_all(inserts)
-    return {"flagged": len(evidence), "new": len(inserts)}
+    if updates or inserts:
+        with writes():
+            db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
+                                updates)
+            db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
+                                "VALUES (?, ?, ?, ?, ?)", inserts)
+    return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
 
 
 def resolve_flags(db, shas, *, resolution: str, by: str = "review", flag: str = FLAG) -> int:
@@ -430,22 +765,53 @@ def list_flags(db, *, status: str | None = "open", flag: str | None = None) -> l
 
 
 def _link_conflicts(inv: Inventory) -> dict[int, dict]:
-    return {i: {"pairs": sorted(links)} for i, links in enumerate(inv.links) if len(links) > 1}
+    """Images linked to more than one (concept, country) pair (links are distinct triples)."""
+    multi = np.flatnonzero(np.bincount(inv.link_img, minlength=inv.n) > 1)
+    if not len(multi):
+        return {}
+    b = inv._bounds()
+    concept, country, countries = inv.link_concept.tolist(), inv.link_country.tolist(), inv.countries
+    return {i: {"pairs": sorted((concept[k], countries[country[k]]) for k in range(b[i], b[i + 1]))}
+            for i in multi.tolist()}
 
 
 def _cluster_conflicts(inv: Inventory, clusters, ids, params) -> dict[int, dict]:
+    """Members of clusters whose members were found for more than one (concept, country) pair (within the
+    cluster's concept when it has one). Vectorised; one evidence dict per cluster, shared by its members."""
+    if not clusters:
+        return {}
+    sizes = np.array([len(m) for _, m in clusters], dtype=np.int64)
+    flat = np.concatenate([m for _, m in clusters])
+    label = np.repeat(np.arange(len(clusters)), sizes)
+    cc = np.array([-1 if c is None else c for c, _ in clusters], dtype=np.int64)
+    b = inv._bounds()
+    count = b[flat + 1] - b[flat]
+    which = np.repeat(np.arange(len(flat)), count)
+    link = b[flat][which] + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    lab = label[which]
+    keep = (cc[lab] < 0) | (inv.link_concept[link] == cc[lab])
+    lab, link = lab[keep], link[keep]
+    n_c = int(inv.link_concept.max()) + 1 if len(inv.link_concept) else 1
+    n_k = max(len(inv.countries), 1)
+    key = np.unique((lab * n_c + inv.link_concept[link]) * n_k + inv.link_country[link])
+    klab = key // (n_c * n_k)
+    conflict = np.flatnonzero(np.bincount(klab, minlength=len(clusters)) > 1)
+    starts = np.searchsorted(klab, conflict).tolist()
+    ends = np.searchsorted(klab, conflict, side="right").tolist()
     out = {}
-    for (concept_id, members), cid in zip(clusters, ids):
-        pairs = _pairs_of(inv, members.tolist(), concept_id)
-        if len(pairs) > 1:
-            for i in members.tolist():
-                out[i] = {"pairs": pairs, "cluster_id": cid, "size": len(members), "params": params}
+    countries = inv.countries
+    for c, s0, e0 in zip(conflict.tolist(), starts, ends):
+        pairs = [(int(k) // n_k % n_c, countries[int(k) % n_k]) for k in key[s0:e0].tolist()]
+        members = clusters[c][1]
+        item = {"pairs": pairs, "cluster_id": ids[c], "size": len(members), "params": params}
+        for i in members.tolist():
+            out[i] = item
     return out
 
 
 # ------------------------------------------------------------------------------------------ entry point
 def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
-                    embedder=None, embedding_threshold=None) -> dict:
+                    embedder=None, embedding_threshold=None, executor=None) -> dict:
     """Fill unset options from ``project.config.dedup`` and validate them (ConfigError naming the option)."""
     cfg = project.config.dedup
     methods = list(dict.fromkeys(methods if methods else cfg.methods))
@@ -459,7 +825,10 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
             "phash_threshold": cfg.phash_threshold if phash_threshold is None else phash_threshold,
             "dhash_threshold": cfg.dhash_threshold if dhash_threshold is None else dhash_threshold,
             "embedder": cfg.embedder if embedder is None else embedder,
-            "embedding_threshold": cfg.embedding_threshold if embedding_threshold is None else embedding_threshold}
+            "embedding_threshold": cfg.embedding_threshold if embedding_threshold is None else embedding_threshold,
+            "executor": (executor or getattr(cfg, "executor", "local"))}
+    if opts["executor"] not in executors.EXECUTORS:
+        raise unknown("executor", opts["executor"], executors.EXECUTORS, param="executor")
     for name in ("phash_threshold", "dhash_threshold"):
         v = opts[name]
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 64:
@@ -477,54 +846,95 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
 
 
 def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
-                 embedder=None, embedding_threshold=None, progress=True) -> dict:
+                 embedder=None, embedding_threshold=None, progress=True, executor=None) -> dict:
     """Find duplicate images and culture conflicts; store clusters and flags for review (nothing deleted).
 
     Unset options come from ``project.config.dedup``. ``embedder`` is a spec string or an Embedder.
     Returns a summary: ``hashes_computed``, ``clusters`` / ``images_in_clusters`` / ``new_clusters`` /
     ``superseded_clusters`` per method, ``conflicts_flagged`` (images with a conflict found by this call),
     ``conflicts_new`` (flags created), and counts of images and hash failures.
+
+    No-op rerun: triggers bump ``change_counters.dedup`` on every write to the tables dedup reads (images,
+    candidates, search results, queries, concepts, image flags) or writes (runs, clusters, members). A call
+    whose own writes were the only ones since it read the project records the counter under its options
+    (``dedup_state``); a later call with the same options that finds the counter unchanged returns the
+    recorded summary (``unchanged: true``, nothing new) without reading the images.
     """
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
-                           embedding_threshold=embedding_threshold)
+                           embedding_threshold=embedding_threshold, executor=executor)
     db = project.db
     run = start_run(db, "dedup", {k: v for k, v in opts.items() if not k.startswith("_")})
     try:
-        inv = load_inventory(project)
-        summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
-                                   "hashes_computed": 0, "hash_failures": 0}
-        if any(METHODS[m].needs_hashes for m in opts["methods"]):
-            summary.update(ensure_hashes(project, inv, progress=progress))
-        flagged: set[int] = set()
-        new_flags = 0
-        per: dict[str, dict] = {}
-        for name in opts["methods"]:
-            method = METHODS[name]
-            params = method.params(opts)
-            found = method.find(project, inv, opts)
-            if found is None:  # sha256: conflicts from links only
-                ev = _link_conflicts(inv)
-                per[name] = {"multi_linked_images": len(ev)}
+        key = dumps({"scope": opts["scope"], "methods": {m: METHODS[m].params(opts) for m in opts["methods"]}})
+        with _snapshot(db):
+            start = _counter(db)
+            state = db.execute("SELECT counter, summary FROM dedup_state WHERE key = ?", [key]).fetchone() \
+                if start is not None else None
+            if state is not None and state[0] == start:
+                summary = _unchanged(json.loads(state[1]))
             else:
-                clusters = scoped_clusters(inv, found.pairs, opts["scope"])
-                per[name] = _save_clusters(project, name, opts["scope"], params, inv, found, clusters)
-                ev = _cluster_conflicts(inv, clusters, per[name].pop("cluster_ids"), params)
-            key = name if found is None else f"{name}/{opts['scope']}"
-            res = update_conflict_flags(project, inv, key, ev)
-            per[name]["conflicts"] = res["flagged"]
-            flagged |= set(ev)
-            new_flags += res["new"]
-        for k in ("clusters", "images_in_clusters", "new_clusters", "superseded_clusters"):
-            summary[k] = {m: v[k] for m, v in per.items() if k in v}
-        summary["multi_linked_images"] = per.get("sha256", {}).get("multi_linked_images", 0)
-        summary["conflicts_flagged"] = len(flagged)
-        summary["conflicts_new"] = new_flags
+                summary = None
+                inv = load_inventory(project)
+        if summary is None:
+            writes = _Writes(db, start)
+            summary = _dedup(project, inv, opts, writes, progress)
+            with writes():
+                if not writes.foreign:
+                    db.execute("INSERT INTO dedup_state (key, counter, summary, updated_at) VALUES (?, ?, ?, ?) "
+                               "ON CONFLICT (key) DO UPDATE SET counter = excluded.counter, "
+                               "summary = excluded.summary, updated_at = excluded.updated_at",
+                               [key, writes.expected, json.dumps(summary, default=str), now()])  # keeps key order
     except BaseException as e:
         finish_run(db, run, status="failed" if isinstance(e, Exception) else "interrupted",
                    error=f"{type(e).__name__}: {e}")
         raise
     finish_run(db, run, summary)
+    return summary
+
+
+def _unchanged(summary: dict) -> dict:
+    """A recorded summary as a no-op rerun reports it: nothing computed, created or superseded."""
+    out = dict(summary, hashes_computed=0, hash_failures=0, conflicts_new=0, unchanged=True)
+    for k in ("new_clusters", "superseded_clusters"):
+        out[k] = {m: 0 for m in summary.get(k, {})}
+    return out
+
+
+def _dedup(project, inv: Inventory, opts: dict, writes: _Writes, progress: bool) -> dict:
+    summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
+                               "hashes_computed": 0, "hash_failures": 0}
+    if any(METHODS[m].needs_hashes for m in opts["methods"]):
+        summary.update(ensure_hashes(project, inv, progress=progress, writes=writes, executor=opts["executor"]))
+    flagged: set[int] = set()
+    per: dict[str, dict] = {}
+    evidence: dict[str, dict[int, dict]] = {}
+    keys: dict[str, str] = {}
+    for name in opts["methods"]:
+        method = METHODS[name]
+        params = method.params(opts)
+        found = method.find(project, inv, opts)
+        keys[name] = name if found is None else f"{name}/{opts['scope']}"
+        if found is None:  # sha256: conflicts from links only
+            ev = _link_conflicts(inv)
+            per[name] = {"multi_linked_images": len(ev)}
+        else:
+            clusters = scoped_clusters(inv, found.pairs, opts["scope"])
+            per[name] = _save_clusters(project, name, opts["scope"], params, inv, found, clusters, writes)
+            ev = _cluster_conflicts(inv, clusters, per[name].pop("cluster_ids"), params)
+            del found, clusters
+        evidence[keys[name]] = ev
+        flagged |= set(ev)
+    res = update_conflict_flags_many(project, inv, evidence, writes)
+    for name, key in keys.items():
+        per[name]["conflicts"] = res[key]["flagged"]
+    new_flags = sum(r["new"] for r in res.values())
+    for k in ("clusters", "images_in_clusters", "new_clusters", "superseded_clusters"):
+        summary[k] = {m: v[k] for m, v in per.items() if k in v}
+    summary["multi_linked_images"] = per.get("sha256", {}).get("multi_linked_images", 0)
+    summary["conflicts_flagged"] = len(flagged)
+    summary["conflicts_new"] = new_flags
+    summary["unchanged"] = False
     return summary
 
 

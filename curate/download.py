@@ -54,6 +54,7 @@ import httpx
 from .. import db as dbmod
 from ..errors import CulturaError
 from ..redact import strip_userinfo
+from . import hashing
 from . import safety
 from ..db.blobs import store_blob, sweep_blobs
 
@@ -114,6 +115,9 @@ class ImageInfo:
     width: int
     height: int
     sha256: str
+    phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
+    dhash: str | None = None
+    phash_centre: str | None = None
 
 
 @dataclass
@@ -134,6 +138,7 @@ class FetchResult:
     attempts: int = 0
     redirects: int = 0
     data: bytes | None = field(default=None, repr=False)
+    hashes: tuple | None = None      # (phash, dhash, phash_centre) from the validating decode
 
     @property
     def ok(self) -> bool:
@@ -207,6 +212,7 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
                            f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
         try:
+            hashing.prepare_decode(im)  # JPEG: the stream is still fully entropy-decoded, at reduced scale
             im.load()
         except Image.DecompressionBombError as e:
             raise _Failure("too_many_pixels", str(e), nbytes=n) from None
@@ -215,11 +221,16 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("truncated" if truncated else "corrupt", f"{fmt} decode failed: {e}", nbytes=n) from None
         except Exception as e:  # Pillow raises many types on malformed data: this is a data verdict
             raise _Failure("corrupt", f"{fmt} decode failed: {type(e).__name__}: {e}", nbytes=n) from None
+        try:
+            hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
+        except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
+            hashes = (None, None, None)
     if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
         raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
     if fmt == "mpo":
         fmt = "jpeg"
-    return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest())
+    return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest(),
+                     phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2])
 
 
 # ---------------------------------------------------------------------------------------------- fetching
@@ -462,7 +473,7 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
             return _fail(url, e, 1)
         return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
                            sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                           attempts=1)
+                           attempts=1, hashes=(info.phash, info.dhash, info.phash_centre))
     if scheme not in ("http", "https"):
         return _fail(url, _Failure("bad_url", f"unsupported URL scheme {scheme or '(none)'!r}"), 0)
     pre_check = not getattr(client, "_cultura_safe", False)
@@ -511,7 +522,7 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
     return FetchResult(url=url, status="downloaded", final_url=_redact(str(resp.url)),
                        http_status=resp.status_code, content_type=ctype, nbytes=len(data), data=data,
                        sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                       attempts=attempts, redirects=hops)
+                       attempts=attempts, redirects=hops, hashes=(info.phash, info.dhash, info.phash_centre))
 
 
 # ----------------------------------------------------------------------------------------------- the stage
@@ -529,7 +540,8 @@ class _Writer:
     def add(self, cand_id: int, r: FetchResult, relpath: str | None) -> None:
         ts = dbmod.now()
         if r.ok:
-            self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes, ts))
+            self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
+                                *(r.hashes or (None, None, None)), ts))
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -542,8 +554,8 @@ class _Writer:
         with self.db.conn:
             if self.images:
                 cur = self.db.conn.executemany(
-                    "INSERT OR IGNORE INTO images (sha256, path, format, width, height, bytes, status, "
-                    "created_at) VALUES (?, ?, ?, ?, ?, ?, 'ok', ?)", self.images)
+                    "INSERT OR IGNORE INTO images (sha256, path, format, width, height, bytes, phash, dhash, "
+                    "phash_centre, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)", self.images)
                 self.new_images += max(cur.rowcount, 0)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "

@@ -48,6 +48,9 @@ DRAFT_SIZE = 64
 REDUCING_GAP = 3.0
 #: Inputs with at most this many codes are searched with one brute-force faiss call.
 BRUTE_FORCE_MAX = 20_000
+#: The centre pHash is the pHash of the image with this share of each side's length cut off: a copy cropped
+#: by up to about this much per side has a full pHash close to its original's centre pHash.
+CENTRE_CROP = 0.05
 
 
 class HashingError(ValueError):
@@ -57,11 +60,15 @@ class HashingError(ValueError):
 # ---------------------------------------------------------------------------------------------- hashes
 @dataclass
 class HashResult:
-    """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors."""
+    """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors.
+
+    ``phash_centre``: the pHash of the centre region (:data:`CENTRE_CROP` cut off each side), from the same
+    decode."""
 
     phash: np.ndarray
     dhash: np.ndarray
     errors: dict[int, str] = field(default_factory=dict)
+    phash_centre: np.ndarray | None = None
 
     @property
     def ok(self) -> np.ndarray:
@@ -71,23 +78,49 @@ class HashResult:
         return mask
 
 
-def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one image (path, bytes or PIL image) to the 32x32 and 9x8 grey thumbnails the hashes need."""
+def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode one image (path, bytes or PIL image) to the 32x32 and 9x8 grey thumbnails the hashes need,
+    and the 32x32 thumbnail of its centre region (for the centre pHash)."""
     from PIL import Image
 
     if isinstance(item, Image.Image):
-        im = item
-        gray = im.convert("L")
-    else:
-        src = item if isinstance(item, (str, Path)) else _as_file(item)
-        with Image.open(src) as im:
-            if im.format == "JPEG":
-                im.draft("L", (DRAFT_SIZE, DRAFT_SIZE))
-            gray = im.convert("L")  # convert loads the (drafted) image
+        return thumbnails(item.convert("L"))
+    src = item if isinstance(item, (str, Path)) else _as_file(item)
+    with Image.open(src) as im:
+        prepare_decode(im)
+        return thumbnails(im.convert("L"))  # convert loads the (drafted) image
+
+
+def prepare_decode(im) -> None:
+    """Ask an opened, not yet loaded image for the reduced decode the hashes are defined on (a JPEG is
+    decoded in grey at 1/2-1/8 scale keeping :data:`DRAFT_SIZE` pixels a side; other formats in full). The
+    downloader calls this before its validating decode, so the hashes come from that one decode."""
+    if im.format == "JPEG":
+        im.draft("L", (DRAFT_SIZE, DRAFT_SIZE))
+
+
+def thumbnails(gray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pHash, dHash and centre-pHash thumbnails of a decoded grey (mode ``L``) image."""
+    from PIL import Image
+
     lanczos = Image.Resampling.LANCZOS
     p = np.asarray(gray.resize((32, 32), lanczos, reducing_gap=REDUCING_GAP))
     d = np.asarray(gray.resize((9, 8), lanczos, reducing_gap=REDUCING_GAP))
-    return p, d
+    w, h = gray.size
+    dx, dy = int(round(w * CENTRE_CROP)), int(round(h * CENTRE_CROP))
+    box = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
+    c = np.asarray(gray.resize((32, 32), lanczos, box=box, reducing_gap=REDUCING_GAP))
+    return p, d, c
+
+
+def hashes_of_decoded(im) -> tuple[str, str, str]:
+    """``(phash, dhash, phash_centre)`` as 16-hex strings of an image decoded after :func:`prepare_decode`
+    (equal to what :func:`hash_images` gives for the same bytes)."""
+    p, d, c = thumbnails(im.convert("L"))
+    ph = phash_from_thumbs(p[None])
+    dh = dhash_from_thumbs(d[None])
+    pc = phash_from_thumbs(c[None])
+    return to_hex(ph)[0], to_hex(dh)[0], to_hex(pc)[0]
 
 
 def _as_file(data):
@@ -142,6 +175,7 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     workers = workers or min(8, os.cpu_count() or 1)
     ph = np.zeros(n, dtype=np.uint64)
     dh = np.zeros(n, dtype=np.uint64)
+    pc = np.zeros(n, dtype=np.uint64)
     errors: dict[int, str] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, n, chunk):
@@ -155,9 +189,10 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                 idx = np.asarray(good) + start
                 ph[idx] = phash_from_thumbs(np.stack([results[i][0][0] for i in good]))
                 dh[idx] = dhash_from_thumbs(np.stack([results[i][0][1] for i in good]))
+                pc[idx] = phash_from_thumbs(np.stack([results[i][0][2] for i in good]))
             if progress is not None:
                 progress(len(part))
-    return HashResult(ph, dh, errors)
+    return HashResult(ph, dh, errors, pc)
 
 
 def compute_hashes(paths_or_images: Iterable[Any], *,
@@ -362,6 +397,37 @@ def hamming_pairs(hashes: np.ndarray, threshold: int, *, return_distances: bool 
     return (pairs, d[first].astype(np.int64)) if return_distances else pairs
 
 
+def hamming_pairs_with_centre(full: np.ndarray, centre: np.ndarray, threshold: int, *,
+                              workers: int | None = None) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, whose full hashes are within ``threshold`` bits, or the full hash of one
+    within ``threshold`` bits of the centre hash of the other (a copy cropped by about :data:`CENTRE_CROP` per
+    side looks like its original's centre). Exact; sorted.
+
+    Up to :data:`BRUTE_FORCE_MAX` codes: full x full (one triangle) plus centre x full by faiss brute force
+    (1.5x the work of full hashes alone); above, one :func:`hamming_pairs` over full and centre codes
+    together (the generalised pigeonhole search), pairs mapped back to their images.
+    """
+    h, threshold = _check(full, threshold)
+    c, _ = _check(centre, threshold)
+    n = len(h)
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    if n <= BRUTE_FORCE_MAX:
+        same = hamming_pairs(h, threshold, workers=workers)
+        qi, di, _ = _range(_codes(h), _codes(c), threshold)
+        cross = np.stack([np.minimum(qi, di), np.maximum(qi, di)], axis=1)[qi != di]
+        both = np.concatenate([same, cross])
+    else:
+        owner = np.concatenate([np.arange(n), np.arange(n)])
+        p = hamming_pairs(np.concatenate([h, c]), threshold, workers=workers)
+        a, b = owner[p[:, 0]], owner[p[:, 1]]
+        both = np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1)[a != b]
+    if not len(both):
+        return np.zeros((0, 2), dtype=np.int64)
+    key = np.unique(both[:, 0] * n + both[:, 1])
+    return np.stack([key // n, key % n], axis=1).astype(np.int64)
+
+
 def hamming_to(hashes: np.ndarray, ref: int) -> np.ndarray:
     """Hamming distances of every hash to one reference hash."""
     x = np.asarray(hashes, dtype=np.uint64) ^ np.uint64(ref)
@@ -380,12 +446,18 @@ def connected_clusters(n: int, pairs: np.ndarray) -> list[np.ndarray]:
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if n == 0 or len(pairs) == 0:
         return []
-    graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    nodes, local = np.unique(pairs, return_inverse=True)  # only nodes with an edge: no singleton work
+    local = local.reshape(-1, 2)
+    m = len(nodes)
+    graph = coo_matrix((np.ones(len(local), dtype=np.int8), (local[:, 0], local[:, 1])), shape=(m, m))
     _, labels = connected_components(graph, directed=False)
-    order = np.argsort(labels, kind="stable")
+    order = np.argsort(labels, kind="stable")  # nodes ascending within each component
     bounds = np.flatnonzero(np.diff(labels[order])) + 1
-    groups = np.split(order, bounds)
-    return sorted((np.sort(g) for g in groups if len(g) > 1), key=lambda g: int(g[0]))
+    starts = np.concatenate([[0], bounds]).tolist()
+    ends = np.concatenate([bounds, [m]]).tolist()
+    groups = [nodes[order[a:b]] for a, b in zip(starts, ends) if b - a > 1]
+    groups.sort(key=lambda g: int(g[0]))
+    return groups
 
 
 # ---------------------------------------------------------------------------------------------- calibration

@@ -124,12 +124,14 @@ def glob_escape(s: str) -> str:
 
 def store_image(project, data: bytes) -> str:
     """Check ``data`` as the downloader does (allowed formats, pixel cap, truncation; no minimum size for
-    existing datasets), store the blob and the ``images`` row (idempotent); return sha256. Perceptual hashes
-    are left to ``cultura images dedup``, so every image is hashed by one definition."""
+    existing datasets), store the blob and the ``images`` row (idempotent); return sha256. The perceptual
+    hashes come from that check's decode (one definition: :mod:`cultura.curate.hashing`), so dedup decodes
+    nothing again."""
     info = validate_image(data, max_pixels=project.config.download.max_pixels)
     sha, rel = store_blob(project, data, info.format, sha256=info.sha256)
     project.db["images"].insert({"sha256": sha, "path": rel, "format": info.format, "width": info.width,
-                                 "height": info.height, "bytes": len(data), "status": "ok",
+                                 "height": info.height, "bytes": len(data), "phash": info.phash,
+                                 "dhash": info.dhash, "phash_centre": info.phash_centre, "status": "ok",
                                  "created_at": dbmod.now()}, ignore=True)
     return sha
 

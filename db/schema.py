@@ -331,3 +331,45 @@ def m003_ingest_rejects(db):
         );
         """
     )
+
+
+#: Tables whose changes can change a dedup run's result (inputs) or its stored output; every row written to
+#: them bumps ``change_counters.dedup`` so a rerun on an unchanged project is one lookup (curate/dedup.py).
+_DEDUP_WATCHED = {
+    "images": ("INSERT", "DELETE", "UPDATE OF status, phash, dhash, width, height, bytes, path"),
+    "candidates": ("INSERT", "DELETE", "UPDATE OF sha256"),
+    "search_results": ("INSERT", "DELETE", "UPDATE OF query_id, candidate_id"),
+    "queries": ("INSERT", "DELETE", "UPDATE OF concept_id, country"),
+    "concepts": ("INSERT", "DELETE", "UPDATE OF name, status, merged_into"),
+    "image_flags": ("INSERT", "DELETE", "UPDATE"),
+    "dedup_runs": ("INSERT", "DELETE", "UPDATE"),
+    "dup_clusters": ("INSERT", "DELETE", "UPDATE"),
+    "dup_members": ("DELETE", "UPDATE"),  # members are inserted only with their cluster (counted there)
+}
+
+
+@core()
+def m004_dedup_change_counter(db):
+    """A change counter for dedup's no-op rerun check, and the fingerprints of finished dedup calls."""
+    sql = ["CREATE TABLE IF NOT EXISTS change_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+           "INSERT OR IGNORE INTO change_counters VALUES ('dedup', 0);",
+           """CREATE TABLE IF NOT EXISTS dedup_state (
+                  key TEXT PRIMARY KEY,         -- JSON of the call's methods, scope and parameters
+                  counter INTEGER NOT NULL,     -- change_counters.dedup when the call finished
+                  summary TEXT NOT NULL,        -- JSON summary the call returned
+                  updated_at TEXT NOT NULL
+              );"""]
+    for table, events in _DEDUP_WATCHED.items():
+        for k, event in enumerate(events):
+            sql.append(f"CREATE TRIGGER IF NOT EXISTS trg_dedup_{table}_{k} AFTER {event} ON {table} BEGIN "
+                       "UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")
+    db.executescript("\n".join(sql))
+
+
+@core()
+def m005_centre_phash(db):
+    """The centre pHash (curate/hashing.py CENTRE_CROP): dedup's crop-robust pHash matching."""
+    if "phash_centre" not in {c.name for c in db["images"].columns}:
+        db.execute("ALTER TABLE images ADD COLUMN phash_centre TEXT")
+    db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_centre AFTER UPDATE OF phash_centre ON images "
+               "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")

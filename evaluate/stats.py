@@ -35,6 +35,7 @@ __all__ = [
     "mann_whitney",
     "compare_two_groups",
     "kruskal_wallis",
+    "kruskal_effect_size",
     "sign_test",
     "correct_pvalues",
     "bootstrap_ci",
@@ -316,26 +317,56 @@ def compare_two_groups(a: Any, b: Any, *, alpha: float = 0.05) -> TestResult:
                       {**r.extra, **screens, "chosen": "mann-whitney"})
 
 
-def kruskal_wallis(*groups: Any) -> TestResult:
-    """Kruskal–Wallis H test (``scipy.stats.kruskal``) with ``ε² = (H − k + 1) / (n − k)``.
+KRUSKAL_EFFECTS = ("epsilon_squared", "eta_squared_h", "epsilon_squared_tomczak")
 
-    ε² can be negative for tiny effects, as in seed 003 App. D (H = 0.62, ε² = −0.17). Spec §8.
+
+def kruskal_effect_size(h: float, n: int, k: int, *, effect: str = "epsilon_squared") -> float:
+    """Effect size of a Kruskal–Wallis ``H`` over ``n`` observations in ``k`` groups.
+
+    - ``epsilon_squared`` (default; the definition behind seed 003 App. D): ``ε² = (H − k + 1) / (n − 1)``.
+      The paper's "H = 0.62, ε² = −0.17" for SigLIP-2/FairFace across {high, low, gender-neutral} (3 languages
+      each, n = 9, k = 3) is ``(0.62 − 2) / 8 = −0.17``; it is negative when H is below its expectation
+      ``k − 1`` under the null.
+    - ``eta_squared_h``: ``η²_H = (H − k + 1) / (n − k)`` (Tomczak & Tomczak 2014); −0.23 on the paper's numbers.
+    - ``epsilon_squared_tomczak``: ``ε²_R = H / ((n² − 1) / (n + 1)) = H / (n − 1)``, in [0, 1].
+
+    >>> round(kruskal_effect_size(0.62, 9, 3), 2), round(kruskal_effect_size(0.62, 9, 3, effect="eta_squared_h"), 2)
+    (-0.17, -0.23)
+    """
+    if effect not in KRUSKAL_EFFECTS:
+        raise ValueError(f"effect must be one of {', '.join(KRUSKAL_EFFECTS)}, got {effect!r}.")
+    if n <= k or k < 2:
+        raise ValueError(f"n must exceed k >= 2, got n={n}, k={k}.")
+    if effect == "epsilon_squared":
+        return (h - k + 1) / (n - 1)
+    if effect == "eta_squared_h":
+        return (h - k + 1) / (n - k)
+    return h / (n - 1)
+
+
+def kruskal_wallis(*groups: Any, effect: str = "epsilon_squared") -> TestResult:
+    """Kruskal–Wallis H test (``scipy.stats.kruskal``) with the effect size of :func:`kruskal_effect_size`
+    (default ``ε² = (H − k + 1) / (n − 1)``, seed 003 App. D's definition; the other definitions are in
+    ``extra``). ε² can be negative for tiny effects (H = 0.62 over 3 × 3 languages → −0.17). Spec §8.
 
     >>> r = kruskal_wallis([1, 2, 3], [4, 5, 6], [7, 8, 9])
     >>> round(r.statistic, 3), round(r.effect_size, 3)
-    (7.2, 0.867)
+    (7.2, 0.65)
     """
     if len(groups) < 2:
         raise StatsInputError(f"kruskal_wallis needs at least 2 groups, got {len(groups)}.")
+    if effect not in KRUSKAL_EFFECTS:
+        raise StatsInputError(f"effect must be one of {', '.join(KRUSKAL_EFFECTS)}, got {effect!r}.")
     gs = [_sample(g, f"groups[{i}]", min_n=2) for i, g in enumerate(groups)]
     allv = np.concatenate(gs)
     if np.all(allv == allv[0]):
         raise StatsInputError("all values are identical (all ties); there is nothing to test.")
     res = stats.kruskal(*gs)
     n, k = allv.size, len(gs)
-    eps2 = (float(res.statistic) - k + 1) / (n - k)
-    return TestResult(float(res.statistic), float(res.pvalue), eps2, "epsilon_squared", int(n),
-                      "scipy.stats.kruskal", {"k": k, "dof": k - 1})
+    h = float(res.statistic)
+    sizes = {e: kruskal_effect_size(h, n, k, effect=e) for e in KRUSKAL_EFFECTS}
+    return TestResult(h, float(res.pvalue), sizes[effect], effect, int(n),
+                      "scipy.stats.kruskal", {"k": k, "dof": k - 1, **sizes})
 
 
 def sign_test(x: Any, y: Any = None, *, alternative: str = "two-sided") -> TestResult:

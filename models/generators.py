@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
-from ..db import now
+from ..db import now, transaction
 from ..errors import CulturaError, unknown
 from .registry import Registry
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
@@ -166,7 +166,7 @@ def generate_cached(project, generator: TextGenerator, prompts) -> list[str]:
         part = todo[i:i + step]
         replies = generator.generate([p for _, p in part])
         ts = now()
-        with db.conn:
+        with transaction(db):
             db["llm_generations"].upsert_all([{"model": model, "prompt_key": k, "reply": r, "created_at": ts}
                                              for (k, _), r in zip(part, replies)], pk=("model", "prompt_key"))
         found.update({k: r for (k, _), r in zip(part, replies)})

@@ -6,9 +6,9 @@ culture label at a time. Its output is constrained to the tokens 1–5 — ``gui
 support it (vLLM), else an optional ``logit_bias`` (token ids are model-specific, so the caller gives them),
 else plain prompting — and the probabilities of the five tokens at the first output position give
 
-    score = sum_s s · P(s)   (P renormalised over "1".."5")  — :func:`cultura.evaluate.metrics.expected_score`
+    score = sum_s s · P(s)   (P renormalised over "1".."5")  — :func:`expected_score`
 
-with the argmax kept (:func:`~cultura.evaluate.metrics.argmax_score`). The judge asks for
+with the argmax kept (:func:`argmax_score`). The judge asks for
 ``top_logprobs=20`` alternatives (the OpenAI API's maximum) so that all five digits are normally scored;
 a digit still absent gets probability 0 AND the result says so: ``missing`` lists the absent digits and the
 ``reason`` names them (status stays ``ok``; the suite counts such rows as ``n_incomplete``). When the endpoint returns no usable log-probabilities the reply text is
@@ -25,14 +25,16 @@ import io
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from scipy.special import softmax
 
 from .llm import render_prompt
 from .embedders.base import safe_image
 from ..redact import scrub
 from ..errors import CulturaError, unknown
 from .registry import Registry
-from ..evaluate.metrics import argmax_score, expected_score
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
@@ -41,6 +43,68 @@ TEMPLATE = "caire_relevance_score.j2"
 COT_TEMPLATE = "caire_relevance.j2"
 STYLES = ("score", "cot")
 _SCORE_LINE = re.compile(r"score\W{0,6}$", re.IGNORECASE)
+
+
+
+# -- the judge's score (seed 004 §3, spec §6) ---------------------------------------------------------------
+
+SCORE_TOKENS = ("1", "2", "3", "4", "5")
+
+
+class ScoreInputError(CulturaError, ValueError):
+    """The judge's score log-probabilities cannot be turned into a score; the message names the fix."""
+
+
+def _score_logprobs(logprobs: Any) -> np.ndarray:
+    if not isinstance(logprobs, Mapping):
+        raise ScoreInputError('logprobs must be a mapping score token → log-probability, e.g. {"1": -2.3, ...}.')
+    keyed = {str(k).strip(): v for k, v in logprobs.items()}
+    missing = [s for s in SCORE_TOKENS if s not in keyed]
+    extra = sorted(set(keyed) - set(SCORE_TOKENS))
+    if missing or extra:
+        raise ScoreInputError(
+            f'logprobs must have exactly the keys "1".."5"; missing {missing}, unexpected {extra}. '
+            "Use -inf for a score the judge never produced."
+        )
+    lp = _score_array([keyed[s] for s in SCORE_TOKENS])
+    if np.all(lp == -np.inf):
+        raise ScoreInputError("logprobs gives probability 0 to every score; the expectation is undefined.")
+    return lp
+
+
+def _score_array(values) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if np.any(np.isnan(arr)) or np.any(arr == np.inf):
+        raise ScoreInputError("logprobs contains NaN or +inf; pass log-probabilities (-inf allowed for p = 0).")
+    if np.any(arr > 1e-9):
+        raise ScoreInputError("logprobs contains positive values; pass log-probabilities (<= 0), not probabilities.")
+    return arr
+
+
+def expected_score(logprobs: Mapping[Any, float]) -> float:
+    """Expected relevance score ``sum_s s · P(s)`` over the judge's renormalised probabilities of "1".."5".
+
+    ``P(s) = exp(logprob_s) / sum_{t=1..5} exp(logprob_t)`` (the five token probabilities renormalised, the
+    rest of the vocabulary ignored), so the result lies in [1, 5]. Seed 004 §3 eq. (1) (CAIRe relevance
+    score); spec §6.
+
+    >>> expected_score({"1": 0.0, "2": 0.0, "3": 0.0, "4": 0.0, "5": 0.0})
+    3.0
+    >>> round(expected_score({"1": -30.0, "2": -30.0, "3": -30.0, "4": -0.7, "5": -0.7}), 3)
+    4.5
+    """
+    p = softmax(_score_logprobs(logprobs))
+    return float(np.clip(np.dot(np.arange(1, 6), p), 1.0, 5.0))
+
+
+
+def argmax_score(logprobs: Mapping[Any, float]) -> int:
+    """The most probable score token (1–5) of the judge; ties go to the lower score. Seed 004 §3; spec §6.
+
+    >>> argmax_score({"1": -3.0, "2": -2.0, "3": -0.1, "4": -2.5, "5": -4.0})
+    3
+    """
+    return int(np.argmax(_score_logprobs(logprobs)) + 1)
 
 
 @dataclass

@@ -3,24 +3,32 @@ completions endpoint, batched and cached by (model, mode, context, entity).
 
 Two modes (seed 001 §4.1 eq. (1); spec §5):
 
-- ``prefix`` (default): ``log P(entity tokens | text before [MASK])`` — the sum of the entity's token
-  log-probabilities (the product of the conditional probabilities the seed uses), conditioned on the context
-  up to the mask. Trailing whitespace of the prefix moves to the entity (``"I ate " + "sushi"`` is scored as
-  ``"I ate" → " sushi"``), as lm-evaluation-harness does, so BPE tokenizers see the word as they would in text.
-- ``sentence``: the log-probability of the whole filled sentence (all tokens after BOS), which also counts how
-  well the entity fits the text after the mask.
+- ``sentence`` (default, the seed's convention): the log-likelihood of the completed context, i.e. the whole
+  sentence with the entity in place of ``[MASK]`` (the sum of the log-probabilities of all its tokens). The
+  text after the mask counts, so an entity is scored by how well it fits the whole context; for one context
+  every entity shares the same text, so the comparison of eq. (1) is between entities.
+- ``prefix``: ``log P(entity tokens | text before [MASK])`` — the entity's token log-probabilities given the
+  context up to the mask, ignoring what follows it. Trailing whitespace of the prefix moves to the entity
+  (``"I ate " + "sushi"`` is scored as ``"I ate" → " sushi"``), as lm-evaluation-harness does.
+
+Both scorers condition the first scored token on a start-of-text token, the same way: the HF scorer prepends
+the tokenizer's BOS token (its EOS token, the document separator, when it has no BOS — lm-evaluation-harness's
+convention); an OpenAI-compatible server conditions on the BOS its tokenizer adds, or on the ``bos`` text the
+spec gives (``openai:MODEL?bos=<|endoftext|>``). Where neither has a start token (a sentence, or a context that
+opens with ``[MASK]`` in prefix mode, whose first token would be unconditioned) the item fails with
+:data:`NO_START_REASON` in both scorers, never silently.
 
 Scorer specs (a registry, like embedders): ``hf:NAME_OR_PATH`` (transformers; ``hf:cultura-tiny-gpt2`` builds a
 tiny random GPT-2 locally, see :mod:`.tiny`) and ``openai:MODEL`` (``/v1/completions`` with ``echo=True``,
 ``logprobs=1``, ``max_tokens=0`` — what vLLM and the legacy OpenAI API support for prompt log-probabilities;
 when a server refuses that, vLLM's ``prompt_logprobs`` extension, then ``max_tokens=1``; the generated token
 is never counted). Options follow a ``?``: ``openai:MODEL?api=prompt_logprobs`` (or ``?mode=…``) forces vLLM's
-form, ``?api=echo`` the echo form (see :class:`OpenAICompletionsScorer`).
+form, ``?api=echo`` the echo form, ``?bos=TEXT`` a start token (see :class:`OpenAICompletionsScorer`).
 
 >>> # doctest: +SKIP
 >>> s = get_scorer("hf:cultura-tiny-gpt2")
 >>> score_cached(project, s, [("I ate [MASK] today.", "sushi")])
-array([-12.3], dtype=float32)
+array([-31.7])
 """
 from __future__ import annotations
 
@@ -32,15 +40,30 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..db import now
+from ..db import now, transaction
 from ..errors import CulturaError, unknown
 from ..redact import scrub
 from .registry import Registry
-from ..evaluate.suites.llm_bias.contexts import split_mask
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
 from .tiny import RANDOM_INIT, folder_is_random_init, is_random_init
 
-MODES = ("prefix", "sentence")
+MODES = ("sentence", "prefix")
+DEFAULT_MODE = "sentence"
+MASK = "[MASK]"
+NO_START_REASON = ("the scored text starts the prompt and the model has no start-of-text token to condition its "
+                   "first token on; give the scorer one (openai:MODEL?bos=<|endoftext|>, or a tokenizer with a "
+                   "BOS/EOS token)")
+
+
+def split_mask(text: str) -> tuple[str, str]:
+    """``(before, after)`` the single ``[MASK]`` of ``text``; an error unless it occurs exactly once."""
+    n = text.count(MASK)
+    if n != 1:
+        raise CulturaError(f"A context needs exactly one {MASK}, found {n} in {text[:60]!r}.")
+    before, _, after = text.partition(MASK)
+    return before, after
+
+
 SQL_CHUNK = 400
 
 
@@ -86,7 +109,7 @@ class LogProbScorer:
             out += res
         return out
 
-    def score(self, items, *, mode: str = "prefix") -> list[float]:
+    def score(self, items, *, mode: str = DEFAULT_MODE) -> list[float]:
         """log P for ``(context_with_mask, entity)`` items in ``mode`` (no cache; NaN for a failure)."""
         return [math.nan if lp is None else lp for lp, _, _ in self.score_pairs(to_pairs(items, mode))]
 
@@ -114,7 +137,7 @@ def context_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def score_cached(project, scorer: LogProbScorer, items, *, mode: str = "prefix") -> np.ndarray:
+def score_cached(project, scorer: LogProbScorer, items, *, mode: str = DEFAULT_MODE) -> np.ndarray:
     """log P for ``(context_with_mask, entity)`` items, in input order, from the ``llm_scores`` cache; only
     misses are computed (and written batch by batch, so an interrupted run keeps its work). A failed item is
     NaN (its reason is stored in the cache row)."""
@@ -145,7 +168,7 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = "prefix")
         rows = [{"model": model, "mode": mode, "context_key": ck, "entity": ent, "logprob": lp, "n_tokens": n,
                  "status": "ok" if lp is not None else "failed", "reason": reason, "created_at": ts}
                 for (ck, ent), (lp, n, reason) in zip(part, res)]
-        with db.conn:
+        with transaction(db):
             db["llm_scores"].upsert_all(rows, pk=("model", "mode", "context_key", "entity"))
         for (ck, ent), (lp, _, _) in zip(part, res):
             found[(ck, ent)] = math.nan if lp is None else float(lp)
@@ -231,7 +254,7 @@ class HFScorer(LogProbScorer):
 
         tok, model, dev, _ = self.loaded
         bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-        pad = tok.pad_token_id if tok.pad_token_id is not None else (bos or 0)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else (bos if bos is not None else 0)
         seqs, spans, out = [], [], []
         limit = min(self.max_length, getattr(model.config, "n_positions", None)
                     or getattr(model.config, "max_position_embeddings", None) or self.max_length)
@@ -239,9 +262,14 @@ class HFScorer(LogProbScorer):
             ctx = tok(prefix, add_special_tokens=False)["input_ids"] if prefix else []
             cids = tok(cont, add_special_tokens=False)["input_ids"]
             ids = ([bos] if bos is not None else []) + ctx + cids
+            if len(cids) >= limit:
+                seqs.append(ids[:1])
+                spans.append(-2)
+                continue
             if len(ids) > limit:
                 ids = ids[len(ids) - limit:]
-            n = min(len(cids), len(ids) - 1)
+            # no start token and nothing before the continuation: its first token is unconditioned
+            n = len(cids) if len(ids) > len(cids) else -1
             seqs.append(ids)
             spans.append(n)
         width = max(len(s) for s in seqs)
@@ -254,7 +282,13 @@ class HFScorer(LogProbScorer):
             logits = model(input_ids=input_ids.to(dev), attention_mask=mask.to(dev)).logits.float()
             logp = torch.log_softmax(logits, dim=-1).cpu()
         for i, (s, n) in enumerate(zip(seqs, spans)):
-            if n <= 0:
+            if n == -2:
+                out.append((None, 0, f"the scored text is longer than the model's context ({limit} tokens)"))
+                continue
+            if n < 0:
+                out.append((None, 0, NO_START_REASON))
+                continue
+            if n == 0:
                 out.append((None, 0, "the continuation has no tokens"))
                 continue
             pos = torch.arange(len(s) - n, len(s))
@@ -285,14 +319,17 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
       ``max_tokens=1``. The form that worked is kept for later batches (``resolved_api``).
 
     Either way every token that overlaps the entity counts (a token straddling the boundary in full), and an
-    entity whose first token has no log-probability (it starts the prompt) is a failure with its reason.
+    entity whose first token has no log-probability (it starts the prompt and the server added no BOS) is a
+    failure with :data:`NO_START_REASON`, as in the HF scorer. ``bos`` (``?bos=<|endoftext|>``) is a start
+    token's text put before every prompt, for servers whose tokenizer adds none (GPT-2, Qwen); it is part of
+    the identity, so its scores are cached apart.
     """
 
     family = "openai"
     APIS = ("auto", "echo", "prompt_logprobs")
 
     def __init__(self, model: str, *, base_url: str | None = None, batch_size: int = 16, max_tokens: int = 0,
-                 client=None, timeout: float = 120.0, api: str = "auto"):
+                 client=None, timeout: float = 120.0, api: str = "auto", bos: str = ""):
         super().__init__(batch_size=batch_size)
         if not model:
             raise CulturaError("The openai scorer needs a model name: openai:MODEL.")
@@ -304,6 +341,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
         self.timeout = timeout
         self._client = client
         self.api = api
+        self.bos = bos or ""
         # the forms still to try, in order; the first one is the one in use
         if api == "prompt_logprobs":
             self._forms = ["prompt_logprobs"]
@@ -314,7 +352,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
 
     @property
     def identity(self) -> str:
-        return f"openai:{self.model}@{self.host}"
+        return f"openai:{self.model}@{self.host}" + (f"?bos={self.bos}" if self.bos else "")
 
     @property
     def resolved_api(self) -> str:
@@ -358,6 +396,8 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
             return form, resp
 
     def _score_batch(self, pairs):
+        # the start token, when given, conditions the first scored token (spans shift past it)
+        pairs = [(self.bos + p, c) for p, c in pairs]
         prompts = [p + c for p, c in pairs]
         form, resp = self._request(prompts)
         choices = sorted(resp.choices, key=lambda ch: ch.index)
@@ -433,7 +473,7 @@ def _sum_prompt_logprobs(choice, prompt: str, start: int, end: int) -> tuple[flo
         elif tok_start >= end or tok_end <= start:
             continue
         if val is None:
-            return None, 0, "the entity starts the prompt; its first token has no log-probability"
+            return None, 0, NO_START_REASON
         total += val
         n += 1
     if n == 0:
@@ -454,7 +494,7 @@ def _sum_span(choice, start: int, end: int) -> tuple[float | None, int, str | No
         if off >= end or tok_end <= start:
             continue
         if val is None:
-            return None, 0, "the entity starts the prompt; its first token has no log-probability"
+            return None, 0, NO_START_REASON
         total += float(val)
         n += 1
     if n == 0:

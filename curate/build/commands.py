@@ -97,7 +97,8 @@ def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, al
 
 @build.command("queries")
 @click.option("--short-only", is_flag=True, help="Only the short queries (native terms); no LLM calls.")
-@click.option("--no-descriptors", is_flag=True, help="Skip the descriptor (mention_<CC>) variants.")
+@click.option("--no-descriptors", is_flag=True, help="Skip the descriptor variants (mention_<CC>, "
+                                                    "task_mention_<CC>, casual_mention_<CC>).")
 @click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
 @click.option("--concepts", help="Comma-separated concept names (default: every active concept).")
 @click.option("--overwrite", is_flag=True, help="Regenerate LLM texts that are already valid (manual kept).")
@@ -114,6 +115,30 @@ def build_queries_cmd(ctx, short_only, no_descriptors, model, concepts, overwrit
         return emit_json(res)
     for k, v in res.items():
         summary(f"Queries: {k}", v)
+
+
+@build.command("mention-queries")
+@click.option("--method", type=click.Choice(["llm", "pattern"]), default="llm", show_default=True,
+              help="llm: one validated LLM call per concept × query country; pattern: the query language's "
+                   "pattern from data/mention_patterns.toml (languages without one are counted, not guessed).")
+@click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
+@click.option("--concepts", help="Comma-separated concept names (default: every active concept).")
+@click.option("--countries", help="Comma-separated query countries (default: the project's).")
+@click.option("--descriptors", help="Comma-separated descriptor countries (default: the query countries).")
+@click.option("--overwrite", is_flag=True, help="Regenerate texts that are already valid (manual kept).")
+@json_option
+@pass_ctx
+def build_mention_queries_cmd(ctx, method, model, concepts, countries, descriptors, overwrite, as_json):
+    """Short descriptor queries mention_<CC> (seed 000 RQ3: "Train of Japan" written in Thai) per concept ×
+    query country × descriptor country, validated (descriptor named in the query language, no other culture
+    cue). Fix or add one by hand with 'cultura build set-query CONCEPT COUNTRY mention_CC TEXT'."""
+    from .queries import build_mention_queries
+
+    res = build_mention_queries(ctx.project, method=method, model=model, concepts=_csv(concepts),
+                                countries=_csv(countries), descriptors=_csv(descriptors), overwrite=overwrite)
+    if as_json:
+        return emit_json(res)
+    summary("Queries: mention", res)
 
 
 @build.command("set-query")
@@ -262,6 +287,68 @@ def import_ratings_cmd(ctx, path, image_column, country_column, score_column, as
     r = import_ratings(ctx.project, path, image_column=image_column, country_column=country_column,
                        score_column=score_column)
     _import_result(r, "Ratings import", as_json)
+
+
+def _column_map(pairs) -> dict:
+    out = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k.strip() or not v.strip():
+            raise click.BadParameter(f"{p!r} must look like FIELD=COLUMN (e.g. query=text).", param_hint="--column")
+        out[k.strip()] = v.strip()
+    return out
+
+
+_column_option = click.option("--column", "column_map", multiple=True, metavar="FIELD=COLUMN",
+                              help="Name the column of a FIELD when the guess is wrong (repeatable): image, "
+                                   "concept, country; for trials also query, query_country, query_language, "
+                                   "descriptor_country, a role (cr, lb, ti, orlb, or, cdr), ROLE_country, "
+                                   "ROLE_concept.")
+
+
+@import_.command("3xcm")
+@click.argument("table_path", metavar="TABLE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--trials", is_flag=True, help="TABLE holds trials (one image column per role): import them as a "
+                                             "ready benchmark instead of images with their concept and country.")
+@click.option("--kind", type=click.Choice(["association", "descriptor"]),
+              help="With --trials: the benchmark kind (default: descriptor when an orlb column exists).")
+@click.option("--name", default="3xcm", show_default=True, help="With --trials: the benchmark name.")
+@click.option("--version", type=int, help="With --trials: the benchmark version (default: the next one).")
+@click.option("--images", "images_dir", type=click.Path(exists=True, file_okay=False),
+              help="Folder the table's image paths are relative to (default: the table's folder). Not needed "
+                   "when the images are embedded as bytes.")
+@_column_option
+@json_option
+@pass_ctx
+def import_3xcm_cmd(ctx, table_path, trials, kind, name, version, images_dir, column_map, as_json):
+    """Import the 3XCM release (seed 000) from a local Parquet/CSV/JSONL TABLE as published on the Hugging
+    Face hub (images embedded as bytes or named by path): its image table, or with --trials its RQ2/RQ3
+    trials as a benchmark the association/descriptor suites evaluate directly."""
+    from ..releases import import_3xcm_benchmark, import_3xcm_images
+
+    cols = _column_map(column_map)
+    if trials:
+        r = import_3xcm_benchmark(ctx.project, table_path, name=name, version=version, kind=kind,
+                                  images_dir=images_dir, columns=cols)
+    else:
+        r = import_3xcm_images(ctx.project, table_path, images_dir=images_dir, columns=cols)
+    _import_result(r, "3XCM import", as_json)
+
+
+@import_.command("globalrg-parquet")
+@click.argument("table_path", metavar="TABLE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--images", "images_dir", type=click.Path(exists=True, file_okay=False),
+              help="Folder for image paths (default: the table's folder); not needed for embedded bytes.")
+@_column_option
+@json_option
+@pass_ctx
+def import_globalrg_parquet_cmd(ctx, table_path, images_dir, column_map, as_json):
+    """Import GlobalRG-Retrieval as released (Parquet with the image bytes embedded, country/region,
+    concept)."""
+    from ..releases import import_globalrg_release
+
+    r = import_globalrg_release(ctx.project, table_path, images_dir=images_dir, columns=_column_map(column_map))
+    _import_result(r, "GlobalRG import", as_json)
 
 
 COMMANDS = [build, export, import_]

@@ -5,26 +5,36 @@ Variants stored in ``benchmark_queries`` per concept × country (its primary lan
 - ``short``: the native term exactly (``terms``), source ``term``;
 - ``task`` / ``casual``: verbose queries from one LLM call per concept covering every country at once
   (``templates/prompts/verbose_query.j2``, seed 000 Figure 22), so the sentences are parallel;
+- ``mention_<CC>``: the short descriptor query of RQ3 ("Train of Japan" written in Thai), per concept × query
+  country × descriptor country CC (:func:`build_mention_queries`: LLM, ``mention_query.j2``, or a per-language
+  pattern from ``data/mention_patterns.toml``); ``descriptor_country`` = CC;
 - ``task_mention_<CC>`` / ``casual_mention_<CC>``: the English verbose sentences with a descriptor for country
   CC inserted and translated into the target language (``descriptor_query.j2``, Figure 23);
   ``descriptor_country`` = CC.
 
 Every LLM text is validated: it must contain the native term exactly, and carry no culture cue — no country
-name, native country name, language name or nationality adjective from the registry, other than the
-descriptor country's own for ``*_mention_<CC>`` variants. A text failing a check is stored with status
+name, native country name, language name or nationality adjective from the registry, nor a country's name in
+the query's language (CLDR, through babel), other than the descriptor country's own for ``*_mention_<CC>``
+variants — and a ``*mention_<CC>`` text must name CC in the query language. A text failing a check is stored with status
 ``invalid`` and the reason, never dropped. Texts set by a person (:func:`set_query`, source ``manual``) are
 never overwritten.
 
 >>> validate_text("I need a picture of a bus for school", "bus", cue_patterns(["JP"]))
 >>> validate_text("A Japanese bus please", "bus", cue_patterns(["JP"]))
 "culture cue 'Japanese'"
+>>> validate_text("ขอรูปรถบัส", "รถบัส", cue_patterns(allow=["JP"], language="th"))
+"descriptor JP missing in language 'th' (looked for 'ญี่ปุ่น')"
+>>> validate_text("ขอรูปรถบัสญี่ปุ่น", "รถบัส", cue_patterns(allow=["JP"], language="th"))
 """
 from __future__ import annotations
 
 import re
+import tomllib
 from functools import lru_cache
+from importlib import resources
 from typing import Iterable
 
+from babel import Locale, UnknownLocaleError
 from pydantic import RootModel
 
 from ... import db as dbmod
@@ -80,28 +90,97 @@ def _cues(code: str) -> tuple[str, ...]:
     return tuple(sorted(w for w in words if w and len(w) >= 2))
 
 
-def cue_patterns(countries: Iterable[str] | None = None, *, allow: Iterable[str] = ()) -> list[tuple[str, re.Pattern]]:
+@lru_cache(maxsize=None)
+def _cldr(language: str):
+    """The CLDR locale of ``language`` (babel), or None when CLDR does not know it."""
+    try:
+        return Locale.parse(language.replace("-", "_"))
+    except (UnknownLocaleError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def language_forms(code: str, language: str) -> tuple[str, ...]:
+    """How a text in ``language`` names country ``code``: the CLDR country name in that language, the CLDR
+    name of the country's language when no other registry country has it as its primary language
+    (``japonés``, ``ญี่ปุ่น``), and — in English or in the country's own language — the registry's names,
+    demonyms and native forms. These are the forms a descriptor must take in a query of that language."""
+    reg = registry()
+    c = reg.countries[code]
+    words: set[str] = set()
+    loc = _cldr(language)
+    if loc is not None:
+        words.add(loc.territories.get(code, ""))
+        if sum(1 for x in reg.countries.values() if x.language == c.language) == 1:
+            words.add(loc.languages.get(c.language, ""))
+    base = language.split("-")[0].split("_")[0].lower()
+    if base == "en":
+        words |= {c.name, *DEMONYMS.get(code, [])}
+    if base == c.language:
+        words |= {c.native_name, *NATIVE_FORMS.get(code, [])}
+        ln = reg.languages.get(c.language)
+        if ln:
+            words.add(ln.native_name)
+    return tuple(sorted(w for w in words if w and len(w) >= 2))
+
+
+def _compile(w: str) -> re.Pattern:
+    """Latin-script cues match at a word start, each word of a several-word name with any ending (German
+    'den Vereinigten Staaten' names 'Vereinigte Staaten'); other scripts match anywhere."""
+    if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
+        return re.compile(r"(?<![\w])" + r"\w*\s+".join(re.escape(x) for x in w.split()), re.I)
+    return re.compile(re.escape(w), re.I)
+
+
+class CuePatterns(list):
+    """The culture-cue patterns a query must not contain (a list of ``(word, pattern)``), and in ``required``
+    the descriptor countries whose cue must appear: ``[(code, [(word, pattern), …]), …]``."""
+
+    required: list[tuple[str, list[tuple[str, re.Pattern]]]]
+    language: str | None
+
+
+def cue_patterns(countries: Iterable[str] | None = None, *, allow: Iterable[str] = (),
+                 language: str | None = None) -> CuePatterns:
     """Compiled culture-cue patterns for ``countries`` (default: every registry country), minus the cues of
-    the ``allow`` countries. Latin-script cues match at a word start (so 'Japan' catches 'Japanese'); other
-    scripts match anywhere."""
-    codes = sorted(countries) if countries is not None else sorted(registry().countries)
-    allowed = {w.lower() for a in allow for w in _cues(a)}
-    out = []
+    the ``allow`` countries — the descriptor countries, whose cue a query **must** carry (``required``).
+
+    With ``language`` (the query's language code), each country's name in that language (CLDR) is a cue too,
+    and a descriptor must be written in that language (:func:`language_forms`); without it, any registry cue
+    of the descriptor country counts. Latin-script cues match at a word start (so 'Japan' catches
+    'Japanese'); other scripts match anywhere."""
+    return _cue_patterns(tuple(sorted(countries)) if countries is not None else None,
+                         tuple(sorted(a.upper() for a in allow)), language)
+
+
+@lru_cache(maxsize=256)
+def _cue_patterns(countries, allow, language) -> CuePatterns:
+    codes = countries if countries is not None else tuple(sorted(registry().countries))
+    allowed_codes = set(allow)
+
+    def forms(code):
+        return set(_cues(code)) | (set(language_forms(code, language)) if language else set())
+
+    allowed = {w.lower() for a in allowed_codes for w in forms(a)}
+    out = CuePatterns()
     for code in codes:
-        for w in _cues(code):
+        for w in sorted(forms(code)):
             if w.lower() in allowed:
                 continue
-            if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
-                out.append((w, re.compile(r"(?<![\w])" + re.escape(w), re.I)))
-            else:
-                out.append((w, re.compile(re.escape(w), re.I)))
+            out.append((w, _compile(w)))
     out.sort(key=lambda wp: (-len(wp[0]), wp[0]))  # report the longest cue ('Japanese' over 'Japan')
+    out.required = []
+    for a in sorted(allowed_codes):
+        words = language_forms(a, language) if language else _cues(a)
+        out.required.append((a, sorted(((w, _compile(w)) for w in words), key=lambda wp: (-len(wp[0]), wp[0]))))
+    out.language = language
     return out
 
 
 def validate_text(text: str, term: str, patterns) -> str | None:
-    """The reason a generated query is invalid, or None: the native term must appear exactly, and no culture
-    cue may appear outside it."""
+    """The reason a generated query is invalid, or None: the native term must appear exactly, no culture
+    cue may appear outside it, and each descriptor country of ``patterns`` (``cue_patterns(allow=…)``) must
+    be named — in the query language when ``patterns`` were built with one."""
     if not text or not text.strip():
         return "empty text"
     if term not in text:
@@ -110,6 +189,12 @@ def validate_text(text: str, term: str, patterns) -> str | None:
     for word, pat in patterns:
         if pat.search(rest):
             return f"culture cue {word!r}"
+    for code, pats in getattr(patterns, "required", ()):
+        if not any(pat.search(rest) for _, pat in pats):
+            lang = getattr(patterns, "language", None)
+            shown = ", ".join(repr(w) for w, _ in pats[:4]) or "none known"
+            where = f" in language {lang!r}" if lang else ""
+            return f"descriptor {code} missing{where} (looked for {shown})"
     return None
 
 
@@ -235,7 +320,7 @@ def build_verbose_queries(project, *, llm=None, model: str | None = None, concep
         raise _missing_error(project, missing)
     llm = llm or LLM(project, model=model)
     terms = _terms(project)
-    patterns = cue_patterns()
+    patterns = {c.language: cue_patterns(language=c.language) for c in cs}
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0}
     run = dbmod.start_run(project.db, STAGE + ".verbose", {"model": llm.model})
     for cname, cid in names.items():
@@ -254,7 +339,7 @@ def build_verbose_queries(project, *, llm=None, model: str | None = None, concep
                 for c in cs:
                     text = _get(block, c.name)
                     term = terms[(cid, c.code)]
-                    reason = "missing from the reply" if not text else validate_text(text, term, patterns)
+                    reason = "missing from the reply" if not text else validate_text(text, term, patterns[c.language])
                     st = _store(project.db.conn, cid, c.code, c.language, variant, None, text, f"llm:{llm.model}",
                                 reason, overwrite)
                     counts[st] += 1
@@ -319,7 +404,7 @@ def build_descriptor_queries(project, *, llm=None, model: str | None = None, con
                     for d in cs:
                         text = _get(block, f"mention_{d.name}")
                         reason = ("missing from the reply" if not text else
-                                  validate_text(text, term, cue_patterns(allow=[d.code])))
+                                  validate_text(text, term, cue_patterns(allow=[d.code], language=target.language)))
                         st = _store(project.db.conn, cid, target.code, target.language,
                                     f"{prefix}_mention_{d.code}", d.code, text, f"llm:{llm.model}", reason,
                                     overwrite)
@@ -328,9 +413,95 @@ def build_descriptor_queries(project, *, llm=None, model: str | None = None, con
     return counts
 
 
+class MentionReply(RootModel[dict[str, dict[str, str]]]):
+    """``{concept: {"mention_<Name>": text}}`` (``mention_query.j2``)."""
+
+
+@lru_cache(maxsize=1)
+def mention_patterns() -> dict[str, str]:
+    """Language → short descriptor query pattern (``data/mention_patterns.toml``)."""
+    return dict(tomllib.loads(resources.files("cultura.data").joinpath("mention_patterns.toml")
+                              .read_text("utf-8")).get("mention", {}))
+
+
+def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
+    """The short descriptor query for ``term`` in ``language`` naming country ``descriptor`` by the
+    language's pattern, or None when the language has no pattern (or the country has no name in it)."""
+    pat = mention_patterns().get(language)
+    if pat is None:
+        return None
+    loc = _cldr(language)
+    country = loc.territories.get(descriptor) if loc is not None else None
+    adjective = (DEMONYMS.get(descriptor) or [None])[0]
+    if ("{country}" in pat and not country) or ("{adjective}" in pat and not adjective):
+        return None
+    return pat.format(term=term, country=country or "", adjective=adjective or "")
+
+
+def build_mention_queries(project, *, method: str = "llm", llm=None, model: str | None = None, concepts=None,
+                          countries=None, descriptors=None, overwrite: bool = False) -> dict:
+    """The short descriptor query ``mention_<CC>`` of seed 000 RQ3 ("Train of Japan" written in Thai) for
+    every concept × query country × descriptor country CC ≠ the query country.
+
+    ``method="llm"``: one ``mention_query.j2`` call per concept × query country covering every descriptor;
+    ``method="pattern"``: the query language's pattern from ``data/mention_patterns.toml`` (languages without
+    one are counted under ``no_pattern``: use the LLM or set them by hand). Every text is validated
+    (:func:`validate_text`: the native term, the descriptor named in the query language, no other culture
+    cue) and stored with status ok or invalid and the reason; manual texts are never overwritten."""
+    if method not in ("llm", "pattern"):
+        raise QueryError(f"Unknown method {method!r}: use 'llm' or 'pattern'.")
+    names, cs = _scope(project, concepts, countries)
+    ds = project.registry.resolve(descriptors) if descriptors else cs
+    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
+    if missing:
+        raise _missing_error(project, missing)
+    terms = _terms(project)
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_pattern": 0}
+    if method == "llm":
+        from ...models.llm import LLM
+
+        llm = llm or LLM(project, model=model)
+    source = f"llm:{llm.model}" if method == "llm" else "pattern"
+    run = dbmod.start_run(project.db, STAGE + ".mention", {"method": method,
+                                                           **({"model": llm.model} if method == "llm" else {})})
+    for cname, cid in names.items():
+        for target in cs:
+            term = terms[(cid, target.code)]
+            dlist = [d for d in ds if d.code != target.code]
+            texts: dict[str, str | None] = {}
+            if method == "pattern":
+                texts = {d.code: pattern_mention(term, target.language, d.code) for d in dlist}
+                if all(t is None for t in texts.values()):
+                    counts["no_pattern"] += len(dlist)
+                    continue
+            else:
+                obj, _ = llm.json_call(stage=STAGE, template="mention_query.j2", schema=MentionReply, run_id=run,
+                                       variables={"concept": cname, "native_term": term,
+                                                  "language": _language_label(project, target, cs),
+                                                  "countries": [{"name": d.name, "forms": list(
+                                                      language_forms(d.code, target.language))} for d in dlist]})
+                if obj is None:
+                    counts["failed_calls"] += 1
+                    continue
+                reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
+                texts = {d.code: _get(reply, f"mention_{d.name}") for d in dlist}
+            with project.db.conn:
+                for d in dlist:
+                    text = texts.get(d.code)
+                    reason = (("missing from the reply" if method == "llm" else
+                               f"the {target.language!r} pattern has no name for {d.code}") if not text else
+                              validate_text(text, term, cue_patterns(allow=[d.code], language=target.language)))
+                    st = _store(project.db.conn, cid, target.code, target.language, f"mention_{d.code}", d.code,
+                                text, source, reason, overwrite)
+                    counts[st] += 1
+    dbmod.finish_run(project.db, run, counts)
+    return counts
+
+
 def build_queries(project, *, verbose: bool = True, descriptors: bool = True, llm=None, model=None,
                   concepts=None, countries=None, overwrite: bool = False) -> dict:
-    """All variants: short (terms), then verbose and descriptor ones by LLM (each optional)."""
+    """All variants: short (terms), then verbose and descriptor ones (short ``mention_<CC>`` and verbose
+    ``*_mention_<CC>``) by LLM (each optional)."""
     out = {"short": build_short_queries(project, concepts=concepts, countries=countries)}
     if verbose or descriptors:
         from ...models.llm import LLM
@@ -339,6 +510,8 @@ def build_queries(project, *, verbose: bool = True, descriptors: bool = True, ll
         out["verbose"] = build_verbose_queries(project, llm=llm, concepts=concepts, countries=countries,
                                                overwrite=overwrite)
     if descriptors:
+        out["mention"] = build_mention_queries(project, llm=llm, concepts=concepts, countries=countries,
+                                               overwrite=overwrite)
         out["descriptor"] = build_descriptor_queries(project, llm=llm, concepts=concepts, countries=countries,
                                                      overwrite=overwrite)
     return out
@@ -367,7 +540,8 @@ def set_query(project, concept: str, country: str, variant: str, text: str) -> d
     if descriptor:
         project.country(descriptor)
     term = _terms(project).get((row[0], c.code))
-    warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [])) if term else None
+    warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [],
+                                                     language=c.language)) if term else None
     with db.conn:
         db.conn.execute(
             "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "

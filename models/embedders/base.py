@@ -27,10 +27,19 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from ...errors import CulturaError
+from ...errors import CulturaError, unknown
 
 # Inputs above this count show a progress bar (when ``progress`` is None = auto).
 PROGRESS_MIN_ITEMS = 256
+
+#: Named instructions (seed 000 App. U, Figure 24): ``@retrieval`` and ``@agnostic`` in a spec or option.
+INSTRUCTION_PRESETS = {
+    "retrieval": "Find an image that matches the given caption.",
+    "agnostic": "Find an image that matches the given caption. Focus on the semantics instead of the textual "
+                "language.",
+}
+#: How a text instruction is joined to each text unless a template is given.
+DEFAULT_INSTRUCTION_TEMPLATE = "{instruction}\n{text}"
 
 
 class ModelUnavailable(CulturaError):
@@ -65,6 +74,28 @@ class Embedder:
     #: True when the text encoding depends on a language tag given beside the text (NLLB-CLIP's source-language
     #: token). Such a family's ``_embed_text_batch`` takes ``language=`` and the cache keys texts by language.
     language_aware: bool = False
+    #: Families that can condition image embeddings on an instruction (a system prompt) set this and read
+    #: ``self.instructions["image"]`` in ``_embed_image_batch``.
+    supports_image_instruction: ClassVar[bool] = False
+    #: ``{"text": str | None, "image": str | None, "template": str}`` (see :meth:`set_instructions`).
+    instructions: dict = {}
+
+    def __init_subclass__(cls, **kw):
+        """A family's ``identity`` gets the instruction suffix appended, so that an instructed model is a
+        different model everywhere its identity is used (embedding cache key, stored results)."""
+        super().__init_subclass__(**kw)
+        prop = cls.__dict__.get("identity")
+        if isinstance(prop, property) and not getattr(prop.fget, "_with_instructions", False):
+            fget = prop.fget
+
+            def identity(self, _fget=fget):
+                base = _fget(self)
+                suffix = self.instruction_suffix()
+                return base if not suffix or base.endswith(suffix) else base + suffix
+
+            identity._with_instructions = True
+            identity.__doc__ = fget.__doc__
+            cls.identity = property(identity)
 
     def __init__(self, *, device: str | None = None, batch_size: int = 32, progress: bool | None = None):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -84,9 +115,49 @@ class Embedder:
     @property
     def info(self) -> dict:
         """Identity facts as a dict (family, architecture, pretrained, weights_sha256, dim, device…)."""
-        return {"identity": self.identity, "family": self.family, "dim": self._dim,
-                "device": getattr(self, "device", None), "random_init": self.random_init}
+        out = {"identity": self.identity, "family": self.family, "dim": self._dim,
+               "device": getattr(self, "device", None), "random_init": self.random_init}
+        if self.instructions:
+            out["instructions"] = dict(self.instructions)
+        return out
 
+    # -- instructions (seed 000 App. U) -----------------------------------------------------------------
+    def set_instructions(self, *, text: str | None = None, image: str | None = None,
+                         template: str | None = None) -> "Embedder":
+        """Condition the model on an instruction per modality (MLLM embedders: GME, ColQwen, E5-V…).
+
+        ``text`` is joined to every text with ``template`` (default ``"{instruction}\\n{text}"``); ``image``
+        is passed to families that support it (``supports_image_instruction``, e.g. ``openai`` with
+        ``images="messages"``: a system message). ``@retrieval`` / ``@agnostic`` name seed 000's prompts
+        (:data:`INSTRUCTION_PRESETS`). The instructions become part of :attr:`identity` (suffix
+        ``#instr=<sha256[:12]>``), hence of the embedding cache key and of every stored result; the texts
+        themselves are in :attr:`info`. Returns self."""
+        text, image = resolve_instruction(text), resolve_instruction(image)
+        if image and not self.supports_image_instruction:
+            raise ModelCapabilityError(
+                f"Model family {self.family!r} cannot condition image embeddings on an instruction. Use a "
+                "family that can (e.g. 'openai:MODEL' with images=messages), or give a text instruction only.")
+        template = template or DEFAULT_INSTRUCTION_TEMPLATE
+        if text and ("{text}" not in template or "{instruction}" not in template):
+            raise CulturaError(f"Instruction template {template!r} needs both {{instruction}} and {{text}}.")
+        self.instructions = {k: v for k, v in (("text", text), ("image", image)) if v}
+        if text and template != DEFAULT_INSTRUCTION_TEMPLATE:
+            self.instructions["template"] = template
+        return self
+
+    def instruction_suffix(self) -> str:
+        """``#instr=<sha256[:12]>`` of the instructions, or "" without any."""
+        if not self.instructions:
+            return ""
+        blob = json.dumps(self.instructions, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        return "#instr=" + hashlib.sha256(blob).hexdigest()[:12]
+
+    def _instructed(self, texts: list[str]) -> list[str]:
+        inst = self.instructions.get("text")
+        if not inst:
+            return texts
+        template = self.instructions.get("template", DEFAULT_INSTRUCTION_TEMPLATE)
+        return [template.replace("{instruction}", inst).replace("{text}", t) for t in texts]
 
     @property
     def dim(self) -> int:
@@ -132,7 +203,7 @@ class Embedder:
         if language and self.language_aware:
             def fn(batch, _lang=language):
                 return self._embed_text_batch(batch, language=_lang)
-        return self._run(texts, fn, "text", "Embedding texts")
+        return self._run(self._instructed(texts), fn, "text", "Embedding texts")
 
     # -- to implement ---------------------------------------------------------------------------------
     def _embed_image_batch(self, images: list) -> Any:
@@ -296,6 +367,20 @@ def file_sha256(path: str | os.PathLike, *, memo_min_bytes: int = 64 << 20) -> s
         except OSError:
             pass  # a read-only cache only costs a re-hash next time
     return digest
+
+
+def resolve_instruction(value: str | None) -> str | None:
+    """An instruction as given, or the preset it names (``"@agnostic"``); None/"" for none."""
+    if value is None or not str(value).strip():
+        return None
+    value = str(value).strip()
+    if value.startswith("@"):
+        name = value[1:]
+        if name not in INSTRUCTION_PRESETS:
+            raise unknown("instruction preset", name, INSTRUCTION_PRESETS,
+                          hint="Write the instruction itself, or @retrieval / @agnostic (seed 000 App. U).")
+        return INSTRUCTION_PRESETS[name]
+    return value
 
 
 def parse_options(text: str) -> dict[str, str]:

@@ -69,11 +69,35 @@ def _store(db, model: str, kind: str, keys: Sequence[str], vectors: np.ndarray) 
 
 
 def _cached(db, embedder: Embedder, kind: str, keys: list[str],
-            compute: Callable[[list[str]], np.ndarray], chunk_size: int | None) -> np.ndarray:
+            compute: Callable[[list[str]], np.ndarray], chunk_size: int | None,
+            out: np.ndarray | None = None) -> np.ndarray:
+    """Rows of ``keys`` in order, from the cache or computed (and stored). Streams: each cached chunk is
+    copied into the result as it is read, so memory holds one matrix (``out`` when given, ``(len(keys),
+    dim)`` float32) plus one chunk, never a dict of every vector."""
     model = embedder.identity
-    unique = list(dict.fromkeys(keys))
-    found = _lookup(db, model, kind, unique)
-    misses = [k for k in unique if k not in found]
+    first: dict[str, int] = {}
+    repeats: list[tuple[int, str]] = []
+    for row, k in enumerate(keys):
+        if k in first:
+            repeats.append((row, k))
+        else:
+            first[k] = row
+    result = out
+
+    def put(k, v):
+        nonlocal result
+        if result is None:
+            result = np.empty((len(keys), len(v)), dtype=np.float32)
+        result[first[k]] = v
+
+    misses = []
+    for part in chunks(first, SQL_CHUNK):
+        got = _lookup(db, model, kind, part)
+        for k in part:
+            if k in got:
+                put(k, got[k])
+            else:
+                misses.append(k)
     if misses:
         step = chunk_size or max(embedder.batch_size * 8, 256)
         show = embedder.progress if embedder.progress is not None else len(misses) > PROGRESS_MIN_ITEMS
@@ -85,16 +109,19 @@ def _cached(db, embedder: Embedder, kind: str, keys: list[str],
                 part = misses[start:start + step]
                 vecs = compute(part)
                 _store(db, model, kind, part, vecs)
-                found.update(zip(part, vecs))
+                for k, v in zip(part, vecs):
+                    put(k, v)
                 if bar is not None:
                     bar[0].update(bar[1], advance=len(part))
         finally:
             embedder.progress = saved
             if bar is not None:
                 bar[0].stop()
-    if not keys:
+    if result is None:
         return np.zeros((0, embedder._dim or 0), dtype=np.float32)
-    return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+    for row, k in repeats:
+        result[row] = result[first[k]]
+    return result
 
 
 def _image_loader(project) -> Callable[[list[str]], list]:
@@ -132,8 +159,10 @@ def _image_loader(project) -> Callable[[list[str]], list]:
 
 def embed_images_cached(project, embedder: Embedder, sha256s: Sequence[str], *,
                         load: Callable[[str], object] | None = None,
-                        chunk_size: int | None = None) -> np.ndarray:
+                        chunk_size: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """Embeddings of images given by sha256, one row per input in input order, computing only the misses.
+
+    ``out``: an ``(len(sha256s), dim)`` float32 array to fill and return (the matrix is then held once).
 
     ``project`` is a Project (misses are read from ``images.path``) or a sqlite-utils Database together with
     ``load`` (a function ``sha256 -> PIL.Image``). Misses are embedded ``chunk_size`` at a time (default
@@ -146,7 +175,8 @@ def embed_images_cached(project, embedder: Embedder, sha256s: Sequence[str], *,
             return [load(s) for s in shas]
     else:
         loader = _image_loader(project)
-    return _cached(db, embedder, "image", sha256s, lambda part: embedder.embed_images(loader(part)), chunk_size)
+    return _cached(db, embedder, "image", list(sha256s), lambda part: embedder.embed_images(loader(part)),
+                   chunk_size, out)
 
 
 def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,

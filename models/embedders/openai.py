@@ -63,6 +63,11 @@ class OpenAIEmbedder(Embedder):
         return self.image_mode != "none"
 
     @property
+    def supports_image_instruction(self) -> bool:  # type: ignore[override]
+        """An image instruction is sent as a system message: chat-style requests (``images="messages"``) only."""
+        return self.image_mode == "messages"
+
+    @property
     def identity(self) -> str:
         return f"openai:{self.model_name}" + (f",dimensions={self.dimensions}" if self.dimensions else "")
 
@@ -118,8 +123,11 @@ class OpenAIEmbedder(Embedder):
             return self._vectors(self._call("image", lambda: self._create(urls)), len(urls))
         out = []
         for url in urls:  # vLLM: one chat-style request per image
-            body = {"model": self.model_name, "encoding_format": "float",
-                    "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]}
+            messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]
+            if self.instructions.get("image"):  # seed 000 App. U: the retriever's system prompt
+                messages.insert(0, {"role": "system", "content": [{"type": "text",
+                                                                   "text": self.instructions["image"]}]})
+            body = {"model": self.model_name, "encoding_format": "float", "messages": messages}
             resp = self._call("image", lambda: self.client.post(
                 "/embeddings", body=body, cast_to=self._openai.types.CreateEmbeddingResponse))
             out.extend(self._vectors(resp, 1))

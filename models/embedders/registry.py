@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Union
 
+from ...errors import CulturaError
 from ..registry import Registry
 from .base import Embedder
 
@@ -42,6 +43,8 @@ EMBEDDERS: Registry[Embedder] = Registry(
         "openai": "cultura.models.embedders.openai:from_spec",
         "mclip": "cultura.models.embedders.mclip:from_spec",
         "preset": "cultura.models.embedders.presets:from_spec",
+        "openai-multi": "cultura.models.embedders.multivector:openai_multi_from_spec",
+        "colqwen": "cultura.models.embedders.multivector:colqwen_from_spec",
     })
 
 
@@ -60,10 +63,46 @@ def available_embedders() -> list[str]:
     return EMBEDDERS.families()
 
 
+INSTRUCTION_KEYS = {"text": "text_instruction", "image": "image_instruction", "template": "instruction_template"}
+
+
+def split_instructions(spec: str) -> tuple[str, dict[str, str]]:
+    """``"openai:gme#text=@agnostic#image=Find…"`` → ``("openai:gme", {"text_instruction": "@agnostic", …})``.
+    Instructions follow the model spec after ``#``, one ``#key=value`` each (keys: text, image, template)."""
+    base, *parts = spec.split("#")
+    out: dict[str, str] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or key.strip() not in INSTRUCTION_KEYS:
+            raise CulturaError(f"Embedder spec part {'#' + part!r} must be #text=…, #image=… or #template=… "
+                               "(an instruction per modality, seed 000 App. U), e.g. "
+                               "'openai:gme-Qwen2-VL-2B#text=@agnostic'.")
+        out[INSTRUCTION_KEYS[key.strip()]] = value.replace("\\n", "\n")
+    return base.strip(), out
+
+
 def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, **options) -> Embedder:
     """Build the embedder named by ``spec`` (``"openclip:ViT-B-32/openai"``, ``"st:BAAI/bge-m3"``, ``"fake"``).
 
     ``default_family`` is used when ``spec`` has no known family prefix (e.g. a config value
     ``"BAAI/bge-m3"`` read with ``default_family="st"``). An :class:`Embedder` instance is returned as is.
+
+    Instructions (seed 000 App. U): ``SPEC#text=INSTRUCTION#image=INSTRUCTION#template={instruction}: {text}``
+    or the options ``text_instruction``, ``image_instruction``, ``instruction_template`` (``@retrieval`` and
+    ``@agnostic`` name the paper's prompts); they become part of the model's identity and cache key
+    (:meth:`Embedder.set_instructions`).
+
+    >>> get_embedder("fake:dim=4#text=@agnostic").identity
+    'fake:dim=4#instr=98aea73aded5'
     """
-    return EMBEDDERS.build(spec, default_family=default_family, **options)
+    if isinstance(spec, Embedder):
+        return spec
+    instr = {k: options.pop(k, None) for k in INSTRUCTION_KEYS.values()}
+    if isinstance(spec, str) and "#" in spec:
+        spec, from_spec = split_instructions(spec.strip())
+        instr.update(from_spec)
+    emb = EMBEDDERS.build(spec, default_family=default_family, **options)
+    if any(instr.values()):
+        emb.set_instructions(text=instr["text_instruction"], image=instr["image_instruction"],
+                             template=instr["instruction_template"])
+    return emb

@@ -17,7 +17,7 @@ from cultura.errors import CulturaError
 from tests.fakes.labelstudio import add_cluster, add_images
 
 
-@pytest.mark.parametrize("kind", ["filter", "dedup-review", "relevance", "entity", "translation"])
+@pytest.mark.parametrize("kind", ["filter", "dedup-review", "relevance", "entity", "context", "translation"])
 @pytest.mark.parametrize("adjudication", [False, True])
 def test_every_template_renders_and_validates(kind, adjudication):
     xml = kinds.render_config(kind, adjudication=adjudication)

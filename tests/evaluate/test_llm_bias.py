@@ -71,8 +71,8 @@ def test_hf_scorer_real_path_batched_equals_single(tiny_lm):  # noqa: F811
     s = get_scorer(f"hf:{tiny_lm}", batch_size=4)
     items = [("I ate [MASK] today.", e) for e in ("sushi", "pizza", "mango sticky rice")] + \
         [("昨日[MASK]を食べた", "寿司")]
-    batched = s.score(items)
-    single = [get_scorer(f"hf:{tiny_lm}", batch_size=1).score([it])[0] for it in items]
+    batched = s.score(items, mode="prefix")
+    single = [get_scorer(f"hf:{tiny_lm}", batch_size=1).score([it], mode="prefix")[0] for it in items]
     assert np.allclose(batched, single, atol=1e-4)
     assert all(v < 0 for v in batched)
     # prefix mode = log P(entity | prefix) by hand
@@ -121,19 +121,19 @@ def test_openai_completions_scorer_against_stub(filled, openai_stub):
     openai_stub.responder = _completions_responder
     s = get_scorer("openai:stub-lm", batch_size=3)
     assert isinstance(s, OpenAICompletionsScorer)
-    vals = s.score([("I ate [MASK] today.", "sushi"), ("I ate [MASK] today.", "pizza")])
+    vals = s.score([("I ate [MASK] today.", "sushi"), ("I ate [MASK] today.", "pizza")], mode="prefix")
     # " sushi" (space moved into the entity): 6 character tokens
     expect = sum(-0.1 * (1 + (ord(c) % 3)) for c in " sushi")
     assert vals[0] == pytest.approx(expect)
     reqs = [r for r in openai_stub.requests if r["_path"].endswith("/completions")]
     assert reqs[0]["echo"] is True and reqs[0]["max_tokens"] == 0 and reqs[0]["logprobs"] == 1
-    res = compute_cbs(filled, s, n_resamples=20)
+    res = compute_cbs(filled, s, n_resamples=20, mode="prefix")
     assert all(0 <= r["cbs"] <= 1 for r in res["contexts"])
     n = len(openai_stub.requests)
-    compute_cbs(filled, s, n_resamples=20)
+    compute_cbs(filled, s, n_resamples=20, mode="prefix")
     assert len(openai_stub.requests) == n  # cached
     # an entity at the very start of the prompt has no log-probability for its first token → failed, NaN
-    assert math.isnan(s.score([("[MASK] is tasty.", "sushi")])[0])
+    assert math.isnan(s.score([("[MASK] is tasty.", "sushi")], mode="prefix")[0])
 
 
 def test_sentiment_and_qa_with_stub_generator(filled, openai_stub):
@@ -144,7 +144,7 @@ def test_sentiment_and_qa_with_stub_generator(filled, openai_stub):
         text = req["messages"][-1]["content"]
         if "Classify the sentiment" in text:
             return "2" if any(w in text for w in ("pizza", "steak", "pasta")) else "1"  # Western → negative
-        sentence = text.split("‘‘", 1)[1].split("’’", 1)[0]
+        sentence = text.split('Text: "', 1)[1].split('"', 1)[0]
         return "sushi" if "sushi" in sentence else "something"
     openai_stub.responder = chat
     rows = sentiment_association(filled, "openai:stub-chat", n_entities=2, seeds=[0, 1], n_resamples=50)

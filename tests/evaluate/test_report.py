@@ -35,8 +35,8 @@ def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
     for title in ("Prevalence bias", "Association bias", "Cultural-descriptor compliance", "Runs &amp; provenance"):
         assert title in html
     for shape in ("Table 1 shape", "Table 8 shape", "Table 2 shape", "Table 12 shape", "Table 11 shape",
-                  "Table 3 shape", "Table 15 shape", "Table 18 shape", "Figure 5 shape", "Figure 6 shape",
-                  "Figure 7 shape"):
+                  "Table 13 shape", "Table 14 shape", "Table 3 shape", "Table 15 shape", "Table 18 shape",
+                  "Figure 5 shape", "Figure 6 shape", "Figure 7 shape", "Figure 18 shape", "Figure 19 shape"):
         assert shape in html, shape
     # self-contained: figures and example images are data URIs, nothing is fetched
     uris = re.findall(r'src="([^"]+)"', html)
@@ -54,6 +54,45 @@ def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
     assert rows[0]["model"] == "Random baseline"
     inf_row = next(r for r in rows if r["model"].startswith("fake-planted-a3.0"))
     assert inf_row["SP ↓"] == "inf" and "M_cr = 0" in inf_row["SP ↓ reason"] and inf_row["SP ↓ n"] == "64"
+    # averages over models: an infinite SP makes the average undefined, with the reason
+    assert "Average (2 models)" in html and "not finite or not measured for fake-planted-a3.0" in html
+    # paired χ² in the paper's orientation (Table 15: Diff = Blue − Purple = or − orlb; Yellow − Pink = cdr − lb)
+    assert "Diff = A − B" in html and "QL association (Blue − Purple)" in html and "CD vs QL (Yellow − Pink)" in html
+    with open(paths["csv_dir"] / "descriptor-chi2.csv", encoding="utf-8") as f:
+        chi = list(csv.DictReader(f))
+    ql = next(r for r in chi if r["test"].startswith("QL"))
+    assert float(ql["Diff = A − B"]) == pytest.approx(float(ql["A"]) - float(ql["B"]), abs=2e-3)
+
+
+def test_report_computes_averages_over_models_and_the_dlbkl_sp_link(project, tmp_path):
+    """Seed 000 App. N "Average" (Table 11) and §6's DLBKL↔SP link, computed by the report."""
+    from scipy import stats as sps
+
+    from cultura.evaluate.runner import load_results
+
+    w = make_world(project, descriptor=False)
+    models = [Planted(w["meta"], alpha=a, noise=1.0, english_boost=e) for a, e in ((0.6, 0.0), (0.8, 0.5),
+                                                                                   (0.9, 1.0))]
+    run_evaluation(project, models, "prevalence,association", options={**FAST, "ks": [10]})
+    paths = write_report(project, tmp_path / "r.html")
+    html = paths["html"].read_text(encoding="utf-8")
+    assert "Average (3 models)" in html and "seed 000 §6" in html
+    rows = load_results(project)
+
+    def val(model, metric):
+        return next(r["value"] for r in rows if r["model_spec"] == model and r["metric"] == metric and not r["group"])
+
+    specs = sorted({r["model_spec"] for r in rows})
+    with open(paths["csv_dir"] / "association-table11.csv", encoding="utf-8") as f:
+        t11 = list(csv.DictReader(f))
+    avg = next(r for r in t11 if r["model"] == "Average (3 models)")
+    want = sum(val(m, "pearson_text_silhouette_SP") for m in specs) / 3
+    assert float(avg["TSC (text silhouette vs SP)"]) == pytest.approx(want) and avg["TSC (text silhouette vs SP) n"] == "3"
+    with open(paths["csv_dir"] / "association-prevalence-link.csv", encoding="utf-8") as f:
+        link = {r["prevalence metric"]: r for r in csv.DictReader(f)}
+    x, y = [val(m, "dlbkl@10") for m in specs], [val(m, "SP") for m in specs]
+    assert float(link["DLBKL@10"]["Pearson r with SP"]) == pytest.approx(sps.pearsonr(x, y).statistic)
+    assert float(link["DLBKL@10"]["Spearman ρ with SP"]) == pytest.approx(sps.spearmanr(x, y).statistic)
 
 
 def test_a_registered_section_and_the_generic_fallback(evaluated, tmp_path):
@@ -146,3 +185,15 @@ def test_every_evaluate_command_has_help():
             assert all(o in r.output for o in p.opts if o.startswith("--")), (args, p.opts)
         for sub in getattr(cmd, "commands", {}):
             assert sub in r.output, (args, sub)
+
+
+def test_model_averages_never_mix_benchmarks():
+    from cultura.evaluate.suites.retrieval.report import _average_rows
+
+    rows = [{"model_spec": f"m{i} · b@{v}", "benchmark": "b", "benchmark_version": v} for i, v in
+            ((1, 1), (2, 1), (3, 2))]
+    lines = [[r["model_spec"], Cell(x)] for r, x in zip(rows, (0.2, 0.4, 0.9))]
+    avg = _average_rows(lines, rows)
+    assert len(avg) == 1 and avg[0][0] == "Average (2 models) · b@1" and avg[0][1].value == pytest.approx(0.3)
+    lines[1][1] = Cell(float("inf"))
+    assert _average_rows(lines, rows)[0][1].value is None  # an infinite SP makes the average undefined

@@ -109,9 +109,18 @@ def test_kruskal_equals_scipy_and_epsilon_squared():
     r = S.kruskal_wallis(*g)
     ref = stats.kruskal(*g)
     assert (r.statistic, r.p) == pytest.approx((ref.statistic, ref.pvalue))
-    assert r.effect_size == pytest.approx((ref.statistic - 3 + 1) / (31 - 3))
-    # seed 003 App. D: H = 0.62 with 3 groups and n = 11 gives eps^2 ≈ -0.17
-    assert (0.62 - 3 + 1) / (11 - 3) == pytest.approx(-0.17, abs=0.005)
+    assert r.effect_size == pytest.approx((ref.statistic - 3 + 1) / (31 - 1))
+    assert r.extra["eta_squared_h"] == pytest.approx((ref.statistic - 3 + 1) / (31 - 3))
+
+
+def test_kruskal_reproduces_seed003_appendix_d():
+    """Seed 003 App. D: 3-way Kruskal–Wallis over {high, low, gender-neutral} (3 languages each, n = 9):
+    H = 0.62, p = 0.733, ε² = −0.17. Rank sums 12 / 16 / 17 give exactly that H."""
+    r = S.kruskal_wallis([1, 2, 9], [3, 5, 8], [4, 6, 7])
+    assert round(r.statistic, 2) == 0.62 and round(r.p, 3) == 0.733 and r.n == 9
+    assert round(r.effect_size, 2) == -0.17 and r.effect_name == "epsilon_squared"
+    assert round(r.extra["eta_squared_h"], 2) == -0.23   # the formula the code used before: not the paper's
+    assert round(S.kruskal_effect_size(0.62, 9, 3), 2) == -0.17
 
 
 def test_sign_test_reproduces_seed003():

@@ -35,9 +35,11 @@ def _png(ci: int, ki: int, copy: int) -> bytes:
 
 
 def make_world(project, *, n_concepts: int = 8, per_cell: int = 2, descriptor: bool = True,
-               name: str = "xcm") -> dict:
+               name: str = "xcm", countries=COUNTRIES, lang=LANG) -> dict:
     """Concepts × countries images, an association benchmark (every concept × query country × copy) and,
-    with ``descriptor``, a descriptor benchmark (every concept × query country × descriptor country)."""
+    with ``descriptor``, a descriptor benchmark (every concept × query country × descriptor country).
+    ``countries``/``lang`` replace the default four countries and their languages (countries may share one)."""
+    COUNTRIES, LANG = list(countries), dict(lang)  # noqa: N806 (the module defaults' names, shadowed)
     db = project.db
     ts = now()
     meta: dict[str, tuple] = {}          # query text -> (concept idx, language country idx, descriptor idx)
@@ -233,15 +235,35 @@ def test_association_rows_cover_countries_variants_silhouette_projection(project
 
 # -- descriptor --------------------------------------------------------------------------------------
 
+def test_text_silhouette_is_by_language_and_shared_by_countries_of_one_language(project):
+    """Seed 000 Table 12: US/GB/AU (one language) show one TS value; none drops out of the SP correlation."""
+    ccs, langs = ["US", "GB", "JP", "TH"], {"US": "en", "GB": "en", "JP": "ja", "TH": "th"}
+    w = make_world(project, countries=ccs, lang=langs, descriptor=False)
+    rows = get_suite("association").func(project, Planted(w["meta"], alpha=0.9), options=FAST)
+    us, gb = metric(rows, "text_silhouette", country="US"), metric(rows, "text_silhouette", country="GB")
+    assert us["value"] == gb["value"] and us["details"]["language"] == gb["details"]["language"] == "en"
+    assert us["n"] == 8  # the distinct English texts (US and GB share them), not per country
+    assert metric(rows, "text_silhouette", country="JP")["details"]["language"] == "ja"
+    pear = metric(rows, "pearson_text_silhouette_SP")
+    assert pear["n"] == 4 and pear["details"]["countries"] == sorted(ccs)
+    # image silhouettes stay by culture: one per country
+    assert {r["group"]["country"] for r in rows if r["metric"] == "image_silhouette"} == set(ccs)
+
+
 def test_descriptor_win_rates_drift_and_chi2(project, world):
     strong = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.5), options=FAST)
     weak = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=0.0), options=FAST)
     roles = ("cr", "orlb", "or", "cdr", "lb", "ti")
     assert abs(sum(metric(strong, f"M_{r}")["value"] for r in roles) - 1) < 1e-9
     assert metric(strong, "M_cr")["value"] > 0.9
-    # without the descriptor the language's culture wins among the right objects: orlb beats or, significantly
-    chi = metric(weak, "chi2_orlb_vs_or")
-    assert chi["value"] > 0.5 and chi["details"]["p"] < 0.05 and chi["details"]["significant"] is True
+    # without the descriptor the language's culture wins among the right objects: orlb beats or, significantly;
+    # the paper's Diff (Table 15, "Blue − Purple") is M_or − M_orlb, negative here
+    chi = metric(weak, "chi2_or_vs_orlb")
+    assert chi["value"] < -0.5 and chi["details"]["p"] < 0.05 and chi["details"]["significant"] is True
+    assert chi["value"] == pytest.approx(metric(weak, "M_or")["value"] - metric(weak, "M_orlb")["value"])
+    # with a strong descriptor the descriptor's culture beats the language's: Diff = M_cdr − M_lb ≥ 0
+    cd = metric(strong, "chi2_cdr_vs_lb")
+    assert cd["value"] == pytest.approx(metric(strong, "M_cdr")["value"] - metric(strong, "M_lb")["value"])
     metric(weak, "chi2_cdr_vs_lb", country="JP")
     # drift towards the descriptor's culture is positive for cr and ~0 when the descriptor is ignored
     d_strong = metric(strong, "drift_x100", role="cr")
@@ -250,6 +272,26 @@ def test_descriptor_win_rates_drift_and_chi2(project, world):
     metric(strong, "drift_x100", role="cr", country="TH")
     metric(strong, "drift_x100", role="lb", concept="concept3")
     assert metric(strong, "M_orlb", country="DE")["n"] == 8 * 3
+
+
+def test_descriptor_without_short_mention_queries_says_so_by_name_and_never_falls_back(project, world):
+    """Issue 12: no silent fallback to the verbose variants, no bare "no trials"."""
+    with project.db.conn:
+        project.db.execute("UPDATE benchmark_queries SET variant = 'task_' || variant WHERE variant LIKE 'mention_%'")
+    rows = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.0), options=FAST)
+    main = metric(rows, "M_cr")
+    assert math.isnan(main["value"]) and main["n"] == 0
+    assert "mention_<CC>" in main["details"]["reason"] and "cultura build mention-queries" in main["details"]["reason"]
+    assert "cultura build set-query" in main["details"]["reason"]
+    # the verbose variant is reported, under its own name only
+    assert metric(rows, "M_cr", variant="task_mention")["n"] == 8 * 4 * 3
+    # some missing: the main rows are computed on the rest and carry the warning
+    with project.db.conn:
+        project.db.execute("UPDATE benchmark_queries SET variant = substr(variant, 6) WHERE variant LIKE "
+                           "'task_mention_%' AND country != 'TH'")
+    rows = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.0), options=FAST)
+    part = metric(rows, "M_cr")
+    assert part["n"] == 8 * 3 * 3 and "24 of 96 trials" in part["details"]["warning"]
 
 
 # -- prevalence --------------------------------------------------------------------------------------

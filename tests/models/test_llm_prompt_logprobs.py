@@ -119,7 +119,7 @@ def test_auto_falls_back_to_prompt_logprobs_when_echo_max_tokens_0_is_rejected(o
     openai_stub.fail_next = [400]                 # echo + max_tokens=0 refused
     s = get_scorer("openai:stub-lm", batch_size=1)
     assert s.api == "auto"
-    vals = s.score([("I ate [MASK] today.", "sushi"), ("I ate [MASK] today.", "pizza")])
+    vals = s.score([("I ate [MASK] today.", "sushi"), ("I ate [MASK] today.", "pizza")], mode="prefix")
     assert vals[0] == pytest.approx(EXPECT_SUSHI) and vals[1] == pytest.approx(sum(_lp(c) for c in " pizza"))
     reqs = _completions(openai_stub)
     assert reqs[0]["echo"] is True and reqs[0]["max_tokens"] == 0
@@ -131,7 +131,7 @@ def test_auto_ends_at_echo_max_tokens_1_when_prompt_logprobs_is_ignored(openai_s
     openai_stub.responder = _echo_body            # ignores prompt_logprobs (not vLLM)
     openai_stub.fail_next = [400]
     s = get_scorer("openai:stub-lm")
-    (v,) = s.score([("I ate [MASK] today.", "sushi")])
+    (v,) = s.score([("I ate [MASK] today.", "sushi")], mode="prefix")
     assert v == pytest.approx(EXPECT_SUSHI) and s.resolved_api == "echo+1"
     reqs = _completions(openai_stub)
     assert [(r.get("echo"), r["max_tokens"], r.get("prompt_logprobs")) for r in reqs] == [
@@ -176,7 +176,7 @@ def test_report_shows_parallel_english(project, tmp_path, openai_stub):
     import_contexts(project, _jsonl(tmp_path / "c.jsonl", ctxs))
     openai_stub.responder = _prompt_logprobs_body
     recs = run_evaluation(project, ["fake"], ["llm"], options={"llm": {
-        "llm": "openai:stub-lm?api=prompt_logprobs", "generator": "none", "n_resamples": 20}})
+        "llm": "openai:stub-lm?api=prompt_logprobs&bos=^", "generator": "none", "n_resamples": 20}})
     assert recs[0].status == "done", recs[0].reason
     rows = load_results(project, suite="llm")
     assert {"cbs", "cbs_en"} <= {r["metric"] for r in rows}

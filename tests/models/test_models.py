@@ -334,11 +334,13 @@ class _EmbedHandler(BaseHTTPRequestHandler):
             return self._send(404, {"error": {"message": "not found"}})
         if req.get("model") != "tiny-embed":
             return self._send(404, {"error": {"message": f"model {req.get('model')} not found"}})
-        if "messages" in req:
-            inputs = [part["image_url"]["url"] for m in req["messages"] for part in m["content"]]
+        if "messages" in req:  # chat-style: text parts (a system instruction) condition the image's vector
+            parts = [part for m in req["messages"] for part in m["content"]]
+            prefix = "".join(p["text"] + "|" for p in parts if p["type"] == "text")
+            inputs = [prefix + p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
         else:
             inputs = req["input"] if isinstance(req["input"], list) else [req["input"]]
-        if not self.server.accept_images and any(s.startswith("data:image/") for s in inputs):
+        if not self.server.accept_images and any("data:image/" in s for s in inputs):
             return self._send(400, {"error": {"message": "this model does not accept images"}})
         data = []
         for i, s in enumerate(inputs):
@@ -378,6 +380,46 @@ def test_openai_embeddings_texts_and_images(embed_server, monkeypatch):
     m = get_embedder("openai:tiny-embed", images="messages")
     np.testing.assert_allclose(m.embed_images([img("red")]), v[:1], atol=1e-6)
     assert embed_server.requests[-1]["messages"][0]["content"][0]["type"] == "image_url"
+
+
+def test_instructions_per_modality_are_part_of_identity_and_cache_key(embed_server, project, monkeypatch):
+    """Seed 000 App. U: an instruction per embedder and modality; an instructed model is another model."""
+    from cultura.models.embedders.base import INSTRUCTION_PRESETS
+    from cultura.models.embedders.cache import embed_texts_cached
+
+    plain = get_embedder("fake:dim=8")
+    agn = get_embedder("fake:dim=8#text=@agnostic")
+    assert agn.identity.startswith(plain.identity + "#instr=") and agn.identity != plain.identity
+    assert agn.info["instructions"] == {"text": INSTRUCTION_PRESETS["agnostic"]}
+    same = get_embedder("fake:dim=8", text_instruction=INSTRUCTION_PRESETS["agnostic"])
+    assert same.identity == agn.identity  # spec syntax and option are one thing
+    other = get_embedder("fake:dim=8#text=@retrieval")
+    assert other.identity not in (agn.identity, plain.identity)
+    # the instruction reaches the model: the vector is the one of the instructed text
+    np.testing.assert_allclose(agn.embed_texts(["train"]),
+                               plain.embed_texts([INSTRUCTION_PRESETS["agnostic"] + "\ntrain"]))
+    templ = get_embedder("fake:dim=8#text=Q#template=Instruct: {instruction} Query: {text}")
+    np.testing.assert_allclose(templ.embed_texts(["x"]), plain.embed_texts(["Instruct: Q Query: x"]))
+    # the cache keeps them apart: the instructed model computes its own vectors, once
+    a = embed_texts_cached(project, plain, ["train", "bus"])
+    b = embed_texts_cached(project, agn, ["train", "bus"])
+    assert agn.stats["texts"] == 1 + 2 and not np.allclose(a, b)
+    embed_texts_cached(project, agn, ["bus", "train"])
+    assert agn.stats["texts"] == 3
+    # an image instruction needs a family that can take one
+    with pytest.raises(ModelCapabilityError, match="cannot condition image embeddings"):
+        get_embedder("fake:dim=8#image=@retrieval")
+    with pytest.raises(CulturaError, match="#text="):
+        get_embedder("fake:dim=8#prompt=x")
+    m = get_embedder("openai:tiny-embed#image=@agnostic#text=@retrieval", images="messages", base_url=embed_server.url)
+    v = m.embed_images([img("red")])
+    req = embed_server.requests[-1]
+    assert req["messages"][0] == {"role": "system", "content": [{"type": "text",
+                                                                 "text": INSTRUCTION_PRESETS["agnostic"]}]}
+    plain_img = get_embedder("openai:tiny-embed", images="messages", base_url=embed_server.url).embed_images([img("red")])
+    assert not np.allclose(v, plain_img)
+    m.embed_texts(["train"])
+    assert embed_server.requests[-1]["input"] == [INSTRUCTION_PRESETS["retrieval"] + "\ntrain"]
 
 
 def test_openai_embeddings_errors(embed_server):

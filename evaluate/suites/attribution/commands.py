@@ -25,7 +25,7 @@ def kb():
 @pass_ctx
 def kb_import(ctx, path, kb_name, images_root, as_json):
     """Import a KB dump (JSONL, JSON, CSV/TSV or Parquet; fields id, lemma, gloss, text, aliases, images,
-    frequency — see docs/reproducing_004.md)."""
+    frequency — see docs/reproducing.md (seed 004))."""
     from .kb import import_kb
 
     summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name, images_root=images_root), as_json)

@@ -5,7 +5,7 @@ Import files are dumps in the documented :data:`KB_SCHEMA` (JSONL, JSON array, C
 BabelNet / Wikipedia extract): ``id``, ``lemma``, ``gloss``, ``text`` (the page text the judge reads),
 ``aliases``, ``images`` (relative paths are relative to the file) and optional ``frequency``. BabelNet /
 Wikipedia are what the seed used; any KB in this shape works. Rows are keyed by (kb, id); re-importing
-replaces a row. ``docs/reproducing_004.md`` shows the schema with an example.
+replaces a row. ``docs/reproducing.md (seed 004)`` shows the schema with an example.
 
 One image may belong to several entities (the seed's "mango" and "fruit"): the index keeps, per KB image, the
 list of its entities. Image embeddings go through the project's embedding cache keyed by the sha256 of the

@@ -28,7 +28,11 @@ NAME = "attribution"
 
 
 def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
-    from . import evaluate_attribution, get_judge, list_kb, load_scores, run_attribution, run_baseline
+    from ....models.judges import get_judge
+    from .baseline import run_baseline
+    from .evaluation import evaluate_attribution, load_scores
+    from .kb import list_kb
+    from .run import run_attribution
     from .gold import load_gold
     from .kb import build_kb_index
     from .linking import linking_accuracy

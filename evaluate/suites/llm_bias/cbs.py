@@ -1,8 +1,9 @@
 """Cultural Bias Score per context, aggregated per entity type, language and context kind (seed 001 §4.1).
 
 For each masked context ``c`` of type ``D`` in language ``L``, every accepted local entity ``a_i`` and
-Western entity ``b_j`` of type ``D`` in ``L`` is scored by the LLM (log P of the entity filling ``[MASK]``,
-see :mod:`.scorers`), and
+Western entity ``b_j`` of type ``D`` in ``L`` is scored by the LLM (by default the log-likelihood of the
+context completed with the entity, ``mode="sentence"``; ``mode="prefix"`` scores the entity given the text
+before ``[MASK]`` only; see :mod:`cultura.models.scorers`), and
 
     CBS(c) = (1/(|A||B|)) sum_i sum_j [P(b_j | c) > P(a_i | c)]
 
@@ -23,16 +24,18 @@ import numpy as np
 
 from ...metrics import cultural_bias_score
 from .contexts import list_contexts
-from .entities import entity_sets
-from ....models.scorers import LogProbScorer, get_scorer, score_cached
+from .entities import entity_pool
+from ....models.scorers import DEFAULT_MODE, LogProbScorer, get_scorer, score_cached
 
 
 def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | None = None,
-                   kind: str | None = None, type: str | None = None, mode: str = "prefix",
-                   english: bool = False) -> list[dict]:
+                   kind: str | None = None, type: str | None = None, mode: str = DEFAULT_MODE,
+                   english: bool = False, parallel: bool = False) -> list[dict]:
     """One row per scorable context: ``context_id, language (of the culture), test_language, country, kind,
     type, cbs, n_local, n_western, n_failed`` (``cbs`` NaN with ``reason`` when a side has no entities).
-    QA contexts are left out (they are for extractive QA)."""
+    QA contexts are left out (they are for extractive QA). With ``parallel`` only entities with an English form
+    are scored in a native run, as in the English run (always), so ``cbs`` and ``cbs_en`` compare the same
+    entity pairs (the suite sets it whenever it runs the English twins)."""
     scorer = get_scorer(scorer)
     kinds = [kind] if kind else ["grounded", "neutral"]
     rows = []
@@ -41,8 +44,9 @@ def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | No
             text = ctx["english"] if english else ctx["text"]
             if english and not text:
                 continue
-            local, western = entity_sets(project, ctx["language"], ctx["type"],
-                                         field="english" if english else "native")
+            pool_l, pool_w = entity_pool(project, ctx["language"], ctx["type"], parallel=parallel or english)
+            field = "english" if english else "native"
+            local, western = [e[field] for e in pool_l], [e[field] for e in pool_w]
             base = {"context_id": ctx["id"], "language": ctx["language"],
                     "test_language": "en" if english else ctx["language"], "country": ctx["country"],
                     "kind": ctx["kind"], "type": ctx["type"], "n_local": len(local), "n_western": len(western)}
@@ -85,8 +89,10 @@ def cbs_summary(rows: list[dict], *, by=("language", "type", "kind"), n_resample
 
 
 def compute_cbs(project, scorer, *, language: str | None = None, kind: str | None = None,
-                type: str | None = None, mode: str = "prefix", english: bool = False,
-                by=("language", "type", "kind"), n_resamples: int = 1000, seed: int = 0) -> dict:
+                type: str | None = None, mode: str = DEFAULT_MODE, english: bool = False,
+                by=("language", "type", "kind"), n_resamples: int = 1000, seed: int = 0,
+                parallel: bool = False) -> dict:
     """:func:`cbs_by_context` then :func:`cbs_summary`; returns ``{"contexts": [...], "summary": [...]}``."""
-    per = cbs_by_context(project, scorer, language=language, kind=kind, type=type, mode=mode, english=english)
+    per = cbs_by_context(project, scorer, language=language, kind=kind, type=type, mode=mode, english=english,
+                         parallel=parallel)
     return {"contexts": per, "summary": cbs_summary(per, by=by, n_resamples=n_resamples, seed=seed)}

@@ -15,23 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ....db import now
+from ....db import now, transaction
 from ....db.readers import read_rows
 from ....errors import CulturaError
+from ....models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
 
-MASK = "[MASK]"
 KINDS = ("grounded", "neutral", "qa")
+STATUSES = ("active", "candidate", "excluded")
 SENTIMENTS = ("positive", "negative", "neutral")
 _SENTIMENT_ALIASES = {"0": "neutral", "1": "positive", "2": "negative", "pos": "positive", "neg": "negative"}
-
-
-def split_mask(text: str) -> tuple[str, str]:
-    """``(before, after)`` the single ``[MASK]`` of ``text``; an error unless it occurs exactly once."""
-    n = text.count(MASK)
-    if n != 1:
-        raise CulturaError(f"A context needs exactly one {MASK}, found {n} in {text[:60]!r}.")
-    before, _, after = text.partition(MASK)
-    return before, after
 
 
 def fill(text: str, entity: str) -> str:
@@ -63,6 +55,10 @@ def normalise_context(raw: dict, *, where: str = "context", defaults: dict | Non
         if sentiment not in SENTIMENTS:
             raise CulturaError(f"{where}: sentiment {r.get('sentiment')!r} is not one of "
                                f"{', '.join(SENTIMENTS)} (or 0/1/2 as in seed 001 Table 8).")
+    status = str(r.get("status") or "active").strip().lower()
+    if status not in STATUSES:
+        raise CulturaError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)} (candidate: to be "
+                           "annotated with 'cultura annotate push context').")
     english = str(r["english"]).strip() if r.get("english") else None
     if english is not None and english.count(MASK) != 1:
         raise CulturaError(f"{where}: the English translation needs exactly one {MASK}.")
@@ -70,7 +66,7 @@ def normalise_context(raw: dict, *, where: str = "context", defaults: dict | Non
             "country": str(r["country"]).strip().upper() if r.get("country") else None,
             "sentiment": sentiment, "english": english,
             "parallel_id": str(r["parallel_id"]) if r.get("parallel_id") not in (None, "") else None,
-            "source": r.get("source")}
+            "source": r.get("source"), "status": status}
 
 
 def add_contexts(project, rows, *, source: str) -> dict:
@@ -80,7 +76,7 @@ def add_contexts(project, rows, *, source: str) -> dict:
     rows = list(rows)
     ts = now()
     inserted = updated = 0
-    with db.conn:
+    with transaction(db):
         for r in rows:
             row = {**r, "source": r.get("source") or source}
             existing = db.execute("SELECT id FROM contexts WHERE language = ? AND kind = ? AND type = ? AND text = ?",
@@ -97,10 +93,12 @@ def add_contexts(project, rows, *, source: str) -> dict:
 
 
 def import_contexts(project, path: str | Path, *, language: str | None = None, kind: str | None = None,
-                    type: str | None = None, source: str | None = None) -> dict:
-    """Import masked contexts from JSONL or CSV (columns as in the module docstring). Idempotent."""
-
-    defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type)) if v}
+                    type: str | None = None, source: str | None = None, status: str | None = None) -> dict:
+    """Import masked contexts from JSONL or CSV (columns as in the module docstring). Idempotent. ``status``
+    ``candidate`` (for rows without one) holds new contexts back from evaluation until annotation (the
+    ``context`` kind) accepts them; the status of an existing context is not changed by a re-import."""
+    defaults = {k: v for k, v in (("language", language), ("kind", kind), ("type", type), ("status", status))
+                if v}
     rows = [normalise_context(r, where=f"{path} row {n}", defaults=defaults)
             for n, r in enumerate(read_rows(path, strict=True), 1)]
     if not rows:
@@ -120,11 +118,39 @@ def list_contexts(project, *, language: str | None = None, kind: str | None = No
     return [dict(r) for r in project.db.query(sql, args)]
 
 
+#: languages written without spaces: context length in characters (seed 001 Table 5), else in words
+CHARACTER_LANGUAGES = ("zh", "ja", "th")
+
+
+def context_counts(project, *, status: str | None = "active") -> list[dict]:
+    """Per language: the number of contexts of each kind (seed 001 Table 3) and the mean ± SD length of the
+    adaptation contexts (grounded + neutral) and of the QA contexts (Table 5: words, characters for zh/ja;
+    SD with ddof 1). Rows ``{"language", "grounded", "neutral", "qa", "unit", "length_adaptation",
+    "sd_adaptation", "length_qa", "sd_qa"}``."""
+    import statistics
+
+    out = []
+    by: dict[str, list[dict]] = {}
+    for c in list_contexts(project, status=status):
+        by.setdefault(c["language"], []).append(c)
+    for lang, cs in sorted(by.items()):
+        chars = lang in CHARACTER_LANGUAGES
+        length = (lambda t: len(t.replace(MASK, "X"))) if chars else (lambda t: len(t.split()))
+        row = {"language": lang, **{k: sum(c["kind"] == k for c in cs) for k in KINDS},
+               "unit": "characters" if chars else "words"}
+        for name, kinds in (("adaptation", ("grounded", "neutral")), ("qa", ("qa",))):
+            ls = [length(c["text"]) for c in cs if c["kind"] in kinds]
+            row[f"length_{name}"] = round(statistics.fmean(ls), 2) if ls else None
+            row[f"sd_{name}"] = round(statistics.stdev(ls), 2) if len(ls) > 1 else None
+        out.append(row)
+    return out
+
+
 def set_context_status(project, context_id: int, status: str, *, reason: str | None = None) -> None:
     """Exclude (``excluded``) or restore (``active``) one context; nothing is deleted."""
     if status not in ("active", "excluded"):
         raise CulturaError(f"status must be 'active' or 'excluded', got {status!r}.")
-    with project.db.conn:
+    with transaction(project.db):
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
 
 

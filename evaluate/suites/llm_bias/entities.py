@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ....db import dumps, now
+from ....db import dumps, now, transaction
 from ....db.readers import read_rows
 from ....errors import CulturaError
 
@@ -71,7 +71,7 @@ def add_entities(project, rows, *, source: str) -> dict:
     rows = list(rows)
     ts = now()
     before = db.execute("SELECT count(*) FROM entities").fetchone()[0]
-    with db.conn:
+    with transaction(db):
         db["entities"].insert_all(
             [{**r, "source": r.get("source") or source, "created_at": ts} for r in rows], ignore=True)
     inserted = db.execute("SELECT count(*) FROM entities").fetchone()[0] - before
@@ -81,7 +81,6 @@ def add_entities(project, rows, *, source: str) -> dict:
 def import_entities(project, path: str | Path, *, language: str | None = None, type: str | None = None,
                     side: str | None = None, status: str | None = None, source: str | None = None) -> dict:
     """Import entities from a JSONL or CSV file; options fill columns the file lacks. Idempotent."""
-
     defaults = {k: v for k, v in (("language", language), ("type", type), ("side", side),
                                   ("status", status)) if v}
     rows = [normalise_entity(r, where=f"{path} row {n}", defaults=defaults)
@@ -112,6 +111,36 @@ def entity_sets(project, language: str, type: str, *, field: str = "native") -> 
     for side in SIDES:
         vals = [r[field] for r in list_entities(project, language=language, type=type, side=side) if r[field]]
         out[side] = list(dict.fromkeys(vals))
+    return out["local"], out["western"]
+
+
+def entity_counts(project, *, by=("language", "type", "side"), status: str | None = "accepted") -> list[dict]:
+    """Entity counts grouped by ``by`` columns (seed 001 Table 2: language × type × side; Figure 7: the Western
+    entities by ``country``), ``status`` None for every status. Rows ``{**group, "n"}``, sorted."""
+    cols = [c for c in by]
+    bad = [c for c in cols if c not in ("language", "type", "side", "country", "status", "source")]
+    if bad:
+        raise CulturaError(f"Cannot group entities by {bad}; use language, type, side, country, status, source.")
+    where, args = ("WHERE status = ?", [status]) if status else ("", [])
+    sql = (f"SELECT {', '.join(cols)}, COUNT(*) AS n FROM entities {where} GROUP BY {', '.join(cols)} "
+           f"ORDER BY {', '.join(cols)}")
+    return [dict(r) for r in project.db.query(sql, args)]
+
+
+def entity_pool(project, language: str, type: str, *, parallel: bool = True) -> tuple[list[dict], list[dict]]:
+    """The accepted local and Western entities of one type in one language as rows ``{id, native, english}``
+    (id order, one row per native form). With ``parallel`` only entities that have an English form: the pool
+    that native and parallel-English runs sample from alike, so both test the same entities (seed 001 Table 1;
+    each Camellia entity has an English translation)."""
+    out = {}
+    for side in SIDES:
+        seen, rows = set(), []
+        for r in list_entities(project, language=language, type=type, side=side):
+            if r["native"] in seen or (parallel and not r["english"]):
+                continue
+            seen.add(r["native"])
+            rows.append({"id": r["id"], "native": r["native"], "english": r["english"]})
+        out[side] = rows
     return out["local"], out["western"]
 
 
@@ -157,7 +186,7 @@ def apply_entity_decisions(project) -> dict:
     rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "
                       "AND item_key LIKE 'entity:ent-%' ORDER BY id").fetchall()
     ts = now()
-    with db.conn:
+    with transaction(db):
         for key, label in rows:
             try:
                 eid = int(key.rsplit("ent-", 1)[1])

@@ -18,9 +18,20 @@ import numpy as np
 
 from ....models.llm import render_prompt
 from .contexts import by_language, fill, list_contexts
-from .entities import entity_sets
 from ....models.generators import generate_cached, get_generator
-from .sentiment import language_name, sample_fills
+from .sentiment import language_name, sample_entities
+
+#: entity types in words for the prompts (seed 001 §3.1 names them authors, food dishes, beverages, first
+#: names, locations and sports clubs); other types are written with spaces for underscores
+ENTITY_TYPE_WORDS = {"authors": "author", "author": "author", "food": "food", "beverage": "beverage",
+                     "location": "location", "names_female": "female first name",
+                     "names_male": "male first name", "sports_clubs": "sports club"}
+
+
+def entity_type_words(type_: str) -> str:
+    """The entity type as the prompts say it: ``names_female`` → ``female first name``."""
+    return ENTITY_TYPE_WORDS.get(type_, type_.replace("_", " "))
+
 
 _STRIP = " \t\n\"'`‘’“”«»「」『』()[]{}.,;:!?。、・！？"
 
@@ -37,10 +48,11 @@ def exact_match(reply: str, entity: str) -> bool:
 
 
 def extractive_qa(project, generator, *, language: str | None = None, n_entities: int = 50, seed: int = 0,
-                  english: bool = False, n_resamples: int = 1000) -> list[dict]:
+                  english: bool = False, n_resamples: int = 1000, parallel: bool = False) -> list[dict]:
     """One row per (test) language: ``acc_local, acc_western, delta_acc`` (percentage points, CI by a
     bootstrap over contexts of the per-context accuracy difference), ``n_local``, ``n_western``,
-    ``n_contexts``."""
+    ``n_contexts``. Entities as in :func:`~.sentiment.sample_entities` (``parallel``: the same in the native
+    run and its English twin)."""
     from ...common import mean_ci
 
     gen = get_generator(generator)
@@ -49,12 +61,11 @@ def extractive_qa(project, generator, *, language: str | None = None, n_entities
     for lang, cs in by_language(ctxs, english=english).items():
         jobs = []
         for c in cs:
-            local, western = entity_sets(project, c.get("source_language", c["language"]), c["type"],
-                                         field="english" if english else "native")
-            a, b = sample_fills(local, western, n_entities, random.Random(f"{seed}:{c['id']}"))
+            a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
+                                   parallel=parallel)
             for side, ents in (("local", a), ("western", b)):
                 for e in ents:
-                    prompt = render_prompt("camellia_qa.j2", entity_type=c["type"].replace("_", " "),
+                    prompt = render_prompt("camellia_qa.j2", entity_type=entity_type_words(c["type"]),
                                            language=language_name(project, lang), qa_context=fill(c["text"], e))
                     jobs.append((c["id"], side, e, prompt))
         if not jobs:

@@ -10,7 +10,9 @@ Table 8 prompt (``templates/prompts/camellia_sentiment.j2``, greedy), and false 
 ``ΔFN = FN(Western) − FN(local)`` and ``ΔFP = FP(Western) − FP(local)`` are counts, averaged over ``seeds``
 sampling runs (the seed uses 3 runs of 50). ΔFN > 0: Western entities draw more negativity; ΔFP < 0: local
 entities draw more positivity. The CI is a bootstrap over contexts of the summed per-context differences.
-Leaderboards (Tables 15–16) rank by ``|Δ|``. Replies without a 0/1/2 are counted as ``invalid``, not as FN/FP.
+Leaderboards (Tables 15–16) rank by ``|Δ|``. Replies that name no label (or several) are ``invalid``, not
+FN/FP: each is kept with its reason in the row's ``invalid_replies`` (and counted per reason in
+``invalid_reasons``).
 
 >>> parse_sentiment("The sentiment is 2 (negative)")
 'negative'
@@ -25,22 +27,58 @@ import numpy as np
 
 from ....models.llm import render_prompt
 from .contexts import by_language, fill, list_contexts
-from .entities import entity_sets
+from .entities import entity_pool
 from ....models.generators import generate_cached, get_generator
 
+MAX_INVALID_KEPT = 50  # unparseable replies kept verbatim per language (all are counted)
 LABELS = {"0": "neutral", "1": "positive", "2": "negative"}
-_DIGIT = re.compile(r"(?<!\d)([012])(?!\d)")
-_WORDS = {"neutral": "neutral", "positive": "positive", "negative": "negative"}
+_WORD_LABELS = {v: v for v in LABELS.values()}
+# the key of the Table 8 prompt, when a reply echoes it: "0 = neutral", "1: positive", ...
+_KEY_ENTRY = re.compile(r"(?<!\d)([012])\s*[=:]\s*(neutral|positive|negative)\b", re.I)
+# the range of the question, "(0-2)", "0–2", "0 to 2": never an answer
+_RANGE = re.compile(r"\(?\s*0\s*(?:-|–|—|to)\s*2\s*\)?", re.I)
+_QUESTION = re.compile(r"sentiment of this sentence is\s*(?:\(?\s*0\s*(?:-|–|—|to)\s*2\s*\)?)?\s*:?", re.I)
+_DIGIT = re.compile(r"(?<![\d.])([012])(?![\d.]*\d)")
+_WORD = re.compile(r"\b(neutral|positive|negative)\b", re.I)
+
+
+def parse_sentiment_reply(reply: str) -> tuple[str | None, str | None]:
+    """``(label, None)`` for the answer of a reply to the Table 8 prompt, or ``(None, reason)``.
+
+    The answer, not the key: an echoed question ("... the sentiment of this sentence is (0-2):") is cut off
+    and only what follows it is read; the range "(0-2)" and echoed key entries ("0 = neutral") are never read as
+    answers. What remains must name one label, by digit (0/1/2) or word (neutral/positive/negative); a digit and
+    a word that agree ("2 (negative)") are one answer; two different labels are ambiguous.
+
+    >>> parse_sentiment_reply("Given the above key, the sentiment of this sentence is (0-2): 2")
+    ('negative', None)
+    >>> parse_sentiment_reply("1 or 2")
+    (None, 'ambiguous: the reply names positive and negative')
+    """
+    text = reply or ""
+    if not text.strip():
+        return None, "empty reply"
+    q = list(_QUESTION.finditer(text))
+    if q:
+        text = text[q[-1].end():]
+    keys = _KEY_ENTRY.findall(text)
+    key_echo = {(d, w.lower()) for d, w in keys if LABELS[d] == w.lower()}
+    if len(key_echo) == 3:      # the whole key is echoed: its entries are not answers
+        text = _KEY_ENTRY.sub(" ", text)
+    text = _RANGE.sub(" ", text)
+    labels = [LABELS[m.group(1)] for m in _DIGIT.finditer(text)]
+    labels += [_WORD_LABELS[m.group(1).lower()] for m in _WORD.finditer(text)]
+    found = list(dict.fromkeys(labels))
+    if not found:
+        return None, "no 0/1/2 or sentiment word in the reply"
+    if len(found) > 1:
+        return None, f"ambiguous: the reply names {' and '.join(found)}"
+    return found[0], None
 
 
 def parse_sentiment(reply: str) -> str | None:
-    """The first 0/1/2 digit of a reply as a label (or the first label word); None when there is none."""
-    m = _DIGIT.search(reply or "")
-    if m:
-        return LABELS[m.group(1)]
-    low = (reply or "").lower()
-    hits = [(low.find(w), lab) for w, lab in _WORDS.items() if w in low]
-    return min(hits)[1] if hits else None
+    """The label a reply answers (:func:`parse_sentiment_reply`), None when it names none or several."""
+    return parse_sentiment_reply(reply)[0]
 
 
 def language_name(project, code: str) -> str:
@@ -48,15 +86,32 @@ def language_name(project, code: str) -> str:
     return lang.name if lang is not None else code
 
 
-def sample_fills(local: list[str], western: list[str], n: int, rng: random.Random) -> tuple[list, list]:
+def sample_fills(local: list, western: list, n: int, rng: random.Random) -> tuple[list, list]:
     """Equal-size samples (without replacement) of local and Western entities: ``min(n, |A|, |B|)`` each."""
     k = min(n, len(local), len(western))
     return rng.sample(local, k), rng.sample(western, k)
 
 
+def sample_entities(project, context: dict, n: int, rng: random.Random, *, english: bool = False,
+                    parallel: bool = False) -> tuple[list[str], list[str]]:
+    """The local and Western surface forms that fill one context: a sample of entity rows from
+    :func:`~.entities.entity_pool` of the context's source language and type, then their English forms in an
+    English run. An English run draws from the entities with an English form; with ``parallel`` the native run
+    draws from that same pool, so with the same seed both fill a context with the same entity ids and differ
+    only in language (the suite sets it whenever it runs the English twins)."""
+    src = context.get("source_language", context["language"])
+    local, western = entity_pool(project, src, context["type"], parallel=parallel or english)
+    a, b = sample_fills(local, western, n, rng)
+    field = "english" if english else "native"
+    return [e[field] for e in a], [e[field] for e in b]
+
+
 def sentiment_association(project, generator, *, language: str | None = None, n_entities: int = 50,
-                          seeds=(0, 1, 2), english: bool = False, n_resamples: int = 1000) -> list[dict]:
+                          seeds=(0, 1, 2), english: bool = False, n_resamples: int = 1000,
+                          parallel: bool = False) -> list[dict]:
     """One row per (test) language: ``fn_local, fn_western, fp_local, fp_western`` (mean counts over seeds),
+    entities sampled by :func:`sample_entities` (``parallel``: the native run and its English twin fill each
+    context with the same entities),
     ``delta_fn, delta_fp`` with bootstrap CIs, ``n_sentences`` per side and run, ``n_contexts``, ``invalid``."""
     from ...metrics import bootstrap_ci
 
@@ -67,13 +122,14 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
     for lang, cs in by_language(ctxs, english=english).items():
         per_ctx = {c["id"]: np.zeros(4) for c in cs}      # fn_l, fn_w, fp_l, fp_w summed over seeds
         invalid = n_sent = 0
+        reasons: dict[str, int] = {}
+        n_valid = {"local": 0, "western": 0}
+        bad: list[dict] = []
         for seed in seeds:
             jobs = []
             for c in cs:
-                src_lang = c.get("source_language", c["language"])
-                local, western = entity_sets(project, src_lang, c["type"],
-                                             field="english" if english else "native")
-                a, b = sample_fills(local, western, n_entities, random.Random(f"{seed}:{c['id']}"))
+                a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
+                                       parallel=parallel)
                 for side, ents in (("local", a), ("western", b)):
                     for e in ents:
                         prompt = render_prompt("camellia_sentiment.j2", language=language_name(project, lang),
@@ -81,10 +137,15 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
                         jobs.append((c, side, prompt))
             replies = generate_cached(project, gen, [p for _, _, p in jobs])
             for (c, side, _), reply in zip(jobs, replies):
-                pred = parse_sentiment(reply)
+                pred, why = parse_sentiment_reply(reply)
                 n_sent += side == "local"
+                n_valid[side] += pred is not None
                 if pred is None:
                     invalid += 1
+                    reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
+                    if len(bad) < MAX_INVALID_KEPT:
+                        bad.append({"context_id": c["id"], "side": side, "seed": seed, "reply": reply[:200],
+                                    "reason": why})
                     continue
                 gold = c["sentiment"]
                 off = 0 if side == "local" else 1
@@ -96,12 +157,17 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
         row = {"language": lang, "fn_local": float(tot[0]), "fn_western": float(tot[1]), "fp_local": float(tot[2]),
                "fp_western": float(tot[3]), "delta_fn": float(dfn.sum()), "delta_fp": float(dfp.sum()),
                "n_contexts": len(cs), "n_sentences": n_sent // max(len(seeds), 1), "invalid": invalid,
-               "english": english}
+               "invalid_reasons": reasons, "invalid_replies": bad, "english": english}
         for name, d in (("delta_fn", dfn), ("delta_fp", dfp)):
             if len(d) >= 2 and np.ptp(d) > 0:
                 ci = bootstrap_ci(d, np.sum, n_boot=n_resamples, seed=0)
                 row[f"{name}_ci"] = (float(ci.low), float(ci.high))
             else:
                 row[f"{name}_ci"] = (math.nan, math.nan) if len(d) < 2 else (float(d.sum()), float(d.sum()))
+        if not n_valid["local"] or not n_valid["western"]:
+            empty = [k for k in ("local", "western") if not n_valid[k]]
+            row.update({"delta_fn": math.nan, "delta_fp": math.nan, "delta_fn_ci": (math.nan, math.nan),
+                        "delta_fp_ci": (math.nan, math.nan),
+                        "reason": f"no parseable reply for the {' and '.join(empty)} entities (see invalid_replies)"})
         rows.append(row)
     return rows

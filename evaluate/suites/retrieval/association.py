@@ -7,8 +7,9 @@ concept, another culture), ``lb`` (the query language's culture, another concept
   (seed 000 Table 2); SP is ``inf`` with its reason when ``M_cr = 0``;
 - the random baseline (uniformly random candidates, 10 rounds; SP ≈ 1, App. R);
 - the same per query country (Table 12, Figure 5);
-- per-country text silhouette (query embeddings labelled by query country) and image silhouette (images
-  labelled by culture), and the Pearson correlation of each with per-country SP (App. N, Tables 11–12);
+- per-country text silhouette (query embeddings labelled by query language; each country takes its
+  language's value, as in Table 12) and image silhouette (images labelled by culture), and the Pearson
+  correlation of each with per-country SP (App. N, Tables 11–12);
 - the verbose query variants ``task`` and ``casual`` when the benchmark has them (App. S.1);
 - 2-D projections (UMAP, PCA for few points) of the text and image embeddings for the report (Figure 6).
 
@@ -28,6 +29,8 @@ from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, per_trial_wins, project_2d,
                      sample_points)
 from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
+from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, pairwise_maxsim,
+                                              text_tokens_cached)
 
 NAME = "association"
 
@@ -50,18 +53,30 @@ def trial_similarities(project, embedder, trials) -> np.ndarray:
     """(trials × roles) cosine similarities of each trial's query with each of its candidate images."""
     if len(trials) == 0:
         return np.zeros((0, len(trials.roles)))
-    q = embed_texts(project, embedder, trials.texts)
-    flat = embed_images(project, embedder, trials.sha256.ravel().tolist())
-    imgs = flat.reshape(len(trials), len(trials.roles), -1)
-    return np.einsum("td,trd->tr", q, imgs).astype(float)
+    return query_image_scores(project, embedder, trials.texts, trials.sha256)
+
+
+def query_image_scores(project, embedder, texts, sha256: np.ndarray) -> np.ndarray:
+    """(n × r) score of ``texts[i]`` with each image ``sha256[i, j]``: cosine similarity, or MaxSim for a
+    late-interaction (multi-vector) embedder such as ColQwen (token matrices through the cache)."""
+    n, r = sha256.shape
+    if is_late_interaction(embedder):
+        q = text_tokens_cached(project, embedder, texts)
+        flat = image_tokens_cached(project, embedder, sha256.ravel().tolist())
+        return pairwise_maxsim([q[i] for i in range(n) for _ in range(r)], flat).reshape(n, r)
+    q = embed_texts(project, embedder, texts)
+    flat = embed_images(project, embedder, sha256.ravel().tolist())
+    return np.einsum("td,trd->tr", q, flat.reshape(n, r, -1)).astype(float)
 
 
 def win_rate_rows(suite: str, sims: np.ndarray, roles, *, group: dict, details: dict, n_resamples: int,
-                  seed: int, sp_pair: tuple[str, str] | None = ("lb", "cr")) -> list[dict]:
-    """Rows ``M_<role>`` (and SP) for one set of trials, with percentile bootstrap CIs over trials."""
+                  seed: int, sp_pair: tuple[str, str] | None = ("lb", "cr"),
+                  empty_reason: str = "no trials") -> list[dict]:
+    """Rows ``M_<role>`` (and SP) for one set of trials, with percentile bootstrap CIs over trials; without
+    trials, NaN rows with ``empty_reason``."""
     n = sims.shape[0]
     if n == 0:
-        return [row(suite, f"M_{r}", math.nan, n=0, group=group, details={**details, "reason": "no trials"})
+        return [row(suite, f"M_{r}", math.nan, n=0, group=group, details={**details, "reason": empty_reason})
                 for r in roles]
     m = win_rates(sims)
     if n >= 2:
@@ -105,12 +120,18 @@ def random_baseline_rows(suite: str, n_trials: int, roles, *, seed: int, group: 
 
 def silhouette_rows(project, embedder, trials, sp_by_country: dict[str, float], *, suite: str = NAME,
                     details: dict) -> list[dict]:
-    """Per-country text and image silhouettes and their Pearson correlation with per-country SP (App. N)."""
+    """Per-country text and image silhouettes and their Pearson correlation with per-country SP (App. N).
+
+    Text points are the distinct query texts labelled by their **language** (the paper's text silhouette is a
+    language's: countries sharing a language — US/GB/AU, ES/AR, PT/BR — show identical TS values in Table 12);
+    each country gets its language's value (``details.language``), so none drops out of the correlation with SP.
+    Image points are the distinct images labelled by their culture (country)."""
     out: list[dict] = []
-    # text: one embedding per distinct query (concept × country), labelled by the query country
     seen: dict[str, str] = {}
-    for text, cc in zip(trials.texts, trials.query_country):
-        seen.setdefault(text, cc)
+    country_lang: dict[str, str] = {}
+    for text, lang, cc in zip(trials.texts, trials.query_language, trials.query_country):
+        seen.setdefault(text, lang)
+        country_lang.setdefault(cc, lang)
     texts, labels = list(seen), list(seen.values())
     imgs: dict[str, str] = {}
     for shas, ccs in zip(trials.sha256, trials.countries):
@@ -119,17 +140,26 @@ def silhouette_rows(project, embedder, trials, sp_by_country: dict[str, float], 
     per = {}
     for kind, keys, labs, emb_fn in (("text", texts, labels, embed_texts), ("image", list(imgs), list(imgs.values()),
                                                                         embed_images)):
+        what = "languages" if kind == "text" else "countries"
         if len(set(labs)) < 2 or len(keys) <= len(set(labs)):
             out.append(row(suite, f"{kind}_silhouette", math.nan, n=len(keys), details={
-                **details, "reason": "needs at least two labels and more points than labels"}))
+                **details, "reason": f"needs at least two {what} and more points than {what}"}))
             continue
         emb = emb_fn(project, embedder, keys)
         sil = silhouette_by_label(emb, labs)
-        per[kind] = sil
         counts = {lab: labs.count(lab) for lab in set(labs)}
-        for lab, val in sorted(sil.items()):
-            out.append(row(suite, f"{kind}_silhouette", val, n=counts.get(lab), group={"country": lab},
-                           details=details))
+        if kind == "text":
+            # one value per country: its language's (n = distinct texts of that language)
+            per[kind] = {cc: sil[lang] for cc, lang in country_lang.items() if lang in sil}
+            for cc, lang in sorted(country_lang.items()):
+                if lang in sil:
+                    out.append(row(suite, "text_silhouette", sil[lang], n=counts.get(lang), group={"country": cc},
+                                   details={**details, "language": lang, "label": "language"}))
+        else:
+            per[kind] = sil
+            for lab, val in sorted(sil.items()):
+                out.append(row(suite, "image_silhouette", val, n=counts.get(lab), group={"country": lab},
+                               details={**details, "label": "country"}))
     for kind, sil in per.items():
         common = [c for c in sorted(sil) if c in sp_by_country and math.isfinite(sp_by_country[c])
                   and math.isfinite(sil[c])]

@@ -5,12 +5,15 @@ the query language. Candidates: ``cr`` (C, D's culture), ``orlb`` (C, the query 
 (C, a third culture), ``cdr`` (other concept, D's culture), ``lb`` (other concept, the language's culture),
 ``ti`` (neither). Reported:
 
-- the six win rates with bootstrap CIs, overall (Table 3) and per query country (Figure 7), and for the
-  verbose descriptor variants ``task_mention`` / ``casual_mention`` when present (App. S.2);
+- the six win rates with bootstrap CIs, overall (Table 3) and per query country (Figure 7) for the short
+  descriptor query ``mention_<CC>`` (always: when those queries are missing the rows say so and name the
+  command that makes them, ``details.warning``), and for the verbose descriptor variants ``task_mention`` /
+  ``casual_mention`` when present (App. S.2), each under its own ``variant`` group;
 - similarity drift ``Δsim = S(q_C+CD, I) − S(q_C, I)`` ×100 per candidate category, overall, by query culture
   (Table 18) and by concept (Table 19), with bootstrap CIs;
-- per model and country, the paired χ² tests ``orlb`` vs ``or`` (query-language association) and ``cdr`` vs
-  ``lb`` (descriptor vs language) (App. P, Tables 15–17).
+- per model and country, the paired χ² tests ``or`` vs ``orlb`` (query-language association) and ``cdr`` vs
+  ``lb`` (descriptor vs language) (App. P, Tables 15–17), ``value`` = the paper's Diff, ``M_or − M_orlb`` and
+  ``M_cdr − M_lb`` (metrics ``chi2_or_vs_orlb``, ``chi2_cdr_vs_lb``).
 
 Options: ``variants`` (descriptor variant prefixes, default all present), ``n_resamples``, ``seed``.
 """
@@ -23,19 +26,33 @@ import numpy as np
 from ...metrics.association import paired_chi2, similarity_drift
 from ..registry import Suite, row
 from .report import render_descriptor
-from .association import variant_trials, win_rate_rows
-from ...common import embed_images, embed_texts, mean_ci, per_trial_wins
-from ...data import DESCRIPTOR_ROLES, base_texts, resolve_benchmark
+from .association import query_image_scores, variant_trials, win_rate_rows
+from ...common import mean_ci, per_trial_wins
+from ...data import DESCRIPTOR_ROLES, base_texts, query_variants, resolve_benchmark
 
 NAME = "descriptor"
-CHI2_TESTS = (("orlb", "or", "query-language association (object relevant: language culture vs other)"),
+#: The paired χ² tests in seed 000's orientation (App. P, Tables 15–17): ``Diff = M_A − M_B`` with A, B as the
+#: paper's columns — "Blue − Purple" = ``or − orlb`` (negative: the query language's culture wins among the
+#: right objects) and "Yellow − Pink" = ``cdr − lb`` (negative: the language prior beats the descriptor).
+CHI2_TESTS = (("or", "orlb", "query-language association (object relevant: other culture vs language culture)"),
               ("cdr", "lb", "descriptor vs language (semantic failure: descriptor culture vs language culture)"))
 BASE_VARIANT = {"mention": "short", "task_mention": "task", "casual_mention": "casual"}
+#: What fixes missing short descriptor queries (the RQ3 main variant, ``mention_<CC>``).
+MENTION_FIX = ("run 'cultura build mention-queries' (--method llm or pattern), or set one by hand with "
+               "'cultura build set-query CONCEPT COUNTRY mention_CC TEXT', then rebuild the benchmark "
+               "('cultura build descriptor')")
+
+
+def missing_mention_reason(n_missing: int, n_items: int) -> str:
+    return (f"{n_missing} of {n_items} trials have no short descriptor query mention_<CC> (\"Train of Japan\" in "
+            f"the query language, seed 000 RQ3): {MENTION_FIX}. The verbose task_mention/casual_mention "
+            "variants are reported separately, never in its place.")
 
 
 def chi2_rows(sims: np.ndarray, roles, *, group: dict, details: dict) -> list[dict]:
-    """The two paired χ² tests for one set of trials. ``value`` is the win-rate difference A − B; the
-    statistic, p and the counts are in ``details`` (ties split: counts are rounded shares × n)."""
+    """The two paired χ² tests for one set of trials. ``value`` is the paper's Diff, the win-rate difference
+    A − B of :data:`CHI2_TESTS`; the statistic, p, the two win rates and the counts are in ``details`` (ties
+    split: counts are rounded shares × n)."""
     n = sims.shape[0]
     out = []
     if n == 0:
@@ -44,11 +61,12 @@ def chi2_rows(sims: np.ndarray, roles, *, group: dict, details: dict) -> list[di
     for a, b, what in CHI2_TESTS:
         wa, wb = wins[roles.index(a)], wins[roles.index(b)]
         res = paired_chi2(int(round(wa)), int(round(wb)), n)
-        d = {**details, "test": what, "statistic": res.statistic, "p": res.p, "wins_a": res.wins_a,
-             "wins_b": res.wins_b, "significant": bool(res.p < 0.05) if math.isfinite(res.p) else None}
+        d = {**details, "test": what, "diff": f"M_{a} − M_{b}", "statistic": res.statistic, "p": res.p,
+             f"M_{a}": float(wa / n), f"M_{b}": float(wb / n), "wins_a": res.wins_a, "wins_b": res.wins_b,
+             "significant": bool(res.p < 0.05) if math.isfinite(res.p) else None}
         if not math.isfinite(res.statistic):
             d["reason"] = f"neither {a} nor {b} won a trial: the test is undefined"
-        out.append(row(NAME, f"chi2_{a}_vs_{b}", res.diff, n=n, group=group, details=d))
+        out.append(row(NAME, f"chi2_{a}_vs_{b}", float((wa - wb) / n), n=n, group=group, details=d))
     return out
 
 
@@ -83,9 +101,17 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
     bench = resolve_benchmark(project, benchmark, "descriptor")
     roles = DESCRIPTOR_ROLES
     out: list[dict] = []
+    if not opts.get("variants"):  # the short mention_<CC> query is the main variant, always reported
+        opts["variants"] = ["mention"] + [v for v in query_variants(project, bench, descriptor=True)
+                                          if v != "mention"]
     for variant, trials, sims, vg, det in variant_trials(project, embedder, bench, opts, roles, main="mention"):
+        missing = int(trials.excluded.get("missing_query", 0))
+        if variant == "mention" and missing:
+            det = {**det, "warning": missing_mention_reason(missing, missing + len(trials))}
         out += win_rate_rows(NAME, sims, roles, group=vg, details=det, n_resamples=n_res, seed=seed,
-                             sp_pair=None)
+                             sp_pair=None, empty_reason=det.get("warning", "no trials"))
+        if len(trials) == 0:
+            continue
         out += chi2_rows(sims, roles, group=vg, details=det)
         if variant == "mention":
             for cc in sorted(set(trials.query_country.tolist())):
@@ -98,11 +124,9 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
         base = base_texts(project, bench, trials, variant=BASE_VARIANT.get(variant, "short"))
         has = np.array([b is not None for b in base], dtype=bool)
         if has.any():
-            q0 = embed_texts(project, embedder, [b for b in base if b is not None])
-            imgs = embed_images(project, embedder, trials.sha256[has].ravel().tolist()).reshape(
-                int(has.sum()), len(roles), -1)
             sims0 = np.full(sims.shape, np.nan)
-            sims0[has] = np.einsum("td,trd->tr", q0, imgs)
+            sims0[has] = query_image_scores(project, embedder, [b for b in base if b is not None],
+                                            trials.sha256[has])
             delta = np.full(sims.shape, np.nan)
             delta[has] = similarity_drift(sims[has], sims0[has])
             ddet = {**det, "base_variant": BASE_VARIANT.get(variant, "short"),

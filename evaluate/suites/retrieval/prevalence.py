@@ -22,6 +22,8 @@ from ...metrics.retrieval import accuracy_at_k, dlbkl, lbkl, lbkl_per_query, ndc
 from ..registry import Suite, row
 from .report import render_prevalence
 from ...common import mean_ci, embed_images, embed_texts, language_tiers
+from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, maxsim_scores,
+                                              text_tokens_cached)
 from ...data import caption_pool
 
 NAME = "prevalence"
@@ -73,6 +75,25 @@ def topk_chunked(queries: np.ndarray, docs: np.ndarray, k: int, *, query_chunk: 
         out_val[qs:qs + query_chunk] = -np.take_along_axis(best_neg, order, axis=1)
         out_idx[qs:qs + query_chunk] = np.take_along_axis(best_idx, order, axis=1)
     return out_idx, out_val
+
+
+def late_topk(project, embedder, sha256s, texts, k: int, *, image_chunk: int = 256
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`topk_chunked` for a late-interaction embedder: each image's ``k`` captions with the highest
+    MaxSim score ``S(caption, image)`` (the caption's tokens as the query, as ColQwen scores), best first,
+    equal scores by caption index. Token matrices come through the embedding cache."""
+    txt = text_tokens_cached(project, embedder, texts)
+    k = min(int(k), len(txt))
+    idx_out, val_out = [], []
+    for s in range(0, len(sha256s), image_chunk):
+        imgs = image_tokens_cached(project, embedder, sha256s[s:s + image_chunk])
+        scores = maxsim_scores(txt, imgs).T.astype(np.float32)          # images × captions
+        order = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)[:, :k]
+        idx_out.append(order)
+        val_out.append(np.take_along_axis(scores, order, axis=1))
+    if not idx_out:
+        return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float32)
+    return np.concatenate(idx_out).astype(np.int64), np.concatenate(val_out)
 
 
 def _block_topk(neg: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -130,11 +151,15 @@ def prevalence(project, embedder, *, benchmark=None, options: dict) -> list[dict
     n_res = int(opts.get("n_resamples", 1000))
     pool = caption_pool(project, pool=opts.get("pool", "auto"), benchmark=benchmark,
                         caption_source=opts.get("caption_source"), variants=tuple(opts.get("variants", ("short",))))
-    img = embed_images(project, embedder, pool.image_sha256)
-    txt = embed_texts(project, embedder, pool.texts)
     k_max = min(max(ks), len(pool.texts))
-    top_idx, top_val = topk_chunked(img, txt, k_max, query_chunk=int(opts.get("image_chunk", 256)),
-                                    doc_chunk=int(opts.get("text_chunk", 16384)))
+    if is_late_interaction(embedder):  # ColQwen-style: MaxSim of caption tokens with image patches
+        top_idx, top_val = late_topk(project, embedder, pool.image_sha256, pool.texts, k_max,
+                                     image_chunk=int(opts.get("image_chunk", 256)))
+    else:
+        img = embed_images(project, embedder, pool.image_sha256)
+        txt = embed_texts(project, embedder, pool.texts)
+        top_idx, top_val = topk_chunked(img, txt, k_max, query_chunk=int(opts.get("image_chunk", 256)),
+                                        doc_chunk=int(opts.get("text_chunk", 16384)))
     return prevalence_rows(pool, top_idx, top_val, ks=ks, tiers=language_tiers(project, set(pool.languages)),
                            freq_k=int(opts.get("freq_k", 10)), prior=opts.get("prior", "uniform"),
                            n_resamples=n_res, seed=seed)

@@ -14,6 +14,7 @@ import html as htmlmod
 import math
 
 import numpy as np
+from scipy import stats as sps
 
 from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 
@@ -24,6 +25,9 @@ ROLE_NAMES = {"cr": "Correct", "orlb": "Object relevant, language-biased", "or":
 ROLE_COLORS = {"cr": "#2e9e4f", "orlb": "#8e5cc2", "or": "#3b7dd8", "cdr": "#e8c33a", "lb": "#e77fb3",
                "ti": "#9a9a9a"}
 TIER_ORDER = ("high", "medium", "low", "unknown")
+#: The paired χ² tests in the paper's orientation (Diff = A − B; seed 000 Tables 15–17).
+CHI2_COLUMNS = (("chi2_or_vs_orlb", ("or", "orlb"), "QL association (Blue − Purple)"),
+                ("chi2_cdr_vs_lb", ("cdr", "lb"), "CD vs QL (Yellow − Pink)"))
 
 
 def _plt():
@@ -44,6 +48,45 @@ def _pick(rows, model, metric, **group):
         if model_label(r) == model and r["metric"] == metric and r["group"] == group:
             return r
     return None
+
+
+def model_average(cells: list[Cell], models: list[str], *, pct: bool = False, digits: int = 3) -> Cell:
+    """The unweighted mean over models of one column (seed 000 App. N's "Average" row), n = models. Undefined,
+    with the reason, when a model's value is missing or not finite (an average over fewer models, or over an
+    infinite SP, would be a different number than the paper's)."""
+    bad = [m for m, c in zip(models, cells) if c.value is None or not math.isfinite(c.value)]
+    if not cells:
+        return Cell(None, reason="no models", pct=pct, digits=digits)
+    if bad:
+        return Cell(None, n=len(cells), reason=f"not finite or not measured for {', '.join(bad)}", pct=pct,
+                    digits=digits)
+    return Cell(float(np.mean([c.value for c in cells])), n=len(cells), pct=pct, digits=digits)
+
+
+def _average_rows(lines: list[list], rows, *, label_cols: int = 1, pct_cols=()) -> list[list]:
+    """"Average (k models)" lines under ``lines`` (one per model, Cells after ``label_cols`` labels): one per
+    benchmark (models evaluated on different benchmarks or versions are never averaged together), for every
+    benchmark with at least two models."""
+    bench = {}
+    for r in rows:
+        bench.setdefault(model_label(r), f"{r.get('benchmark')}@{r.get('benchmark_version')}")
+    groups: dict[str, list] = {}
+    for line in lines:
+        groups.setdefault(bench.get(line[0], ""), []).append(line)
+    out = []
+    for b, mine in groups.items():
+        if len(mine) < 2:
+            continue
+        label = f"Average ({len(mine)} models)" + (f" · {b}" if len(groups) > 1 else "")
+        avg = [label] + [""] * (label_cols - 1)
+        for j in range(label_cols, len(mine[0])):
+            cells = [line[j] for line in mine]
+            if not all(isinstance(c, Cell) for c in cells):
+                avg.append("")
+                continue
+            avg.append(model_average(cells, [line[0] for line in mine], pct=j in pct_cols, digits=cells[0].digits))
+        out.append(avg)
+    return out
 
 
 def _parts(*items) -> tuple[str, str]:
@@ -111,10 +154,12 @@ def _stacked(rows, models, roles, countries, title) -> str:
 
 def render_prevalence(rows, project) -> ReportSection:
     models = _models(rows)
-    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"],
-               [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
-                 Cell.of(_pick(rows, m, "dlbkl@10")), Cell.of(_pick(rows, m, "ndcg@10"))] for m in models],
-               caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape).")
+    t1_lines = [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
+                 Cell.of(_pick(rows, m, "dlbkl@10")), Cell.of(_pick(rows, m, "ndcg@10"))] for m in models]
+    avg = _average_rows(t1_lines, rows)
+    t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + avg,
+               caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
+                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else ""))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
     for k in ks:
@@ -198,11 +243,13 @@ def render_association(rows, project) -> ReportSection:
         m0 = model_label(base)
         body.append(["Random baseline"] + [Cell.of(_pick(rows, m0, f"random_M_{x}"), pct=True) for x in ASSOC_ROLES]
                     + [Cell.of(base, digits=2)])
-    for m in models:
-        body.append([m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in ASSOC_ROLES]
-                    + [Cell.of(_pick(rows, m, "SP"), digits=2)])
+    mlines = [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in ASSOC_ROLES]
+              + [Cell.of(_pick(rows, m, "SP"), digits=2)] for m in models]
+    avg2 = _average_rows(mlines, rows, pct_cols=(1, 2, 3))
+    body += mlines + avg2
     t2 = Table(head, body, caption="Self-preference cultural bias on three-candidate trials (seed 000 Table 2 "
-                                   "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds.")
+                                   "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds."
+                                   + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg2 else ""))
     countries = _countries(rows, "SP")
     t12_rows = []
     for m in models:
@@ -210,14 +257,18 @@ def render_association(rows, project) -> ReportSection:
             t12_rows.append([m, label] + [Cell.of(_pick(rows, m, metric, country=c), digits=digits)
                                           for c in countries])
     t12 = Table(["model", "metric"] + _with_n(rows, countries, "SP"), t12_rows, n_column=False,
-                caption="Per query country: SP with its CI, text silhouette (TS) and image silhouette (IS) (seed 000 "
-                        "Table 12 shape); n = trials per country. Hover ∞ or n/a for the reason; the CSV has every "
+                caption="Per query country: SP with its CI, text silhouette (TS, by the country's query language: "
+                        "countries sharing a language share its value) and image silhouette (IS, by culture) (seed "
+                        "000 Table 12 shape); n = trials per country. Hover ∞ or n/a for the reason; the CSV has every "
                         "CI and n (silhouettes: n = texts or images of the country).")
-    t11 = Table(["model", "TSC (text silhouette vs SP)", "ISC (image silhouette vs SP)"],
-                [[m, Cell.of(_pick(rows, m, "pearson_text_silhouette_SP"), digits=2),
-                  Cell.of(_pick(rows, m, "pearson_image_silhouette_SP"), digits=2)] for m in models],
+    t11_lines = [[m, Cell.of(_pick(rows, m, "pearson_text_silhouette_SP"), digits=2),
+                  Cell.of(_pick(rows, m, "pearson_image_silhouette_SP"), digits=2)] for m in models]
+    avg11 = _average_rows(t11_lines, rows)
+    t11 = Table(["model", "TSC (text silhouette vs SP)", "ISC (image silhouette vs SP)"], t11_lines + avg11,
                 caption="Pearson correlation of per-country silhouette with per-country SP (seed 000 Table 11 "
-                        "shape); n = countries.")
+                        "shape); n = countries. Text silhouettes are by query language (countries sharing a "
+                        "language share its value, as in Table 12). Average: the unweighted mean of the models' "
+                        "correlations (seed 000 App. N), n = models.")
     variants = sorted({r["group"]["variant"] for r in rows if set(r["group"]) == {"variant"}})
     vrows = []
     for m in models:
@@ -232,7 +283,22 @@ def render_association(rows, project) -> ReportSection:
         parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country"),
                              "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
                              "language-biased (pink), irrelevant (grey)."))
-    parts += [_table(t12), _table(t11)]
+    t13 = Table(["model", "metric"] + _with_n(rows, countries, "SP"),
+                [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
+                 for m in models for x in ASSOC_ROLES], n_column=False,
+                caption="Win rates per query country (seed 000 Table 13 shape).")
+    parts += [_table(t12), _table(t13), _table(t11)]
+    fig18 = _silhouette_figure(rows, models, countries)
+    if fig18:
+        parts.append(_figure(fig18, "Per-country SP against text silhouette (by language) and image silhouette, "
+                                    "with the Pearson r of Table 11 (seed 000 Figure 18 shape)."))
+    fig19 = _random_baseline_figure(base)
+    if fig19:
+        parts.append(_figure(fig19, "SP of the random baseline in each of its rounds (seed 000 App. R, Figure 19 "
+                                    "shape): uniformly random candidates give SP ≈ 1."))
+    tlink = _prevalence_association_link(project, rows, models)
+    if tlink is not None:
+        parts.append(_table(tlink))
     if variants:
         parts.append(_table(tv))
     proj = _projection_figure(rows, models)
@@ -246,7 +312,102 @@ def render_association(rows, project) -> ReportSection:
     h, md = _parts(*parts)
     return ReportSection("Association bias (text→image, 3 candidates)", h, md,
                          {"table2": t2.csv_rows(), "table12": t12.csv_rows() + _country_ci_rows(rows, countries),
-                          "table11": t11.csv_rows(), "variants": tv.csv_rows()})
+                          "table13": t13.csv_rows(),
+                          "table11": t11.csv_rows(), "variants": tv.csv_rows(),
+                          **({"prevalence_link": tlink.csv_rows()} if tlink is not None else {})})
+
+
+def _prevalence_association_link(project, rows, models) -> Table | None:
+    """Seed 000 §6: "high DLBKL models tend toward high SP" — across the models with both a prevalence run
+    and this SP, the Pearson and Spearman correlation of DLBKL@10 (and LBKL@10) with SP (n = models).
+    None when no model has a prevalence run."""
+    if project is None:
+        return None
+    # read from the result tables (areas talk through tables): each model's newest done prevalence run
+    prev: dict[tuple[str, str], float] = {}
+    for r in project.db.query(
+            "SELECT r.model, e.metric, e.value FROM eval_results e JOIN eval_runs r ON r.id = e.run_id "
+            "WHERE r.status = 'done' AND r.suite = 'prevalence' AND e.metric IN ('dlbkl@10', 'lbkl@10') "
+            "AND e.\"group\" = '{}' ORDER BY r.id"):
+        prev[(r["model"], r["metric"])] = float("nan") if r["value"] is None else float(r["value"])
+    if not prev:
+        return None
+    lines = []
+    for metric in ("dlbkl@10", "lbkl@10"):
+        pairs = []
+        for m in models:
+            b = _pick(rows, m, "SP")
+            a = prev.get((b["model"], metric)) if b else None
+            if a is not None and math.isfinite(a) and math.isfinite(b["value"]):
+                pairs.append((m, a, b["value"]))
+        used = ", ".join(m for m, _, _ in pairs)
+        if len(pairs) < 3:
+            reason = f"needs at least 3 models with a finite {metric.upper()} and SP (have {len(pairs)})"
+            lines.append([metric.upper(), Cell(None, n=len(pairs), reason=reason, digits=2),
+                          Cell(None, reason=reason, digits=3, p=True), Cell(None, n=len(pairs), reason=reason, digits=2),
+                          Cell(None, reason=reason, digits=3, p=True), used])
+            continue
+        x, y = [p[1] for p in pairs], [p[2] for p in pairs]
+        if np.std(x) == 0 or np.std(y) == 0:
+            reason = "constant across models"
+            lines.append([metric.upper(), Cell(None, n=len(pairs), reason=reason), Cell(None, reason=reason),
+                          Cell(None, n=len(pairs), reason=reason), Cell(None, reason=reason), used])
+            continue
+        pr, sr = sps.pearsonr(x, y), sps.spearmanr(x, y)
+        lines.append([metric.upper(), Cell(float(pr.statistic), n=len(pairs), digits=2),
+                      Cell(float(pr.pvalue), digits=3, p=True), Cell(float(sr.statistic), n=len(pairs), digits=2),
+                      Cell(float(sr.pvalue), digits=3, p=True), used])
+    return Table(["prevalence metric", "Pearson r with SP", "p", "Spearman ρ with SP", "p", "models"], lines,
+                 caption="Prevalence ↔ association across models (seed 000 §6: high-DLBKL models tend toward high "
+                         "SP): correlation over models of each model's DLBKL@10 / LBKL@10 (its newest prevalence run) "
+                         "with its SP; n = models.")
+
+
+def _silhouette_figure(rows, models, countries) -> str | None:
+    pts = []
+    for m in models:
+        for kind in ("text", "image"):
+            xy = [((_pick(rows, m, f"{kind}_silhouette", country=c) or {}).get("value"),
+                   (_pick(rows, m, "SP", country=c) or {}).get("value"), c) for c in countries]
+            xy = [(a, b, c) for a, b, c in xy if a is not None and b is not None and math.isfinite(a)
+                  and math.isfinite(b)]
+            if xy:
+                pts.append((m, kind, xy))
+    if not pts:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(len(models), 2, figsize=(9, 3.2 * len(models)), squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for m, kind, xy in pts:
+        ax = axes[models.index(m), 0 if kind == "text" else 1]
+        ax.axis("on")
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18)
+        for a, b, c in xy:
+            ax.annotate(c, (a, b), fontsize=7, xytext=(2, 2), textcoords="offset points")
+        r = _pick(rows, m, f"pearson_{kind}_silhouette_SP")
+        rv = r["value"] if r and r["value"] is not None and math.isfinite(r["value"]) else None
+        ax.set_title(f"{m} — {kind} silhouette (r = {rv:.2f})" if rv is not None else f"{m} — {kind} silhouette",
+                     fontsize=8)
+        ax.set_xlabel(f"{kind} silhouette")
+        ax.set_ylabel("SP")
+    fig.tight_layout()
+    return figure_uri(fig)
+
+
+def _random_baseline_figure(base) -> str | None:
+    rounds = (base or {}).get("details", {}).get("sp_rounds") if base else None
+    if not rounds:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 2.6))
+    ax.bar(range(1, len(rounds) + 1), rounds, color="#9a9a9a")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("round")
+    ax.set_ylabel("SP")
+    ax.set_ylim(0, max(1.5, max(rounds) * 1.1))
+    fig.tight_layout()
+    return figure_uri(fig)
 
 
 def _country_ci_rows(rows, countries) -> list[dict]:
@@ -321,34 +482,55 @@ def _example_trial(project, rows) -> tuple[str, str] | None:
 
 def render_descriptor(rows, project) -> ReportSection:
     models = _models(rows)
-    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES],
-               [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in DESC_ROLES] for m in models],
-               caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape): correct, "
+    t3_lines = [[m] + [Cell.of(_pick(rows, m, f"M_{x}"), pct=True) for x in DESC_ROLES] for m in models]
+    avg3 = _average_rows(t3_lines, rows, pct_cols=tuple(range(1, len(DESC_ROLES) + 1)))
+    t3 = Table(["model"] + [f"M_{x} (%)" for x in DESC_ROLES], t3_lines + avg3,
+               caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape), short "
+                       "descriptor query mention_<CC> (\"Train of Japan\" in the query language): correct, "
                        "object relevant language-biased, object relevant, descriptor relevant, language-biased, "
-                       "totally irrelevant.")
+                       "totally irrelevant." + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)."
+                                                if avg3 else ""))
+    warnings = sorted({r["details"].get("warning") or r["details"].get("reason") for r in rows
+                       if r["metric"] == "M_cr" and not r["group"]
+                       and "mention_<CC>" in str(r["details"].get("warning") or r["details"].get("reason") or "")})
+    dvariants = sorted({r["group"]["variant"] for r in rows if set(r["group"]) == {"variant"}})
+    tdv = Table(["model", "query"] + [f"M_{x} (%)" for x in DESC_ROLES],
+                [[m, v] + [Cell.of(_pick(rows, m, f"M_{x}", **({} if v == "mention" else {"variant": v})), pct=True)
+                           for x in DESC_ROLES] for m in models for v in ["mention"] + dvariants],
+                caption="Short vs verbose descriptor queries (seed 000 App. S.2 shape).")
     countries = _countries(rows, "M_cr")
     chi_rows = []
     for m in models:
-        for test in ("chi2_orlb_vs_or", "chi2_cdr_vs_lb"):
+        for test, (a, b), label in CHI2_COLUMNS:
             r = _pick(rows, m, test)
             if r:
                 d = r["details"]
-                chi_rows.append([m, test.replace("chi2_", "").replace("_vs_", " vs "), Cell.of(r, pct=True),
-                                 Cell(d.get("statistic"), digits=2), Cell(d.get("p"), digits=4, p=True),
-                                 "yes" if d.get("significant") else ("n/a" if d.get("significant") is None else "no")])
-    t15 = Table(["model", "test", "win-rate difference", "χ²", "p", "p < 0.05"], chi_rows,
-                caption="Paired χ² goodness-of-fit tests (1 dof; seed 000 App. P, Table 15 shape).")
+                chi_rows.append([m, label, Cell(d.get(f"M_{a}"), digits=3), Cell(d.get(f"M_{b}"), digits=3),
+                                 Cell.of(r, digits=3), Cell(d.get("statistic"), digits=2),
+                                 Cell(d.get("p"), digits=3, p=True),
+                                 "True" if d.get("significant") else ("n/a" if d.get("significant") is None
+                                                                      else "False")])
+    t15 = Table(["model", "test", "A", "B", "Diff = A − B", "χ²", "p", "Sig. (p < 0.05)"], chi_rows,
+                caption="Paired χ² goodness-of-fit tests (1 dof; seed 000 App. P, Table 15 shape), in the paper's "
+                        "orientation: QL association A = Object relevant (blue, or), B = Object relevant "
+                        "language-biased (purple, orlb), Diff < 0 = the query language's culture wins; CD vs QL "
+                        "A = Cultural-descriptor relevant (yellow, cdr), B = Language-biased (pink, lb), Diff < 0 = "
+                        "the language prior beats the descriptor. A and B are win rates.")
     p_rows = []
     for m in models:
-        for test in ("chi2_orlb_vs_or", "chi2_cdr_vs_lb"):
-            line = [m, test.replace("chi2_", "").replace("_vs_", " vs ")]
+        for test, _ab, label in CHI2_COLUMNS:
+            diff_line, p_line = [m, f"{label}: Diff"], [m, f"{label}: p"]
             for c in countries:
                 r = _pick(rows, m, test, country=c)
-                line.append(Cell(r["details"].get("p") if r else None, n=r["n"] if r else None, digits=3, p=True,
-                                 reason=(r or {"details": {}})["details"].get("reason")))
-            p_rows.append(line)
+                reason = (r or {"details": {}})["details"].get("reason")
+                diff_line.append(Cell(r["value"] if r else None, n=r["n"] if r else None, digits=2,
+                                      reason=reason))
+                p_line.append(Cell(r["details"].get("p") if r else None, n=r["n"] if r else None, digits=2, p=True,
+                                   reason=reason))
+            p_rows += [diff_line, p_line]
     t16 = Table(["model", "test"] + _with_n(rows, countries, "M_cr"), p_rows, n_column=False,
-                caption="p-values per query country (seed 000 Tables 16–17 shape).")
+                caption="Diff (= A − B as in the table above) and p per query country (seed 000 Tables 16–17 "
+                        "shape).")
     drift_c = []
     for m in models:
         for role in DESC_ROLES:
@@ -372,17 +554,25 @@ def render_descriptor(rows, project) -> ReportSection:
                               "helps most and the 5 where it helps least (by Δcr; all concepts in the CSV, seed 000 "
                               "Table 19 shape).")
     parts = [_table(t3)]
+    for w in warnings:
+        parts.append(_text(f'<p class="warning">{htmlmod.escape(w)}</p>', f"**Warning:** {w}"))
+    if dvariants:
+        parts.append(_table(tdv))
     if countries:
         parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country"),
                              "Win rates per query country (seed 000 Figure 7 shape)."))
-    parts += [_table(t15), _table(t16)]
+    t14 = Table(["model", "metric"] + _with_n(rows, countries, "M_cr"),
+                [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
+                 for m in models for x in DESC_ROLES], n_column=False,
+                caption="Six-category win rates per query country (seed 000 Table 14 shape).")
+    parts += [_table(t14), _table(t15), _table(t16)]
     if countries:
         parts.append(_figure(_drift_heatmap(rows, models, countries), "Similarity drift ×100 per category and "
                                                                        "query country."))
     parts += [_table(t18), _table(t19_short if len(t19_rows) > 12 * len(models) else t19), _provenance_line(rows)]
     h, md = _parts(*parts)
     return ReportSection("Cultural-descriptor compliance (text→image, 6 candidates)", h, md,
-                         {"table3": t3.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
+                         {"table3": t3.csv_rows(), "table14": t14.csv_rows(), "variants": tdv.csv_rows(), "chi2": t15.csv_rows(), "chi2_by_country": t16.csv_rows(),
                           "drift_by_country": t18.csv_rows(), "drift_by_concept": t19.csv_rows()})
 
 

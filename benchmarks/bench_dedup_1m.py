@@ -1,0 +1,211 @@
+"""Benchmark: ``dedup_images`` on a project with 1M stored hashes, hashing excluded, phase by phase.
+
+Builds (once, into ``--dir``; reused when it exists) the project of issue 15: ``--concepts`` concepts (200)
+× 16 countries, one query each; ``--images`` images (1M) with stored pHash/dHash, each found by one search
+result (2% by a second query of another country too); ``--copies`` of them (5%) are near-duplicates of
+another image of the same concept (0-6 bits flipped in each hash: pHash, centre pHash, dHash), found for a
+random country. Then runs,
+each in a fresh process so peak RSS is the dedup's own:
+
+1. ``dedup_images`` (sha256, pHash, dHash, within-concept) on the fresh project, timing its phases
+   (load_inventory, hash search, scoped clusters, cluster writes, conflict flags);
+2. the same call again on the unchanged project (the no-op rerun).
+
+It prints each phase's seconds and each run's peak RSS against the goals of issue 15: end to end <= 20 s,
+no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, measured / goal). Run::
+
+    .venv/bin/python benchmarks/bench_dedup_1m.py                  # 1M images (build ~2 min, once)
+    .venv/bin/python benchmarks/bench_dedup_1m.py --images 100000  # a smaller project
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+COUNTRIES = ["US", "GB", "DE", "FR", "JP", "CN", "IN", "BR", "MX", "NG", "EG", "KE", "ID", "TR", "RU", "KR"]
+GOALS = {"end_to_end_s": 20.0, "rerun_s": 2.0, "peak_rss_mb": 1024.0}
+
+
+def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0) -> None:
+    """Write the project (config, schema, rows) with direct batched inserts."""
+    from cultura.curate.hashing import to_hex
+    from cultura.db import now, transaction
+    from cultura.project import init_project
+
+    rng = np.random.default_rng(seed)
+    p = init_project(root, countries=COUNTRIES)
+    db = p.db
+    ts = now()
+    n_copy = int(n * copies)
+    n_orig = n - n_copy
+    ph = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    dh = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    pc = rng.integers(0, 2**64, size=n, dtype=np.uint64)  # centre pHash
+    concept = rng.integers(0, n_concepts, size=n)
+    country = rng.integers(0, len(COUNTRIES), size=n)
+    src = rng.integers(0, n_orig, size=n_copy)
+    ph[n_orig:], dh[n_orig:], pc[n_orig:], concept[n_orig:] = ph[src], dh[src], pc[src], concept[src]
+    for h in (ph, dh, pc):
+        for b in range(6):  # flip up to 6 random bits (some flips repeat a bit: 0-6 bits changed)
+            on = rng.random(n_copy) < 0.7
+            h[n_orig:][on] ^= np.uint64(1) << rng.integers(0, 64, int(on.sum())).astype(np.uint64)
+    sha = [f"{a:016x}{b:016x}{c:016x}{d:016x}" for a, b, c, d in rng.integers(0, 2**63, size=(n, 4)).tolist()]
+    sizes = np.array([[640, 480], [800, 600], [1024, 768], [1600, 1200]])[rng.integers(0, 4, size=n)]
+    nbytes = rng.integers(20_000, 400_000, size=n)
+    with transaction(db):
+        db.conn.executemany("INSERT INTO concepts (id, name, source, created_at) VALUES (?, ?, 'manual', ?)",
+                            [(c + 1, f"concept {c}", ts) for c in range(n_concepts)])
+        db.conn.executemany(
+            "INSERT INTO queries (id, concept_id, country, language, kind, text, created_at) "
+            "VALUES (?, ?, ?, 'en', 'english', ?, ?)",
+            [(c * len(COUNTRIES) + k + 1, c + 1, cc, f"concept {c} {cc}", ts)
+             for c in range(n_concepts) for k, cc in enumerate(COUNTRIES)])
+        ph_hex, dh_hex, pc_hex = to_hex(ph), to_hex(dh), to_hex(pc)
+        db.conn.executemany(
+            "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
+            "created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?)",
+            ((sha[i], f"blobs/{sha[i][:2]}/{sha[i]}.jpg", int(sizes[i, 0]), int(sizes[i, 1]), int(nbytes[i]),
+              ph_hex[i], dh_hex[i], pc_hex[i], ts) for i in range(n)))
+        db.conn.executemany("INSERT INTO candidates (id, url, status, sha256) VALUES (?, ?, 'downloaded', ?)",
+                            ((i + 1, f"http://img.test/{i}.jpg", sha[i]) for i in range(n)))
+        extra = np.flatnonzero(rng.random(n) < 0.02)
+        other = (country[extra] + rng.integers(1, len(COUNTRIES), len(extra))) % len(COUNTRIES)
+        q = concept * len(COUNTRIES) + country + 1
+        rows = [(i + 1, int(q[i]), i + 1, i + 1, f"http://img.test/{i}.jpg") for i in range(n)]
+        rows += [(n + k + 1, int(concept[i] * len(COUNTRIES) + o + 1), n + k + 1, int(i) + 1, f"http://img.test/{i}.jpg")
+                 for k, (i, o) in enumerate(zip(extra.tolist(), other.tolist()))]
+        db.conn.executemany("INSERT INTO search_results (id, query_id, provider, rank, candidate_id, url, "
+                            f"found_at) VALUES (?, ?, 'test', ?, ?, ?, '{ts}')", rows)
+    p.close()
+
+
+def reset(root: Path) -> None:
+    """Delete every dedup output (runs, clusters, members, flags, recorded calls) of a built project."""
+    from cultura.db import transaction
+    from cultura.project import Project
+
+    p = Project(root)
+    with transaction(p.db):
+        for table in ("dup_members", "dup_clusters", "dedup_runs", "image_flags", "dedup_state"):
+            p.db.execute(f"DELETE FROM {table}")
+    p.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    p.close()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``; ``ru_maxrss`` would carry the parent's peak over the exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(root: str) -> None:
+    """One timed ``dedup_images`` call in this process; prints a JSON line."""
+    from cultura.curate import dedup, hashing
+    from cultura.project import Project
+
+    phases: dict[str, float] = {}
+
+    def timed(mod, name, label):
+        fn = getattr(mod, name)
+
+        def wrapper(*a, **kw):
+            t, c = time.perf_counter(), time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                wall, cpu = phases.get(label, (0.0, 0.0))
+                phases[label] = (wall + time.perf_counter() - t, cpu + time.process_time() - c)
+        setattr(mod, name, wrapper)
+
+    timed(dedup, "load_inventory", "load_inventory")
+    timed(dedup, "ensure_hashes", "ensure_hashes")
+    timed(hashing, "hamming_pairs", "hash_search")
+    timed(dedup, "scoped_clusters", "scoped_clusters")
+    timed(dedup, "_save_clusters", "save_clusters")
+    timed(dedup, "_cluster_conflicts", "conflict_evidence")
+    timed(dedup, "update_conflict_flags_many", "conflict_flags")
+    p = Project(root)
+    p.db  # opening imports every area's schema module (~1 s whatever the size): not dedup's time
+    cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+    t = time.perf_counter()
+    res = dedup.dedup_images(p, methods=["sha256", "phash", "dhash"], scope="within-concept", progress=False)
+    total = time.perf_counter() - t
+    cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
+    p.close()
+    rss = peak_rss_mb()
+    print(json.dumps({"total_s": total, "cpu_s": cpu, "load": os.getloadavg()[0], "phases": phases, "peak_rss_mb": rss, "summary": res}))
+
+
+def run_child(root: Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(root)], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=1_000_000)
+    ap.add_argument("--concepts", type=int, default=200)
+    ap.add_argument("--copies", type=float, default=0.05, help="Share of images that are near-duplicates.")
+    ap.add_argument("--dir", help="Project folder (built when missing; default: a temporary folder).")
+    ap.add_argument("--build-only", action="store_true", help="Build the project into --dir and stop.")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child)
+        return 0
+    tmp = None
+    if args.dir:
+        root = Path(args.dir)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="bench_dedup_1m_")
+        root = Path(tmp.name) / "p"
+    if not (root / "cultura.db").exists():
+        t = time.perf_counter()
+        build(root, args.images, args.concepts, args.copies)
+        print(f"built {args.images:,} images ({args.concepts} concepts x {len(COUNTRIES)} countries, "
+              f"{args.copies:.0%} copies) in {time.perf_counter() - t:.1f} s at {root}")
+    else:
+        reset(root)
+        print(f"reusing {root}: dedup outputs cleared, so the first run below starts from no clusters or flags")
+    if args.build_only:
+        return 0
+    scale = args.images / 1_000_000
+    first = run_child(root)
+    rerun = run_child(root)
+    print(f"\nfirst run: dedup_images(sha256, phash, dhash, within-concept), hashing excluded (hashes stored)")
+    print(f"  {'phase':<18} {'wall':>7}   {'CPU':>7}")
+    for k, (wall, cpu) in first["phases"].items():
+        print(f"  {k:<18} {wall:7.2f} s {cpu:7.2f} s")
+    s = first["summary"]
+    print(f"  {'end to end':<18} {first['total_s']:7.2f} s   goal <= {GOALS['end_to_end_s'] * scale:.1f} s "
+          f"(20 s at 1M, scaled): ratio {first['total_s'] / (GOALS['end_to_end_s'] * scale):.2f}")
+    print(f"  CPU time           {first['cpu_s']:7.2f} s   (user + system, all threads; 1-min load average "
+          f"{first['load']:.1f} on {os.cpu_count()} cores: wall time includes waiting for other processes)")
+    print(f"  peak RSS           {first['peak_rss_mb']:7.0f} MB  goal <= 1024 MB: "
+          f"ratio {first['peak_rss_mb'] / GOALS['peak_rss_mb']:.2f}")
+    print(f"  clusters {s['clusters']}, images in clusters {s['images_in_clusters']}, "
+          f"conflicts flagged {s['conflicts_flagged']}, multi-linked {s['multi_linked_images']}")
+    print(f"no-op rerun: {rerun['total_s']:.2f} s, CPU {rerun['cpu_s']:.2f} s (unchanged={rerun['summary'].get('unchanged')}), goal <= 2 s: "
+          f"ratio {rerun['total_s'] / GOALS['rerun_s']:.2f}; peak RSS {rerun['peak_rss_mb']:.0f} MB")
+    ok = (first["total_s"] <= GOALS["end_to_end_s"] * max(scale, 0.05) and rerun["total_s"] <= GOALS["rerun_s"]
+          and first["peak_rss_mb"] <= GOALS["peak_rss_mb"])
+    print("goals met" if ok else "goals NOT met")
+    if tmp is not None:
+        tmp.cleanup()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

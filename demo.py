@@ -250,6 +250,8 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
 
     # ---- benchmarks and export
     out["association"] = c("build", "association", "--allow-random-tags")
+    out["mention_queries"] = c("build", "mention-queries", "--method", "pattern",
+                               label="descriptor queries mention_<CC> from each language's pattern")
     out["descriptor"] = c("build", "descriptor", "--allow-random-tags")
     out["export"] = c("export", target / "export")
 

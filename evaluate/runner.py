@@ -276,7 +276,9 @@ def _require_measurement(suite: str, rows: list[dict]) -> None:
     msg = f"Suite {suite} measured nothing: every result is undefined ({'; '.join(reasons) or 'no reason given'})"
     if excluded:
         msg += " — items left out: " + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items()))
-    if excluded.get("missing_query"):
+    if any("'cultura " in r for r in reasons):
+        pass  # the suite's own reason already names the command that fixes it
+    elif excluded.get("missing_query"):
         msg += (". The benchmark's items have no query text of this variant (descriptor benchmarks need the "
                 "mention_<COUNTRY> texts): run 'cultura build queries', then evaluate again")
     elif excluded.get("missing_candidate"):

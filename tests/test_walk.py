@@ -196,6 +196,8 @@ def test_a_researchers_day(tmp_path, labelstudio):
     assert img["excluded"]["duplicate_dropped"] == 2          # the two copies reviewers dropped, nothing else
     assert img["excluded"]["culture_conflict"] == 0           # flags resolved by the review survive into build
     assert img["random_tag_sources"] and img["eligible"] + sum(img["excluded"].values()) == img["total"]
+    mq = run.json("build", "mention-queries", "--method", "pattern")
+    assert mq, "mention_<CC> descriptor queries"
     bd = run.json("build", "descriptor", "--allow-random-tags")
     assert bd["n_items"] > 0
 

@@ -9,9 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast bench docs clean
+.PHONY: setup demo test test-fast bench docs clean chromium fonts
 
-setup: $(VENV)/.ready $(LS_VENV)/.ready chromium
+setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts
 
 # torch first (CPU wheel), pinned by constraints.txt so nothing pulls the CUDA build; then the package;
 # then the torchvision compat hook if PyPI's torchvision cannot load its C++ ops with CPU torch.
@@ -33,6 +33,12 @@ $(LS_VENV)/.ready:
 # Headless Chromium for the Label Studio screenshot test (Debian package; skipped when not root).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the screenshot test will be skipped"; }
+
+# Fonts for report figures in CJK, Thai and Devanagari (Debian packages; matplotlib falls back to them glyph by
+# glyph, see cultura.evaluate.reportkit.FONT_FALLBACK). Skipped with a note when not root.
+FONT_PKGS := fonts-noto-core fonts-noto-cjk fonts-thai-tlwg
+fonts:
+	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
 
 demo: setup
 	rm -rf $(DEMO_DIR)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 
@@ -92,6 +92,43 @@ class TagSection(_Section):
     min_score: float = 0.0
 
 
+class AnnotateSection(_Section):
+    # where annotators' browsers load task images: the base URL of 'cultura annotate serve-images' (or any
+    # web server holding the project's blobs/ tree), e.g. "http://127.0.0.1:8081". Used by push and adjudicate.
+    image_base_url: str | None = None
+    label_studio_bin: str | None = None           # the label-studio executable (default: PATH, .venv-ls)
+    port: int | None = Field(None, ge=1, le=65535)  # port of 'cultura annotate server start'
+    relevance_other_countries: int = Field(1, ge=0, le=50)
+    max_tasks_per_project: int = Field(90_000, ge=1)
+
+    @field_validator("image_base_url")
+    @classmethod
+    def _http_only(cls, v):
+        if v is not None and not v.lower().startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL that annotators' browsers can load, e.g. the "
+                             "one 'cultura annotate serve-images' prints")
+        return v
+
+
+class BuildSection(_Section):
+    # dataset card of 'cultura export'
+    title: str | None = None
+    license: str | None = None
+    contact: str | None = None
+
+
+class EvaluateSection(_Section):
+    # per-suite default options ([evaluate.llm] llm = "hf:…", [evaluate.attribution] judge = "…"); a
+    # command's --option SUITE.KEY=VALUE overrides them. One table per built-in suite.
+    prevalence: dict = Field(default_factory=dict)
+    association: dict = Field(default_factory=dict)
+    descriptor: dict = Field(default_factory=dict)
+    latent: dict = Field(default_factory=dict)
+    social: dict = Field(default_factory=dict)
+    llm: dict = Field(default_factory=dict)
+    attribution: dict = Field(default_factory=dict)
+
+
 class Config(_Section):
     project: ProjectSection = Field(default_factory=ProjectSection)
     llm: LLMSection = Field(default_factory=LLMSection)
@@ -100,10 +137,9 @@ class Config(_Section):
     dedup: DedupSection = Field(default_factory=DedupSection)
     concepts: ConceptsSection = Field(default_factory=ConceptsSection)
     tag: TagSection = Field(default_factory=TagSection)
-    # later areas keep free-form tables here until they grow their own section
-    annotate: dict = Field(default_factory=dict)
-    build: dict = Field(default_factory=dict)
-    evaluate: dict = Field(default_factory=dict)
+    annotate: AnnotateSection = Field(default_factory=AnnotateSection)
+    build: BuildSection = Field(default_factory=BuildSection)
+    evaluate: EvaluateSection = Field(default_factory=EvaluateSection)
     # free-text culture labels beside countries (cultura.cultures): [culture_labels.KEY] name/country/language
     culture_labels: dict = Field(default_factory=dict)
 

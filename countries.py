@@ -65,7 +65,9 @@ class Registry:
         code_u = code.strip().upper()
         if code_u not in self.countries:
             raise unknown("country code", code, self.countries,
-                          hint="Use ISO 3166-1 alpha-2 codes, or add the country to a registry file.")
+                          hint="Use ISO 3166-1 alpha-2 codes. A country missing here is added to the registry "
+                               f"file {registry_file()} as a [countries.{code_u[:2] or 'XX'}] table (name, "
+                               "native_name, languages, region, western, ddg_region), like the others there.")
         return self.countries[code_u]
 
     def resolve(self, codes) -> list[Country]:
@@ -111,6 +113,11 @@ def _build(data: dict) -> Registry:
             ddg_region=d.get("ddg_region", "wt-wt"), income=d.get("income", ""),
             extra={k: v for k, v in d.items() if k not in known})
     return Registry(countries=countries, languages=languages, presets=data.get("presets", {}))
+
+
+def registry_file() -> Path:
+    """The built-in registry's file (``cultura/data/countries.toml``)."""
+    return Path(str(resources.files("cultura.data").joinpath("countries.toml")))
 
 
 @functools.lru_cache(maxsize=None)

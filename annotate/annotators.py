@@ -1,19 +1,23 @@
 """Annotators: a Label Studio user each, plus what cultura needs to assign work (country, languages).
 
 No password or token is ever stored: Label Studio ignores the ``password`` field of ``users.create``; hand
-out an invite link, or for a local server set one with ``label-studio reset_password --username EMAIL``.
+out an invite link, or for the project's local server set one with ``cultura annotate annotators password NAME``
+(:func:`set_password`, which runs Label Studio's ``reset_password`` on the project's own data dir).
 
 >>> # add_annotator(project, "aiko", email="aiko@example.org", country="JP", languages=["ja", "en"])
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
+import subprocess
 
 from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError
 
-from .server import Connection, LabelStudioError, connect
+from .server import Connection, LabelStudioError, connect, data_dir, find_executable, read_secrets
 
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 ROLES = ("annotator", "adjudicator")
@@ -55,6 +59,33 @@ def add_annotator(project, name: str, *, email: str, country: str | None = None,
             db["annotators"].insert({**row, "created_at": now()})
     return _row_out(db["annotators"].get(existing[0]["id"]) if existing else
                     next(db["annotators"].rows_where("name = ?", [name])))
+
+
+def set_password(project, name: str, password: str | None = None) -> dict:
+    """Set the Label Studio password of annotator ``name`` on the project's local server (its data dir under
+    ``PROJECT/labelstudio``; a bare ``label-studio reset_password`` would create a stray database elsewhere).
+    A random password is generated when none is given; it is returned once and stored nowhere."""
+    rows = list(project.db["annotators"].rows_where("name = ?", [name]))
+    if not rows:
+        known = [r["name"] for r in project.db["annotators"].rows()]
+        raise CulturaError(f"No annotator {name!r}. Known: {', '.join(known) or 'none'} (add one with 'cultura "
+                           "annotate annotators add NAME --email E').")
+    sec = read_secrets(project) or {}
+    ddir = data_dir(project)
+    if sec.get("external") or not (ddir / "label_studio.sqlite3").exists():
+        raise CulturaError("This project's Label Studio is not the local one started by 'cultura annotate server "
+                           "start', so its passwords are set in Label Studio itself (an invite link, or the "
+                           "admin's user settings).")
+    password = password or secrets.token_urlsafe(12)
+    env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(ddir)}
+    res = subprocess.run([find_executable(project), "reset_password", "--username", rows[0]["email"],
+                          "--password", password, "--data-dir", str(ddir)], env=env, cwd=str(ddir),
+                         capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise CulturaError(f"Label Studio could not set the password of {rows[0]['email']} ({tail[0]}).")
+    return {"name": name, "email": rows[0]["email"], "password": password,
+            "note": "shown once, stored nowhere: give it to the annotator"}
 
 
 def _ensure_user(conn: Connection, name: str, email: str) -> int:

@@ -6,6 +6,8 @@ import os
 
 import click
 
+from rich.markup import escape
+
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
 from .server import read_secrets
 
@@ -56,14 +58,24 @@ def server_status_cmd(ctx, as_json):
 
 @annotate.command("serve-images")
 @click.option("--port", type=int, default=8081, show_default=True, help="Port on 127.0.0.1.")
+@click.option("--save", is_flag=True, help="Also record the printed base URL as annotate.image_base_url in "
+              "cultura.toml (read by push and adjudicate).")
 @pass_ctx
-def serve_images(ctx, port):
+def serve_images(ctx, port, save):
     """Serve the project's blobs/ read-only over HTTP on 127.0.0.1 (only /blobs/ab/<sha256>.<ext>), so task
-    images reach annotators by URL. Set annotate.image_base_url to the printed URL before pushing."""
+    images reach annotators by URL. The printed base URL is what annotate.image_base_url (or push
+    --image-base) takes; --save records it."""
     from .images import make_server
     ls_url = os.environ.get("LABEL_STUDIO_URL") or (read_secrets(ctx.project) or {}).get("url")
     httpd = make_server(ctx.project.blobs, port, origins=[ls_url] if ls_url else [])
-    out.print(f"Serving {ctx.project.blobs} at http://127.0.0.1:{httpd.server_address[1]}/blobs/ (Ctrl-C stops)")
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    if save:
+        ctx.project.config.annotate.image_base_url = base
+        ctx.project.save_config()
+    out.print(f"Serving {escape(str(ctx.project.blobs))} at {base}/blobs/ (Ctrl-C stops).", soft_wrap=True)
+    out.print(f"Image base URL: {base}" + ("  (saved as annotate.image_base_url)" if save else
+              f"  (set it with: [annotate] image_base_url = \"{base}\" in cultura.toml, or --save)"), soft_wrap=True,
+              markup=False)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
@@ -91,7 +103,7 @@ def annotators():
 @pass_ctx
 def annotators_add(ctx, name, email, country, languages, role, as_json):
     """Create the Label Studio user for NAME and record the annotator (no password is stored: hand out an
-    invite link, or for a local server run 'label-studio reset_password --username EMAIL')."""
+    invite link, or for the project's local server set one with 'cultura annotate annotators password NAME')."""
     from .annotators import add_annotator
     langs = languages.split(",") if languages else None
     summary("annotate annotators add", add_annotator(ctx.project, name, email=email, country=country,
@@ -116,6 +128,53 @@ def annotators_deactivate(ctx, name, as_json):
     """Stop assigning new items to NAME (their annotations are kept)."""
     from .annotators import deactivate_annotator
     summary("annotate annotators deactivate", deactivate_annotator(ctx.project, name), as_json)
+
+
+@annotators.command("password")
+@click.argument("name")
+@click.option("--password", default=None, help="The new password (default: a random one, printed once).")
+@json_option
+@pass_ctx
+def annotators_password(ctx, name, password, as_json):
+    """Set NAME's password on the project's local Label Studio (runs Label Studio's reset_password on the
+    project's own data dir; the password is printed once and stored nowhere)."""
+    from .annotators import set_password
+    summary("annotate annotators password", set_password(ctx.project, name, password), as_json)
+
+
+# ------------------------------------------------------------------------------------------- campaigns
+
+@annotate.group()
+def campaigns():
+    """List campaigns; close one (no new items; pull and adjudicate still work), archive it (also left out
+    of pull and status) or open it again."""
+
+
+@campaigns.command("list")
+@json_option
+@pass_ctx
+def campaigns_list(ctx, as_json):
+    """Every campaign with its kind, overlap, status and numbers of items and projects."""
+    from .report import list_campaigns
+    listing("annotate campaigns", list_campaigns(ctx.project), as_json)
+
+
+def _campaign_status_command(status: str, doc: str):
+    @click.argument("name")
+    @json_option
+    @pass_ctx
+    def cmd(ctx, name, as_json):
+        from .report import set_campaign_status
+        summary(f"annotate campaigns {status}", set_campaign_status(ctx.project, name, status), as_json)
+    cmd.__doc__ = doc
+    return cmd
+
+
+campaigns.command("close")(_campaign_status_command(
+    "closed", "Close campaign NAME: push adds no new items to it; pull and adjudicate still work."))
+campaigns.command("archive")(_campaign_status_command(
+    "archived", "Archive campaign NAME: closed, and left out of pull and status (its decisions stay)."))
+campaigns.command("open")(_campaign_status_command("active", "Open campaign NAME again."))
 
 
 # ------------------------------------------------------------------------------------------------ work
@@ -177,9 +236,10 @@ def agreement_cmd(ctx, campaign, as_json):
         return
     for r in reps:
         flat = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
-        table(f"agreement · {r['campaign']}", [{"what": k, "value": v} for k, v in flat.items()])
+        table(f"agreement · {r['campaign']}", [{"what": k, "value": _round(v)} for k, v in flat.items()])
         if r.get("pairwise_kappa"):
-            table("Cohen's κ per pair", r.get("pairwise_kappa_quadratic") or r["pairwise_kappa"])
+            table("Cohen's κ per pair", [{k: _round(v) for k, v in p.items()}
+                                         for p in (r.get("pairwise_kappa_quadratic") or r["pairwise_kappa"])])
         if r.get("loo_consensus"):
             table("leave-one-out consensus", r["loo_consensus"])
         if r.get("gold_accuracy"):
@@ -187,6 +247,11 @@ def agreement_cmd(ctx, campaign, as_json):
         if r.get("throughput"):
             table("throughput", [{"annotator": k, **v} for k, v in r["throughput"].items()])
         table("workload", r["workload"])
+
+
+def _round(v, digits: int = 3):
+    """Agreement figures as people read them (JSON keeps full precision)."""
+    return round(v, digits) if isinstance(v, float) else v
 
 
 @annotate.command("adjudicate")
@@ -206,6 +271,27 @@ def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
     listing("annotate adjudicate", res, as_json)
+
+
+@annotate.command("simulate")
+@click.argument("campaign")
+@click.option("--disagreement", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+              help="Probability that a simulated annotator departs from the plausible answer.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--purpose", type=click.Choice(["annotate", "adjudicate"]), default="annotate", show_default=True,
+              help="Annotate the campaign's tasks, or its adjudication tasks.")
+@json_option
+@pass_ctx
+def simulate_cmd(ctx, campaign, disagreement, seed, purpose, as_json):
+    """DEMO/TESTING AID, NOT FOR REAL DATA: answer every open task of CAMPAIGN in Label Studio as the assigned
+    annotators would, with SIMULATED answers (so pull, agreement and adjudication can be tried end to end).
+    Simulated annotations are recorded in Label Studio under the annotators' accounts; never use this on a
+    project whose decisions you will publish."""
+    from .simulate import simulate_annotations
+    res = simulate_annotations(ctx.project, campaign, disagreement=disagreement, seed=seed, purpose=purpose)
+    if not as_json:
+        out.print("[bold yellow]SIMULATED annotations (a demo/testing aid): not human judgements.[/bold yellow]")
+    summary("annotate simulate", res, as_json)
 
 
 @annotate.command("status")

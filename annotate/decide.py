@@ -12,7 +12,9 @@ Likert ratings (ratings more than one point apart are adjudicated).
 
 Effects read by the rest of cultura: a current ``filter`` decision ``remove`` excludes the image from
 benchmarks; ``dedup`` decisions (one row per cluster member, keep/drop) resolve the cluster
-(``dup_clusters.status = 'resolved'``); ``relevance`` decisions attach a value to image × country.
+(``dup_clusters.status = 'resolved'``, every cluster of the duplicate set) and resolve the members'
+``culture_conflict`` flags; ``relevance`` decisions attach a value to image × country and resolve the flag of an
+image rated for every country it was found for.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Callable
 
+from cultura.curate.dedup import resolve_flags
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
@@ -28,7 +31,7 @@ from cultura.errors import CulturaError, unknown
 from .annotators import get_annotators
 from .kinds import get_kind
 from .pull import current_annotations
-from .push import _project_row, push_project
+from .push import _project_row, check_image_urls, push_project
 from .report import campaigns, latest_per_rater
 from .server import Connection, connect
 
@@ -173,13 +176,40 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                 if not any(changed):
                     summ["unchanged"] += 1
                 if c["kind"] == "dedup-review" and item["cluster_id"] is not None:
-                    db.execute("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?", [item["cluster_id"]])
+                    payload = json.loads(item["payload"])
+                    cids = payload.get("cluster_ids") or [item["cluster_id"]]
+                    db.conn.executemany("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?",
+                                        [(x,) for x in cids])
+                    # the reviewers decided which copies are kept: the culture conflict the set raised is
+                    # settled (dropped copies leave the pool through their 'drop' decision)
+                    resolve_flags(db, [m["sha256"] for m in payload["members"]], by=f"dedup review {c['name']}",
+                                  resolution="duplicate set reviewed; kept " + ", ".join(
+                                      r["sha256"][:10] for r in rows if r["label"] == "keep"))
+        if c["kind"] == "relevance":
+            summ["flags_resolved"] = _resolve_rated_conflicts(db, c["name"])
         if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
             summ["written_back"] = spec.write_back(db)
         if disagreements:
             summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn))
         out.append(summ)
     return out
+
+
+def _resolve_rated_conflicts(db, campaign: str) -> int:
+    """Resolve the open culture-conflict flag of every image rated (a current relevance decision) for each
+    country of its flagged pairs: the ratings now say which cultures the image stands for."""
+    rated: dict[str, set[str]] = defaultdict(set)
+    for sha, cc in db.execute("SELECT sha256, country FROM decisions WHERE kind = 'relevance' AND superseded = 0 "
+                              "AND sha256 IS NOT NULL"):
+        rated[sha].add(cc)
+    done = []
+    for sha, details in db.execute("SELECT sha256, details FROM image_flags WHERE flag = 'culture_conflict' "
+                                   "AND status = 'open'").fetchall():
+        need = {p["country"] for p in json.loads(details or "{}").get("pairs", [])}
+        if need and need <= rated.get(sha, set()):
+            done.append(sha)
+    with transaction(db):
+        return resolve_flags(db, done, by=f"relevance review {campaign}", resolution="cultures rated")
 
 
 def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str | None,
@@ -190,6 +220,8 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
         return {"unresolved": len(items), "note": "no adjudicator: add one with 'cultura annotate annotators add "
                 "NAME --email E --role adjudicator' or pass --adjudicator NAME"}
     adj = people[0]
+    image_base = project.config.annotate.image_base_url
+    check_image_urls([{"payload": json.loads(it["payload"])} for it in items], image_base)
     t = now()
     with transaction(db):
         prow = _project_row(db, c, adj, "adjudicate", 10 ** 9)
@@ -198,6 +230,5 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                                       for it in items], ignore=True)
     conn = conn or connect(project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
-        n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"],
-                         image_base=(project.config.annotate or {}).get("image_base_url"))
+        n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"], image_base=image_base)
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

@@ -85,20 +85,51 @@ def filter_items(project, **_) -> list[dict]:
 
 @builder("dedup-review")
 def dedup_items(project, **_) -> list[dict]:
-    """Open duplicate clusters with two or more members, representative first."""
+    """One item per duplicate set: open clusters that share an image (the pHash and the dHash cluster of the
+    same copies, say) are merged, so reviewers see each set once. Representative first; the item carries every
+    cluster id it covers (all are resolved by its decision)."""
     db = project.db
+    clusters = db.execute("SELECT id, representative FROM dup_clusters WHERE status = 'open' ORDER BY id").fetchall()
+    members_of = {cid: [r[0] for r in db.execute("SELECT sha256 FROM dup_members WHERE cluster_id = ?", [cid])]
+                  for cid, _ in clusters}
+    parent = {cid: cid for cid, _ in clusters}
+
+    def find(c):
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    first_with: dict[str, int] = {}
+    for cid, _ in clusters:
+        for sha in members_of[cid]:
+            if sha in first_with:
+                a, b = find(first_with[sha]), find(cid)
+                parent[max(a, b)] = min(a, b)
+            else:
+                first_with[sha] = cid
+    groups: dict[int, list[int]] = {}
+    for cid, _ in clusters:
+        groups.setdefault(find(cid), []).append(cid)
+    rep_of = dict(clusters)
     out = []
-    for cid, rep in db.execute("SELECT id, representative FROM dup_clusters WHERE status = 'open' "
-                               "ORDER BY id").fetchall():
-        members = db.execute(
-            f"""SELECT i.sha256, i.path, {_image_url_sql()}, m.distance FROM dup_members m
-                JOIN images i ON i.sha256 = m.sha256 WHERE m.cluster_id = ?
-                ORDER BY (i.sha256 != ?), m.distance, i.sha256""", [cid, rep]).fetchall()
-        if len(members) < 2:
+    for root, cids in sorted(groups.items()):
+        rep = rep_of[root]
+        dist: dict[str, float] = {}
+        for cid in cids:
+            for sha, d in db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ?", [cid]):
+                dist.setdefault(sha, d)  # the root cluster's distance first (to its representative)
+        if len(dist) < 2:
             continue
-        out.append({"item_key": f"dedup:{cid}", "kind": "dedup-review", "cluster_id": cid, "sha256": rep,
-                    "payload": {"cluster_id": cid, "members": [
-                        {"sha256": s, "path": p, "url": u or au, "distance": d} for s, p, u, au, d in members]}})
+        marks = ",".join("?" * len(dist))
+        members = db.execute(
+            f"""SELECT i.sha256, i.path, {_image_url_sql()} FROM images i WHERE i.sha256 IN ({marks})""",
+            list(dist)).fetchall()
+        members.sort(key=lambda m: (m[0] != rep, dist.get(m[0]) if dist.get(m[0]) is not None else 1e9, m[0]))
+        out.append({"item_key": f"dedup:{root}", "kind": "dedup-review", "cluster_id": root, "sha256": rep,
+                    "payload": {"cluster_id": root, "cluster_ids": cids, "members": [
+                        {"sha256": s, "path": p, "url": u or au, "distance": dist.get(s)}
+                        for s, p, u, au in members]}})
     return out
 
 
@@ -282,10 +313,25 @@ def apply_gold(items: list[dict], rows: list[dict]) -> int:
 # ------------------------------------------------------------------------------------- task data
 
 def image_url(payload: dict, base: str | None) -> str:
-    """Blob URL under ``base`` (serve-images) when set, else the original URL; never base64."""
+    """Blob URL under ``base`` (serve-images) when set, else the original URL; never base64.
+
+    ``base`` is the server root (``http://127.0.0.1:8081``); a base ending in ``/blobs`` (what serve-images
+    once printed) is accepted too, without doubling the folder.
+
+    >>> image_url({"path": "blobs/ab/x.jpg"}, "http://h:1/blobs/")
+    'http://h:1/blobs/ab/x.jpg'
+    """
     if base and payload.get("path"):
-        return strip_userinfo(base.rstrip("/")) + "/" + payload["path"]
+        root, path = strip_userinfo(base.rstrip("/")), payload["path"].lstrip("/")
+        if root.endswith("/blobs") and path.startswith("blobs/"):
+            root = root[: -len("/blobs")]
+        return root + "/" + path
     return strip_userinfo(payload.get("url")) or ""  # never a user:password@ to Label Studio
+
+
+def browser_loadable(url: str) -> bool:
+    """True for an http(s) URL: what a browser showing a Label Studio task can fetch (not file://, not a path)."""
+    return str(url).lower().startswith(("http://", "https://"))
 
 
 def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None = None) -> dict:

@@ -38,6 +38,8 @@ def _pull(project, *, campaign: str | None, conn: Connection | None) -> dict:
     if campaign:
         where += " AND c.name = ?"
         params.append(campaign)
+    else:
+        where += " AND c.status != 'archived'"  # archived campaigns are pulled only when named
     prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose "
                        f"FROM campaign_projects p JOIN campaigns c ON c.id = p.campaign_id WHERE {where} "
                        f"ORDER BY p.id", params).fetchall()

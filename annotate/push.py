@@ -23,7 +23,7 @@ from cultura.errors import CulturaError, unknown
 
 from . import priority
 from .annotators import get_annotators
-from .items import build_items, task_data
+from .items import browser_loadable, build_items, image_url, task_data
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
 from .server import Connection, LabelStudioError, connect, unreachable
 
@@ -304,6 +304,65 @@ def _earlier_labels(db, prow: dict) -> dict[int, str]:
     return {k: "; ".join(v) for k, v in out.items()}
 
 
+# ------------------------------------------------------------------------------------------- image URLs
+
+IMAGE_URL_HINT = ("Run 'cultura annotate serve-images' (it prints the base URL) and set it as annotate.image_base_url "
+                  "in cultura.toml ([annotate] image_base_url = \"http://127.0.0.1:8081\"), or pass image_base "
+                  "(--image-base URL).")
+
+
+def check_image_urls(items: list[dict], image_base: str | None) -> None:
+    """Refuse items whose task image a browser cannot load (``file://`` URLs of a local folder, no URL at all):
+    every annotator would see a broken image."""
+    if image_base is not None and not browser_loadable(image_base):
+        raise CulturaError(f"Image base {image_base!r} is not an http(s) URL, so annotators' browsers cannot load "
+                           f"task images from it. {IMAGE_URL_HINT}")
+    members = [m for it in items for m in (it["payload"].get("members") or [it["payload"]]) if "path" in m]
+    bad = [image_url(m, image_base) for m in members if not browser_loadable(image_url(m, image_base))]
+    if bad:
+        raise CulturaError(f"{len(bad)} of {len(members)} task images would have a URL annotators' browsers "
+                           f"cannot load (e.g. {bad[0] or '(none)'!r}: images from a local folder or an import "
+                           f"have no web address). {IMAGE_URL_HINT}")
+
+
+def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | None = None) -> int:
+    """Update the data of tasks already in Label Studio whose data changed (a new ``image_base``, an edited
+    payload): a re-push fixes broken image URLs in place, annotations kept. Returns how many were updated."""
+    if not prow.get("ls_project_id"):
+        return 0
+    want = {}
+    earlier = _earlier_labels(db, prow) if prow["purpose"] == "adjudicate" else {}
+    for key, k, payload, item_id in db.execute(
+            """SELECT i.item_key, i.kind, i.payload, i.id FROM assignments a JOIN annotation_items i
+               ON i.id = a.item_id WHERE a.project_id = ? AND a.ls_task_id IS NOT NULL""", [prow["id"]]):
+        data = task_data(k, key, json.loads(payload), image_base=image_base)
+        if earlier:
+            data["earlier"] = earlier.get(item_id, "")
+        want[key] = data
+    if not want:
+        return 0
+    r = conn.get(f"/api/projects/{prow['ls_project_id']}/export", exportType="JSON", download_all_tasks="true")
+    if r.status_code == 404:
+        raise ProjectMissing(f"Label Studio project {prow['ls_project_id']} was deleted.")
+    r.raise_for_status()
+    n = 0
+    for t in r.json():
+        data = t.get("data") or {}
+        new = want.get(data.get("item_key"))
+        if new is not None and any(data.get(f) != v for f, v in new.items()):
+            _api(conn, conn.client.tasks.update, id=t["id"], data={**data, **new})
+            n += 1
+    return n
+
+
+def check_campaign_open(db, name: str) -> None:
+    """A closed or archived campaign takes no new items (reopen it with 'cultura annotate campaigns open')."""
+    row = db.execute("SELECT status FROM campaigns WHERE name = ?", [name]).fetchone()
+    if row and row[0] in ("closed", "archived"):
+        raise CulturaError(f"Campaign {name!r} is {row[0]}: it takes no new items. Reopen it with 'cultura "
+                           f"annotate campaigns open {name}', or push to a new batch name.")
+
+
 # ------------------------------------------------------------------------------------------------ push
 
 PRIORITIES = ("attribution",)
@@ -337,10 +396,10 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     get_kind(kind)  # unknown kinds fail here, naming the valid ones
     if overlap < 1:
         raise CulturaError(f"overlap must be at least 1 (got {overlap}).", param="overlap")
-    cfg = project.config.annotate or {}
-    other_countries = int(cfg.get("relevance_other_countries", 1) if other_countries is None else other_countries)
-    image_base = image_base or cfg.get("image_base_url")
-    max_tasks = int(max_tasks or cfg.get("max_tasks_per_project", MAX_TASKS_PER_PROJECT))
+    cfg = project.config.annotate
+    other_countries = int(cfg.relevance_other_countries if other_countries is None else other_countries)
+    image_base = image_base or cfg.image_base_url
+    max_tasks = int(max_tasks or cfg.max_tasks_per_project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):
         return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,
                      source=source, other_countries=other_countries, seed=seed, image_base=image_base,
@@ -350,6 +409,7 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
 def _push(project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
           chunk, max_tasks, on_chunk, prioritise) -> dict:
     db = project.db
+    check_campaign_open(db, batch or kind)
     people = get_annotators(project, annotators, role=None if annotators else "annotator")
     if not people:
         raise CulturaError("No active annotators. Add some with 'cultura annotate annotators add NAME --email E "
@@ -357,6 +417,7 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
     items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
     if prioritise:
         items = prioritised(project, kind, items, prioritise)
+    check_image_urls(items, image_base)
     name = batch or kind
     n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
                           "WHERE c.name = ?", [name]).fetchone()[0]
@@ -381,7 +442,7 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
     with transaction(db):
         counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
     conn = conn or connect(project)
-    created, missing = 0, []
+    created, updated, missing = 0, 0, []
     # read all rows first: iterating a cursor while writing holds a read snapshot that another process's
     # commit makes stale, and the write then fails at once with "database is locked" (no busy wait)
     prows = [dict(r) for r in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
@@ -389,7 +450,9 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
     for prow in prows:
         try:
             created += push_project(conn, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
+            updated += refresh_task_data(conn, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
         except ProjectMissing as e:
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
-            "gold_items": len(gold_keys), **counts, "tasks_created": created, "missing_projects": missing}
+            "gold_items": len(gold_keys), **counts, "tasks_created": created, "tasks_updated": updated,
+            "image_base": image_base, "missing_projects": missing}

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from cultura.db import now
 from cultura.errors import CulturaError
 
 from . import agreement as ag
@@ -85,7 +86,24 @@ def agreement_stats(records: list[dict], level: str) -> dict:
     out["krippendorff_alpha_nominal"] = ag.krippendorff_alpha(m, level="nominal")
     out["krippendorff_alpha_ordinal"] = ag.krippendorff_alpha(m, level="ordinal") if level == "ordinal" else None
     out["loo_consensus"] = ag.loo_consensus_agreement(m, level=level, annotator_names=raters)
+    why = _kappa_undefined_reason(m)
+    for p in out["pairwise_kappa"] + out.get("pairwise_kappa_quadratic", []):
+        if p["kappa"] is None or (isinstance(p["kappa"], float) and math.isnan(p["kappa"])):
+            p["why_undefined"] = "the pair's labels do not vary (chance agreement 1: κ = 0/0)" \
+                if p["n_common"] else "no item rated by both"
+    for key in ("fleiss_kappa", "krippendorff_alpha_nominal", "krippendorff_alpha_ordinal"):
+        v = out.get(key)
+        if key in out and v is not None and isinstance(v, float) and math.isnan(v):
+            out[f"{key}_undefined"] = why
     return out
+
+
+def _kappa_undefined_reason(m) -> str:
+    values = np.unique(m[~np.isnan(m)])
+    if len(values) <= 1:
+        return ("every annotation has the same value, so chance agreement is 1 and κ/α are 0/0 (undefined); "
+                "see percent agreement")
+    return "too few items rated by 2 or more annotators to estimate chance agreement"
 
 
 def agreement_report(project, campaign: str | None = None) -> list[dict]:
@@ -189,6 +207,8 @@ def status(project) -> list[dict]:
     db = project.db
     out = []
     for c in campaigns(db):
+        if c["status"] == "archived":
+            continue
         missing = [r["title"] for r in db["campaign_projects"].rows_where(
             "campaign_id = ? AND status = 'missing'", [c["id"]])]
         for w in workload(db, c["id"]):
@@ -197,6 +217,33 @@ def status(project) -> list[dict]:
             out.append({"campaign": c["name"], "kind": c["kind"], "annotator": t, "purpose": "MISSING in "
                         "Label Studio"})
     return out
+
+
+CAMPAIGN_STATUSES = ("active", "closed", "archived")
+
+
+def list_campaigns(project) -> list[dict]:
+    """Every campaign: name, kind, overlap, status, items, projects, decisions."""
+    db = project.db
+    return [{"campaign": c["name"], "kind": c["kind"], "overlap": c["overlap"], "status": c["status"],
+             "items": db.execute("SELECT COUNT(*) FROM annotation_items WHERE campaign_id = ?",
+                                 [c["id"]]).fetchone()[0],
+             "projects": db.execute("SELECT COUNT(*) FROM campaign_projects WHERE campaign_id = ?",
+                                    [c["id"]]).fetchone()[0],
+             "decisions": db.execute("SELECT COUNT(*) FROM decisions WHERE campaign = ? AND superseded = 0",
+                                     [c["name"]]).fetchone()[0],
+             "created_at": c["created_at"]} for c in campaigns(db)]
+
+
+def set_campaign_status(project, name: str, status: str) -> dict:
+    """Close (``closed``: push adds nothing), archive (``archived``: also skipped by pull and status) or reopen
+    (``active``) a campaign. Nothing is deleted."""
+    if status not in CAMPAIGN_STATUSES:
+        raise CulturaError(f"Campaign status {status!r} is not one of {', '.join(CAMPAIGN_STATUSES)}.")
+    db = project.db
+    c = campaigns(db, name)[0]
+    db["campaigns"].update(c["id"], {"status": status, "updated_at": now()})
+    return {"campaign": name, "was": c["status"], "status": status}
 
 
 def require_campaign(db, name: str | None) -> None:

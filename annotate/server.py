@@ -95,7 +95,7 @@ def find_executable(project=None) -> str:
     the checkout's ``.venv-ls`` (made by ``make setup``)."""
     cands = []
     if project is not None:
-        cands.append((project.config.annotate or {}).get("label_studio_bin"))
+        cands.append(project.config.annotate.label_studio_bin)
     cands.append(os.environ.get("LABEL_STUDIO_BIN"))
     cands.append(shutil.which("label-studio"))
     # the virtualenv 'make setup' creates beside a source checkout
@@ -325,7 +325,7 @@ def start_server(project, *, port: int | None = None, timeout: float = 240,
     if sec.get("external") or not sec.get("password"):
         sec = {"username": f"admin@{project.root.name.lower() or 'cultura'}.local".replace(" ", "-"),
                "password": secrets.token_urlsafe(18), "api_key": secrets.token_hex(20)}
-    cfg_port = (project.config.annotate or {}).get("port")
+    cfg_port = project.config.annotate.port
     port = int(port or cfg_port or free_port())
     url = f"http://127.0.0.1:{port}"
     log_path = ddir / "server.log"

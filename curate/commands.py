@@ -2,8 +2,22 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+
+
+def _nothing_to_do(ctx, stage: str, as_json: bool, when: bool = True) -> bool:
+    """Print what to do first (JSON: ``{"nothing_to_do": …}``) when ``stage`` has nothing to work on."""
+    from .status import nothing_to_do
+
+    hint = nothing_to_do(ctx.project, stage) if when else None
+    if hint:
+        if as_json:
+            emit_json({"stage": stage, "nothing_to_do": hint})
+        else:
+            out.print(f"[yellow]{escape(hint)}[/yellow]")
+    return bool(hint)
 
 
 @click.command()
@@ -151,24 +165,37 @@ def concepts_translate(ctx, model, overwrite, as_json):
     """The native term of every concept for each country's language (by LLM), then the search queries."""
     from .concepts import build_queries, translate_concepts
 
+    if _nothing_to_do(ctx, "translate", as_json):
+        return
     res = translate_concepts(ctx.project, model=model, overwrite=overwrite)
     res["queries"] = build_queries(ctx.project)["total"]
     summary("concepts translate", res, as_json)
 
 
 @concepts.command("set-term")
-@click.argument("concept")
-@click.argument("country")
-@click.argument("term")
+@click.argument("concept", required=False)
+@click.argument("country", required=False)
+@click.argument("term", required=False)
 @click.option("--language", help="Language code (default: the country's primary language).")
+@click.option("--from", "source", type=click.Path(dir_okay=False),
+              help="CSV or TSV file with columns concept, country, term[, language]: set many terms at once "
+                   "(checked first, written together).")
 @json_option
 @pass_ctx
-def concepts_set_term(ctx, concept, country, term, language, as_json):
-    """Set or correct a native term by hand (never overwritten by translation)."""
-    from .concepts import build_queries, set_term
+def concepts_set_term(ctx, concept, country, term, language, source, as_json):
+    """Set or correct a native term by hand (never overwritten by translation): CONCEPT COUNTRY TERM, or many
+    from a file with --from."""
+    from .concepts import build_queries, set_term, set_terms_from_file
 
-    res = set_term(ctx.project, concept, country, term, language=language)
-    build_queries(ctx.project)
+    if source:
+        if concept or country or term:
+            raise click.UsageError("Give either CONCEPT COUNTRY TERM or --from FILE, not both.")
+        res = set_terms_from_file(ctx.project, source)
+    elif concept and country and term:
+        res = set_term(ctx.project, concept, country, term, language=language)
+    else:
+        raise click.UsageError("Give CONCEPT COUNTRY TERM, or --from FILE (CSV/TSV: concept, country, term).")
+    res["queries"] = build_queries(ctx.project)["total"]
     summary("concepts set-term", res, as_json)
 
 
@@ -212,6 +239,9 @@ def images_search(ctx, provider, per_query, refresh, as_json):
     from .concepts import build_queries
     from .search import search_images
 
+    web = (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs"
+    if _nothing_to_do(ctx, "search", as_json, when=web):
+        return
     if (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs":
         build_queries(ctx.project)
     res = search_images(ctx.project, provider=provider, per_query=per_query, refresh=refresh,
@@ -241,6 +271,8 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
     sniffed, files stored by content hash). Resumable after Ctrl-C or kill."""
     from .download import download_candidates
 
+    if _nothing_to_do(ctx, "download", as_json):
+        return
     res = download_candidates(ctx.project, workers=workers, retry_failed=retry_failed, limit=limit,
                               progress=not as_json)
     summary("images download", res, as_json)
@@ -260,6 +292,8 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder
     """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
     from .dedup import dedup_images
 
+    if _nothing_to_do(ctx, "dedup", as_json):
+        return
     res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
                        dhash_threshold=dhash_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
                        progress=not as_json)
@@ -294,6 +328,83 @@ def images_failures(ctx, limit, as_json):
         "SELECT id, url, status, reason, detail, http_status FROM candidates WHERE status IN ('failed','skipped') "
         "ORDER BY reason, id LIMIT ?", [limit])]
     listing(f"{len(rows)} failed or skipped candidates", rows, as_json)
+
+
+@images.command("list")
+@click.option("--concept", help="Only images found for this concept.")
+@click.option("--country", help="Only images found for this country.")
+@click.option("--status", "status_", type=click.Choice(["ok", "excluded"]), help="Only this image status.")
+@click.option("--pool", type=click.Choice(["in", "out"]), help="Only images in (or out of) the reviewed pool.")
+@click.option("--limit", type=click.IntRange(1), default=200, show_default=True, help="Rows to show.")
+@json_option
+@pass_ctx
+def images_list(ctx, concept, country, status_, pool, limit, as_json):
+    """Images with the concept × country pairs that found them, tags, and whether each is in the reviewed pool
+    (the images build, export and the suites use) or why not."""
+    from .status import list_images
+    rows = list_images(ctx.project, concept=concept, country=country, status=status_, pool=pool, limit=limit)
+    listing(f"{len(rows)} images", rows, as_json,
+            shown=[{**{k: v for k, v in r.items() if k != "path"}, "sha256": r["sha256"][:12]} for r in rows])
+
+
+@images.command("clusters")
+@click.option("--status", "status_", type=click.Choice(["open", "resolved", "superseded", "all"]), default="open",
+              show_default=True, help="Which clusters.")
+@json_option
+@pass_ctx
+def images_clusters(ctx, status_, as_json):
+    """Duplicate clusters, members side by side (representative first) with their distance, countries and
+    review decision."""
+    from .status import list_clusters
+    rows = list_clusters(ctx.project, status=None if status_ == "all" else status_)
+    listing(f"{len(rows)} duplicate clusters", rows, as_json,
+            shown=[{k: v for k, v in r.items() if k != "representative"} for r in rows])
+
+
+@images.command("flags")
+@click.option("--status", "status_", type=click.Choice(["open", "resolved", "superseded", "all"]), default="open",
+              show_default=True, help="Which flags to list.")
+@click.option("--resolve", "resolve", multiple=True, metavar="SHA256",
+              help="Resolve the culture-conflict flag of this image (sha256 prefix; repeatable) — needs --reason.")
+@click.option("--reopen", multiple=True, metavar="SHA256", help="Reopen a resolved flag (repeatable).")
+@click.option("--reason", help="Why the flag is resolved (stored with it).")
+@json_option
+@pass_ctx
+def images_flags(ctx, status_, resolve, reopen, reason, as_json):
+    """List image flags (culture conflicts: an image found for two countries; unreadable files) and resolve or
+    reopen them by hand. Review decisions (dedup review, relevance) resolve them too."""
+    from .status import flags, resolve_image_flags
+    if resolve or reopen:
+        res = {}
+        if resolve:
+            res.update(resolve_image_flags(ctx.project, resolve, reason=reason))
+        if reopen:
+            res.update(resolve_image_flags(ctx.project, reopen, reason=reason, reopen=True))
+        return summary("images flags", res, as_json)
+    rows = flags(ctx.project, status=None if status_ == "all" else status_)
+    listing(f"{len(rows)} flags", rows, as_json, shown=[
+        {**{k: v for k, v in r.items() if k != "created_at"}, "sha256": r["sha256"][:12]} for r in rows])
+
+
+@images.command("exclude")
+@click.argument("sha256", nargs=-1, required=True)
+@click.option("--reason", required=True, help="Why (stored with the image, shown in reports).")
+@json_option
+@pass_ctx
+def images_exclude(ctx, sha256, reason, as_json):
+    """Take images out of the reviewed pool by hand (sha256 prefixes); nothing is deleted."""
+    from .status import set_image_status
+    summary("images exclude", set_image_status(ctx.project, sha256, exclude=True, reason=reason), as_json)
+
+
+@images.command("include")
+@click.argument("sha256", nargs=-1, required=True)
+@json_option
+@pass_ctx
+def images_include(ctx, sha256, as_json):
+    """Undo 'cultura images exclude' for these images (sha256 prefixes)."""
+    from .status import set_image_status
+    summary("images include", set_image_status(ctx.project, sha256, exclude=False), as_json)
 
 
 COMMANDS = [init, status, concepts, images]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -314,6 +315,40 @@ def set_term(project, concept, country: str, term: str, *, language: str | None 
         raise CulturaError("The term is empty. Give the native word or phrase.")
     _store_term(project.db, row["id"], c.code, lang, term.strip(), "manual")
     return {"concept": row["name"], "country": c.code, "language": lang, "term": term.strip()}
+
+
+def set_terms_from_file(project, path) -> dict:
+    """Set many native terms by hand from a CSV or TSV file (``.tsv``/``.tab`` = tab-separated) with the columns
+    ``concept``, ``country``, ``term`` and optionally ``language``. Every row is checked first (unknown concept
+    or country, empty term: an error naming the line); then all are written in one transaction."""
+    p = Path(path)
+    if not p.is_file():
+        raise CulturaError(f"No file {str(p)!r}. Give a CSV/TSV with columns concept, country, term[, language].")
+    delim = "\t" if p.suffix.lower() in (".tsv", ".tab") else ","
+    with p.open(encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter=delim))
+    need = {"concept", "country", "term"}
+    cols = set(rows[0]) if rows else set()
+    if not rows or not need <= cols:
+        raise CulturaError(f"{p.name} needs a header with the columns concept, country, term (and optionally "
+                           f"language); found {', '.join(sorted(c for c in cols if c)) or 'no rows'}.")
+    checked = []
+    for n, r in enumerate(rows, start=2):
+        try:
+            c = project.country(r["country"])
+            if c.code not in {x.code for x in project.countries}:
+                raise CulturaError(f"{c.code} is not one of this project's countries")
+            row = get_concept(project.db, r["concept"])
+        except CulturaError as e:
+            raise CulturaError(f"{p.name} line {n}: {e}") from None
+        term = (r.get("term") or "").strip()
+        if not term:
+            raise CulturaError(f"{p.name} line {n}: the term is empty.")
+        checked.append((row["id"], c.code, (r.get("language") or "").strip() or c.language, term))
+    with transaction(project.db):
+        for cid, cc, lang, term in checked:
+            _store_term(project.db, cid, cc, lang, term, "manual")
+    return {"terms": len(checked), "file": str(p)}
 
 
 def list_terms(project, *, country: str | None = None) -> list[dict]:

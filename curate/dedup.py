@@ -702,6 +702,8 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
         pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
         old_pairs = {(p["concept_id"], p["country"]) for p in details.get("pairs", [])}
         new_details = {"pairs": as_json(pairs), "evidence": ev}
+        if "resolution" in details:  # who resolved it and why survives reruns
+            new_details["resolution"] = details["resolution"]
         if not ev:
             new_status = "superseded"
         elif status == "superseded" or (status == "resolved" and not set(pairs) <= old_pairs):
@@ -717,6 +719,51 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
             db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
                                 "VALUES (?, ?, ?, ?, ?)", inserts)
     return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
+
+
+def resolve_flags(db, shas, *, resolution: str, by: str = "review", flag: str = FLAG) -> int:
+    """Mark the open ``flag`` rows of ``shas`` resolved, recording ``{"by", "resolution", "at"}`` in their
+    details (kept by later dedup runs; a flag reopens only when its pairs grow). Returns how many changed.
+    Called by review decisions (dedup review, relevance) and by ``cultura images flags --resolve``."""
+    shas = list(dict.fromkeys(shas))
+    n = 0
+    for sha, details in db.execute(
+            f"SELECT sha256, details FROM image_flags WHERE flag = ? AND status = 'open' AND sha256 IN "
+            f"({','.join('?' * len(shas))})", [flag, *shas]).fetchall() if shas else []:
+        d = json.loads(details or "{}")
+        d["resolution"] = {"by": by, "resolution": resolution, "at": now()}
+        db.execute("UPDATE image_flags SET status = 'resolved', details = ? WHERE sha256 = ? AND flag = ?",
+                   [dumps(d), sha, flag])
+        n += 1
+    return n
+
+
+def reopen_flags(db, shas, *, flag: str = FLAG) -> int:
+    """Reopen resolved ``flag`` rows of ``shas`` (an undo of :func:`resolve_flags`)."""
+    n = 0
+    for sha in dict.fromkeys(shas):
+        cur = db.execute("UPDATE image_flags SET status = 'open' WHERE sha256 = ? AND flag = ? AND "
+                         "status = 'resolved'", [sha, flag])
+        n += cur.rowcount
+    return n
+
+
+def list_flags(db, *, status: str | None = "open", flag: str | None = None) -> list[dict]:
+    """Flags with their pairs (concept × country) and resolution, oldest first."""
+    sql, args = "SELECT sha256, flag, status, details, created_at FROM image_flags WHERE 1 = 1", []
+    if status:
+        sql, args = sql + " AND status = ?", [*args, status]
+    if flag:
+        sql, args = sql + " AND flag = ?", [*args, flag]
+    out = []
+    for sha, fl, st, details, created in db.execute(sql + " ORDER BY created_at, sha256", args):
+        d = json.loads(details or "{}")
+        res = d.get("resolution") or {}
+        out.append({"sha256": sha, "flag": fl, "status": st,
+                    "pairs": ", ".join(f"{p.get('concept')}/{p.get('country')}" for p in d.get("pairs", [])),
+                    "evidence": ", ".join(sorted(d.get("evidence", {}))),
+                    "resolved_by": res.get("by"), "resolution": res.get("resolution"), "created_at": created})
+    return out
 
 
 def _link_conflicts(inv: Inventory) -> dict[int, dict]:
@@ -904,4 +951,5 @@ def _dedup(project, inv: Inventory, opts: dict, writes: _Writes, progress: bool)
 
 __all__ = ["METHODS", "SCOPES", "Inventory", "Method", "Found", "dedup_images", "load_inventory",
            "ensure_hashes", "scoped_clusters", "representative", "cosine_pairs", "update_conflict_flags",
+           "resolve_flags", "reopen_flags", "list_flags",
            "resolve_options"]

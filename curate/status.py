@@ -1,6 +1,11 @@
 """``cultura status``: counts per stage, per country and per concept, and failures by reason."""
 from __future__ import annotations
 
+from ..db import transaction
+from ..db.pool import current_decisions, image_exclusions
+from ..errors import CulturaError
+from .dedup import list_flags, reopen_flags, resolve_flags
+
 
 def _scalar(db, sql, params=()):
     return db.execute(sql, params).fetchone()[0]
@@ -64,3 +69,129 @@ def project_status(project) -> dict:
         "ORDER BY stage")]
     return {"project": str(project.root), "countries": [c.code for c in project.countries], "stages": stages,
             "failures": failures, "per_country": per_country, "per_concept": per_concept, "last_runs": last_runs}
+
+
+# ------------------------------------------------------------------ inspect and correct images
+
+def resolve_shas(db, prefixes) -> list[str]:
+    """Full sha256s for sha256 prefixes (at least 6 hex characters, unique)."""
+    out = []
+    for p in prefixes:
+        p = str(p).strip().lower()
+        if len(p) < 6:
+            raise CulturaError(f"Image id {p!r} is too short: give at least 6 characters of its sha256 (see "
+                               "'cultura images list').")
+        rows = [r[0] for r in db.execute("SELECT sha256 FROM images WHERE sha256 LIKE ? ORDER BY sha256",
+                                         [p + "%"])]
+        if not rows:
+            raise CulturaError(f"No image whose sha256 starts with {p!r} (see 'cultura images list').")
+        if len(rows) > 1:
+            raise CulturaError(f"{p!r} matches {len(rows)} images; give more characters.")
+        out.append(rows[0])
+    return out
+
+
+def list_images(project, *, concept: str | None = None, country: str | None = None, status: str | None = None,
+                pool: str | None = None, limit: int | None = None) -> list[dict]:
+    """One row per image: sha256, size, status, the concept × country pairs that found it, tags, and whether it
+    is in the reviewed pool (else the reason, :mod:`cultura.db.pool`). ``pool``: ``in`` or ``out``."""
+    db = project.db
+    excl = image_exclusions(db, require_review=True)
+    links: dict[str, set[str]] = {}
+    for sha, name, cc in db.execute("SELECT l.sha256, c.name, l.country FROM image_links l JOIN concepts c "
+                                    "ON c.id = l.concept_id"):
+        if (concept is None or name == concept) and (country is None or cc == country.upper()):
+            links.setdefault(sha, set()).add(f"{name}/{cc}")
+    tags: dict[str, list[str]] = {}
+    for sha, tag in db.execute("SELECT sha256, tag FROM image_tags ORDER BY score DESC"):
+        tags.setdefault(sha, []).append(tag)
+    out = []
+    for sha, path, w, h, st, reason in db.execute(
+            "SELECT sha256, path, width, height, status, reason FROM images ORDER BY sha256"):
+        if (concept or country) and sha not in links:
+            continue
+        if status and st != status:
+            continue
+        in_pool = sha not in excl
+        if pool and (pool == "in") != in_pool:
+            continue
+        out.append({"sha256": sha, "size": f"{w}x{h}", "status": st, "found_for": ", ".join(sorted(links.get(
+            sha, ()))), "tags": ", ".join(dict.fromkeys(tags.get(sha, []))),
+            "pool": "in" if in_pool else f"out: {excl[sha]}", "reason": reason, "path": path})
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def list_clusters(project, *, status: str | None = "open") -> list[dict]:
+    """Duplicate clusters with their members side by side: ``members`` lists ``sha256[:12] (distance,
+    countries, decision)`` representative first."""
+    db = project.db
+    dedup = current_decisions(db, "dedup")
+    cc: dict[str, set[str]] = {}
+    for sha, c in db.execute("SELECT DISTINCT sha256, country FROM image_links"):
+        cc.setdefault(sha, set()).add(c)
+    sql, args = "SELECT id, method, scope, representative, size, status FROM dup_clusters", []
+    if status:
+        sql, args = sql + " WHERE status = ?", [status]
+    out = []
+    for cid, method, scope, rep, size, st in db.execute(sql + " ORDER BY id", args).fetchall():
+        mem = db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ? ORDER BY "
+                         "(sha256 != ?), distance, sha256", [cid, rep]).fetchall()
+        out.append({"cluster": cid, "method": method, "scope": scope, "status": st, "size": size,
+                    "members": " | ".join(
+                        f"{s[:12]} (d={d:g}, {','.join(sorted(cc.get(s, ()))) or '-'}"
+                        f"{', ' + dedup[s] if s in dedup else ''})" for s, d in mem),
+                    "representative": rep})
+    return out
+
+
+def set_image_status(project, prefixes, *, exclude: bool, reason: str | None = None) -> dict:
+    """Exclude images by hand (``images.status = 'excluded'`` with the reason; they leave the reviewed pool)
+    or include them again. Nothing is deleted."""
+    if exclude and not (reason and reason.strip()):
+        raise CulturaError("Excluding an image needs a reason (stored with it and shown in reports).")
+    db = project.db
+    shas = resolve_shas(db, prefixes)
+    with transaction(db):
+        for sha in shas:
+            db.execute("UPDATE images SET status = ?, reason = ? WHERE sha256 = ?",
+                       ["excluded" if exclude else "ok", reason.strip() if exclude else None, sha])
+    return {"images": len(shas), "status": "excluded" if exclude else "ok", "reason": reason if exclude else None,
+            "sha256": [s[:12] for s in shas]}
+
+
+def flags(project, *, status: str | None = "open") -> list[dict]:
+    """Image flags (culture conflicts, unreadable files) with their pairs and resolution."""
+    return list_flags(project.db, status=status)
+
+
+def resolve_image_flags(project, prefixes, *, reason: str, reopen: bool = False) -> dict:
+    """Resolve (or ``reopen``) the culture-conflict flags of the given images by hand, with a reason."""
+    if not reopen and not (reason and reason.strip()):
+        raise CulturaError("Resolving a flag by hand needs a reason (stored with it).")
+    db = project.db
+    shas = resolve_shas(db, prefixes)
+    with transaction(db):
+        n = reopen_flags(db, shas) if reopen else resolve_flags(db, shas, by="hand", resolution=reason.strip())
+    return {"images": len(shas), ("reopened" if reopen else "resolved"): n}
+
+
+# ------------------------------------------------------------------ empty states
+
+def nothing_to_do(project, stage: str) -> str | None:
+    """When ``stage`` (search, download, dedup, translate, tag) has nothing to work on in this project, the
+    sentence that says what to do first; else None."""
+    db = project.db
+    n_concepts = _scalar(db, "SELECT count(*) FROM concepts WHERE status = 'active'")
+    if stage in ("search", "translate", "tag") and not n_concepts:
+        return ("No concepts yet, so there is nothing to " + stage + ". Load or add some first: 'cultura concepts "
+                "load --preset 3xcm', 'cultura concepts add NAME …' or 'cultura concepts generate' (or search a "
+                "folder laid out COUNTRY/concept/: 'cultura images search --provider folder:DIR').")
+    if stage == "download" and not _scalar(db, "SELECT count(*) FROM candidates"):
+        return ("No candidate images yet, so there is nothing to download. Find some first: 'cultura images "
+                "search' (web search, or --provider urls:FILE / folder:DIR).")
+    if stage in ("dedup", "tag") and not _scalar(db, "SELECT count(*) FROM images"):
+        return (f"No stored images yet, so there is nothing to {stage}. Download them first: 'cultura images "
+                "download' (after 'cultura images search').")
+    return None

@@ -17,6 +17,7 @@ from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.blobs import check_blobs
 from ..errors import CulturaError, unknown
 from .concepts import active_concepts, normalise
+from ..models.embedders.base import ModelUnavailable
 from ..models.llm import LLM
 
 CLIP_TEMPLATE = "a photo of a {}"
@@ -141,15 +142,28 @@ def tag_images(project, *, method: str | None = None, **kwargs) -> dict:
     """Tag every kept image. ``method='auto'`` uses the vision LLM when an API key and ``llm.vision_model``
     are configured, else the CLIP zero-shot fallback."""
     method = method or project.config.tag.method
+    fallback = None
     if method == "auto":
         has_llm = bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY_FILE"))
         method = "llm" if has_llm and project.config.llm.vision_model else "clip"
+        if method == "clip":
+            fallback = ("--method auto fell back to CLIP zero-shot because " +
+                        ("no OPENAI_API_KEY is set" if not has_llm else "llm.vision_model is not set") + ". ")
     if method not in TAGGERS:
         raise unknown("tagging method", method, [*TAGGERS, "auto"])
     fn = TAGGERS[method]
     allowed = {"llm": {"model", "retry_failed", "limit", "llm", "progress"},
                "clip": {"clip_model", "top_k", "min_score", "template", "limit", "embedder", "progress"}}[method]
-    return fn(project, **{k: v for k, v in kwargs.items() if k in allowed and v is not None})
+    try:
+        return fn(project, **{k: v for k, v in kwargs.items() if k in allowed and v is not None})
+    except ModelUnavailable as e:
+        if method != "clip":
+            raise
+        raise CulturaError(f"{fallback or ''}{e} Offline alternatives: local weights ('--clip-model "
+                           "openclip:ARCH/path/to/weights.pt' or a folder), a vision model on a local "
+                           "OpenAI-compatible server (llm.base_url and llm.vision_model, then --method llm), or "
+                           "'--clip-model openclip:cultura-tiny' (random-init: for trying the pipeline only; "
+                           "build refuses its tags).") from None
 
 
 def _progress(items, enabled):

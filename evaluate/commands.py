@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..errors import unknown
 
 
 def _parse_options(pairs) -> dict:
@@ -35,9 +36,13 @@ def _options_for_runner(parsed: dict) -> dict | None:
     from .suites import load_suites
 
     shared = parsed.pop("*", {})
+    suites = load_suites()
+    for name in parsed:
+        if name not in suites:
+            raise unknown("suite", name, suites, hint="Options look like SUITE.KEY=VALUE or KEY=VALUE.")
     if not parsed:
         return shared
-    return {name: {**shared, **parsed.get(name, {})} for name in load_suites()}
+    return {name: {**shared, **parsed.get(name, {})} for name in suites}
 
 
 @click.group("evaluate")

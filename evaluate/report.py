@@ -1,4 +1,7 @@
-"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV.
+"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV,
+and for a paper: every figure as its own PNG (300 dpi) and SVG file (``OUT_figures/``) and every table as a
+booktabs LaTeX file (``OUT_latex/``). Footnotes appear once per section; figures use a font fallback list so
+CJK, Thai and Devanagari labels render; the HTML prints wide tables in full.
 
 Each suite brings its own section: the ``section`` of its registered :class:`~cultura.evaluate.suites.Suite`
 (``render(results, project) -> ReportSection``, built from :mod:`cultura.evaluate.reportkit`)::
@@ -19,14 +22,18 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 from markupsafe import Markup
 
 from ..db import now
+from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
 from ..errors import CulturaError
 from ..templates import render_template
-from .reportkit import ReportSection, generic_section, model_label, slug
+from ..models.tiny import is_random_init
+from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, latex_table,
+                        model_label, slug)
 from .results import git_revision, list_runs, load_results
 from .suites import load_suites
 
@@ -62,10 +69,14 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     order = first + [s for s in sections_by_suite if s in by_suite and s not in first] + \
         [s for s in by_suite if s not in sections_by_suite and s not in first]
     sections = []
+    figures: list[dict] = []
     for suite in order:
         rows = _label_benchmarks(by_suite[suite])
         render = sections_by_suite.get(suite)
-        sec = render(rows, project) if render else generic_section(suite, rows, project)
+        with collect_figures(suite, figures):
+            sec = render(rows, project) if render else generic_section(suite, rows, project)
+        sec.html = dedupe_notes(sec.html)
+        sec.markdown = _dedupe_md_notes(sec.markdown)
         sections.append((suite, sec))
     used = {r["run_id"] for r in results}
     runs = list_runs(project)
@@ -73,10 +84,81 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     for r in runs:  # newest first
         latest.setdefault((r["model_spec"], r["suite"]), r)
     unfinished = [r for r in latest.values() if r["status"] != "done"]
+    pool = pool_section(project)
+    if pool is not None:
+        sections.insert(0, ("image-pool", pool))
     meta = {"project": getattr(project.config.project, "name", Path(project.root).name), "generated": now(),
-            "git_revision": git_revision()}
+            "git_revision": git_revision(), "warnings": warnings(project, results)}
     return {"sections": sections, "runs": [r for r in runs if r["id"] in used],
-            "unfinished": unfinished, "meta": meta}
+            "unfinished": unfinished, "meta": meta, "figures": figures}
+
+
+def _dedupe_md_notes(md: str) -> str:
+    """Each Markdown footnote line (``† …``) once per section."""
+    seen: set[str] = set()
+    out = []
+    for line in md.splitlines():
+        key = line.strip()
+        if key.startswith("†"):
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(line)
+    return "\n".join(out) + ("\n" if md.endswith("\n") else "")
+
+
+def warnings(project, results: list[dict]) -> list[str]:
+    """Banners for numbers that are not what they look like: results of random-init models, benchmarks whose
+    distractors were chosen with tags of a random-init model."""
+    out = []
+    rand = sorted({r["model"] for r in results if is_random_init(r["model"]) or
+                   (r.get("model_info") or {}).get("random_init")} |
+                  {str(r["details"][k]) for r in results for k in ("llm", "judge", "generator")
+                   if is_random_init(str((r.get("details") or {}).get(k) or ""))})
+    if rand:
+        out.append(f"Random-init model{'s' if len(rand) > 1 else ''} ({', '.join(rand)}): "
+                   f"{'their' if len(rand) > 1 else 'its'} numbers exercise the pipeline and mean nothing about "
+                   "any real model.")
+    benches = {(r["benchmark"], r["benchmark_version"]) for r in results if r.get("benchmark")}
+    tagged = []
+    for name, version in sorted(benches, key=str):
+        row = project.db.execute("SELECT report FROM benchmarks WHERE name = ? AND version = ?",
+                                 [name, version]).fetchone()
+        srcs = (json.loads(row[0] or "{}").get("images") or {}).get("random_tag_sources") if row else None
+        if srcs:
+            tagged.append(f"{name}@{version}")
+    if tagged:
+        out.append(f"Benchmark{'s' if len(tagged) > 1 else ''} {', '.join(tagged)} chose distractors with image "
+                   "tags from a random-init model (--allow-random-tags): "
+                   f"{'their' if len(tagged) > 1 else 'its'} trials are for trying the pipeline.")
+    return out
+
+
+def pool_section(project) -> ReportSection | None:
+    """What the image-pool suites and the benchmarks left out, and why (:mod:`cultura.db.pool`)."""
+    db = project.db
+    reviewed = filter_reviewed(db)
+    summary = exclusion_summary(db, require_review=reviewed)
+    n_images = db.execute("SELECT COUNT(*) FROM images").fetchone()[0]
+    if not n_images:
+        return None
+    excl = image_exclusions(db, require_review=reviewed)
+    t = Table(["reason", "images", "what it means"], [[r["reason"], r["images"], r["what"]] for r in summary],
+              caption=f"{n_images - len(excl)} of {n_images} stored images are in the reviewed pool that build, "
+                      "export and the image-pool suites read"
+                      + ("" if reviewed else " (no filter review yet: images are unreviewed)") + ".",
+              n_column=False)
+    listed = sorted(excl.items(), key=lambda kv: (kv[1], kv[0]))
+    li = Table(["image (sha256)", "reason"], [[s[:16], r] for s, r in listed[:60]],
+               caption="Excluded images" + (f" (first 60 of {len(listed)})" if len(listed) > 60 else ""),
+               n_column=False)
+    if not summary:
+        html = f"<p>All {n_images} stored images are in the reviewed pool; none was excluded.</p>"
+        md = f"All {n_images} stored images are in the reviewed pool; none was excluded.\n"
+    else:
+        html, md = t.html() + li.html(), t.markdown() + "\n" + li.markdown()
+    return ReportSection(title="Image pool: what was excluded and why", html=html, markdown=md,
+                         csv_tables={"excluded": [{"sha256": s, "reason": r} for s, r in listed]})
 
 
 def render_html(report: dict) -> str:
@@ -91,6 +173,8 @@ def render_markdown(report: dict) -> str:
     m = report["meta"]
     lines = [f"# Evaluation report — {m['project']}", "",
              f"Generated {m['generated']} (cultura git {m['git_revision'] or 'unknown'}).", ""]
+    for w in m.get("warnings", []):
+        lines += [f"> **Warning:** {w}", ""]
     for _suite, sec in report["sections"]:
         lines += [f"## {sec.title}", "", sec.markdown.strip(), ""]
     lines += ["## Runs", "", "| run | model | identity | benchmark | hash | suite | git | date | rows |",
@@ -122,6 +206,8 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
     csv_dir.mkdir(exist_ok=True)
     _atomic_write(out, render_html(report))
     _atomic_write(md, render_markdown(report))
+    tex_dir = out.with_name(out.stem + "_latex")
+    tex_dir.mkdir(exist_ok=True)
     for suite, sec in report["sections"]:
         for name, rows in sec.csv_tables.items():
             if not rows:
@@ -132,7 +218,17 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
             w.writeheader()
             w.writerows(rows)
             _atomic_write(csv_dir / f"{slug(suite)}-{slug(name)}.csv", buf.getvalue())
-    return {"html": out, "markdown": md, "csv_dir": csv_dir}
+            _atomic_write(tex_dir / f"{slug(suite)}-{slug(name)}.tex",
+                          latex_table(rows, caption=f"{sec.title}: {name}", label=f"tab:{slug(suite)}-{slug(name)}"))
+    fig_dir = out.with_name(out.stem + "_figures")
+    fig_dir.mkdir(exist_ok=True)
+    count: dict[str, int] = {}
+    for f in report.get("figures", []):
+        count[f["section"]] = count.get(f["section"], 0) + 1
+        stem = fig_dir / f"{slug(f['section'])}-{count[f['section']]}"
+        stem.with_suffix(".png").write_bytes(f["png"])
+        stem.with_suffix(".svg").write_bytes(f["svg"])
+    return {"html": out, "markdown": md, "csv_dir": csv_dir, "latex_dir": tex_dir, "figures_dir": fig_dir}
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -11,6 +11,8 @@ import html as htmlmod
 import io
 import math
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -159,14 +161,106 @@ class Table:
         return out
 
 
+#: Fonts tried in order for every figure, so CJK, Thai and Devanagari labels render (Debian: fonts-noto-cjk,
+#: fonts-thai-tlwg, fonts-noto-core, installed by 'make setup'); matplotlib falls back glyph by glyph.
+FONT_FALLBACK = ["DejaVu Sans", "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans Thai",
+                 "Loma", "Garuda", "Noto Sans Devanagari", "Noto Sans Arabic", "Noto Sans Hebrew"]
+
+#: While a report is written, figures are also collected here (section, PNG bytes, SVG bytes) so each one is
+#: saved as its own file beside the HTML (set by :func:`collect_figures`).
+_FIGURES: ContextVar[list | None] = ContextVar("cultura_report_figures", default=None)
+_SECTION: ContextVar[str] = ContextVar("cultura_report_section", default="figure")
+
+
+def font_rc() -> dict:
+    """matplotlib rc settings with the font fallback list restricted to fonts installed here."""
+    from matplotlib import font_manager
+
+    have = {f.name for f in font_manager.fontManager.ttflist}
+    fams = [f for f in FONT_FALLBACK if f in have] or ["DejaVu Sans"]
+    return {"font.family": "sans-serif", "font.sans-serif": fams, "svg.fonttype": "none"}
+
+
+@contextmanager
+def collect_figures(section: str | None = None, sink: list | None = None):
+    """Inside this block every :func:`figure_uri` also keeps its figure (PNG and SVG) in ``sink``, named after
+    ``section``; figures use the font fallback list."""
+    import matplotlib
+
+    t1 = _FIGURES.set(sink) if sink is not None else None
+    t2 = _SECTION.set(section) if section else None
+    try:
+        with matplotlib.rc_context(font_rc()):
+            yield sink
+    finally:
+        if t2 is not None:
+            _SECTION.reset(t2)
+        if t1 is not None:
+            _FIGURES.reset(t1)
+
+
 def figure_uri(fig) -> str:
-    """A matplotlib figure as a PNG data URI (the figure is closed)."""
+    """A matplotlib figure as a PNG data URI (the figure is closed). While a report is being written the figure
+    is also kept as PNG (300 dpi) and SVG for the per-figure files."""
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    sink = _FIGURES.get()
+    if sink is not None:
+        hi, svg = io.BytesIO(), io.BytesIO()
+        fig.savefig(hi, format="png", dpi=300, bbox_inches="tight")
+        fig.savefig(svg, format="svg", bbox_inches="tight")
+        sink.append({"section": _SECTION.get(), "png": hi.getvalue(), "svg": svg.getvalue()})
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def latex_escape(text) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def latex_table(rows: list[dict], caption: str = "", label: str = "") -> str:
+    """A booktabs LaTeX table of ``rows`` (columns: the union of their keys); numbers to 3 decimals."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+
+    def cell(v):
+        if v is None or v == "":
+            return ""
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "n/a"
+            if math.isinf(v):
+                return "$\\infty$" if v > 0 else "$-\\infty$"
+            return f"{v:.3f}"
+        return latex_escape(v)
+    lines = ["\\begin{table}[t]", "\\centering", "\\small",
+             "\\begin{tabular}{" + "l" * min(2, len(cols)) + "r" * max(0, len(cols) - 2) + "}", "\\toprule",
+             " & ".join(latex_escape(c) for c in cols) + " \\\\", "\\midrule"]
+    lines += [" & ".join(cell(r.get(c)) for c in cols) + " \\\\" for r in rows]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    if caption:
+        lines.append(f"\\caption{{{latex_escape(caption)}}}")
+    if label:
+        lines.append(f"\\label{{{label}}}")
+    lines.append("\\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def dedupe_notes(html: str) -> str:
+    """Each footnote (``<p class="note">``) once per section: repeats under later tables are dropped."""
+    seen: set[str] = set()
+
+    def keep(m):
+        if m.group(0) in seen:
+            return ""
+        seen.add(m.group(0))
+        return m.group(0)
+    return re.sub(r'<p class="note">.*?</p>', keep, html)
 
 
 def image_uri(path: str | Path, *, max_side: int = 160) -> str | None:

@@ -74,6 +74,7 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
+    check_options(chosen, options)
     reap_eval_runs(project)  # runs left 'running' by a dead process become 'interrupted'
     records: list[RunRecord] = []
     kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
@@ -94,13 +95,54 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
                 except CulturaError as e:
                     error = scrub(str(e))
             if error is not None:
+                # a model that cannot be built is one failure, not one per suite (issue 14: --model clip
+                # started 7 failing runs)
                 records.append(_record_failure(project, str(spec), suite, benchmark, error))
-                continue
+                break
             records.append(run_suite(project, embedder, suite, benchmark=benchmark, options=opts,
                                      spec=spec if isinstance(spec, str) else embedder.identity,
                                      from_all=expanded, extra_params={k: v for k, v in kw.items()
                                                                       if k != "progress"}))
     return records
+
+
+_OPTION_READ = re.compile(r"""\b(?:o|opts?|options|cfg)\s*(?:\.get\(|\.pop\(|\[)\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+_SHARED_MODULES = ("common.py", "data.py", "stats.py", "stats_extra.py")
+
+
+@functools.lru_cache(maxsize=None)
+def suite_option_keys(suite_name: str) -> frozenset[str]:
+    """The option keys a suite reads: every ``opts.get("key")`` / ``o["key"]`` in its folder (and in the
+    evaluation modules it shares). A suite registered from outside the package returns an empty set (not
+    checked)."""
+    suite = get_suite(suite_name)
+    mod = getattr(suite.func, "__module__", "") or ""
+    here = Path(__file__).resolve().parent
+    if not mod.startswith(__package__ + ".suites."):
+        return frozenset()
+    folder = here / "suites" / mod.split(".")[-2]
+    files = [*folder.glob("*.py"), *(here / m for m in _SHARED_MODULES)]
+    keys: set[str] = set()
+    for f in files:
+        if f.is_file():
+            keys.update(_OPTION_READ.findall(f.read_text(encoding="utf-8")))
+    return frozenset(keys)
+
+
+def check_options(suites: list[Suite], options: dict | None) -> None:
+    """Refuse options no chosen suite reads, before anything runs (``--option bogus=1`` was accepted silently)."""
+    if not options:
+        return
+    per = {s.name: _suite_options(options, s.name) for s in suites}
+    known = {s.name: suite_option_keys(s.name) for s in suites}
+    unchecked = {n for n, k in known.items() if not k}
+    bad = sorted({k for n, opts in per.items() if n not in unchecked for k in opts} -
+                 {k for n, opts in per.items() for k in opts if n in unchecked or k in known[n]})
+    if bad:
+        valid = sorted({k for ks in known.values() for k in ks})
+        raise CulturaError(f"Unknown option{'s' if len(bad) > 1 else ''} {', '.join(bad)} for suite"
+                           f"{'s' if len(per) > 1 else ''} {', '.join(sorted(per))}. Valid options: "
+                           f"{', '.join(valid)}.")
 
 
 class ModelRef:
@@ -150,6 +192,7 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
             _set_bench(rec, run, bench.provenance())
         rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
         rows = [_check_row(r, suite.name) for r in rows]
+        _require_measurement(suite.name, rows)
         prov = next((r["details"].get("provenance") for r in rows if r["details"].get("provenance")), None)
         if prov and not suite.benchmark_kind:
             _set_bench(rec, run, prov)
@@ -226,6 +269,32 @@ def _embedded(embedder) -> int:
     return int(stats.get("images", 0)) + int(stats.get("texts", 0))
 
 
+def _require_measurement(suite: str, rows: list[dict]) -> None:
+    """Empty results are not results: a suite whose every row is undefined (no trials, nothing measured) is
+    skipped (or, asked for by name, failed) with the rows' reasons and the command that fixes it."""
+    def undefined(v):
+        return v is None or (isinstance(v, float) and math.isnan(v))
+    if not rows or not all(undefined(r["value"]) for r in rows):
+        return
+    reasons = sorted({str(r["details"].get("reason")) for r in rows if r["details"].get("reason")})
+    excluded: dict[str, int] = {}
+    for r in rows:
+        for k, v in (r["details"].get("excluded") or {}).items():
+            if isinstance(v, (int, float)) and v:
+                excluded[k] = max(excluded.get(k, 0), int(v))
+    msg = f"Suite {suite} measured nothing: every result is undefined ({'; '.join(reasons) or 'no reason given'})"
+    if excluded:
+        msg += " — items left out: " + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items()))
+    if any("'cultura " in r for r in reasons):
+        pass  # the suite's own reason already names the command that fixes it
+    elif excluded.get("missing_query"):
+        msg += (". The benchmark's items have no query text of this variant (descriptor benchmarks need the "
+                "mention_<COUNTRY> texts): run 'cultura build queries', then evaluate again")
+    elif excluded.get("missing_candidate"):
+        msg += ". Rebuild the benchmark ('cultura build association' / 'cultura build descriptor')"
+    raise SuiteSkipped(msg + ".")
+
+
 def _check_row(r: dict, suite: str) -> dict:
     from .suites import ROW_KEYS
 
@@ -242,23 +311,3 @@ def _check_row(r: dict, suite: str) -> dict:
 def records_table(records: list[RunRecord]) -> list[dict]:
     """Records as plain dicts for printing."""
     return [{k: v for k, v in asdict(r).items() if k != "extra"} for r in records]
-
-
-# -- demo -------------------------------------------------------------------------------------------
-
-DEMO_MODELS = ("openclip:cultura-tiny", "fake")
-DEMO_SUITES = "prevalence,association,descriptor"
-
-
-def evaluate_demo(project, *, models=DEMO_MODELS, suites=DEMO_SUITES, options: dict | None = None) -> dict:
-    """Evaluate the project's benchmarks with the demo models (a tiny random-init open_clip and the fake) on
-    the seed 000 suites (pass ``suites="all"`` for every registered suite) and write the report to
-    ``project/reports/evaluation.html`` (+ .md and CSV). Returns the run records, the report paths and the
-    reasons of failed runs."""
-    from .report import write_report
-
-    opts = options if options is not None else {"n_resamples": 200}
-    records = run_evaluation(project, list(models), suites, options=opts, progress=False)
-    paths = write_report(project, Path(project.root) / "reports" / "evaluation.html")
-    return {"runs": records_table(records), "report": {k: str(v) for k, v in paths.items()},
-            "failed": [r.reason for r in records if r.status == "failed"]}

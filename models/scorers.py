@@ -45,6 +45,7 @@ from ..errors import CulturaError, unknown
 from ..redact import scrub
 from .registry import Registry
 from .llm import OpenAIEndpoint, base_url as resolve_base_url
+from .tiny import RANDOM_INIT, folder_is_random_init, is_random_init
 
 MODES = ("sentence", "prefix")
 DEFAULT_MODE = "sentence"
@@ -88,7 +89,7 @@ class LogProbScorer:
 
     @property
     def info(self) -> dict:
-        return {"identity": self.identity, "family": self.family}
+        return {"identity": self.identity, "family": self.family, "random_init": is_random_init(self.identity)}
 
     def _score_batch(self, pairs: list[tuple[str, str]]) -> list[tuple[float | None, int, str | None]]:
         """``[(logprob or None, n_tokens, reason or None)]``, one per ``(prefix, continuation)``."""
@@ -240,7 +241,8 @@ class HFScorer(LogProbScorer):
     def identity(self) -> str:
         if self._identity is None:
             path = self.loaded[3]
-            self._identity = f"hf:{self.name}@{weights_checksum(path)}"
+            mark = f"/{RANDOM_INIT}" if folder_is_random_init(path) else ""
+            self._identity = f"hf:{self.name}@{weights_checksum(path)}{mark}"
         return self._identity
 
     @property

@@ -16,6 +16,26 @@ import os
 from pathlib import Path
 
 TINY_NAME = "cultura-tiny-gpt2"
+#: The word a random-init model's identity carries (``openclip:cultura-tiny/random_init@seed0``,
+#: ``hf:cultura-tiny-gpt2@…/random_init``): results, tags and reports recognise it with :func:`is_random_init`.
+RANDOM_INIT = "random_init"
+#: A file written beside a tiny model's weights: the folder holds a random-init model.
+MARKER = "CULTURA_RANDOM_INIT"
+
+
+def is_random_init(identity: str | None) -> bool:
+    """True when a model identity (or a tag source such as ``clip:<identity>``) names a random-init model.
+
+    >>> is_random_init("clip:openclip:cultura-tiny/random_init@seed0"), is_random_init("openclip:ViT-B-32/openai")
+    (True, False)
+    """
+    # "/random@" is how other random-init identities read (mclip, and open_clip before the marker was renamed)
+    return bool(identity) and (RANDOM_INIT in str(identity) or "/random@" in str(identity))
+
+
+def folder_is_random_init(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a model folder built by :func:`build_tiny_lm` (it holds the marker file)."""
+    return (Path(path) / MARKER).is_file()
 
 #: Training text: a few sentences in the demo's languages so the byte-level BPE learns some merges for
 #: Latin, Japanese and Thai. Content is irrelevant to the (random) model weights.
@@ -44,6 +64,8 @@ def build_tiny_lm(path: str | os.PathLike | None = None, *, vocab_size: int = 51
     out = Path(path) if path is not None else tiny_lm_dir()
     if (out / "config.json").exists() and (out / "tokenizer.json").exists() and \
             any(out.glob("model.safetensors")):
+        if not (out / MARKER).is_file():  # folders built before the marker existed
+            (out / MARKER).write_text("random-init model built by cultura.models.tiny: its numbers mean nothing\n")
         return out
     import torch
     from tokenizers import ByteLevelBPETokenizer
@@ -63,4 +85,5 @@ def build_tiny_lm(path: str | os.PathLike | None = None, *, vocab_size: int = 51
     model = GPT2LMHeadModel(cfg)
     model.eval()
     model.save_pretrained(str(out), safe_serialization=True)
+    (out / MARKER).write_text("random-init model built by cultura.models.tiny: its numbers mean nothing\n")
     return out

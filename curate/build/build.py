@@ -32,7 +32,9 @@ from typing import Iterable
 import numpy as np
 
 from ... import db as dbmod
+from ...db.pool import EXCLUSION_REASONS as POOL_REASONS, filter_reviewed, image_exclusions
 from ...errors import CulturaError, unknown
+from ...models.tiny import is_random_init
 
 
 class BuildError(CulturaError):
@@ -68,8 +70,7 @@ KINDS: dict[str, tuple[Role, ...]] = {
     ),
 }
 
-EXCLUSION_REASONS = ("image_excluded", "culture_conflict", "duplicate_dropped", "filter_removed",
-                     "unreviewed", "low_relevance")
+EXCLUSION_REASONS = (*POOL_REASONS, "low_relevance")
 
 
 # ------------------------------------------------------------------ the pool
@@ -87,6 +88,7 @@ class Pool:
     reviewed: bool                                  # filter decisions exist
     ratings: bool                                   # relevance decisions exist
     low_relevance_links: int = 0
+    random_tag_sources: list[str] = field(default_factory=list)   # tags used from random-init models
 
     def cultures(self, sha: str) -> set[str]:
         return {c for _, c in self.links[sha]}
@@ -98,7 +100,8 @@ class Pool:
         return {"total": self.total, "eligible": len(self.links), "excluded": counts,
                 "low_relevance_links": self.low_relevance_links, "reviewed": self.reviewed,
                 "unreviewed_used": 0 if self.reviewed else len(self.links),
-                "ratings": self.ratings}
+                "ratings": self.ratings, "random_tag_sources": self.random_tag_sources,
+                "excluded_images": [{"sha256": s, "reason": r} for s, r in sorted(self.excluded.items())]}
 
 
 def _current(db, kind: str) -> list[dict]:
@@ -113,10 +116,13 @@ def _current(db, kind: str) -> list[dict]:
     return list(latest.values())
 
 
-def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float | None = 4.0) -> Pool:
+def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
+              allow_random_tags: bool = False) -> Pool:
     """Read the eligible images, their links, tags and duplicate clusters (see module doc for the rules).
 
-    Raises :class:`BuildError` when no filter decision exists and ``allow_unreviewed`` is false."""
+    Raises :class:`BuildError` when no filter decision exists and ``allow_unreviewed`` is false, and when tags
+    come from a random-init model (``openclip:cultura-tiny`` …) and ``allow_random_tags`` is false: such tags
+    are noise and would steer which images may be distractors."""
     db = project.db
     concept_names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
     active = {r[0] for r in db.execute("SELECT id FROM concepts WHERE status = 'active'")}
@@ -125,16 +131,12 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
             "SELECT l.sha256, l.concept_id, l.country FROM image_links l"):
         if cid in active:
             raw_links[sha].add((cid, country))
-    status = {r[0]: r[1] for r in db.execute("SELECT sha256, status FROM images")}
-    conflicts = {r[0] for r in db.execute(
-        "SELECT sha256 FROM image_flags WHERE flag = 'culture_conflict' AND status = 'open'")}
-    dropped = {d["sha256"] for d in _current(db, "dedup") if d["label"] == "drop"}
-    filt = {d["sha256"]: d["label"] for d in _current(db, "filter")}
-    reviewed = bool(filt)
+    reviewed = filter_reviewed(db)
     if not reviewed and not allow_unreviewed:
         raise BuildError("No filter decisions exist, so no image has passed the human filter. Run the filter "
-                         "annotation campaign and 'cultura annotate import', or pass --allow-unreviewed to "
-                         "build from unreviewed images.")
+                         "campaign ('cultura annotate push filter', then 'cultura annotate pull' and 'cultura "
+                         "annotate adjudicate'), or pass --allow-unreviewed to build from unreviewed images.")
+    pool_excluded = image_exclusions(db, require_review=True)
     rel = {(d["sha256"], d["country"]): d["value"] for d in _current(db, "relevance")
            if d["value"] is not None}
     ratings = bool(rel) and min_relevance is not None
@@ -143,16 +145,8 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
     links: dict[str, set[tuple[int, str]]] = {}
     low_links = 0
     for sha in sorted(raw_links):
-        if status.get(sha) != "ok":
-            excluded[sha] = "image_excluded"
-        elif sha in conflicts:
-            excluded[sha] = "culture_conflict"
-        elif sha in dropped:
-            excluded[sha] = "duplicate_dropped"
-        elif reviewed and filt.get(sha) == "remove":
-            excluded[sha] = "filter_removed"
-        elif reviewed and filt.get(sha) != "keep":
-            excluded[sha] = "unreviewed"
+        if sha in pool_excluded:
+            excluded[sha] = pool_excluded[sha]
         else:
             kept = raw_links[sha]
             if ratings:
@@ -163,6 +157,13 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
             else:
                 excluded[sha] = "low_relevance"
     tags: dict[str, set[str]] = {sha: {concept_names[c] for c, _ in ls} for sha, ls in links.items()}
+    random_sources = sorted(r[0] for r in db.execute("SELECT DISTINCT source FROM image_tags")
+                            if is_random_init(r[0]))
+    if random_sources and not allow_random_tags:
+        raise BuildError(f"Image tags from a random-init model ({', '.join(random_sources)}) would steer the "
+                         "distractor choice with noise. Tag with a trained model ('cultura images tag --method "
+                         "llm', or --clip-model with pretrained weights), or pass --allow-random-tags "
+                         "(allow_random_tags=True) to use them anyway.")
     for sha, tag in db.execute("SELECT sha256, tag FROM image_tags"):
         if sha in tags:
             tags[sha].add(tag)
@@ -171,7 +172,7 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
         clusters[sha].add(cid)
     return Pool(links=links, tags=tags, clusters=dict(clusters), concept_names=concept_names,
                 excluded=excluded, total=len(raw_links), reviewed=reviewed, ratings=ratings,
-                low_relevance_links=low_links)
+                low_relevance_links=low_links, random_tag_sources=random_sources)
 
 
 # ------------------------------------------------------------------ sampling
@@ -415,7 +416,8 @@ def _next_version(db, name: str, version: int | None) -> int:
 def build_benchmark(project, kind: str, *, name: str | None = None, version: int | None = None,
                     seed: int = 0, per_pair: int = 1, concepts: Iterable[str] | None = None,
                     countries: Iterable[str] | None = None, descriptors: Iterable[str] | None = None,
-                    allow_unreviewed: bool = False, min_relevance: float | None = 4.0) -> dict:
+                    allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
+                    allow_random_tags: bool = False) -> dict:
     """Build, store and return a versioned benchmark (the ``benchmarks`` row plus its ``report``).
 
     Everything is checked before anything is written (name + version free, integer seed, a native term for
@@ -436,7 +438,8 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
     reg = project.registry
     L_codes = [c.code for c in (reg.resolve(countries) if countries else project.countries)]
     D_codes = [c.code for c in reg.resolve(descriptors)] if descriptors else None
-    pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance)
+    pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
+                     allow_random_tags=allow_random_tags)
     by_name = {v: k for k, v in pool.concept_names.items()}
     if concepts:
         bad = [c for c in concepts if c not in by_name]
@@ -447,6 +450,15 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
         cids = sorted({c for ls in pool.links.values() for c, _ in ls})
     trials, srep = sample_trials(pool, kind, concepts=cids, countries=L_codes, descriptors=D_codes,
                                  per_pair=per_pair, seed=int(seed))
+    if not trials:
+        holes = srep["too_few_images"]
+        roles = sorted({h["role"] for h in holes})
+        raise BuildError(
+            f"No {kind} trial could be built: {srep['cells']} cells, every one short of images "
+            f"(role{'s' if len(roles) != 1 else ''} {', '.join(roles) or '-'}; {srep['duplicate_conflicts']} "
+            f"duplicate conflicts; {len(pool.links)} eligible of {pool.total} linked images). A benchmark "
+            "with no trials is not stored. See 'cultura build stats' for images per concept × country; add "
+            "images or concepts, or review fewer of them away.")
     lang = {c: reg.country(c).language for c in L_codes}
     pairs = sorted({(t.concept_id, t.query_country) for t in trials})
     missing = missing_terms(project, pairs)
@@ -468,7 +480,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
               "min_relevance": min_relevance if pool.ratings else None}
     params = {"per_pair": per_pair, "countries": L_codes, "descriptors": D_codes,
               "concepts": sorted(concepts) if concepts else None, "allow_unreviewed": allow_unreviewed,
-              "min_relevance": min_relevance}
+              "min_relevance": min_relevance, "allow_random_tags": allow_random_tags}
     run_id = dbmod.start_run(db, f"build.{kind}", {"name": name, "version": version, "seed": int(seed),
                                                    **params})
     pair_set = set(pairs)
@@ -563,7 +575,8 @@ def build_stats(project, *, min_images: int = 3, benchmark: str | None = None,
         cells = {(r[0], r[1], r[2]) for r in rows}
         excluded = None
     else:
-        pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance)
+        pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
+                         allow_random_tags=True)  # counts only: tags play no part
         names = pool.concept_names
         cells = {(sha, c, k) for sha, ls in pool.links.items() for c, k in ls}
         excluded = pool.report()
@@ -585,22 +598,3 @@ def build_stats(project, *, min_images: int = 3, benchmark: str | None = None,
     avg = round(sum(r["samples"] for r in countries) / len(countries), 2) if countries else 0.0
     return {"countries": countries, "concepts": concepts, "holes": holes, "average_per_country": avg,
             "min_images": min_images, "pool": excluded}
-
-
-# ------------------------------------------------------------------ demo
-
-def build_demo(project, *, seed: int = 0, per_pair: int = 1) -> dict:
-    """Build both benchmark kinds (``--allow-unreviewed`` when no filter decision exists) and export each
-    to ``project/exports/<name>-v<version>/``. Returns a summary for the demo script."""
-    from .export import export_benchmark
-
-    allow = not project.db.execute(
-        "SELECT 1 FROM decisions WHERE kind = 'filter' AND superseded = 0 LIMIT 1").fetchone()
-    out = {"allow_unreviewed": allow}
-    for kind in KINDS:
-        b = build_benchmark(project, kind, seed=seed, per_pair=per_pair, allow_unreviewed=allow)
-        dest = project.root / "exports" / f"{b['name']}-v{b['version']}"
-        exp = export_benchmark(project, dest, benchmarks=[f"{b['name']}@{b['version']}"])
-        out[kind] = {"name": b["name"], "version": b["version"], "n_items": b["n_items"],
-                     "content_hash": b["content_hash"], "export": str(dest), "files": exp["files"]}
-    return out

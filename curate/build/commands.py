@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from ...console import emit_json, json_option, listing, out, pass_ctx, summary, table
 
@@ -20,6 +21,9 @@ def _print_report(b: dict, as_json: bool) -> None:
     if not img["reviewed"]:
         out.print(f"[yellow]No filter decisions exist: {img['unreviewed_used']} unreviewed images were used "
                   "(--allow-unreviewed).[/yellow]")
+    if img.get("random_tag_sources"):
+        out.print(f"[yellow]Tags from random-init models were used (--allow-random-tags): "
+                  f"{escape(', '.join(img['random_tag_sources']))}.[/yellow]")
     summary("Excluded images", {"linked images": img["total"], "eligible": img["eligible"],
                                 **img["excluded"], "links below min relevance": img["low_relevance_links"]})
     summary("Trials", {"cells": smp["cells"], "requested": smp["requested_trials"],
@@ -45,6 +49,9 @@ def _build_options(f):
                      help="Build even though no filter decision exists (images are then unreviewed)."),
         click.option("--min-relevance", type=float, default=4.0, show_default=True,
                      help="When relevance ratings exist, drop image cultures rated below this mean score."),
+        click.option("--allow-random-tags", is_flag=True,
+                     help="Use image tags from a random-init model (e.g. openclip:cultura-tiny): for demos and "
+                          "tests only; the benchmark report records it."),
         json_option,
     ]
     for o in reversed(opts):
@@ -61,13 +68,13 @@ def build():
 @_build_options
 @pass_ctx
 def build_association(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed,
-                      min_relevance, as_json):
+                      min_relevance, allow_random_tags, as_json):
     """Three-candidate trials (cr, lb, ti) per concept × query country (seed 000 RQ2)."""
     from .build import build_benchmark
 
     b = build_benchmark(ctx.project, "association", name=name, version=version, seed=seed, per_pair=per_pair,
                         concepts=_csv(concepts), countries=_csv(countries), allow_unreviewed=allow_unreviewed,
-                        min_relevance=min_relevance)
+                        min_relevance=min_relevance, allow_random_tags=allow_random_tags)
     _print_report(b, as_json)
 
 
@@ -76,14 +83,15 @@ def build_association(ctx, name, version, seed, per_pair, concepts, countries, a
 @click.option("--descriptors", help="Comma-separated descriptor countries D (default: the query countries).")
 @pass_ctx
 def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed, min_relevance,
-                     as_json, descriptors):
+                     allow_random_tags, as_json, descriptors):
     """Six-candidate trials (cr, orlb, or, cdr, lb, ti) per concept × query country × descriptor country
     (seed 000 RQ3)."""
     from .build import build_benchmark
 
     b = build_benchmark(ctx.project, "descriptor", name=name, version=version, seed=seed, per_pair=per_pair,
                         concepts=_csv(concepts), countries=_csv(countries), descriptors=_csv(descriptors),
-                        allow_unreviewed=allow_unreviewed, min_relevance=min_relevance)
+                        allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
+                        allow_random_tags=allow_random_tags)
     _print_report(b, as_json)
 
 

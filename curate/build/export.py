@@ -239,7 +239,7 @@ def _blob(project, sha: str) -> Path:
     p = project.root / row[0]
     if not p.exists():
         raise ExportError(f"The image file {row[0]} for {sha[:12]}… is missing from the project. Restore the "
-                          "blobs folder (or re-run 'cultura download') and export again.")
+                          "blobs folder (or re-run 'cultura images download') and export again.")
     return p
 
 
@@ -263,6 +263,8 @@ def card_context(project, tables: dict) -> dict:
     concepts = [{"name": k, "images": len(v)} for k, v in sorted(per_concept.items())]
     found = [ln["found_at"] for im in tables["images"] for ln in im["links"] if ln["found_at"]]
     providers = sorted({ln["provider"] for im in tables["images"] for ln in im["links"]})
+    sources = provenance_of(providers, {im["sha256"]: {ln["provider"] for ln in im["links"]}
+                                        for im in tables["images"]})
     shas = {im["sha256"] for im in tables["images"]}
     annot = []
     for kind, rule, n, ag, na in db.execute(
@@ -280,7 +282,7 @@ def card_context(project, tables: dict) -> dict:
                                               max(1, sum(1 for _, n in v if n is not None)), 2)
                                         if any(n is not None for _, n in v) else None)}
                   for (k, r), v in sorted(by_kind.items())]
-    bcfg = project.config.build or {}
+    bcfg = project.config.build
     benchmarks = []
     for b in tables["benchmarks"]:
         rep = json.loads(b["report"] or "{}")
@@ -291,16 +293,46 @@ def card_context(project, tables: dict) -> dict:
         benchmarks.append({**b, "params": json.loads(b["params"] or "{}"), "report": rep,
                            "roles": dict(sorted(roles.items()))})
     return {
-        "title": bcfg.get("title") or project.config.project.name, "benchmarks": benchmarks,
+        "title": bcfg.title or project.config.project.name, "benchmarks": benchmarks,
         "countries": countries, "country_rows": country_rows, "concepts": concepts,
         "average": round(sum(c["samples"] for c in countries) / len(countries), 2) if countries else 0,
         "n_images": len(tables["images"]), "n_items": len(tables["items"]), "n_queries": len(tables["queries"]),
         "variants": sorted({q["variant"] for q in tables["queries"]}),
         "first_found": min(found) if found else None, "last_found": max(found) if found else None,
-        "providers": providers, "annotation": annotation,
-        "license": bcfg.get("license"), "contact": bcfg.get("contact"),
+        "providers": providers, "sources": sources, "annotation": annotation,
+        "license": bcfg.license, "contact": bcfg.contact,
         "files": tables.get("_files", []), "table_ext": tables.get("_ext", "parquet"),
     }
+
+
+#: what each kind of provider means for provenance and rights (the dataset card reads this, never a fixed text)
+PROVENANCE = {
+    "web": ("web image search", "copies of publicly reachable web images found by image search; copyright remains "
+            "with their owners, and each image's source page is listed in `images` (`links.source_page`)"),
+    "urls": ("a list of image URLs", "copies of the images at the listed URLs; copyright remains with their "
+             "owners, and each image's URL is listed in `images`"),
+    "folder": ("a local folder", "files from a local folder supplied by the benchmark's authors (they hold or "
+               "cleared the rights to share them); no web source is recorded"),
+    "import": ("an existing dataset", "images of an existing dataset, re-distributed under that dataset's own "
+               "licence and terms (see its documentation)"),
+}
+
+
+def provenance_of(providers: list[str], per_image: dict[str, set[str]]) -> list[dict]:
+    """One entry per kind of source (web search, URL list, local folder, imported dataset) with the number of
+    images from it, what it was (``how``) and what that means for rights (``rights``)."""
+    def kind(p: str) -> tuple[str, str]:
+        if p.startswith("import:"):
+            return "import", p.split(":", 1)[1]
+        if p in PROVENANCE:
+            return p, p
+        return "web", p
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for provs in per_image.values():
+        for k in {kind(p) for p in provs}:
+            counts[k] += 1
+    return [{"kind": k, "provider": name, "images": n, "how": PROVENANCE[k][0], "rights": PROVENANCE[k][1]}
+            for (k, name), n in sorted(counts.items())]
 
 
 def render_card(context: dict) -> str:

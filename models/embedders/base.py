@@ -67,6 +67,8 @@ class Embedder:
     """
 
     family: ClassVar[str] = ""
+    #: True for a model built without trained weights (its numbers mean nothing); families set or override it
+    random_init: bool = False
     supports_images: ClassVar[bool] = True
     supports_texts: ClassVar[bool] = True
     #: True when the text encoding depends on a language tag given beside the text (NLLB-CLIP's source-language
@@ -114,7 +116,7 @@ class Embedder:
     def info(self) -> dict:
         """Identity facts as a dict (family, architecture, pretrained, weights_sha256, dim, device…)."""
         out = {"identity": self.identity, "family": self.family, "dim": self._dim,
-               "device": getattr(self, "device", None)}
+               "device": getattr(self, "device", None), "random_init": self.random_init}
         if self.instructions:
             out["instructions"] = dict(self.instructions)
         return out

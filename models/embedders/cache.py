@@ -141,7 +141,7 @@ def _image_loader(project) -> Callable[[list[str]], list]:
         missing = [s for s in shas if s not in paths]
         if missing:
             raise CulturaError(f"{len(missing)} image(s) are not in the images table (first: {missing[0]}). "
-                               "Download them first ('cultura download'), or pass only stored sha256s.")
+                               "Download them first ('cultura images download'), or pass only stored sha256s.")
         out = []
         for s in shas:
             p = project.blob_path(paths[s])
@@ -151,7 +151,7 @@ def _image_loader(project) -> Callable[[list[str]], list]:
                     im = safe_image(im)  # bounded before the RGB copy and any model preprocessing
                     out.append(im.convert("RGB") if im.mode not in ("RGB", "L") else im.copy())
             except (OSError, ValueError) as e:
-                raise CulturaError(f"Image {s} at {p} cannot be read ({e}). Re-run 'cultura download' to "
+                raise CulturaError(f"Image {s} at {p} cannot be read ({e}). Re-run 'cultura images download' to "
                                    "restore it, or exclude it before embedding.") from e
         return out
 

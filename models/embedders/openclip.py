@@ -14,7 +14,10 @@ Spec forms:
   own schemas (a folder with ``open_clip_config.json`` and weights).
 
 Without a pretrained tag the model is randomly initialised under ``torch.manual_seed(seed)`` (default 0),
-so it is deterministic; its identity says so: ``openclip:cultura-tiny/random@seed0``.
+so it is deterministic; its identity says so: ``openclip:cultura-tiny/random_init@seed0`` (and
+``info['random_init']`` is True).
+Its outputs mean nothing: tags it writes are refused by ``build`` (unless ``allow_random_tags``) and reports
+carry a banner.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from .languages import set_source_language, source_language_tokenizer
 
 _TINY_REGISTERED = False
 RANDOM_TAGS = {"", "random", "none", "None"}
+RANDOM_INIT = "random_init"   # the marker in the identity of a model built without weights
 
 
 def model_configs_dir() -> Path:
@@ -220,7 +224,12 @@ class OpenCLIPEmbedder(Embedder):
             tag = self.pretrained if self.pretrained and not os.path.isfile(self.pretrained) else "file"
             ck = f"@{self.weights_sha256[:12]}" if self.weights_sha256 else ""
             return f"openclip:{self.arch_label}/{tag}{ck}"
-        return f"openclip:{self.arch_label}/random@seed{self.seed}"
+        return f"openclip:{self.arch_label}/{RANDOM_INIT}@seed{self.seed}"
+
+    @property
+    def random_init(self) -> bool:
+        """True when no weights were loaded: the model is random and its numbers mean nothing."""
+        return not (self.pretrained or self.weights_path)
 
     @property
     def info(self) -> dict:
@@ -229,7 +238,7 @@ class OpenCLIPEmbedder(Embedder):
         return {**super().info, "architecture": self.arch, "pretrained": self.pretrained,
                 "weights_sha256": self.weights_sha256, "config_sha12": self.config_sha12,
                 "seed": None if self.pretrained else self.seed, "precision": self.precision,
-                "random_init": not (self.pretrained or self.weights_path),
+                "random_init": self.random_init,
                 "language_aware": self.language_aware, "default_language": self.default_language,
                 "open_clip_version": open_clip.__version__}
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.demo import CONCEPTS, COUNTRIES, PER_CELL, run_curation
+from tests.fakes.drawn_world import CONCEPTS, COUNTRIES, PER_CELL, run_curation
 
 
 @pytest.fixture(scope="module")

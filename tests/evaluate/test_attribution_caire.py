@@ -80,7 +80,7 @@ def test_identical_image_links_to_its_own_entity(photo_world):
              "--k", "1", "--country", "JP", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
-    assert out["encoder"] == "openclip:cultura-tiny/random@seed0" and out["scored"] == 2
+    assert out["encoder"] == "openclip:cultura-tiny/random_init@seed0" and out["scored"] == 2
     links = {s: json.loads(e)[0][0] for s, e in project.db.execute(
         "SELECT sha256, entities FROM attribution_links").fetchall()}
     assert links == {shas["sushi"]: "e:sushi", shas["taco"]: "e:taco"}

@@ -164,12 +164,12 @@ def test_openclip_tiny(tiny):
     assert v.shape == (3, 32)
     t = tiny.embed_texts(["a photo of a cat", "a photo of a temple"])
     assert_unit_rows(t, 2)
-    assert tiny.identity == "openclip:cultura-tiny/random@seed0"
+    assert tiny.identity == "openclip:cultura-tiny/random_init@seed0"
     assert tiny.info["architecture"] == "cultura-tiny" and tiny.info["seed"] == 0 and tiny.dim == 32
     again = get_embedder("openclip:cultura-tiny")  # random init under a fixed seed: deterministic
     np.testing.assert_allclose(again.embed_images(ims), v, atol=1e-5)
     other = get_embedder("openclip:cultura-tiny", seed=1)
-    assert other.identity == "openclip:cultura-tiny/random@seed1"
+    assert other.identity == "openclip:cultura-tiny/random_init@seed1"
     assert not np.allclose(other.embed_texts(["a photo of a cat"]), t[:1], atol=1e-3)
 
 
@@ -238,7 +238,7 @@ def multilingual_config(tmp_path_factory):
 def test_openclip_multilingual_hf_text_tower(multilingual_config):
     e = get_embedder(f"openclip:{multilingual_config}")
     assert type(e.model.text).__name__ == "HFTextEncoder"
-    assert e.identity.startswith("openclip:tiny-multilingual#") and e.identity.endswith("/random@seed0")
+    assert e.identity.startswith("openclip:tiny-multilingual#") and e.identity.endswith("/random_init@seed0")
     t = e.embed_texts(["a photo of a cat", "ein Foto einer Katze", "猫 の 写真", "รูป แมว"])
     assert_unit_rows(t, 4)
     assert t.shape == (4, 16)
@@ -498,7 +498,7 @@ def test_cache_with_openclip_tiny(project, tiny):
     b = embed_images_cached(project, tiny, shas[::-1])
     assert tiny.stats["images"] == 2
     np.testing.assert_allclose(b, a[::-1])
-    assert set(cache_size(project)["models"]) == {"openclip:cultura-tiny/random@seed0"}
+    assert set(cache_size(project)["models"]) == {"openclip:cultura-tiny/random_init@seed0"}
 
 
 # -- zero-shot -------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def test_mclip_by_hub_name_offline_matches_the_architecture(tiny_mclip, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     e = get_embedder("mclip:cultura-test/Tiny-MCLIP+openclip:cultura-tiny", cache_dir=str(tiny_mclip["cache"]))
     assert e.identity.startswith("mclip:cultura-test/Tiny-MCLIP/random@")
-    assert e.identity.endswith("+openclip:cultura-tiny/random@seed0")
+    assert e.identity.endswith("+openclip:cultura-tiny/random_init@seed0")
     assert e.info["random_init"] is True and e.info["model_base"] == "cultura-test/tiny-xlmr"
     texts = ["a photo of a cat", "猫 の 写真 写真", "एक बिल्ली की तस्वीर"]
     got = e.embed_texts(texts)
@@ -227,7 +227,7 @@ def test_presets_name_the_seed_models():
         assert p.spec.split(":")[0] in available_embedders()
     assert PRESETS["nllb-clip"].spec == "openclip:nllb-clip-base/v1"
     assert PRESETS["capivara-clip"].spec == "openclip:hf-hub:hiaac-nlp/CAPIVARA"
-    assert get_embedder("preset:cultura-tiny").identity == "openclip:cultura-tiny/random@seed0"
+    assert get_embedder("preset:cultura-tiny").identity == "openclip:cultura-tiny/random_init@seed0"
     with pytest.raises(UnknownName, match="Did you mean 'm-clip'"):
         get_embedder("preset:mclip")
     with pytest.raises(ModelUnavailable, match="offline"):

@@ -145,10 +145,12 @@ def test_canary_secrets_never_reach_the_project_folder(project, image_server, ca
 def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
     """The demo pipeline (search, download, dedup, tag, build, export, evaluate + report) on image URLs and
     source pages carrying canaries, plus an LLM stage and an embedding model behind an echoing server."""
-    import cultura.demo as demo
-    from cultura.curate.build.build import build_demo
+    import tests.fakes.drawn_world as demo
+    from cultura.curate.build.build import build_benchmark
+    from cultura.curate.build.export import export_benchmark
     from cultura.curate.concepts import generate_concepts
-    from cultura.evaluate.runner import evaluate_demo
+    from cultura.evaluate.report import write_report
+    from cultura.evaluate.runner import run_evaluation
     from cultura.project import Project
 
     stub = canary_env
@@ -172,12 +174,17 @@ def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
     project.save_config()
     stub.fail_next = [400] * 50
     generate_concepts(project, n=2)
-    built = build_demo(project)
-    assert all(Path(v["export"]).is_dir() for k, v in built.items() if isinstance(v, dict))
+    for kind in ("association", "descriptor"):  # what the demo's build + export stage did
+        b = build_benchmark(project, kind, allow_unreviewed=True, allow_random_tags=True)
+        dest = project.root / "exports" / f"{b['name']}-v{b['version']}"
+        export_benchmark(project, dest, benchmarks=[f"{b['name']}@{b['version']}"])
+        assert dest.is_dir()
     stub.fail_next = [400] * 50
-    ev = evaluate_demo(project, models=("fake", "openai:canary-embed"), suites="prevalence",
-                       options={"n_resamples": 20})
-    assert ev["failed"] and all(REDACTED in f or "rejected" in f for f in ev["failed"]), ev["failed"]
+    recs = run_evaluation(project, ["fake", "openai:canary-embed"], "prevalence", options={"n_resamples": 20},
+                          progress=False)
+    write_report(project)
+    failed = [r.reason for r in recs if r.status == "failed"]
+    assert failed and all(REDACTED in f or "rejected" in f for f in failed), failed
     project.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     project.close()
     assert (root / "reports").is_dir() and (root / "exports").is_dir()

@@ -9,7 +9,7 @@ from ....console import emit_json, json_option, listing, pass_ctx, summary, tabl
 
 def attribution_config(project) -> dict:
     """The ``[evaluate.attribution]`` table of cultura.toml (empty when absent)."""
-    return dict((getattr(project.config, "evaluate", None) or {}).get("attribution") or {})
+    return dict(project.config.evaluate.attribution)
 
 
 @click.group("kb")

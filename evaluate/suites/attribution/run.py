@@ -9,6 +9,7 @@ import json
 
 from ....cultures import ensure_labels, resolve_cultures
 from ....db import now, transaction
+from ....db.pool import image_exclusions
 from ....errors import CulturaError, unknown
 from .baseline import upsert_scores
 from ....models.judges import JudgeResult, get_judge
@@ -21,8 +22,11 @@ CONTEXTS = ("entity", "titles", "gold", "none")
 
 
 def project_images(project, sha256s=None) -> list[tuple[str, str]]:
-    """``[(sha256, absolute path)]`` of the project's ``ok`` images (or of the given sha256s)."""
-    rows = project.db.execute("SELECT sha256, path FROM images WHERE status = 'ok' ORDER BY sha256").fetchall()
+    """``[(sha256, absolute path)]`` of the project's reviewed pool (:mod:`cultura.db.pool`: ``ok`` images that
+    reviews have not dropped), or of the given sha256s among them."""
+    out = image_exclusions(project.db)
+    rows = [r for r in project.db.execute("SELECT sha256, path FROM images WHERE status = 'ok' ORDER BY sha256")
+            if r[0] not in out]
     if sha256s is not None:
         want = set(sha256s)
         rows = [r for r in rows if r[0] in want]
@@ -87,7 +91,7 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
     names = {c.key: c.prompt_name for c in cultures}
     images = project_images(project, sha256s)
     if not images:
-        raise CulturaError("The project has no stored images to attribute; run 'cultura download' first.")
+        raise CulturaError("The project has no stored images to attribute; run 'cultura images download' first.")
     gold = load_gold(project) if context == "gold" else {}
     if context == "gold":
         images = [(s, p) for s, p in images if s in gold]

@@ -39,7 +39,7 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
     from .loglik import DEFAULT_ALPHA, DEFAULT_TAU, run_loglik
     from .run import project_images
 
-    cfg = dict((getattr(project.config, "evaluate", None) or {}).get("attribution") or {})
+    cfg = dict(project.config.evaluate.attribution)
     o = {**cfg, **(options or {})}
     if not o.get("judge"):
         raise SuiteSkipped("No relevance judge: pass --option attribution.judge=openai:MODEL (or stub), or set "
@@ -49,7 +49,7 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
         raise SuiteSkipped(f"Knowledge base {kb!r} is empty; import one with 'cultura kb import FILE --kb {kb}'.")
     images = project_images(project)
     if not images:
-        raise SuiteSkipped("The project has no stored images; run 'cultura download' first.")
+        raise SuiteSkipped("The project has no stored images; run 'cultura images download' first.")
     judge = get_judge(o["judge"])
     countries = o.get("labels") or o.get("countries") or [c.code for c in project.countries]
     if isinstance(countries, str):

@@ -2,7 +2,8 @@
 
 Images come from the ``image_links`` view (the project's searched images and imported sets such as GlobalRG
 alike) or, with ``benchmark``, from one benchmark's candidates. Kept: active concepts, ``images.status = 'ok'``,
-not removed by the current ``filter`` decision. An image found for several countries of one concept is left
+in the reviewed pool (:mod:`cultura.db.pool`: not excluded, no open culture conflict, not a duplicate reviewers
+dropped, not removed by the filter review). An image found for several countries of one concept is left
 out of that concept (its culture is ambiguous) and counted, never silently dropped.
 
 The grouping (Western / non-Western, or any other split) is data: a country attribute of the registry
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ....db.pool import EXCLUSION_REASONS as POOL_REASONS, image_exclusions
 from ....errors import CulturaError
 from ..registry import SuiteSkipped
 
@@ -126,14 +128,6 @@ class ConceptSet:
         return len(self.sha256)
 
 
-def _removed(db) -> set[str]:
-    latest: dict[str, str] = {}
-    for sha, label in db.execute("SELECT sha256, label FROM decisions WHERE kind = 'filter' AND superseded = 0 "
-                                 "AND sha256 IS NOT NULL ORDER BY id"):
-        latest[sha] = label
-    return {s for s, lab in latest.items() if lab == "remove"}
-
-
 def load_concept_sets(project, *, benchmark: str | None = None, grouping_attribute: str = "western",
                       in_group=None, groups_file: str | None = None, concepts=None,
                       query_kinds=None) -> tuple[list[ConceptSet], Grouping, dict]:
@@ -154,17 +148,17 @@ def load_concept_sets(project, *, benchmark: str | None = None, grouping_attribu
             "JOIN concepts c ON c.id = l.concept_id JOIN images i ON i.sha256 = l.sha256 "
             "WHERE c.status = 'active' AND i.status = 'ok'").fetchall()
         prov = None
-    removed = _removed(db)
+    removed = image_exclusions(db)  # the reviewed pool (cultura.db.pool): one definition with build
     wanted = set(concepts) if concepts else None
     kinds = set(query_kinds) if query_kinds else None
     links: dict[tuple[int, str], set[str]] = defaultdict(set)
     names: dict[int, str] = {}
-    excluded = {"filter_removed": 0, "multi_country": 0, "no_group": 0}
+    excluded = {**{r: 0 for r in POOL_REASONS if r != "unreviewed"}, "multi_country": 0, "no_group": 0}
     for sha, cid, name, cc, kind in raw:
         if (wanted and name not in wanted) or (kinds and kind not in kinds and kind != "benchmark"):
             continue
         if sha in removed:
-            excluded["filter_removed"] += 1
+            excluded[removed[sha]] += 1
             continue
         names[cid] = name
         links[(cid, sha)].add(cc)

@@ -357,27 +357,3 @@ def latent(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
 SUITE = Suite(NAME, latent, section=render_latent, description="Latent-space probes (seed 002): WW vs WN image similarity with Welch "
                                          "t, Bonferroni/Holm and a permutation check, country heatmaps, C-ASC, "
                                          "global alignment ranks, UMAP + k-means projections.")
-
-
-def latent_social_demo(project, *, models=("fake", "openclip:cultura-tiny"), say=print) -> dict:
-    """Run the latent and social suites on the demo project with the fake and the tiny random open_clip
-    model; the social suite gets a tiny **synthetic** portrait set (cartoon faces drawn with Pillow, marked
-    synthetic) imported first. Returns the run records and the portrait import counts."""
-    from pathlib import Path
-
-    from ...runner import records_table, run_evaluation
-    from ..social.data import import_portraits, make_synthetic_portraits
-
-    folder = Path(project.root) / "demo_portraits"
-    table = make_synthetic_portraits(folder, per_cell=3, seed=0)
-    counts = import_portraits(project, table, folder, "synthetic-demo", layout="fairface", synthetic=True)
-    say(f"imported synthetic portraits: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped")
-    options = {"latent": {"n_resamples": 200, "permutations": 199, "projection": "auto"},
-               "social": {"n_resamples": 200}}
-    records = run_evaluation(project, list(models), ["latent", "social"], options=options, progress=False)
-    rows = records_table(records)
-    for r in rows:
-        why = f" — {r['reason']}" if r.get("reason") else ""
-        say(f"  {r['suite']} × {r['spec']}: {r['status']} ({r['n_results']} rows){why}")
-    return {"portraits": counts, "runs": rows,
-            "failed": [r.reason for r in records if r.status == "failed"]}

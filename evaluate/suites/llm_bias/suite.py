@@ -28,7 +28,7 @@ NAME = "llm"
 
 
 def _opts(project, options: dict) -> dict:
-    cfg = dict((getattr(project.config, "evaluate", None) or {}).get("llm") or {})
+    cfg = dict(project.config.evaluate.llm)
     return {**cfg, **(options or {})}
 
 
@@ -332,49 +332,3 @@ def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
 SUITE = Suite(NAME, llm_suite, section=render_llm, description="LLM entity bias (seed 001): CBS per entity type / language / "
                "context kind, sentiment ΔFN/ΔFP, extractive-QA Δaccuracy, tokenizer script coverage.",
                model_kind="llm")
-
-
-
-# -- demo -----------------------------------------------------------------------------------------------
-
-DEMO_ENTITIES = "demo_entities.jsonl"
-DEMO_CONTEXTS = "demo_contexts.jsonl"
-
-
-def llm_attribution_demo(project, *, encoder: str = "fake", n_resamples: int = 200,
-                         llm_options: dict | None = None) -> dict:
-    """The demo's LLM-bias and attribution runs: imports the bundled DEMO entity and context sets
-    (``data/demo_entities.jsonl``, ``data/demo_contexts.jsonl``), evaluates the tiny random local LM
-    (``hf:cultura-tiny-gpt2``) with suite ``llm``, builds a demo KB from the project's own images and runs
-    suite ``attribution`` with the deterministic STUB judge. ``llm_options`` override the ``llm`` suite options.
-    Returns the run records and import summaries."""
-    from importlib import resources
-
-    from ..attribution.demo import build_demo_kb
-    from .contexts import import_contexts
-    from .entities import import_entities
-    from ...runner import records_table, run_evaluation
-    from ..attribution import suite as _attr  # noqa: F401 - registers the attribution suite
-
-    data = resources.files("cultura.data")
-    out: dict = {}
-    with resources.as_file(data.joinpath(DEMO_ENTITIES)) as p:
-        out["entities"] = import_entities(project, p, source="demo")
-    with resources.as_file(data.joinpath(DEMO_CONTEXTS)) as p:
-        out["contexts"] = import_contexts(project, p, source="demo")
-    llm_opts = {"llm": "hf:cultura-tiny-gpt2", "n_entities": 2, "seeds": [0], "n_resamples": n_resamples,
-                **(llm_options or {})}
-    recs = run_evaluation(project, [encoder], ["llm"], options={"llm": llm_opts, "attribution": {}},
-                          progress=False)
-    try:
-        out["kb"] = build_demo_kb(project)
-    except CulturaError as e:
-        out["kb"] = {"skipped": str(e)}
-    else:
-        recs += run_evaluation(project, [encoder], ["attribution"],
-                               options={"llm": {}, "attribution": {"judge": "stub", "kb": "demo",
-                                                                   "n_resamples": n_resamples}},
-                               progress=False)
-    out["runs"] = records_table(recs)
-    out["failed"] = [r.reason for r in recs if r.status == "failed"]
-    return out

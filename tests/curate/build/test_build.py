@@ -98,9 +98,11 @@ def test_unreviewed_needs_flag(project):
     # once some decisions exist, images without one are excluded as unreviewed
     sha = project.db.execute("SELECT sha256 FROM images LIMIT 1").fetchone()[0]
     decide(project, "filter", sha, label="keep")
-    b = build_benchmark(project, "association")
-    assert b["report"]["images"]["excluded"]["unreviewed"] == 12 - 1
-    assert b["n_items"] == 0
+    assert load_pool(project).report()["excluded"]["unreviewed"] == 12 - 1
+    # a benchmark with no trials is not a benchmark: nothing is stored (issue 14: it was marked ready)
+    with pytest.raises(BuildError, match="No association trial could be built"):
+        build_benchmark(project, "association")
+    assert project.db["benchmarks"].count == 0
 
 
 def test_min_relevance(project):

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.curate.build.build import build_benchmark, build_demo
+from cultura.curate.build.build import build_benchmark
 from cultura.curate.build.export import ExportError, export_benchmark
 from tests.fakes.world import decide, make_world
 
@@ -118,11 +118,3 @@ def test_bad_benchmark_and_cli(built, tmp_path):
     assert json.loads(r.output)["benchmarks"] == ["descriptor@1"]
     r = CliRunner().invoke(cli, ["--project", str(built.root), "export", str(tmp_path / "cli")])
     assert r.exit_code == 1 and "not an empty folder" in r.output
-
-
-def test_build_demo(project):
-    make_world(project, per_cell=1)
-    d = build_demo(project)
-    assert d["allow_unreviewed"] is True
-    for kind in ("association", "descriptor"):
-        assert (project.root / "exports" / f"{kind}-v1" / "README.md").is_file()

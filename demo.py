@@ -30,6 +30,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from PIL import Image
 from rich.console import Console
+from sklearn.datasets import load_sample_images
 
 from .cli import cli
 from .project import Project
@@ -57,7 +58,6 @@ def real_photos(root: str | Path) -> dict:
     another country. Returns the counts (``files``, ``distinct`` images)."""
     # deferred: scikit-image and scikit-learn are heavy and only the photographs need them
     import skimage.data as skd
-    from sklearn.datasets import load_sample_images
 
     root = Path(root)
     sk = load_sample_images()

@@ -14,8 +14,10 @@ import re
 import secrets
 import subprocess
 
+import httpx
+
 from cultura.db import dumps, now, transaction
-from cultura.errors import CulturaError
+from cultura.errors import CulturaError, unknown
 
 from .server import Connection, LabelStudioError, connect, data_dir, find_executable, read_secrets
 
@@ -89,8 +91,7 @@ def set_password(project, name: str, password: str | None = None) -> dict:
 
 
 def _ensure_user(conn: Connection, name: str, email: str) -> int:
-    from label_studio_sdk.core.api_error import ApiError
-    import httpx
+    from label_studio_sdk.core.api_error import ApiError  # deferred: heavy optional dependency, loaded on first use
 
     try:
         for u in conn.client.users.list():
@@ -120,7 +121,6 @@ def get_annotators(project, names: list[str] | None = None, *, role: str | None 
         rows = [r for r in rows if r["role"] == role]
     if names:
         by = {r["name"]: r for r in rows}
-        from cultura.errors import unknown
         missing = [n for n in names if n not in by]
         if missing:
             raise unknown("active annotator", missing[0], by, hint="Add one with 'cultura annotate "
@@ -135,7 +135,6 @@ def deactivate_annotator(project, name: str) -> dict:
     """Mark an annotator inactive: no new assignments; their annotations are kept."""
     rows = list(project.db["annotators"].rows_where("name = ?", [name]))
     if not rows:
-        from cultura.errors import unknown
         raise unknown("annotator", name, [r["name"] for r in project.db["annotators"].rows])
     with transaction(project.db):
         project.db["annotators"].update(rows[0]["id"], {"active": 0, "updated_at": now()})

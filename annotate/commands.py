@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 
 import click
-
 from rich.markup import escape
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
-from .server import read_secrets
+from .annotators import add_annotator, deactivate_annotator, list_annotators, set_password
+from .decide import adjudicate
+from .images import make_server
+from .pull import pull
+from .push import push
+from .report import agreement_report, list_campaigns, set_campaign_status, status
+from .server import read_secrets, server_status, start_server, stop_server
+from .simulate import simulate_annotations
 
 
 @click.group()
@@ -34,7 +40,6 @@ def server():
 def server_start(ctx, port, timeout, as_json):
     """Start Label Studio with its data in PROJECT/labelstudio and admin credentials in
     PROJECT/.secrets/labelstudio.json (mode 0600)."""
-    from .server import start_server
     summary("annotate server start", start_server(ctx.project, port=port, timeout=timeout), as_json)
 
 
@@ -43,7 +48,6 @@ def server_start(ctx, port, timeout, as_json):
 @pass_ctx
 def server_stop(ctx, as_json):
     """Stop the project's local Label Studio."""
-    from .server import stop_server
     summary("annotate server stop", stop_server(ctx.project), as_json)
 
 
@@ -52,7 +56,6 @@ def server_stop(ctx, as_json):
 @pass_ctx
 def server_status_cmd(ctx, as_json):
     """Whether Label Studio answers, where, and which version (never prints credentials)."""
-    from .server import server_status
     summary("annotate server status", server_status(ctx.project), as_json)
 
 
@@ -65,7 +68,6 @@ def serve_images(ctx, port, save):
     """Serve the project's blobs/ read-only over HTTP on 127.0.0.1 (only /blobs/ab/<sha256>.<ext>), so task
     images reach annotators by URL. The printed base URL is what annotate.image_base_url (or push
     --image-base) takes; --save records it."""
-    from .images import make_server
     ls_url = os.environ.get("LABEL_STUDIO_URL") or (read_secrets(ctx.project) or {}).get("url")
     httpd = make_server(ctx.project.blobs, port, origins=[ls_url] if ls_url else [])
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -104,7 +106,6 @@ def annotators():
 def annotators_add(ctx, name, email, country, languages, role, as_json):
     """Create the Label Studio user for NAME and record the annotator (no password is stored: hand out an
     invite link, or for the project's local server set one with 'cultura annotate annotators password NAME')."""
-    from .annotators import add_annotator
     langs = languages.split(",") if languages else None
     summary("annotate annotators add", add_annotator(ctx.project, name, email=email, country=country,
                                                      languages=langs, role=role), as_json)
@@ -115,7 +116,6 @@ def annotators_add(ctx, name, email, country, languages, role, as_json):
 @pass_ctx
 def annotators_list(ctx, as_json):
     """List annotators with country, languages, role and whether they are active."""
-    from .annotators import list_annotators
     rows = list_annotators(ctx.project)
     listing("annotators", rows, as_json)
 
@@ -126,7 +126,6 @@ def annotators_list(ctx, as_json):
 @pass_ctx
 def annotators_deactivate(ctx, name, as_json):
     """Stop assigning new items to NAME (their annotations are kept)."""
-    from .annotators import deactivate_annotator
     summary("annotate annotators deactivate", deactivate_annotator(ctx.project, name), as_json)
 
 
@@ -138,7 +137,6 @@ def annotators_deactivate(ctx, name, as_json):
 def annotators_password(ctx, name, password, as_json):
     """Set NAME's password on the project's local Label Studio (runs Label Studio's reset_password on the
     project's own data dir; the password is printed once and stored nowhere)."""
-    from .annotators import set_password
     summary("annotate annotators password", set_password(ctx.project, name, password), as_json)
 
 
@@ -155,7 +153,6 @@ def campaigns():
 @pass_ctx
 def campaigns_list(ctx, as_json):
     """Every campaign with its kind, overlap, status and numbers of items and projects."""
-    from .report import list_campaigns
     listing("annotate campaigns", list_campaigns(ctx.project), as_json)
 
 
@@ -164,7 +161,6 @@ def _campaign_status_command(status: str, doc: str):
     @json_option
     @pass_ctx
     def cmd(ctx, name, as_json):
-        from .report import set_campaign_status
         summary(f"annotate campaigns {status}", set_campaign_status(ctx.project, name, status), as_json)
     cmd.__doc__ = doc
     return cmd
@@ -204,7 +200,6 @@ def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, im
     """Build KIND items from the database (or --from FILE), assign each to K annotators (balanced, native
     speakers where needed) and import new tasks into each annotator's own Label Studio project. Rerunning adds
     only new items and resumes an interrupted push without duplicate tasks."""
-    from .push import push
     res = push(ctx.project, kind, overlap=overlap, annotators=names.split(",") if names else None, gold=gold,
                batch=batch, source=source, other_countries=other_countries, image_base=image_base,
                prioritise=prioritise)
@@ -218,7 +213,6 @@ def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, im
 def pull_cmd(ctx, campaign, as_json):
     """Fetch annotations of every campaign project (append-only: an edited annotation becomes a new version).
     Projects deleted in Label Studio are reported; nothing local is lost."""
-    from .pull import pull
     summary("annotate pull", pull(ctx.project, campaign=campaign), as_json)
 
 
@@ -229,7 +223,6 @@ def pull_cmd(ctx, campaign, as_json):
 def agreement_cmd(ctx, campaign, as_json):
     """Percent agreement, Cohen's κ per pair (quadratic for Likert), Fleiss' κ, Krippendorff's α, leave-one-out
     consensus, gold accuracy, throughput, workload and per-country breakdown."""
-    from .report import agreement_report
     reps = agreement_report(ctx.project, campaign)
     if as_json:
         emit_json(reps)
@@ -267,7 +260,6 @@ def _round(v, digits: int = 3):
 def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json):
     """Write final decisions (read by build: removed images, resolved duplicate clusters, relevance scores) and
     send disagreements to an adjudication project showing the earlier labels."""
-    from .decide import adjudicate
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
     listing("annotate adjudicate", res, as_json)
@@ -287,7 +279,6 @@ def simulate_cmd(ctx, campaign, disagreement, seed, purpose, as_json):
     annotators would, with SIMULATED answers (so pull, agreement and adjudication can be tried end to end).
     Simulated annotations are recorded in Label Studio under the annotators' accounts; never use this on a
     project whose decisions you will publish."""
-    from .simulate import simulate_annotations
     res = simulate_annotations(ctx.project, campaign, disagreement=disagreement, seed=seed, purpose=purpose)
     if not as_json:
         out.print("[bold yellow]SIMULATED annotations (a demo/testing aid): not human judgements.[/bold yellow]")
@@ -299,7 +290,6 @@ def simulate_cmd(ctx, campaign, disagreement, seed, purpose, as_json):
 @pass_ctx
 def status_cmd(ctx, as_json):
     """Per campaign and annotator: assigned, done, remaining, last activity; projects missing in Label Studio."""
-    from .report import status
     rows = status(ctx.project)
     listing("annotate status", rows, as_json)
 

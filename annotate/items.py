@@ -8,7 +8,6 @@ time (:func:`task_data`), so image URLs follow the current ``annotate.image_base
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import html
 import json
@@ -20,6 +19,7 @@ from ..cultures import registered_labels
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
 from ..redact import strip_userinfo
+from .kinds import get_kind
 
 BUILDERS: dict[str, Callable] = {}
 
@@ -257,7 +257,6 @@ def items_from_file(project, kind: str, source) -> list[dict]:
 
 def items_from_rows(project, kind: str, rows: list[dict], source: str) -> list[dict]:
     """Items of the text kinds (entity, translation) from rows of a file or a table."""
-    from .kinds import get_kind
 
     level = get_kind(kind).level
     out = []
@@ -298,7 +297,6 @@ def items_from_rows(project, kind: str, rows: list[dict], source: str) -> list[d
 
 def apply_gold(items: list[dict], rows: list[dict]) -> int:
     """Set known answers from rows ``{"item_key": ..., "gold": ...}`` on matching items."""
-    from .kinds import get_kind
 
     by = {it["item_key"]: it for it in items}
     n = 0

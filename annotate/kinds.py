@@ -95,7 +95,9 @@ def render_config(kind: str, *, adjudication: bool = False, validate: bool = Tru
 def validate_config(xml: str, *, example: dict | None = None) -> None:
     """Offline checks: XML schema, unique names, toName targets, tag attributes; and that the example task
     provides every ``$variable`` the config uses. Raises :class:`TemplateError`."""
-    from label_studio_sdk.label_interface import LabelInterface
+    from label_studio_sdk.label_interface import (
+        LabelInterface,  # deferred: heavy optional dependency, loaded on first use
+    )
 
     try:
         li = LabelInterface(xml)

@@ -12,6 +12,7 @@ a time per project: a second one is refused at once, naming the process that run
 from __future__ import annotations
 
 import hashlib
+import html as h
 import json
 import random
 
@@ -139,7 +140,7 @@ def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, ove
 
 def _api(conn: Connection, fn, *args, **kwargs):
     """Call the SDK; connection failures become one clear sentence."""
-    from label_studio_sdk.core.api_error import ApiError
+    from label_studio_sdk.core.api_error import ApiError  # deferred: heavy optional dependency, loaded on first use
     try:
         return fn(*args, **kwargs)
     except httpx.HTTPError as e:
@@ -216,7 +217,6 @@ def _find_ls_project(conn: Connection, db, title: str, description: str) -> int 
 
 
 def _instructions(kind: str) -> str:
-    import html as h
     name = {"dedup-review": "dedup_review", "relevance": "relevance_rubric", "entity": "entity",
             "translation": "translation", "context": "context"}.get(kind)
     text = guideline(name) if name else FILTER_GUIDELINE

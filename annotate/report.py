@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from cultura.db import now
-from cultura.errors import CulturaError
+from cultura.errors import CulturaError, unknown
 
 from . import agreement as ag
 from .kinds import get_kind
@@ -39,7 +39,6 @@ def _clean(obj):
 def campaigns(db, name: str | None = None) -> list[dict]:
     rows = list(db["campaigns"].rows_where("name = ?" if name else None, [name] if name else [], order_by="id"))
     if name and not rows:
-        from cultura.errors import unknown
         raise unknown("campaign", name, [r["name"] for r in db["campaigns"].rows])
     return rows
 

@@ -63,7 +63,7 @@ class Connection:
 
     @property
     def client(self):
-        from label_studio_sdk import LabelStudio
+        from label_studio_sdk import LabelStudio  # deferred: heavy optional dependency, loaded on first use
 
         if not hasattr(self, "_client"):
             self._client = LabelStudio(base_url=self.url, api_key=self.api_key, timeout=120)

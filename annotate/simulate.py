@@ -14,6 +14,7 @@ import random
 from cultura.errors import CulturaError
 
 from .kinds import get_kind
+from .pull import pull
 from .server import Connection, connect
 
 SIMULATED_NOTE = "SIMULATED annotator (cultura.annotate.simulate): not human judgements"
@@ -36,7 +37,6 @@ def simulate_annotations(project, campaign: str, *, disagreement: float = 0.1, s
     (gold answer if known), and each annotator deviates from it with probability ``disagreement``."""
     if not 0 <= disagreement <= 1:
         raise CulturaError("disagreement must be between 0 and 1.")
-    from .pull import pull
 
     db = project.db
     conn = conn or connect(project)

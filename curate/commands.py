@@ -5,11 +5,37 @@ import click
 from rich.markup import escape
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..project import init_project
+from .concepts import (
+    add_concepts,
+    build_queries,
+    dedup_concepts,
+    generate_concepts,
+    list_concepts,
+    list_terms,
+    load_preset,
+    remove_concept,
+    set_term,
+    set_terms_from_file,
+    translate_concepts,
+)
+from .dedup import dedup_images
+from .download import download_candidates
+from .search import ingest_img2dataset, search_images
+from .status import (
+    flags,
+    list_clusters,
+    list_images,
+    nothing_to_do,
+    project_status,
+    resolve_image_flags,
+    set_image_status,
+)
+from .tagging import tag_images
 
 
 def _nothing_to_do(ctx, stage: str, as_json: bool, when: bool = True) -> bool:
     """Print what to do first (JSON: ``{"nothing_to_do": …}``) when ``stage`` has nothing to work on."""
-    from .status import nothing_to_do
 
     hint = nothing_to_do(ctx.project, stage) if when else None
     if hint:
@@ -29,7 +55,6 @@ def _nothing_to_do(ctx, stage: str, as_json: bool, when: bool = True) -> bool:
 @json_option
 def init(directory, countries, preset, name, overwrite, as_json):
     """Create a project: DIRECTORY/cultura.toml and DIRECTORY/cultura.db."""
-    from ..project import init_project
 
     p = init_project(directory, countries=countries, preset=preset, name=name, overwrite=overwrite)
     info = {"project": str(p.root), "countries": [c.code for c in p.countries], "database": str(p.db_path)}
@@ -45,7 +70,6 @@ def init(directory, countries, preset, name, overwrite, as_json):
 @pass_ctx
 def status(ctx, as_json):
     """Counts per stage, per country and per concept, and failures by reason."""
-    from .status import project_status
 
     s = project_status(ctx.project)
     if as_json:
@@ -83,7 +107,6 @@ def concepts():
 def concepts_generate(ctx, n, model, as_json):
     """Ask the LLM for culturally-varying universal concepts, with one example entity per country
     (seed 000 App. H prompt). Needs OPENAI_API_KEY (and OPENAI_BASE_URL for other servers)."""
-    from .concepts import generate_concepts
 
     summary("concepts generate", generate_concepts(ctx.project, n=n, model=model), as_json)
 
@@ -94,7 +117,6 @@ def concepts_generate(ctx, n, model, as_json):
 @pass_ctx
 def concepts_load(ctx, preset, as_json):
     """Load a seed's own concept list (offline)."""
-    from .concepts import load_preset
 
     res = load_preset(ctx.project, preset)
     res.pop("names")
@@ -108,7 +130,6 @@ def concepts_load(ctx, preset, as_json):
 @pass_ctx
 def concepts_add(ctx, names, description, as_json):
     """Add concepts by hand."""
-    from .concepts import add_concepts
 
     summary("concepts add", add_concepts(ctx.project, names, description=description), as_json)
 
@@ -120,7 +141,6 @@ def concepts_add(ctx, names, description, as_json):
 @pass_ctx
 def concepts_list(ctx, status_, as_json):
     """List concepts with their numbers of terms, queries and images."""
-    from .concepts import list_concepts
 
     rows = list_concepts(ctx.project, status=None if status_ == "all" else status_)
     listing(f"{len(rows)} concepts", rows, as_json, ["id", "name", "status", "source", "terms", "queries", "images"])
@@ -133,7 +153,6 @@ def concepts_list(ctx, status_, as_json):
 @pass_ctx
 def concepts_remove(ctx, name, reason, as_json):
     """Mark a concept removed (nothing is deleted)."""
-    from .concepts import remove_concept
 
     summary("concepts remove", remove_concept(ctx.project, name, reason=reason), as_json)
 
@@ -147,7 +166,6 @@ def concepts_remove(ctx, name, reason, as_json):
 @pass_ctx
 def concepts_dedup(ctx, threshold, embedder, apply, as_json):
     """Find near-duplicate concepts by embedding similarity; --apply records merges."""
-    from .concepts import dedup_concepts
 
     clusters = dedup_concepts(ctx.project, threshold=threshold, embedder=embedder, apply=apply)
     rows = [{"keep": c.keep, "merge": ", ".join(c.merge), "min_cosine": round(c.similarity, 4)} for c in clusters]
@@ -163,7 +181,6 @@ def concepts_dedup(ctx, threshold, embedder, apply, as_json):
 @pass_ctx
 def concepts_translate(ctx, model, overwrite, as_json):
     """The native term of every concept for each country's language (by LLM), then the search queries."""
-    from .concepts import build_queries, translate_concepts
 
     if _nothing_to_do(ctx, "translate", as_json):
         return
@@ -185,7 +202,6 @@ def concepts_translate(ctx, model, overwrite, as_json):
 def concepts_set_term(ctx, concept, country, term, language, source, as_json):
     """Set or correct a native term by hand (never overwritten by translation): CONCEPT COUNTRY TERM, or many
     from a file with --from."""
-    from .concepts import build_queries, set_term, set_terms_from_file
 
     if source:
         if concept or country or term:
@@ -205,7 +221,6 @@ def concepts_set_term(ctx, concept, country, term, language, source, as_json):
 @pass_ctx
 def concepts_terms(ctx, country, as_json):
     """List native terms with their source."""
-    from .concepts import list_terms
 
     rows = list_terms(ctx.project, country=country)
     listing(f"{len(rows)} terms", rows, as_json)
@@ -216,7 +231,6 @@ def concepts_terms(ctx, country, as_json):
 @pass_ctx
 def concepts_queries(ctx, as_json):
     """(Re)build the search queries: English "{concept} {Country}" and native "{term} {native name}"."""
-    from .concepts import build_queries
 
     summary("queries", build_queries(ctx.project), as_json)
 
@@ -236,8 +250,6 @@ def images():
 @pass_ctx
 def images_search(ctx, provider, per_query, refresh, as_json):
     """Find candidate images for every query (resumable: done queries are skipped)."""
-    from .concepts import build_queries
-    from .search import search_images
 
     web = (provider or ctx.project.config.search.provider).split(":")[0] == "ddgs"
     if _nothing_to_do(ctx, "search", as_json, when=web):
@@ -255,7 +267,6 @@ def images_search(ctx, provider, per_query, refresh, as_json):
 @pass_ctx
 def images_ingest(ctx, directory, as_json):
     """Read an img2dataset output folder back in (needs additional columns concept and country)."""
-    from .search import ingest_img2dataset
 
     summary("images ingest", ingest_img2dataset(ctx.project, directory), as_json)
 
@@ -269,7 +280,6 @@ def images_ingest(ctx, directory, as_json):
 def images_download(ctx, workers, retry_failed, limit, as_json):
     """Download pending candidates safely (private addresses refused, bytes and pixels capped, content
     sniffed, files stored by content hash). Resumable after Ctrl-C or kill."""
-    from .download import download_candidates
 
     if _nothing_to_do(ctx, "download", as_json):
         return
@@ -290,7 +300,6 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
 @pass_ctx
 def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold, as_json):
     """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
-    from .dedup import dedup_images
 
     if _nothing_to_do(ctx, "dedup", as_json):
         return
@@ -311,7 +320,6 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder
 @pass_ctx
 def images_tag(ctx, method, model, clip_model, top_k, retry_failed, limit, as_json):
     """Multi-label concept tags per image (seed 000 App. I), by vision LLM or CLIP zero-shot."""
-    from .tagging import tag_images
 
     res = tag_images(ctx.project, method=method, model=model, clip_model=clip_model, top_k=top_k,
                      retry_failed=retry_failed, limit=limit, progress=not as_json)
@@ -341,7 +349,6 @@ def images_failures(ctx, limit, as_json):
 def images_list(ctx, concept, country, status_, pool, limit, as_json):
     """Images with the concept × country pairs that found them, tags, and whether each is in the reviewed pool
     (the images build, export and the suites use) or why not."""
-    from .status import list_images
     rows = list_images(ctx.project, concept=concept, country=country, status=status_, pool=pool, limit=limit)
     listing(f"{len(rows)} images", rows, as_json,
             shown=[{**{k: v for k, v in r.items() if k != "path"}, "sha256": r["sha256"][:12]} for r in rows])
@@ -355,7 +362,6 @@ def images_list(ctx, concept, country, status_, pool, limit, as_json):
 def images_clusters(ctx, status_, as_json):
     """Duplicate clusters, members side by side (representative first) with their distance, countries and
     review decision."""
-    from .status import list_clusters
     rows = list_clusters(ctx.project, status=None if status_ == "all" else status_)
     listing(f"{len(rows)} duplicate clusters", rows, as_json,
             shown=[{k: v for k, v in r.items() if k != "representative"} for r in rows])
@@ -373,7 +379,6 @@ def images_clusters(ctx, status_, as_json):
 def images_flags(ctx, status_, resolve, reopen, reason, as_json):
     """List image flags (culture conflicts: an image found for two countries; unreadable files) and resolve or
     reopen them by hand. Review decisions (dedup review, relevance) resolve them too."""
-    from .status import flags, resolve_image_flags
     if resolve or reopen:
         res = {}
         if resolve:
@@ -393,7 +398,6 @@ def images_flags(ctx, status_, resolve, reopen, reason, as_json):
 @pass_ctx
 def images_exclude(ctx, sha256, reason, as_json):
     """Take images out of the reviewed pool by hand (sha256 prefixes); nothing is deleted."""
-    from .status import set_image_status
     summary("images exclude", set_image_status(ctx.project, sha256, exclude=True, reason=reason), as_json)
 
 
@@ -403,7 +407,6 @@ def images_exclude(ctx, sha256, reason, as_json):
 @pass_ctx
 def images_include(ctx, sha256, as_json):
     """Undo 'cultura images exclude' for these images (sha256 prefixes)."""
-    from .status import set_image_status
     summary("images include", set_image_status(ctx.project, sha256, exclude=False), as_json)
 
 

@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field, field_validator
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
-from ..db import dumps, finish_run, now, start_run, transaction
+from ..db import finish_run, now, start_run, transaction
 from ..errors import CulturaError, unknown
+from ..models.embedders import get_embedder
 from ..models.llm import LLM
 
 PRESETS = {"3xcm": "concepts_3xcm.csv", "globalrg": "concepts_globalrg.csv"}
@@ -183,11 +187,7 @@ def dedup_concepts(project, *, threshold: float | None = None, embedder: str | N
     """Cluster active concepts whose name embeddings have cosine ≥ ``threshold`` (seed 000 §3.2.1 uses
     BAAI/bge-m3). The kept concept of a cluster is the one with the most images, then the shortest name.
     With ``apply`` the others become ``merged`` with ``merged_into`` pointing at the kept one."""
-    import numpy as np
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
-    from ..models.embedders import get_embedder
 
     cfg = project.config.concepts
     threshold = cfg.dedup_threshold if threshold is None else threshold

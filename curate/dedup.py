@@ -49,11 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..db import chunks, dumps, finish_run, now, start_run, transaction
 from ..db.blobs import check_blobs
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
+from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import hashing
 
@@ -342,7 +344,6 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
 
 
 def _bar(label: str, total: int):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                  transient=True)
@@ -450,7 +451,6 @@ def concept_pairs(inv: Inventory, mask: np.ndarray, search: Callable[[np.ndarray
 
 
 def _embedder(opts):
-    from ..models.embedders import get_embedder
 
     if opts.get("_embedder_obj") is None:
         opts["_embedder_obj"] = get_embedder(opts["embedder"])
@@ -466,7 +466,6 @@ def _embedding_find(project, inv, opts):
     within-concept scope searches each concept's images apart (exact, ``n**2 / k`` work for ``k``
     concepts), global scope searches everything with :func:`cosine_pairs` (exact; see docs/scaling.md for an
     approximate index at millions of images)."""
-    from ..models.embedders import embed_images_cached
 
     emb = _embedder(opts)
     keep = np.ones(inv.n, dtype=bool)

@@ -50,14 +50,21 @@ from typing import Callable
 
 import httpcore
 import httpx
+from PIL import Image, ImageFile, UnidentifiedImageError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import db as dbmod
-from ..errors import CulturaError
-from ..redact import strip_userinfo
-from . import hashing
-from . import safety
 from ..db import transaction
 from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
+from ..errors import CulturaError
+from ..redact import strip_userinfo
+from . import hashing, safety
+
+try:  # POSIX file locks; elsewhere the downloader runs without a project lock
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 __all__ = ["REASONS", "ALLOWED_FORMATS", "FetchResult", "ImageInfo", "download_candidates",
            "adownload_candidates", "fetch_image", "make_client", "sniff_image", "store_blob", "DownloadLocked"]
@@ -175,7 +182,6 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
                 max_aspect_ratio: float | None = None) -> ImageInfo:
     """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
     :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
-    from PIL import Image, ImageFile, UnidentifiedImageError
 
     n = len(data)
     if n == 0:
@@ -571,9 +577,7 @@ def _project_lock(project):
     """One downloader per project (the orphan sweep must not race another writer of blobs)."""
     project.blobs.mkdir(parents=True, exist_ok=True)
     path = project.blobs / ".download.lock"
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock
+    if fcntl is None:  # pragma: no cover - not POSIX: no lock
         yield
         return
     with open(path, "a+") as f:
@@ -609,8 +613,6 @@ def _round_robin_by_host(rows: list[dict]) -> collections.deque:
 def _progress_bar(total: int, enabled: bool):
     if not enabled:
         return contextlib.nullcontext(None)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     return Progress(TextColumn("download"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]} ok"),
                     TimeRemainingColumn(), console=Console(stderr=True), transient=False)
 

@@ -30,6 +30,7 @@ Search
 """
 from __future__ import annotations
 
+import io
 import itertools
 import math
 import os
@@ -39,6 +40,10 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import scipy.fftpack
+from PIL import Image, ImageDraw, ImageFilter
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 #: Names the hash definition; stored in dedup run parameters so a change of definition is a new run.
 HASH_VERSION = "imagehash-4.3/draft64/gap3"
@@ -81,7 +86,6 @@ class HashResult:
 def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode one image (path, bytes or PIL image) to the 32x32 and 9x8 grey thumbnails the hashes need,
     and the 32x32 thumbnail of its centre region (for the centre pHash)."""
-    from PIL import Image
 
     if isinstance(item, Image.Image):
         return thumbnails(item.convert("L"))
@@ -101,7 +105,6 @@ def prepare_decode(im) -> None:
 
 def thumbnails(gray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The pHash, dHash and centre-pHash thumbnails of a decoded grey (mode ``L``) image."""
-    from PIL import Image
 
     lanczos = Image.Resampling.LANCZOS
     p = np.asarray(gray.resize((32, 32), lanczos, reducing_gap=REDUCING_GAP))
@@ -124,7 +127,6 @@ def hashes_of_decoded(im) -> tuple[str, str, str]:
 
 
 def _as_file(data):
-    import io
 
     if isinstance(data, (bytes, bytearray, memoryview)):
         return io.BytesIO(bytes(data))
@@ -139,7 +141,6 @@ def _pack(bits: np.ndarray) -> np.ndarray:
 
 def phash_from_thumbs(thumbs: np.ndarray) -> np.ndarray:
     """pHash bits of a batch of 32x32 grey thumbnails ``(n, 32, 32)`` -> uint64 (imagehash's phash)."""
-    import scipy.fftpack
 
     if len(thumbs) == 0:
         return np.zeros(0, dtype=np.uint64)
@@ -247,7 +248,7 @@ def _codes(h: np.ndarray) -> np.ndarray:
 
 def _range(db_codes: np.ndarray, q_codes: np.ndarray, threshold: int):
     """faiss brute force: (query index, db index, distance) of every pair within ``threshold`` bits."""
-    import faiss
+    import faiss  # deferred: heavy optional dependency, loaded on first use
 
     index = faiss.IndexBinaryFlat(64)
     index.add(db_codes)
@@ -306,7 +307,7 @@ def _gph_part(h: np.ndarray, codes: np.ndarray, threshold: int, shift: int, bits
     flips = _ball(bits, t)[1:]
 
     def run(keys):
-        import faiss
+        import faiss  # deferred: heavy optional dependency, loaded on first use
 
         faiss.omp_set_num_threads(1)  # this worker thread only; parallelism comes from the pool
         out_i, out_j, out_d = [], [], []
@@ -338,7 +339,7 @@ def _brute_pairs(h: np.ndarray, threshold: int, workers: int | None = None):
     step = max(256, -(-len(h) // (4 * workers)))
 
     def run(start):
-        import faiss
+        import faiss  # deferred: heavy optional dependency, loaded on first use
 
         faiss.omp_set_num_threads(1)
         qi, di, dist = _range(codes, codes[start:start + step], threshold)
@@ -440,8 +441,6 @@ def connected_clusters(n: int, pairs: np.ndarray) -> list[np.ndarray]:
     >>> [c.tolist() for c in connected_clusters(5, np.array([[0, 3], [3, 4]]))]
     [[0, 3, 4]]
     """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if n == 0 or len(pairs) == 0:
@@ -466,7 +465,6 @@ def synthetic_image(seed: int, size: tuple[int, int] = (640, 480)):
 
     Used by the threshold calibration, the tests and the benchmarks; different seeds give unrelated images.
     """
-    from PIL import Image, ImageDraw, ImageFilter
 
     rng = np.random.default_rng(seed)
     w, h = size
@@ -495,7 +493,6 @@ def synthetic_image(seed: int, size: tuple[int, int] = (640, 480)):
 
 
 def _jpeg(im, quality: int) -> bytes:
-    import io
 
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=quality)
@@ -506,7 +503,6 @@ def duplicate_variants(im, seed: int) -> dict[str, bytes]:
     """Near-duplicate copies of ``im`` as encoded bytes: ``original`` (JPEG q=90), ``resized`` (50%, q=90),
     ``upscaled`` (150%), ``reencoded`` (JPEG q=60), ``cropped`` (1-5% of each side's length removed, split
     at random between the two sides) and ``combined`` (cropped, resized to 75% and q=60)."""
-    from PIL import Image
 
     rng = np.random.default_rng(10_000 + seed)
     w, h = im.size

@@ -15,9 +15,7 @@ rows already imported, and a bad row never stops the others.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import re
 from collections import defaultdict

@@ -16,9 +16,10 @@ import os
 import random
 import time
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
+
+from rich.progress import track
 
 from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.readers import ERROR, read_rows
@@ -192,12 +193,16 @@ class DDGSProvider(Provider):
     def _client(self):
         if self.client_factory is not None:
             return self.client_factory()
-        from ddgs import DDGS
+        from ddgs import DDGS  # deferred: heavy optional dependency, loaded on first use
 
         return DDGS(timeout=20)
 
     def run(self, project, *, per_query: int, refresh: bool = False, progress: bool = True) -> dict:
-        from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+        from ddgs.exceptions import (  # deferred: heavy optional dependency, loaded on first use
+            DDGSException,
+            RatelimitException,
+            TimeoutException,
+        )
 
         cfg = project.config.search
         db = project.db
@@ -255,7 +260,6 @@ def _pending_queries(db, provider: str, refresh: bool) -> list[dict]:
 def _progress(items, enabled: bool, what: str):
     if not enabled or not items:
         return items
-    from rich.progress import track
 
     return track(items, description=what, transient=True)
 

@@ -12,13 +12,15 @@ import os
 
 import numpy as np
 from pydantic import BaseModel, Field
+from rich.progress import track
 
 from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.blobs import check_blobs
 from ..errors import CulturaError, unknown
-from .concepts import active_concepts, normalise
+from ..models.embedders import embed_images_cached, embed_texts_cached, get_embedder
 from ..models.embedders.base import ModelUnavailable
-from ..models.llm import LLM
+from ..models.llm import LLM, render_prompt
+from .concepts import active_concepts, normalise
 
 CLIP_TEMPLATE = "a photo of a {}"
 
@@ -50,7 +52,6 @@ def _data_url(project, row) -> str:
 def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = False, limit: int | None = None,
                  llm: LLM | None = None, progress: bool = True) -> dict:
     """Tag images with a vision chat model; tags outside the concept list are dropped (kept in ``raw``)."""
-    from ..models.llm import render_prompt
 
     llm = llm or LLM(project, model=model or project.config.llm.vision_model)
     db = project.db
@@ -94,7 +95,6 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
                   min_score: float | None = None, template: str = CLIP_TEMPLATE, limit: int | None = None,
                   embedder=None, progress: bool = True) -> dict:
     """Zero-shot tags: softmax over 100 × cosine(image, "a photo of a {concept}"), top-k kept with scores."""
-    from ..models.embedders import embed_images_cached, embed_texts_cached, get_embedder
 
     cfg = project.config.tag
     emb = embedder or get_embedder(clip_model or cfg.clip_model)
@@ -169,6 +169,5 @@ def tag_images(project, *, method: str | None = None, **kwargs) -> dict:
 def _progress(items, enabled):
     if not enabled or not items:
         return items
-    from rich.progress import track
 
     return track(items, description="tagging", transient=True)

@@ -2,15 +2,22 @@
 Thin: each command calls one library function and prints its result."""
 from __future__ import annotations
 
+import json
+import math
+
 import click
 
 from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
 from ..errors import unknown
+from ..models.embedders import cache_size, clear_cache
+from ..models.embedders.presets import preset_table
+from .report import write_report
+from .runner import load_results, records_table, results_json, run_evaluation
+from .suites import load_suites
 
 
 def _parse_options(pairs) -> dict:
     """``--option association.n_resamples=200`` / ``--option seed=1`` → nested options dict."""
-    import json
 
     out: dict = {}
     for pair in pairs:
@@ -33,7 +40,6 @@ def _parse_options(pairs) -> dict:
 def _options_for_runner(parsed: dict) -> dict | None:
     if not parsed:
         return None
-    from .suites import load_suites
 
     shared = parsed.pop("*", {})
     suites = load_suites()
@@ -67,7 +73,6 @@ def evaluate():
 @pass_ctx
 def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, as_json):
     """Run suites over one or more models and store self-describing results (DB and JSON)."""
-    from .runner import records_table, run_evaluation
 
     recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
                           device=device, options=_options_for_runner(_parse_options(option_pairs)))
@@ -88,7 +93,6 @@ def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, as
 @pass_ctx
 def results_cmd(ctx, suite, model, all_runs, as_json):
     """List stored results (latest run per model × suite × benchmark)."""
-    from .runner import load_results, results_json
 
     rows = load_results(ctx.project, suite=suite, model=model, latest=not all_runs)
     if as_json:
@@ -106,7 +110,6 @@ def results_cmd(ctx, suite, model, all_runs, as_json):
 @pass_ctx
 def report_cmd(ctx, out_html, as_json):
     """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
-    from .report import write_report
 
     paths = write_report(ctx.project, out_html)
     summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
@@ -115,7 +118,6 @@ def report_cmd(ctx, out_html, as_json):
 @json_option
 def suites_cmd(as_json):
     """List the registered suites."""
-    from .suites import load_suites
 
     rows = [{"suite": s.name, "benchmark kind": s.benchmark_kind or "-", "in all": s.in_all,
              "description": s.description} for s in load_suites().values()]
@@ -128,7 +130,6 @@ def suites_cmd(as_json):
 def models_cmd(cache_dir, as_json):
     """List the named model presets (the seed papers' models) with what each needs; run one with
     --model preset:NAME (or its spec)."""
-    from ..models.embedders.presets import preset_table
 
     rows = preset_table(cache_dir)
     listing("Model presets (--model preset:NAME; --json for packages, hub repositories and notes)", rows, as_json,
@@ -143,7 +144,6 @@ def cache():
 @pass_ctx
 def cache_size_cmd(ctx, as_json):
     """Show how many embeddings are cached, per model."""
-    from ..models.embedders import cache_size
 
     info = cache_size(ctx.project)
     if as_json:
@@ -159,7 +159,6 @@ def cache_size_cmd(ctx, as_json):
 @pass_ctx
 def cache_clear_cmd(ctx, model, yes):
     """Delete cached embeddings (they are recomputed on the next run)."""
-    from ..models.embedders import clear_cache
 
     if not yes:
         click.confirm(f"Delete cached embeddings of {model or 'every model'}?", abort=True)
@@ -170,7 +169,6 @@ def cache_clear_cmd(ctx, model, yes):
 COMMANDS = [evaluate]
 
 def _fmt(x) -> str:
-    import math
 
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"

@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sklearn.decomposition import PCA
+
+from ..models.embedders import embed_images_cached, embed_texts_cached
+from .metrics.resampling import bootstrap_ci
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_LEVEL = 0.95
@@ -16,7 +20,6 @@ UMAP_MIN_POINTS = 200
 def embed_texts(project, embedder, texts, *, language: str | None = None) -> np.ndarray:
     """One unit-norm row per text (duplicates included), through the project's embedding cache, which embeds
     each distinct text once. ``language`` (the texts' language) reaches language-aware models (NLLB-CLIP)."""
-    from ..models.embedders import embed_texts_cached
 
     texts = list(texts)
     if not texts:
@@ -26,7 +29,6 @@ def embed_texts(project, embedder, texts, *, language: str | None = None) -> np.
 
 def embed_images(project, embedder, sha256s) -> np.ndarray:
     """One unit-norm row per image sha256 (duplicates included), through the cache."""
-    from ..models.embedders import embed_images_cached
 
     shas = list(sha256s)
     if not shas:
@@ -56,7 +58,6 @@ def mean_ci(values, *, n_resamples: int = DEFAULT_RESAMPLES, level: float = DEFA
             seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean (:func:`cultura.evaluate.metrics.bootstrap_ci`); NaN bounds when
     fewer than two values."""
-    from .metrics.resampling import bootstrap_ci
 
     v = np.asarray(values, dtype=float)
     if v.shape[0] < 2:
@@ -108,7 +109,6 @@ def project_2d(x: np.ndarray, *, seed: int = 0, method: str = "auto") -> tuple[n
 
         reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_neighbors=min(15, n - 1), n_jobs=1)
         return np.asarray(reducer.fit_transform(x), dtype=float), "umap"
-    from sklearn.decomposition import PCA
 
     return PCA(n_components=2, random_state=seed).fit_transform(x), "pca"
 

@@ -6,6 +6,7 @@ invalid is left out and counted (``excluded`` in the suite's details), never sil
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -256,7 +257,6 @@ def caption_pool(project, *, pool: str = "auto", benchmark: str | None = None,
 
 
 def _hash_rows(rows) -> str:
-    import hashlib
 
     h = hashlib.sha256()
     for r in rows:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from PIL import Image
+
 RenderFunc = Callable[[list, object], "ReportSection"]
 
 
@@ -174,7 +176,7 @@ _SECTION: ContextVar[str] = ContextVar("cultura_report_section", default="figure
 
 def font_rc() -> dict:
     """matplotlib rc settings with the font fallback list restricted to fonts installed here."""
-    from matplotlib import font_manager
+    from matplotlib import font_manager  # deferred: heavy optional dependency, loaded on first use
 
     have = {f.name for f in font_manager.fontManager.ttflist}
     fams = [f for f in FONT_FALLBACK if f in have] or ["DejaVu Sans"]
@@ -185,7 +187,7 @@ def font_rc() -> dict:
 def collect_figures(section: str | None = None, sink: list | None = None):
     """Inside this block every :func:`figure_uri` also keeps its figure (PNG and SVG) in ``sink``, named after
     ``section``; figures use the font fallback list."""
-    import matplotlib
+    import matplotlib  # deferred: heavy optional dependency, loaded on first use
 
     t1 = _FIGURES.set(sink) if sink is not None else None
     t2 = _SECTION.set(section) if section else None
@@ -202,7 +204,7 @@ def collect_figures(section: str | None = None, sink: list | None = None):
 def figure_uri(fig) -> str:
     """A matplotlib figure as a PNG data URI (the figure is closed). While a report is being written the figure
     is also kept as PNG (300 dpi) and SVG for the per-figure files."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
@@ -265,7 +267,6 @@ def dedupe_notes(html: str) -> str:
 
 def image_uri(path: str | Path, *, max_side: int = 160) -> str | None:
     """A stored image as a small JPEG data URI (None when it cannot be read)."""
-    from PIL import Image
 
     try:
         with Image.open(path) as im:

@@ -19,20 +19,30 @@ git revision, date, metric, value, CI, n, group and details. JSON files (one per
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..db import dumps, now, owner_token, transaction
 from ..errors import CulturaError
+from ..models.embedders import get_embedder
 from ..redact import scrub, scrub_obj
-from .suites import Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
 from .data import resolve_benchmark
-from .results import (_from_json, _json_safe, _sql_value, cultura_version, git_revision, list_runs,  # noqa: F401
-                      load_results, reap_eval_runs, remove_run_json, results_json, write_run_json)
+from .results import (  # noqa: F401
+    _from_json,
+    _json_safe,
+    _sql_value,
+    cultura_version,
+    git_revision,
+    list_runs,
+    load_results,
+    reap_eval_runs,
+    remove_run_json,
+    results_json,
+    write_run_json,
+)
+from .suites import ROW_KEYS, Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
 
 
 @dataclass
@@ -63,7 +73,6 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     pair (model unavailable, bad benchmark) are recorded as ``failed`` runs and do not stop the others;
     programming errors propagate after being recorded.
     """
-    from ..models.embedders import get_embedder
 
     if isinstance(models, str) or not hasattr(models, "__iter__"):
         models = [models]
@@ -296,7 +305,6 @@ def _require_measurement(suite: str, rows: list[dict]) -> None:
 
 
 def _check_row(r: dict, suite: str) -> dict:
-    from .suites import ROW_KEYS
 
     missing = [k for k in ROW_KEYS if k not in r]
     if missing:

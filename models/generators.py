@@ -16,9 +16,11 @@ import hashlib
 from typing import Any, Callable
 
 from ..db import now, transaction
-from ..errors import CulturaError, unknown
+from ..errors import CulturaError
+from .llm import OpenAIEndpoint
+from .llm import base_url as resolve_base_url
 from .registry import Registry
-from .llm import OpenAIEndpoint, base_url as resolve_base_url
+from .scorers import load_hf_causal_lm, weights_checksum
 
 MAX_TOKENS = 30
 
@@ -64,14 +66,12 @@ class HFGenerator(TextGenerator):
 
     @property
     def identity(self) -> str:
-        from .scorers import load_hf_causal_lm, weights_checksum
 
         return f"hf:{self.name}@{weights_checksum(load_hf_causal_lm(self.name, self.device_arg)[3])}"
 
     def _generate_batch(self, prompts):
-        import torch
+        import torch  # deferred: heavy optional dependency, loaded on first use
 
-        from .scorers import load_hf_causal_lm
 
         tok, model, dev, _ = load_hf_causal_lm(self.name, self.device_arg)
         if getattr(tok, "chat_template", None):
@@ -113,7 +113,7 @@ class OpenAIChatGenerator(OpenAIEndpoint, TextGenerator):
 
 
     def _generate_batch(self, prompts):
-        import openai
+        import openai  # deferred: heavy optional dependency, loaded on first use
 
         out = []
         for p in prompts:

@@ -28,14 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
+from PIL import Image
 from scipy.special import softmax
 
-from .llm import render_prompt
-from .embedders.base import safe_image
-from ..redact import scrub
 from ..errors import CulturaError, unknown
+from ..redact import scrub
+from .embedders.base import safe_image
+from .llm import OpenAIEndpoint, render_prompt
+from .llm import base_url as resolve_base_url
 from .registry import Registry
-from .llm import OpenAIEndpoint, base_url as resolve_base_url
 
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
 TEMPLATE = "caire_relevance_score.j2"
@@ -196,7 +197,6 @@ class RelevanceJudge:
 
 def image_data_url(path: str, *, max_side: int = 768) -> str:
     """A JPEG data URL of the image (longest side at most ``max_side``)."""
-    from PIL import Image
 
     with Image.open(path) as im:
         im = safe_image(im).convert("RGB")  # a thin strip is cropped before the RGB copy
@@ -250,7 +250,7 @@ class OpenAIJudge(OpenAIEndpoint, RelevanceJudge):
         return [{"role": "user", "content": content}]
 
     def rate(self, *, culture, entity_text="", titles=None, image_path=None) -> JudgeResult:
-        import openai
+        import openai  # deferred: heavy optional dependency, loaded on first use
 
         kwargs: dict = dict(model=self.model, messages=self.messages(culture=culture, entity_text=entity_text,
                                                                      titles=titles, image_path=image_path),

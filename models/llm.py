@@ -10,14 +10,14 @@ are never stored in the database or logged.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import stat
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -63,7 +63,7 @@ def base_url(explicit: str | None = None) -> str | None:
 
 def make_client(url: str | None = None, *, timeout: float = 60.0):
     """An ``openai.OpenAI`` client for any OpenAI-compatible endpoint, with the key from :func:`api_key`."""
-    import openai
+    import openai  # deferred: heavy optional dependency, loaded on first use
 
     return openai.OpenAI(api_key=api_key(), base_url=base_url(url), timeout=timeout, max_retries=2)
 
@@ -78,7 +78,6 @@ class OpenAIEndpoint:
 
     @property
     def host(self) -> str:
-        from urllib.parse import urlsplit
 
         # the endpoint's host[:port] only: never the user:password@ a base URL may carry
         return urlsplit(strip_userinfo(self.base_url)).netloc if self.base_url else "api.openai.com"
@@ -125,7 +124,7 @@ class LLM:
         return self._client
 
     def _create(self, messages, schema: type[BaseModel] | None, **extra):
-        import openai
+        import openai  # deferred: heavy optional dependency, loaded on first use
 
         modes = [self._json_mode] if self._json_mode != "auto" else ["json_schema", "json_object", "none"]
         last = None
@@ -163,7 +162,7 @@ class LLM:
         Returns ``(parsed, llm_calls.id)``; ``parsed`` is None when every attempt failed (the raw reply and
         the error are stored in ``llm_calls`` with status ``invalid`` or ``error``).
         """
-        import openai
+        import openai  # deferred: heavy optional dependency, loaded on first use
 
         if messages is None:
             prompt = render_prompt(template, **(variables or {}))
@@ -212,7 +211,6 @@ def _short_error(e: Exception) -> str:
 
 def _strip_data_urls(obj):
     """Replace inline images (data URLs) by a short placeholder before a request is logged."""
-    import hashlib
 
     if isinstance(obj, str) and obj.startswith("data:") and ";base64," in obj[:100]:
         return f"<data-url {len(obj)} chars sha256={hashlib.sha256(obj.encode()).hexdigest()[:16]}>"

@@ -43,9 +43,11 @@ import numpy as np
 from ..db import now, transaction
 from ..errors import CulturaError, unknown
 from ..redact import scrub
+from .embedders.base import file_sha256, hub_offline, offline_error, resolve_device
+from .llm import OpenAIEndpoint
+from .llm import base_url as resolve_base_url
 from .registry import Registry
-from .llm import OpenAIEndpoint, base_url as resolve_base_url
-from .tiny import RANDOM_INIT, folder_is_random_init, is_random_init
+from .tiny import RANDOM_INIT, TINY_NAME, build_tiny_lm, folder_is_random_init, is_random_init
 
 MODES = ("sentence", "prefix")
 DEFAULT_MODE = "sentence"
@@ -180,12 +182,13 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = DEFAULT_M
 @lru_cache(maxsize=4)
 def load_hf_causal_lm(name: str, device: str | None = None):
     """``(tokenizer, model, device, resolved_name)`` for a transformers causal LM (cached per process)."""
-    from .embedders.base import hub_offline, offline_error, resolve_device
-    from .tiny import TINY_NAME, build_tiny_lm
 
     path = str(build_tiny_lm()) if name == TINY_NAME else name
     try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import (  # deferred: heavy optional dependency, loaded on first use
+            AutoModelForCausalLM,
+            AutoTokenizer,
+        )
 
         local = os.path.isdir(path)
         tok = AutoTokenizer.from_pretrained(path, local_files_only=local or hub_offline())
@@ -200,12 +203,11 @@ def load_hf_causal_lm(name: str, device: str | None = None):
 
 def weights_checksum(path: str) -> str:
     """sha256 (first 12 hex) of the first weights file of a local or hub-cached model folder."""
-    from .embedders.base import file_sha256
 
     folder = path
     if not os.path.isdir(folder):
         try:
-            from transformers.utils import cached_file
+            from transformers.utils import cached_file  # deferred: heavy optional dependency, loaded on first use
 
             folder = os.path.dirname(cached_file(path, "config.json"))
         except Exception:  # noqa: BLE001 - no local copy: identity without checksum
@@ -250,7 +252,7 @@ class HFScorer(LogProbScorer):
         return self.loaded[0]
 
     def _score_batch(self, pairs):
-        import torch
+        import torch  # deferred: heavy optional dependency, loaded on first use
 
         tok, model, dev, _ = self.loaded
         bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
@@ -369,7 +371,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
 
     def _request(self, prompts: list[str]):
         """``(form, response)`` from the first form the server accepts; rejected forms are dropped."""
-        import openai
+        import openai  # deferred: heavy optional dependency, loaded on first use
 
         while True:
             form = self._forms[0]

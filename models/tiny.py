@@ -67,9 +67,13 @@ def build_tiny_lm(path: str | os.PathLike | None = None, *, vocab_size: int = 51
         if not (out / MARKER).is_file():  # folders built before the marker existed
             (out / MARKER).write_text("random-init model built by cultura.models.tiny: its numbers mean nothing\n")
         return out
-    import torch
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    import torch  # deferred: heavy optional dependency, loaded on first use
+    from tokenizers import ByteLevelBPETokenizer  # deferred: heavy optional dependency, loaded on first use
+    from transformers import (  # deferred: heavy optional dependency, loaded on first use
+        GPT2Config,
+        GPT2LMHeadModel,
+        PreTrainedTokenizerFast,
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     bpe = ByteLevelBPETokenizer()

@@ -32,9 +32,11 @@ from typing import Iterable
 import numpy as np
 
 from ... import db as dbmod
-from ...db.pool import EXCLUSION_REASONS as POOL_REASONS, filter_reviewed, image_exclusions
+from ...db.pool import EXCLUSION_REASONS as POOL_REASONS
+from ...db.pool import filter_reviewed, image_exclusions
 from ...errors import CulturaError, unknown
 from ...models.tiny import is_random_init
+from .queries import ensure_short_queries, missing_terms
 
 
 class BuildError(CulturaError):
@@ -423,7 +425,6 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
     Everything is checked before anything is written (name + version free, integer seed, a native term for
     every query concept × country); the benchmark, its items, candidates, the short queries and the query
     snapshot are then written in one transaction. ``report`` lists what was excluded and why."""
-    from .queries import ensure_short_queries, missing_terms
 
     if kind not in KINDS:
         raise unknown("benchmark kind", kind, KINDS)

@@ -5,6 +5,11 @@ import click
 from rich.markup import escape
 
 from ...console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..importers import import_captions, import_globalrg, import_ratings
+from ..releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
+from .build import build_benchmark, build_stats, list_benchmarks
+from .export import export_benchmark
+from .queries import build_mention_queries, build_queries, list_queries, set_query
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -70,7 +75,6 @@ def build():
 def build_association(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed,
                       min_relevance, allow_random_tags, as_json):
     """Three-candidate trials (cr, lb, ti) per concept × query country (seed 000 RQ2)."""
-    from .build import build_benchmark
 
     b = build_benchmark(ctx.project, "association", name=name, version=version, seed=seed, per_pair=per_pair,
                         concepts=_csv(concepts), countries=_csv(countries), allow_unreviewed=allow_unreviewed,
@@ -86,7 +90,6 @@ def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, al
                      allow_random_tags, as_json, descriptors):
     """Six-candidate trials (cr, orlb, or, cdr, lb, ti) per concept × query country × descriptor country
     (seed 000 RQ3)."""
-    from .build import build_benchmark
 
     b = build_benchmark(ctx.project, "descriptor", name=name, version=version, seed=seed, per_pair=per_pair,
                         concepts=_csv(concepts), countries=_csv(countries), descriptors=_csv(descriptors),
@@ -107,7 +110,6 @@ def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, al
 def build_queries_cmd(ctx, short_only, no_descriptors, model, concepts, overwrite, as_json):
     """Short, verbose (task, casual) and descriptor query variants per concept × country, parallel across
     languages; LLM texts are validated (native term present, no culture cue)."""
-    from .queries import build_queries
 
     res = build_queries(ctx.project, verbose=not short_only, descriptors=not (short_only or no_descriptors),
                         model=model, concepts=_csv(concepts), overwrite=overwrite)
@@ -132,7 +134,6 @@ def build_mention_queries_cmd(ctx, method, model, concepts, countries, descripto
     """Short descriptor queries mention_<CC> (seed 000 RQ3: "Train of Japan" written in Thai) per concept ×
     query country × descriptor country, validated (descriptor named in the query language, no other culture
     cue). Fix or add one by hand with 'cultura build set-query CONCEPT COUNTRY mention_CC TEXT'."""
-    from .queries import build_mention_queries
 
     res = build_mention_queries(ctx.project, method=method, model=model, concepts=_csv(concepts),
                                 countries=_csv(countries), descriptors=_csv(descriptors), overwrite=overwrite)
@@ -151,7 +152,6 @@ def build_mention_queries_cmd(ctx, method, model, concepts, countries, descripto
 def set_query_cmd(ctx, concept, country, variant, text, as_json):
     """Set the TEXT of one query VARIANT (short, task, casual, task_mention_CC …) for CONCEPT × COUNTRY by
     hand; it is never overwritten by 'build queries'."""
-    from .queries import set_query
 
     r = set_query(ctx.project, concept, country, variant, text)
     if as_json:
@@ -169,7 +169,6 @@ def set_query_cmd(ctx, concept, country, variant, text, as_json):
 @pass_ctx
 def list_queries_cmd(ctx, concept, country, status, as_json):
     """Stored query texts with their source and status (invalid ones with the reason)."""
-    from .queries import list_queries
 
     rows = list_queries(ctx.project, concept=concept, country=country, status=status)
     listing("Queries", rows, as_json)
@@ -184,7 +183,6 @@ def list_queries_cmd(ctx, concept, country, status, as_json):
 @pass_ctx
 def build_stats_cmd(ctx, min_images, benchmark, as_json):
     """Images per country and per concept (seed 000 Tables 9 and 10) and coverage holes."""
-    from .build import build_stats
 
     s = build_stats(ctx.project, min_images=min_images, benchmark=benchmark)
     if as_json:
@@ -202,7 +200,6 @@ def build_stats_cmd(ctx, min_images, benchmark, as_json):
 @pass_ctx
 def build_list(ctx, as_json):
     """Every built benchmark: name, version, kind, seed, trials, content hash."""
-    from .build import list_benchmarks
 
     rows = list_benchmarks(ctx.project)
     listing("Benchmarks", rows, as_json)
@@ -219,7 +216,6 @@ def build_list(ctx, as_json):
 @pass_ctx
 def export(ctx, directory, benchmarks, fmt, no_images, as_json):
     """Export benchmarks to DIRECTORY (new or empty): tables, images and a README.md dataset card."""
-    from .export import export_benchmark
 
     r = export_benchmark(ctx.project, directory, benchmarks=list(benchmarks) or None, fmt=fmt,
                          images=not no_images)
@@ -253,7 +249,6 @@ def _import_result(r: dict, title: str, as_json: bool) -> None:
 @pass_ctx
 def import_globalrg_cmd(ctx, table_path, images_dir, image_column, country_column, concept_column, as_json):
     """Import a GlobalRG-style TABLE (CSV/TSV/JSONL/Parquet: image, country, concept) and its images."""
-    from ..importers import import_globalrg
 
     r = import_globalrg(ctx.project, table_path, images_dir, image_column=image_column,
                         country_column=country_column, concept_column=concept_column)
@@ -268,7 +263,6 @@ def import_globalrg_cmd(ctx, table_path, images_dir, image_column, country_colum
 @pass_ctx
 def import_captions_cmd(ctx, captions_path, images_dir, as_json):
     """Import a Crossmodal-3600-style captions.jsonl (image id → captions per language) and its images."""
-    from ..importers import import_captions
 
     _import_result(import_captions(ctx.project, captions_path, images_dir), "Captions import", as_json)
 
@@ -282,7 +276,6 @@ def import_captions_cmd(ctx, captions_path, images_dir, as_json):
 @pass_ctx
 def import_ratings_cmd(ctx, path, image_column, country_column, score_column, as_json):
     """Import CAIRe-style per-image culture ratings (image, country, 1–5 score) as relevance decisions."""
-    from ..importers import import_ratings
 
     r = import_ratings(ctx.project, path, image_column=image_column, country_column=country_column,
                        score_column=score_column)
@@ -324,7 +317,6 @@ def import_3xcm_cmd(ctx, table_path, trials, kind, name, version, images_dir, co
     """Import the 3XCM release (seed 000) from a local Parquet/CSV/JSONL TABLE as published on the Hugging
     Face hub (images embedded as bytes or named by path): its image table, or with --trials its RQ2/RQ3
     trials as a benchmark the association/descriptor suites evaluate directly."""
-    from ..releases import import_3xcm_benchmark, import_3xcm_images
 
     cols = _column_map(column_map)
     if trials:
@@ -345,7 +337,6 @@ def import_3xcm_cmd(ctx, table_path, trials, kind, name, version, images_dir, co
 def import_globalrg_parquet_cmd(ctx, table_path, images_dir, column_map, as_json):
     """Import GlobalRG-Retrieval as released (Parquet with the image bytes embedded, country/region,
     concept)."""
-    from ..releases import import_globalrg_release
 
     r = import_globalrg_release(ctx.project, table_path, images_dir=images_dir, columns=_column_map(column_map))
     _import_result(r, "GlobalRG import", as_json)

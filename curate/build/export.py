@@ -27,7 +27,6 @@ import shutil
 import tarfile
 import uuid
 from collections import defaultdict
-from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa

@@ -38,9 +38,10 @@ from babel import Locale, UnknownLocaleError
 from pydantic import RootModel
 
 from ... import db as dbmod
-from ...errors import CulturaError, unknown
 from ...countries import registry
 from ...db import transaction
+from ...errors import CulturaError, unknown
+from ...models.llm import LLM
 
 STAGE = "build.queries"
 
@@ -312,7 +313,6 @@ def build_verbose_queries(project, *, llm=None, model: str | None = None, concep
                           overwrite: bool = False) -> dict:
     """``task`` and ``casual`` variants: one Figure 22 call per concept over all countries (parallel).
     A concept whose call fails is counted under ``failed_calls`` and can be rerun (idempotent)."""
-    from ...models.llm import LLM
 
     names, cs = _scope(project, concepts, countries)
     pairs = [(cid, c.code) for cid in names.values() for c in cs]
@@ -362,7 +362,6 @@ def build_descriptor_queries(project, *, llm=None, model: str | None = None, con
     """``task_mention_<CC>`` / ``casual_mention_<CC>`` for every target country and every descriptor country
     CC (Figure 23). The English base sentences are the ``task``/``casual`` queries of an English-language
     country; without one, they come from one extra Figure 22 call with English as the only language."""
-    from ...models.llm import LLM
 
     names, cs = _scope(project, concepts, countries)
     llm = llm or LLM(project, model=model)
@@ -459,7 +458,6 @@ def build_mention_queries(project, *, method: str = "llm", llm=None, model: str 
     terms = _terms(project)
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_pattern": 0}
     if method == "llm":
-        from ...models.llm import LLM
 
         llm = llm or LLM(project, model=model)
     source = f"llm:{llm.model}" if method == "llm" else "pattern"
@@ -505,7 +503,6 @@ def build_queries(project, *, verbose: bool = True, descriptors: bool = True, ll
     ``*_mention_<CC>``) by LLM (each optional)."""
     out = {"short": build_short_queries(project, concepts=concepts, countries=countries)}
     if verbose or descriptors:
-        from ...models.llm import LLM
         llm = llm or LLM(project, model=model)
     if verbose:
         out["verbose"] = build_verbose_queries(project, llm=llm, concepts=concepts, countries=countries,

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
+from PIL import Image
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ...errors import CulturaError, unknown
 
@@ -166,7 +168,6 @@ class Embedder:
             if self.supports_texts:
                 self.embed_texts(["dim probe"])
             else:
-                from PIL import Image
                 self.embed_images([Image.new("RGB", (8, 8))])
         return int(self._dim)
 
@@ -289,7 +290,6 @@ def _to_numpy(x: Any) -> np.ndarray:
 
 
 def _progress(label: str, total: int):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                  transient=True)
@@ -300,7 +300,7 @@ def _progress(label: str, total: int):
 # -- helpers shared by the torch families ------------------------------------------------------------
 def resolve_device(device: str | None) -> str:
     """``None``/"auto" → "cuda" when torch sees a GPU, else "cpu" (imports torch)."""
-    import torch
+    import torch  # deferred: heavy optional dependency, loaded on first use
 
     if device in (None, "", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -313,7 +313,7 @@ def hub_offline() -> bool:
         if os.environ.get(var, "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
             return True
     try:
-        from huggingface_hub import constants
+        from huggingface_hub import constants  # deferred: heavy optional dependency, loaded on first use
         return bool(constants.HF_HUB_OFFLINE)
     except Exception:  # pragma: no cover - huggingface_hub missing
         return False

@@ -20,10 +20,11 @@ import hashlib
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+from PIL import Image
 
+from ...db import now, transaction
 from ...errors import CulturaError
 from .base import PROGRESS_MIN_ITEMS, Embedder, _progress, safe_image
-from ...db import transaction
 
 SQL_CHUNK = 500          # keys per SELECT … IN (…)
 
@@ -59,7 +60,6 @@ def _lookup(db, model: str, kind: str, keys: Iterable[str]) -> dict[str, np.ndar
 
 
 def _store(db, model: str, kind: str, keys: Sequence[str], vectors: np.ndarray) -> None:
-    from ...db import now
 
     ts = now()
     rows = [{"model": model, "kind": kind, "key": k, "dim": int(v.shape[0]),
@@ -132,7 +132,6 @@ def _image_loader(project) -> Callable[[list[str]], list]:
     db = project.db
 
     def load_many(shas: list[str]) -> list:
-        from PIL import Image
 
         paths: dict[str, str] = {}
         for part in chunks(shas, SQL_CHUNK):

@@ -34,8 +34,12 @@ class HFDualEncoder(Embedder):
     def __init__(self, name: str, *, cache_dir: str | None = None, revision: str | None = None,
                  spec: str | None = None, **kw):
         super().__init__(**kw)
-        import torch
-        from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+        import torch  # deferred: heavy optional dependency, loaded on first use
+        from transformers import (  # deferred: heavy optional dependency, loaded on first use
+            AutoImageProcessor,
+            AutoModel,
+            AutoTokenizer,
+        )
 
         self.spec = spec or f"hf:{name}"
         self.device = resolve_device(self.requested_device)
@@ -82,7 +86,7 @@ class HFDualEncoder(Embedder):
                 if (Path(self.source) / f).is_file():
                     return file_sha256(Path(self.source) / f)
             return None
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # deferred: heavy optional dependency, loaded on first use
 
         for f in WEIGHT_FILES:
             hit = try_to_load_from_cache(self.source, f, cache_dir=cache_dir)
@@ -96,7 +100,7 @@ class HFDualEncoder(Embedder):
 
     @property
     def info(self) -> dict:
-        import transformers
+        import transformers  # deferred: heavy optional dependency, loaded on first use
 
         return {**super().info, "architecture": type(self.model).__name__, "model_type": self.model_type,
                 "pretrained": self.name, "weights_sha256": self.sha256,

@@ -28,6 +28,8 @@ import json
 import os
 from pathlib import Path
 
+from safetensors.torch import load_file, save_file
+
 from ...errors import CulturaError
 from .base import Embedder, file_sha256, offline_error, resolve_device
 from .registry import get_embedder
@@ -54,7 +56,7 @@ def _resolve_folder(name: str, cache_dir: str | None, spec: str) -> tuple[Path, 
         raise CulturaError(f"Folder {name!r} does not exist. Give an M-CLIP folder (config.json, tokenizer, "
                            "weights) or a hub id like 'mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32'.")
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # deferred: heavy optional dependency, loaded on first use
 
         return Path(snapshot_download(name, cache_dir=cache_dir, allow_patterns=HUB_FILES)), False
     except Exception as e:  # offline and not cached, unknown repo, network error → one clear message
@@ -70,9 +72,13 @@ class MCLIPEmbedder(Embedder):
     def __init__(self, name: str, image: str | Embedder | None = None, *, cache_dir: str | None = None,
                  spec: str | None = None, **kw):
         super().__init__(**kw)
-        import torch
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        import torch  # deferred: heavy optional dependency, loaded on first use
+        from transformers import (  # deferred: heavy optional dependency, loaded on first use
+            AutoConfig,
+            AutoModel,
+            AutoTokenizer,
+        )
+        from transformers.utils import logging as hf_logging  # deferred: heavy optional dependency, loaded on first use
 
         self.spec = spec or f"mclip:{name}"
         self.device = resolve_device(self.requested_device)
@@ -158,10 +164,9 @@ class MCLIPEmbedder(Embedder):
     @staticmethod
     def _load_state(weights: Path) -> dict:
         if weights.suffix == ".safetensors":
-            from safetensors.torch import load_file
 
             return load_file(str(weights))
-        import torch
+        import torch  # deferred: heavy optional dependency, loaded on first use
 
         return torch.load(str(weights), map_location="cpu", weights_only=True)
 
@@ -173,7 +178,7 @@ class MCLIPEmbedder(Embedder):
 
     @property
     def info(self) -> dict:
-        import transformers
+        import transformers  # deferred: heavy optional dependency, loaded on first use
 
         img = self.image_embedder.info
         return {**super().info, "architecture": f"M-CLIP ({self.model_base} + linear)", "pretrained": self.name,
@@ -212,7 +217,6 @@ def save_mclip(folder: str | os.PathLike, transformer, tokenizer, projection, *,
                random_init: bool = False) -> Path:
     """Write an M-CLIP folder (config.json, tokenizer, weights) the way the hub repositories are laid out —
     used to build tiny random-init test models; ``random_init`` marks the identity."""
-    from safetensors.torch import save_file
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

@@ -249,7 +249,10 @@ class ColQwenEmbedder(MultiVectorEmbedder):
         super().__init__(**kw)
         # deferred: torch and transformers are heavy optional dependencies
         import torch
-        from transformers import ColQwen2ForRetrieval, ColQwen2Processor
+        from transformers import (  # deferred: heavy optional dependency, loaded on first use
+            ColQwen2ForRetrieval,
+            ColQwen2Processor,
+        )
 
         path = Path(name).expanduser()
         self.is_local = path.is_dir()
@@ -302,7 +305,7 @@ def _weights_sha(source: str, is_local: bool, cache_dir: str | None) -> str | No
             if (Path(source) / f).is_file():
                 return file_sha256(Path(source) / f)
         return None
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # deferred: heavy optional dependency, loaded on first use
 
     for f in WEIGHT_FILES:
         hit = try_to_load_from_cache(source, f, cache_dir=cache_dir)

@@ -43,7 +43,7 @@ class OpenAIEmbedder(Embedder):
                  timeout: float = 60.0, max_retries: int = 2, **kw):
         kw.setdefault("batch_size", 64)
         super().__init__(**kw)
-        import openai
+        import openai  # deferred: heavy optional dependency, loaded on first use
 
         if images not in IMAGE_MODES:
             raise CulturaError(f"images={images!r} is not one of {', '.join(IMAGE_MODES)}.")

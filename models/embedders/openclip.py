@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+from importlib import resources
 from pathlib import Path
 
 from ...errors import CulturaError, unknown
@@ -38,7 +39,6 @@ RANDOM_INIT = "random_init"   # the marker in the identity of a model built with
 
 def model_configs_dir() -> Path:
     """The folder of cultura's own open_clip configs (``cultura-tiny.json``)."""
-    from importlib import resources
 
     return Path(str(resources.files("cultura.data") / "model_configs"))
 
@@ -47,7 +47,7 @@ def register_model_configs() -> None:
     """Add cultura's configs to open_clip's registry (idempotent)."""
     global _TINY_REGISTERED
     if not _TINY_REGISTERED:
-        import open_clip
+        import open_clip  # deferred: heavy optional dependency, loaded on first use
 
         open_clip.add_model_config(model_configs_dir())
         _TINY_REGISTERED = True
@@ -59,8 +59,8 @@ def register_config_file(path: str | os.PathLike) -> tuple[str, str]:
     The content hash in the name keeps two files with the same stem (or a stem equal to a built-in name
     such as ``ViT-B-32``) from replacing each other. Returns (registered name, sha12).
     """
-    import open_clip
-    from open_clip import factory
+    import open_clip  # deferred: heavy optional dependency, loaded on first use
+    from open_clip import factory  # deferred: heavy optional dependency, loaded on first use
 
     p = Path(path).expanduser()
     if not p.is_file():
@@ -127,8 +127,8 @@ class OpenCLIPEmbedder(Embedder):
     def __init__(self, model_name: str, pretrained: str | None = None, *, seed: int = 0,
                  cache_dir: str | None = None, precision: str = "fp32", spec: str | None = None, **kw):
         super().__init__(**kw)
-        import open_clip
-        import torch
+        import open_clip  # deferred: heavy optional dependency, loaded on first use
+        import torch  # deferred: heavy optional dependency, loaded on first use
 
         register_model_configs()
         self.seed = int(seed)
@@ -233,7 +233,7 @@ class OpenCLIPEmbedder(Embedder):
 
     @property
     def info(self) -> dict:
-        import open_clip
+        import open_clip  # deferred: heavy optional dependency, loaded on first use
 
         return {**super().info, "architecture": self.arch, "pretrained": self.pretrained,
                 "weights_sha256": self.weights_sha256, "config_sha12": self.config_sha12,
@@ -244,14 +244,14 @@ class OpenCLIPEmbedder(Embedder):
 
     # -- family methods -------------------------------------------------------------------------------
     def _embed_image_batch(self, images):
-        import torch
+        import torch  # deferred: heavy optional dependency, loaded on first use
 
         x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
         with torch.inference_mode():
             return self.model.encode_image(x)
 
     def _embed_text_batch(self, texts, language: str | None = None):
-        import torch
+        import torch  # deferred: heavy optional dependency, loaded on first use
 
         if self._lang_tok is not None:
             set_source_language(self._lang_tok, language, self.default_language)

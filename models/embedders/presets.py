@@ -107,7 +107,7 @@ def _openclip_hub(spec: str) -> list[str]:
         return [rest[len("hf-hub:"):]]
     arch, _, tag = rest.partition("/")
     try:
-        import open_clip
+        import open_clip  # deferred: heavy optional dependency, loaded on first use
 
         repos = []
         cfg = open_clip.get_pretrained_cfg(arch, tag) if tag else {}
@@ -123,7 +123,7 @@ def _openclip_hub(spec: str) -> list[str]:
 
 def _hub_cache() -> Path:
     try:
-        from huggingface_hub import constants
+        from huggingface_hub import constants  # deferred: heavy optional dependency, loaded on first use
 
         return Path(constants.HF_HUB_CACHE)
     except Exception:  # pragma: no cover

@@ -50,7 +50,7 @@ def _weights_sha(path_or_id: str, is_local: bool, cache_dir: str | None) -> str 
                 return file_sha256(Path(path_or_id) / f)
         return None
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # deferred: heavy optional dependency, loaded on first use
     except ImportError:  # pragma: no cover
         return None
     for f in WEIGHT_FILES:
@@ -62,7 +62,9 @@ def _weights_sha(path_or_id: str, is_local: bool, cache_dir: str | None) -> str 
 
 class _Loaded:
     def __init__(self, name: str, device: str, cache_dir: str | None, spec: str):
-        from sentence_transformers import SentenceTransformer
+        from sentence_transformers import (
+            SentenceTransformer,  # deferred: heavy optional dependency, loaded on first use
+        )
 
         self.name = name
         self.path, self.is_local = resolve_model(name)

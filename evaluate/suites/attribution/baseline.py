@@ -10,6 +10,7 @@ import numpy as np
 
 from ....cultures import resolve_culture
 from ....db import now, transaction
+from ...common import embed_images, embed_texts
 
 #: The five relevance-level phrases of seed 004 §5.1 (Table 12 levels), lower-cased inside the sentence.
 LEVELS = ("Not relevant", "Minimally relevant", "Somewhat relevant", "Relevant", "Highly relevant")
@@ -29,7 +30,6 @@ def baseline_level(image_vec, probe_vecs) -> int:
 def baseline_scores(project, embedder, sha256s, countries) -> dict[tuple[str, str], int]:
     """``{(sha256, label): level}`` for project images and culture labels (country codes, registered or
     free-text labels; the probe uses the label's display name)."""
-    from ...common import embed_images, embed_texts
 
     shas = list(dict.fromkeys(sha256s))
     if not shas:

@@ -5,6 +5,15 @@ from __future__ import annotations
 import click
 
 from ....console import emit_json, json_option, listing, pass_ctx, summary, table
+from ....cultures import add_culture_label, registered_labels, resolve_culture
+from ....models.embedders import get_embedder
+from .baseline import run_baseline
+from .evaluation import evaluate_attribution, human_ratings, upper_bound_ratios
+from .gold import import_gold, load_gold
+from .kb import build_kb_index, import_kb
+from .linking import METHODS, linking_accuracy
+from .loglik import run_loglik
+from .run import project_images, run_attribution
 
 
 def attribution_config(project) -> dict:
@@ -26,7 +35,6 @@ def kb():
 def kb_import(ctx, path, kb_name, images_root, as_json):
     """Import a KB dump (JSONL, JSON, CSV/TSV or Parquet; fields id, lemma, gloss, text, aliases, images,
     frequency — see docs/reproducing.md (seed 004))."""
-    from .kb import import_kb
 
     summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name, images_root=images_root), as_json)
 
@@ -62,7 +70,6 @@ def attribution():
 @pass_ctx
 def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context, limit, rated_only, as_json):
     """Score every image x culture label with the judge (resumable)."""
-    from .run import run_attribution
 
     encoder = None if context == "none" else _encoder(ctx.project, encoder)
     summary("Attribution", run_attribution(ctx.project, encoder, judge, kb=kb_name,
@@ -90,10 +97,6 @@ ENCODER_HELP = ("Vision-language embedder spec (e.g. openclip:ViT-SO400M-16-SigL
 @pass_ctx
 def attribution_baseline(ctx, encoder, countries, as_json):
     """Encoder probe baseline (seed 004 §5.1, Baseline 1): 'This image is {level} to {culture}'."""
-    from ....models.embedders import get_embedder
-    from .baseline import run_baseline
-    from .evaluation import human_ratings
-    from .run import project_images
 
     labels = list(countries) or sorted({c for _, c in human_ratings(ctx.project)}) or \
         [c.code for c in ctx.project.countries]
@@ -118,7 +121,6 @@ def attribution_baseline(ctx, encoder, countries, as_json):
 @pass_ctx
 def attribution_loglik(ctx, encoder, scorer, kb_name, countries, k, context, alpha, tau, limit, as_json):
     """Log-likelihood relevance with affine debiasing (seed 004 App. B.1), stored beside the judge scores."""
-    from .loglik import run_loglik
 
     summary("Log-likelihood attribution", run_loglik(
         ctx.project, _encoder(ctx.project, encoder), scorer, kb=kb_name, labels=list(countries) or None, k=k,
@@ -133,7 +135,6 @@ def attribution_loglik(ctx, encoder, scorer, kb_name, countries, k, context, alp
 @pass_ctx
 def attribution_gold(ctx, path, kb_name, as_json):
     """Import gold entities of images (sha256 or path; entity_id, or lemma/concept matched to the KB)."""
-    from .gold import import_gold
 
     summary("Gold entities", import_gold(ctx.project, path, kb=kb_name), as_json)
 
@@ -150,10 +151,6 @@ def attribution_gold(ctx, path, kb_name, as_json):
 @pass_ctx
 def attribution_linking(ctx, encoder, kb_name, methods, k, as_json):
     """Linking accuracy Acc@1/5/10/20 against the gold entities (seed 004 App. A.3, Table 3 shape)."""
-    from ....models.embedders import get_embedder
-    from .gold import load_gold
-    from .kb import build_kb_index
-    from .linking import METHODS, linking_accuracy
 
     gold = load_gold(ctx.project)
     if not gold:
@@ -181,7 +178,6 @@ def attribution_linking(ctx, encoder, kb_name, methods, k, as_json):
 @pass_ctx
 def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
     """Precision, recall, F1 (score >= threshold) and Pearson of the stored scores against human ratings."""
-    from .evaluation import evaluate_attribution, upper_bound_ratios
 
     rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold, aggregation=aggregation)
     ratios = upper_bound_ratios(rows)
@@ -211,7 +207,6 @@ def culture():
 @pass_ctx
 def culture_add(ctx, label, name, country, language, description, as_json):
     """Register (or update) a culture label."""
-    from ....cultures import add_culture_label
 
     summary("Culture label", add_culture_label(ctx.project, label, name=name, country=country, language=language,
                                                description=description), as_json)
@@ -222,7 +217,6 @@ def culture_add(ctx, label, name, country, language, description, as_json):
 @pass_ctx
 def culture_list(ctx, as_json):
     """The project's countries and registered culture labels."""
-    from ....cultures import registered_labels, resolve_culture
 
     rows = [vars(resolve_culture(ctx.project, c.code)) for c in ctx.project.countries]
     rows += [vars(lab) for lab in registered_labels(ctx.project)]

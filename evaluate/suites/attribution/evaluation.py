@@ -25,11 +25,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import pearsonr
+from sklearn.metrics import f1_score, precision_score, recall_score
 
 from ....cultures import resolve_culture
 from ....db.readers import read_rows
 from ....errors import CulturaError
-
 
 #: Binary gold labels (seed 004's specific set) are stored as ratings 5 / 1, so that "relevant at >= t" equals
 #: the gold label for every threshold t in 2..5.
@@ -98,7 +99,6 @@ def binary_metrics(pred, human, *, threshold: float = DEFAULT_THRESHOLD) -> dict
     >>> binary_metrics([4.0, 3.9, 5.0], [4, 4, 1], threshold=4)["recall"]
     0.5
     """
-    from sklearn.metrics import f1_score, precision_score, recall_score
 
     yt = np.asarray(human, dtype=float) >= threshold
     yp = np.asarray(pred, dtype=float) >= threshold
@@ -215,7 +215,6 @@ def relevance_agreement(pred, human, countries, *, threshold: float = DEFAULT_TH
 
 def _pearson(x, y) -> tuple[float, float, str | None, float, float]:
     """r, p, reason (None when defined) and the 95% Fisher-z interval (scipy's ``confidence_interval``)."""
-    from scipy.stats import pearsonr
 
     nan = math.nan
     if len(x) < 3:

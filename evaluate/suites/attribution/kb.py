@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from ....db import now, transaction
 from ....errors import CulturaError
+from ....models.embedders import embed_images_cached, embed_texts_cached
 from .files import as_list, iter_records
-
 
 ID_FIELDS = ("id", "entity_id", "synset_id", "babelnet_id")
 LEMMA_FIELDS = ("lemma", "title", "name")
@@ -178,10 +179,8 @@ def build_kb_index(project, embedder, kb: str = "default", *, with_text: bool = 
     """Embed the KB's images (cached), lemmas and glosses (and, ``with_text``, the page texts for the
     "Wikipedia (T)" linking variant) with ``embedder`` and build the faiss index. Unreadable image files are
     skipped and listed in ``skipped_images``."""
-    import faiss
-    from PIL import Image
+    import faiss  # deferred: heavy optional dependency, loaded on first use
 
-    from ....models.embedders import embed_images_cached, embed_texts_cached
 
     ents = list_kb(project, kb)
     if not ents:

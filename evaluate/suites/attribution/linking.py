@@ -21,6 +21,7 @@ import numpy as np
 
 from ....db import now, transaction
 from ....errors import unknown
+from ....models.embedders import embed_images_cached
 from .kb import KBIndex
 
 METHODS = ("lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t")
@@ -69,7 +70,6 @@ def link_image(index: KBIndex, query, *, k: int = DEFAULT_K, method: str = "lemm
 def link_images(project, embedder, index: KBIndex, sha256s, *, k: int = DEFAULT_K, method: str = "lemma"
                 ) -> dict[str, list[tuple[str, float]]]:
     """Linked entities for project images (by sha256), cached in ``attribution_links``."""
-    from ....models.embedders import embed_images_cached
 
     db = project.db
     shas = list(dict.fromkeys(sha256s))

@@ -24,6 +24,8 @@ import math
 from ....cultures import ensure_labels, resolve_cultures
 from ....db import now, transaction
 from ....errors import CulturaError
+from ....models.embedders import get_embedder
+from ....models.scorers import get_scorer
 from .baseline import upsert_scores
 from .gold import load_gold
 from .kb import build_kb_index
@@ -89,8 +91,6 @@ def run_loglik(project, embedder, scorer, *, kb: str = "default", labels=None, s
     """Score every (image, label) pair by debiased log-likelihood; rows go to ``attribution_scores`` with
     judge ``loglik:<scorer>|alpha=…|tau=…`` (``context``: ``entity`` retrieved page or ``gold`` page).
     Resumable per image. Returns ``{"judge", "encoder", "kb", "images", "scored", "failed", "skipped"}``."""
-    from ....models.embedders import get_embedder
-    from ....models.scorers import get_scorer  # deferred: models.scorers imports the llm_bias suite (cycle)
 
     if context not in ("entity", "gold"):
         raise CulturaError(f"Log-likelihood scoring reads a page: context must be 'entity' or 'gold', got {context!r}.")

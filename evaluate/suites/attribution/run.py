@@ -11,8 +11,9 @@ from ....cultures import ensure_labels, resolve_cultures
 from ....db import now, transaction
 from ....db.pool import image_exclusions
 from ....errors import CulturaError, unknown
-from .baseline import upsert_scores
+from ....models.embedders import get_embedder
 from ....models.judges import JudgeResult, get_judge
+from .baseline import upsert_scores
 from .evaluation import human_ratings
 from .gold import load_gold
 from .kb import build_kb_index
@@ -71,7 +72,6 @@ def run_attribution(project, embedder, judge, *, kb: str = "default", countries=
     CAIRe specific set rates each image against its own proxy's labels, not every label); without ``labels``
     the labels are those of the rated pairs.
     """
-    from ....models.embedders import get_embedder
 
     if context not in CONTEXTS:
         raise unknown("attribution context", context, CONTEXTS)

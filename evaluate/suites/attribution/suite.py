@@ -20,24 +20,21 @@ from __future__ import annotations
 
 import math
 
-from ..registry import Suite, SuiteSkipped, row
+from ....models.judges import get_judge
 from ...reportkit import Cell, ReportSection, Table, model_label
-from .evaluation import C7_THRESHOLDS, DEFAULT_THRESHOLD
+from ..registry import Suite, SuiteSkipped, row
+from .baseline import run_baseline
+from .evaluation import C7_THRESHOLDS, DEFAULT_THRESHOLD, evaluate_attribution, load_scores
+from .gold import load_gold
+from .kb import build_kb_index, list_kb
+from .linking import linking_accuracy
+from .loglik import DEFAULT_ALPHA, DEFAULT_TAU, run_loglik
+from .run import project_images, run_attribution
 
 NAME = "attribution"
 
 
 def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
-    from ....models.judges import get_judge
-    from .baseline import run_baseline
-    from .evaluation import evaluate_attribution, load_scores
-    from .kb import list_kb
-    from .run import run_attribution
-    from .gold import load_gold
-    from .kb import build_kb_index
-    from .linking import linking_accuracy
-    from .loglik import DEFAULT_ALPHA, DEFAULT_TAU, run_loglik
-    from .run import project_images
 
     cfg = dict(project.config.evaluate.attribution)
     o = {**cfg, **(options or {})}

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ....db.pool import EXCLUSION_REASONS as POOL_REASONS, image_exclusions
+from ....db.pool import EXCLUSION_REASONS as POOL_REASONS
+from ....db.pool import image_exclusions
 from ....errors import CulturaError
+from ...data import resolve_benchmark
 from ..registry import SuiteSkipped
 
 _TRUE = {"true", "yes", "1", "y"}
@@ -134,7 +136,6 @@ def load_concept_sets(project, *, benchmark: str | None = None, grouping_attribu
     """Concept sets, the grouping and the provenance (a content hash over concept, country and image)."""
     db = project.db
     if benchmark:
-        from ...data import resolve_benchmark
 
         bench = resolve_benchmark(project, benchmark)
         raw = db.execute(

@@ -21,17 +21,17 @@ from importlib import resources
 
 import numpy as np
 
-from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
+from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag, model_label
 
 MAX_FIGURE_CONCEPTS = 4
 IN_COLOR, OUT_COLOR = "#1f5fa8", "#e07b24"
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # deferred: heavy optional dependency, loaded on first use
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     return plt
 
@@ -183,7 +183,7 @@ def alignment_figure(rows, model) -> tuple[str | None, Table]:
     ax.set_ylabel("average rank (lower = closer)")
     ax.set_title(f"Text–image alignment rank by country — {model}", fontsize=10)
     ax.tick_params(axis="x", rotation=90, labelsize=8)
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch  # deferred: heavy optional dependency, loaded on first use
 
     ax.legend(handles=[Patch(color=IN_COLOR, label="G"), Patch(color=OUT_COLOR, label="not G")], fontsize=8)
     fig.tight_layout()
@@ -234,8 +234,8 @@ def alignment_map(rows, model) -> tuple[str | None, list[str]]:
     if not pos:
         return None, missing
     plt = _plt()
-    from matplotlib import colors as mcolors
-    from matplotlib.patches import Rectangle
+    from matplotlib import colors as mcolors  # deferred: heavy optional dependency, loaded on first use
+    from matplotlib.patches import Rectangle  # deferred: heavy optional dependency, loaded on first use
 
     lo, hi = min(vals.values()), max(vals.values())
     norm = mcolors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1)

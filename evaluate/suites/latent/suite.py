@@ -33,15 +33,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import stats
+from scipy.stats import rankdata
+from sklearn.cluster import KMeans
+from sklearn.decomposition import PCA
 
 from ....errors import CulturaError
+from ...common import embed_images, embed_texts
 from ...metrics import c_asc
 from ...stats import StatsInputError, correct_pvalues, mann_whitney, welch_ww_wn
 from ...stats_extra import country_permutation_test, effect_band
-from ..registry import SuiteSkipped, Suite, row
-from .report import render_latent
-from ...common import embed_images, embed_texts
+from ..registry import Suite, SuiteSkipped, row
 from .data import ConceptSet, load_concept_sets, term_for
+from .report import render_latent
 
 NAME = "latent"
 DEFAULT_TEMPLATE = "A photo of a {concept}"
@@ -198,7 +202,6 @@ def caption_text(project, cs: ConceptSet, tpl: dict) -> str | None:
 def c_asc_ci(sims: np.ndarray, g: np.ndarray, *, n_resamples: int, seed: int, level: float = 0.95):
     """Percentile bootstrap CI of C-ASC resampling images within G and within its complement
     (``scipy.stats.bootstrap`` with two samples)."""
-    from scipy import stats
 
     x, y = sims[g], sims[~g]
     if len(x) < 2 or len(y) < 2 or n_resamples < 1:
@@ -254,7 +257,6 @@ def caption_rows(project, embedder, sets, embs, grouping, *, templates, n_resamp
 def alignment_rows(per_concept_means: dict, grouping, tg: dict, details: dict) -> list[dict]:
     """Average rank of each country over concepts (rank 1 = highest mean caption–image similarity; ties get
     the average rank), and a Mann–Whitney test of in-group vs other countries' average ranks."""
-    from scipy.stats import rankdata
 
     ranks: dict[str, dict[str, float]] = {}
     for concept, means in per_concept_means.items():
@@ -290,8 +292,6 @@ def projection_rows(sets, embs, captions, template: dict, *, method: str, k: int
                     details: dict) -> list[dict]:
     """Per concept: 2-D coordinates of its images and caption (UMAP from ``UMAP_MIN`` points, else PCA) and
     k-means regions fitted on the 2-D points (centroids stored so the report can draw the boundaries)."""
-    from sklearn.cluster import KMeans
-    from sklearn.decomposition import PCA
 
     if method == "none":
         return []

@@ -22,10 +22,11 @@ import math
 
 import numpy as np
 
+from ....models.scorers import DEFAULT_MODE, LogProbScorer, get_scorer, score_cached
+from ...common import mean_ci
 from ...metrics import cultural_bias_score
 from .contexts import list_contexts
 from .entities import entity_pool
-from ....models.scorers import DEFAULT_MODE, LogProbScorer, get_scorer, score_cached
 
 
 def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | None = None,
@@ -73,7 +74,6 @@ def cbs_summary(rows: list[dict], *, by=("language", "type", "kind"), n_resample
     """Mean CBS over contexts per group of ``by`` keys, with a percentile bootstrap CI over contexts.
     Returns ``[{**group, "cbs", "ci_low", "ci_high", "n_contexts"}]`` (NaN-CBS contexts are left out and
     counted in ``n_undefined``)."""
-    from ...common import mean_ci
 
     groups: dict[tuple, list[dict]] = {}
     for r in rows:

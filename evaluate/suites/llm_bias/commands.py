@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ....console import emit_json, json_option, listing, pass_ctx, summary, table
+from ....console import json_option, listing, pass_ctx, summary
+from .contexts import context_counts, import_contexts, list_contexts
+from .entities import entity_counts, import_entities, list_entities
+from .patterns import extract_entities, llm_extract_entities
+from .wikidata import DEFAULT_ENDPOINT, collect_western_wikidata, collect_wikidata
 
 
 @click.group("entities")
@@ -23,7 +27,6 @@ def entities():
 @pass_ctx
 def entities_import(ctx, path, language, type_, side, status, as_json):
     """Import entities from a JSONL or CSV file (columns language, type, side, native, english, country)."""
-    from .entities import import_entities
 
     summary("Entities imported", import_entities(ctx.project, path, language=language, type=type_, side=side,
                                                  status=status), as_json)
@@ -49,7 +52,6 @@ def entities_import(ctx, path, language, type_, side, status, as_json):
 def entities_wikidata(ctx, country, western, languages, min_languages, types, side, limit, endpoint, as_json):
     """Collect candidate entities from Wikidata by class (seed 001 Table 4): one country's entities, or with
     --western the parallel Western set across all Western countries."""
-    from .wikidata import DEFAULT_ENDPOINT, collect_western_wikidata, collect_wikidata
 
     if western == bool(country):
         raise click.UsageError("Give either --country CODE or --western.")
@@ -76,7 +78,6 @@ def entities_wikidata(ctx, country, western, languages, min_languages, types, si
 def entities_extract(ctx, corpus, language, min_count, as_json):
     """Extract candidate entities from a local text corpus (JSONL with 'text', or .txt files) by
     per-language patterns."""
-    from .patterns import extract_entities
 
     summary("Pattern extraction", extract_entities(ctx.project, corpus, language, min_count=min_count),
             as_json)
@@ -97,7 +98,6 @@ def entities_extract(ctx, corpus, language, min_count, as_json):
 def entities_extract_llm(ctx, corpus, language, country, type_, from_patterns, model, max_texts, as_json):
     """Extract candidate entities of both sides (local culture and Western) from a corpus with an LLM
     (seed 001 §3.1); every call is logged in llm_calls."""
-    from .patterns import llm_extract_entities
 
     summary("LLM extraction", llm_extract_entities(ctx.project, corpus, language, country=country, type=type_,
                                                    from_patterns=from_patterns, model=model,
@@ -113,7 +113,6 @@ def entities_extract_llm(ctx, corpus, language, country, type_, from_patterns, m
 @pass_ctx
 def entities_list(ctx, language, type_, side, status, as_json):
     """List entities."""
-    from .entities import list_entities
 
     rows = list_entities(ctx.project, language=language, type=type_, side=side,
                          status=None if status == "any" else status)
@@ -130,7 +129,6 @@ def entities_list(ctx, language, type_, side, status, as_json):
 @pass_ctx
 def entities_counts(ctx, by, side, status, as_json):
     """Count entities per group (the shape of seed 001 Table 2 and Figure 7)."""
-    from .entities import entity_counts
 
     cols = [c.strip() for c in by.split(",") if c.strip()]
     rows = entity_counts(ctx.project, by=cols + (["side"] if side and "side" not in cols else []),
@@ -157,7 +155,6 @@ def contexts():
 def contexts_import(ctx, path, language, kind, type_, status, as_json):
     """Import (or update) masked contexts from JSONL or CSV (columns language, kind, type, text,
     sentiment, english, parallel_id, country, status)."""
-    from .contexts import import_contexts
 
     summary("Contexts imported", import_contexts(ctx.project, path, language=language, kind=kind, type=type_,
                                                  status=status), as_json)
@@ -170,7 +167,6 @@ def contexts_import(ctx, path, language, kind, type_, status, as_json):
 @pass_ctx
 def contexts_list(ctx, language, kind, type_, as_json):
     """List active masked contexts."""
-    from .contexts import list_contexts
 
     rows = list_contexts(ctx.project, language=language, kind=kind, type=type_)
     listing("Contexts", rows, as_json, ["id", "language", "kind", "type", "sentiment",
@@ -183,7 +179,6 @@ def contexts_list(ctx, language, kind, type_, as_json):
 def contexts_counts(ctx, status, as_json):
     """Contexts per language and kind, and their mean ± SD length (seed 001 Tables 3 and 5: words, characters
     for zh/ja)."""
-    from .contexts import context_counts
 
     listing("Contexts", context_counts(ctx.project, status=None if status == "any" else status), as_json)
 

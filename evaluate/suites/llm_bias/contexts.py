@@ -13,6 +13,7 @@ re-import (same language/kind/type/text updates sentiment, English and parallel 
 """
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from ....db import now, transaction
@@ -127,7 +128,6 @@ def context_counts(project, *, status: str | None = "active") -> list[dict]:
     adaptation contexts (grounded + neutral) and of the QA contexts (Table 5: words, characters for zh/ja;
     SD with ddof 1). Rows ``{"language", "grounded", "neutral", "qa", "unit", "length_adaptation",
     "sd_adaptation", "length_qa", "sd_qa"}``."""
-    import statistics
 
     out = []
     by: dict[str, list[dict]] = {}

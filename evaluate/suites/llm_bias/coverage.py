@@ -15,6 +15,7 @@ import tomllib
 from functools import lru_cache
 from importlib import resources
 
+from ....countries import registry
 from ....errors import CulturaError, unknown
 
 
@@ -44,7 +45,6 @@ def script_of(language: str) -> str:
     langs = scripts_data().get("languages", {})
     if language in langs:
         return langs[language]["script"]
-    from ....countries import registry
 
     lang = registry().languages.get(language)
     if lang is not None and lang.script in scripts_data()["scripts"]:

@@ -16,9 +16,10 @@ import unicodedata
 
 import numpy as np
 
-from ....models.llm import render_prompt
-from .contexts import by_language, fill, list_contexts
 from ....models.generators import generate_cached, get_generator
+from ....models.llm import render_prompt
+from ...common import mean_ci
+from .contexts import by_language, fill, list_contexts
 from .sentiment import language_name, sample_entities
 
 #: entity types in words for the prompts (seed 001 §3.1 names them authors, food dishes, beverages, first
@@ -53,7 +54,6 @@ def extractive_qa(project, generator, *, language: str | None = None, n_entities
     bootstrap over contexts of the per-context accuracy difference), ``n_local``, ``n_western``,
     ``n_contexts``. Entities as in :func:`~.sentiment.sample_entities` (``parallel``: the same in the native
     run and its English twin)."""
-    from ...common import mean_ci
 
     gen = get_generator(generator)
     ctxs = list_contexts(project, language=language, kind="qa")

@@ -25,10 +25,11 @@ import re
 
 import numpy as np
 
+from ....models.generators import generate_cached, get_generator
 from ....models.llm import render_prompt
+from ...metrics import bootstrap_ci
 from .contexts import by_language, fill, list_contexts
 from .entities import entity_pool
-from ....models.generators import generate_cached, get_generator
 
 MAX_INVALID_KEPT = 50  # unparseable replies kept verbatim per language (all are counted)
 LABELS = {"0": "neutral", "1": "positive", "2": "negative"}
@@ -113,7 +114,6 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
     entities sampled by :func:`sample_entities` (``parallel``: the native run and its English twin fill each
     context with the same entities),
     ``delta_fn, delta_fp`` with bootstrap CIs, ``n_sentences`` per side and run, ``n_contexts``, ``invalid``."""
-    from ...metrics import bootstrap_ci
 
     gen = get_generator(generator)
     ctxs = [c for k in ("grounded", "neutral") for c in list_contexts(project, language=language, kind=k)

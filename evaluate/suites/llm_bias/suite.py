@@ -21,8 +21,16 @@ from __future__ import annotations
 import math
 
 from ....errors import CulturaError
+from ....models.generators import get_generator
+from ....models.scorers import DEFAULT_MODE, get_scorer
+from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag
 from ..registry import Suite, SuiteSkipped, row
-from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag, model_label
+from .cbs import compute_cbs
+from .contexts import list_contexts
+from .coverage import decoded_vocabulary, script_coverage, script_of
+from .entities import list_entities
+from .qa import extractive_qa
+from .sentiment import sentiment_association
 
 NAME = "llm"
 
@@ -38,10 +46,6 @@ def _parallel(o: dict) -> bool:
 
 
 def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
-    from .cbs import compute_cbs
-    from .contexts import list_contexts
-    from .entities import list_entities
-    from ....models.scorers import DEFAULT_MODE, get_scorer
 
     o = _opts(project, options)
     spec = o.get("llm") or o.get("model")
@@ -87,11 +91,7 @@ def llm_suite(project, embedder, *, benchmark=None, options: dict) -> list[dict]
 
 
 def _generation_rows(project, gen_spec, o, ident, langs) -> list[dict]:
-    from ....models.generators import get_generator
-    from .qa import extractive_qa
-    from .sentiment import sentiment_association
 
-    from .contexts import list_contexts
 
     gen = get_generator(gen_spec)
     n_ent, seeds = int(o.get("n_entities", 50)), list(o.get("seeds", [0, 1, 2]))
@@ -145,8 +145,6 @@ def _coverage_tokenizer(scorer, name: str | None):
 
 
 def _coverage_rows(project, tokenizer, ident) -> list[dict]:
-    from .contexts import list_contexts
-    from .coverage import decoded_vocabulary, script_coverage, script_of
 
     langs = sorted({c["language"] for c in list_contexts(project)})
     vocab = decoded_vocabulary(tokenizer)
@@ -250,7 +248,7 @@ def cbs_vs_coverage(results, model_of, *, kind: str = "grounded"):
     import matplotlib  # deferred: heavy optional dependency
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
     by_lang: dict[str, list[dict]] = {}

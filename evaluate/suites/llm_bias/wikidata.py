@@ -29,6 +29,8 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 
+import httpx
+
 from ....errors import CulturaError, unknown
 from .entities import add_entities, normalise_entity
 
@@ -123,7 +125,6 @@ def build_western_query(type_: str, *, countries=None, languages=None, min_langu
 
 def run_query(query: str, *, endpoint: str = DEFAULT_ENDPOINT, timeout: float = 60.0) -> list[dict]:
     """Bindings of a SPARQL SELECT as ``[{var: value}]``."""
-    import httpx
 
     try:
         resp = httpx.get(endpoint, params={"query": query, "format": "json"}, timeout=timeout,

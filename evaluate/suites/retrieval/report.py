@@ -31,10 +31,10 @@ CHI2_COLUMNS = (("chi2_or_vs_orlb", ("or", "orlb"), "QL association (Blue − Pu
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # deferred: heavy optional dependency, loaded on first use
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     return plt
 

@@ -8,6 +8,10 @@ import json
 import click
 
 from ....console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from .data import import_portraits, inventories, make_synthetic_portraits, portrait_sets, translation_items
+from .sampling import sample_balanced
+from .translate import translate_inventory
+from .validation import translation_validation
 
 
 @click.group("social")
@@ -27,7 +31,6 @@ def social():
 @pass_ctx
 def import_cmd(ctx, table_path, images_dir, dataset, layout, synthetic, as_json):
     """Import a labelled portrait table (CSV/TSV/JSONL/Parquet) and its images; failed rows keep their reason."""
-    from .data import import_portraits
 
     res = import_portraits(ctx.project, table_path, images_dir, dataset, layout=layout, synthetic=synthetic)
     summary(f"Portraits: {dataset}", {**{k: v for k, v in res.items() if k != "reasons"},
@@ -38,7 +41,6 @@ def import_cmd(ctx, table_path, images_dir, dataset, layout, synthetic, as_json)
 @pass_ctx
 def portraits_cmd(ctx, as_json):
     """List the imported portrait sets with their counts."""
-    from .data import portrait_sets
 
     rows = portrait_sets(ctx.project)
     listing("Portrait sets", rows, as_json, ["dataset", "layout", "synthetic", "n_ok", "n_failed", "source",
@@ -49,7 +51,6 @@ def portraits_cmd(ctx, as_json):
 @pass_ctx
 def inventories_cmd(ctx, as_json):
     """List the prompt inventories per language with their axes and validation status."""
-    from .data import inventories
 
     rows = inventories(ctx.project)
     listing("Prompt inventories", rows, as_json,
@@ -63,7 +64,6 @@ def inventories_cmd(ctx, as_json):
 @pass_ctx
 def translation_items_cmd(ctx, language, out_path):
     """Write one language's inventory prompts with their English sources for the translation campaign."""
-    from .data import translation_items
 
     items = translation_items(ctx.project, language)
     with open(out_path, "w", encoding="utf-8") as f:
@@ -83,7 +83,6 @@ def translation_items_cmd(ctx, language, out_path):
 @pass_ctx
 def translate_inventory_cmd(ctx, language, model, sections, overwrite, as_json):
     """Translate the English prompt inventory into LANGUAGE with the LLM (unvalidated until rated)."""
-    from .translate import translate_inventory
 
     res = translate_inventory(ctx.project, language, model=model, sections=list(sections) or None,
                               overwrite=overwrite)
@@ -104,7 +103,6 @@ def translate_inventory_cmd(ctx, language, model, sections, overwrite, as_json):
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the drawings.")
 def synthetic_cmd(directory, per_cell, seed):
     """Draw a tiny synthetic labelled portrait set (cartoon faces, FairFace layout) to try the audit."""
-    from .data import make_synthetic_portraits
 
     path = make_synthetic_portraits(directory, per_cell=per_cell, seed=seed)
     out.print(f"Wrote {path}; import it with 'cultura social import-portraits {path} --images {directory} "
@@ -124,7 +122,6 @@ def synthetic_cmd(directory, per_cell, seed):
 def sample_cmd(ctx, dataset, into, per_cell, seed, races, overwrite, as_json):
     """Draw a balanced FairFace-style sample (equal cells per gender × race, seeded) as a new portrait set
     (seed 003 App. A.3: 782 per cell)."""
-    from .sampling import sample_balanced
 
     res = sample_balanced(ctx.project, dataset, into, per_cell=per_cell, seed=seed, races=list(races) or None,
                           overwrite=overwrite)
@@ -140,7 +137,6 @@ def sample_cmd(ctx, dataset, into, per_cell, seed, races, overwrite, as_json):
 def translation_validation_cmd(ctx, unit, languages, as_json):
     """Summaries of the translation campaign per language (seed 003 App. E Tables 12–13): rating bands, mean,
     population SD, share ≥ 4, beside the seed's own numbers."""
-    from .validation import translation_validation
 
     rows = translation_validation(ctx.project, unit=unit, languages=list(languages) or None)
     shown = [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]

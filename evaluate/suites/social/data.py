@@ -28,6 +28,7 @@ line up with the inventory's demographic labels (``White_Male`` …).
 """
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import json
@@ -36,8 +37,13 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+from PIL import Image, ImageDraw
+
+from ....curate.importers import read_table, store_image
 from ....db import now, transaction
 from ....errors import CulturaError, unknown
+from .schema import social
 
 AXES = ("crime", "communion", "agency")
 SECTIONS = ("demographic", "crime", "non_human", "communion", "agency")
@@ -299,7 +305,6 @@ def inventory_status(project, language: str, *, store: bool = True) -> dict:
         else:
             info["status"] = "unvalidated"
     if store and project is not None:
-        from .schema import social
 
         social.apply(project.db)
         with transaction(project.db):
@@ -361,8 +366,6 @@ def import_portraits(project, table, images_dir, dataset: str, *, layout: str = 
     unknown gender/race value); rows already imported ok are skipped, failed ones are retried, so a rerun
     resumes. Images are verified with Pillow and stored content-addressed like every other image.
     """
-    from ....curate.importers import read_table, store_image
-    from .schema import social
 
     if layout not in LAYOUTS:
         raise unknown("portrait layout", layout, LAYOUTS)
@@ -441,7 +444,6 @@ def import_portraits(project, table, images_dir, dataset: str, *, layout: str = 
 
 def portrait_sets(project) -> list[dict]:
     """The imported portrait sets with their counts."""
-    from .schema import social
 
     social.apply(project.db)
     return [dict(r) for r in project.db.query("SELECT * FROM portrait_sets ORDER BY dataset")]
@@ -466,10 +468,7 @@ def make_synthetic_portraits(directory, *, per_cell: int = 2, races=("White", "B
     index in ``races`` — so planted-bias test embedders can read the label back. Colours are random, never
     tied to the race label.
     """
-    import csv
 
-    import numpy as np
-    from PIL import Image, ImageDraw
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

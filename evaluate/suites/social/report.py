@@ -21,7 +21,10 @@ import math
 
 import numpy as np
 
-from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
+from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag, model_label
+from .data import language_partitions, portrait_sets
+from .stats import social_statistics
+from .validation import translation_validation
 
 AXES = ("crime", "communion", "agency")
 AX_SHORT = {"crime": "c", "communion": "com", "agency": "ag"}
@@ -29,10 +32,10 @@ AX_COLORS = {"crime": "#c0392b", "communion": "#f0a030", "agency": "#2e9e4f"}
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # deferred: heavy optional dependency, loaded on first use
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     return plt
 
@@ -120,7 +123,6 @@ def recall_tables(rows) -> tuple[Table, Table] | None:
 
 def validation_table(project) -> Table | None:
     """Seed 003 App. E Tables 12–13 from this project's translation campaign (None when nothing is rated)."""
-    from .validation import translation_validation
 
     vals = translation_validation(project) if project is not None else []
     if not vals:
@@ -203,8 +205,6 @@ def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
 
 def render_social(rows, project) -> ReportSection:
     """The social suite's report section (see the module docstring)."""
-    from .data import language_partitions
-    from .stats import social_statistics
 
     idx = _index(rows)
     models = list(dict.fromkeys(model_label(r) for r in rows))
@@ -293,6 +293,5 @@ def _flat(t: dict) -> dict:
 
 
 def _sets(project) -> list[dict]:
-    from .data import portrait_sets
 
     return portrait_sets(project)

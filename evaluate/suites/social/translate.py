@@ -34,8 +34,8 @@ from pydantic import BaseModel, model_validator
 
 from ....db import now
 from ....errors import unknown
-from .data import (SECTIONS, SOURCE_LANGUAGE, SocialDataError, available_languages, inventory_status,
-                          load_inventory)
+from ....models.llm import LLM
+from .data import SECTIONS, SOURCE_LANGUAGE, SocialDataError, available_languages, inventory_status, load_inventory
 
 STAGE = "social.translate"
 TEMPLATE = "inventory_translation.j2"
@@ -159,7 +159,6 @@ def translate_inventory(project, language: str, *, model: str | None = None, sec
     ``validation`` is the inventory's status afterwards (``unvalidated`` until translation decisions exist;
     ``missing`` when the language still has no inventory because every section failed).
     """
-    from ....models.llm import LLM
 
     if language == SOURCE_LANGUAGE:
         raise SocialDataError(f"'{SOURCE_LANGUAGE}' is the source language of the inventories; pass the language "

@@ -32,3 +32,25 @@ def test_table_columns_are_the_union_of_keys_and_text_is_literal(capsys):
     table("t", rows)
     out = capsys.readouterr().out
     assert "note" in out and "[evaluate.llm]" in out
+
+
+def test_one_table_reader_streams_json_arrays_csv_and_parquet(tmp_path):
+    """db.readers is the one reader: JSON Lines, a JSON array, CSV/TSV and Parquet (in batches)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cultura.db.readers import TableReadError, iter_rows, read_rows
+
+    (tmp_path / "a.json").write_text('[{"x": 1}, 2]', encoding="utf-8")
+    assert read_rows(tmp_path / "a.json") == [{"x": 1}, {"__error__": "element 2 is not an object", "__line__": 2}]
+    (tmp_path / "b.csv").write_text("x\ty\n1\t2\n", encoding="utf-8")
+    assert read_rows(tmp_path / "b.csv") == [{"x": "1", "y": "2"}]
+    pq.write_table(pa.table({"x": list(range(10))}), tmp_path / "c.parquet")
+    assert [r["x"] for r in iter_rows(tmp_path / "c.parquet", batch_size=3)] == list(range(10))
+    (tmp_path / "d.jsonl").write_bytes(b'{"x": "\xff"}\n')
+    try:
+        read_rows(tmp_path / "d.jsonl")
+    except TableReadError as e:
+        assert "not UTF-8" in str(e)
+    else:
+        raise AssertionError("a non-UTF-8 file must be one clear error")

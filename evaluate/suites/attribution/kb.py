@@ -22,9 +22,9 @@ import numpy as np
 from PIL import Image
 
 from ....db import now, transaction
+from ....db.readers import iter_rows
 from ....errors import CulturaError
 from ....models.embedders import embed_images_cached, embed_texts_cached
-from .files import as_list, iter_records
 
 ID_FIELDS = ("id", "entity_id", "synset_id", "babelnet_id")
 LEMMA_FIELDS = ("lemma", "title", "name")
@@ -33,6 +33,28 @@ ALIAS_FIELDS = ("aliases", "senses", "synonyms")
 IMAGE_FIELDS = ("images", "image_paths", "image")
 CHUNK = 5000
 
+
+
+def as_list(value) -> list:
+    """A list from a JSON list, a list/array, or a ';'-separated string (None/"" → [])."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        v = value.strip()
+        if not v:
+            return []
+        if v.startswith("["):
+            try:
+                return list(json.loads(v))
+            except json.JSONDecodeError as e:
+                raise CulturaError(f"Cannot read the list {v[:60]!r} ({e.msg}).") from None
+        return [x.strip() for x in v.split(";") if x.strip()]
+    if isinstance(value, dict):
+        raise CulturaError(f"Expected a list, got an object {str(value)[:60]!r}.")
+    try:
+        return list(value)
+    except TypeError:
+        return [value]
 
 def _first(rec: dict, names) -> object:
     for n in names:
@@ -95,7 +117,7 @@ def import_kb(project, path: str | Path, *, kb: str = "default", images_root: st
             project.db["kb_entities"].upsert_all(chunk, pk=("kb", "entity_id"))
         chunk.clear()
 
-    for n, rec in enumerate(iter_records(p), 1):
+    for n, rec in enumerate(iter_rows(p, strict=True), 1):
         row = kb_row(rec, kb=kb, base=base, source=source, where=f"{p} record {n}")
         paths.update(json.loads(row["images"]))
         chunk.append(row)

@@ -16,14 +16,14 @@ from cultura.evaluate.runner import run_evaluation
 from cultura.evaluate.suites import SUITES, register_suite, row
 from cultura.errors import CulturaError
 
-from .test_suites import Planted, make_world
+from tests.fakes.benchmark_world import Planted, make_benchmarks
 
 FAST = {"n_resamples": 50, "projection": "pca"}
 
 
 @pytest.fixture
 def evaluated(project):
-    w = make_world(project)
+    w = make_benchmarks(project)
     run_evaluation(project, [Planted(w["meta"], alpha=0.9, gamma=1.0, noise=1.0),
                              Planted(w["meta"], concept=0.0, alpha=3.0, noise=0.0)], "all", options=FAST)
     return project
@@ -70,7 +70,7 @@ def test_report_computes_averages_over_models_and_the_dlbkl_sp_link(project, tmp
 
     from cultura.evaluate.runner import load_results
 
-    w = make_world(project, descriptor=False)
+    w = make_benchmarks(project, descriptor=False)
     models = [Planted(w["meta"], alpha=a, noise=1.0, english_boost=e) for a, e in ((0.6, 0.0), (0.8, 0.5),
                                                                                    (0.9, 1.0))]
     run_evaluation(project, models, "prevalence,association", options={**FAST, "ks": [10]})
@@ -135,7 +135,7 @@ def test_report_without_results_says_what_to_run(project):
 
 
 def test_cli_run_results_report_and_cache(project, tmp_path):
-    make_world(project, n_concepts=4, per_cell=1)
+    make_benchmarks(project, n_concepts=4, per_cell=1)
     runner = CliRunner()
     base = ["--project", str(project.root), "evaluate"]
     r = runner.invoke(cli, base + ["run", "--model", "fake", "--suite", "association,descriptor",

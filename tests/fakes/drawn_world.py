@@ -60,7 +60,7 @@ def _jpeg(img, quality=90) -> bytes:
     return buf.getvalue()
 
 
-def make_world(root: str | Path) -> dict:
+def draw_world(root: str | Path) -> dict:
     """Write the fixture world under ``root``: ``www/`` (served), ``urls.jsonl``, ``folder/``.
     Returns what was planted (for tests and the demo's printout)."""
     root = Path(root)
@@ -148,7 +148,7 @@ def run_curation(project_dir: str | Path, *, say=print) -> dict:
 
     project_dir = Path(project_dir)
     world = project_dir / "fixture-world"
-    planted = make_world(world)
+    planted = draw_world(world)
     project = init_project(project_dir, countries=COUNTRIES, name="cultura-demo", overwrite=True)
     results = {"world": planted}
     say(f"• project {project.root} with countries {', '.join(COUNTRIES)}")

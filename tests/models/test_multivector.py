@@ -116,9 +116,9 @@ def test_retrieval_suites_score_a_multi_vector_model_by_maxsim(multi_server, pro
     from cultura.evaluate.suites import get_suite
     from cultura.evaluate.suites.retrieval.association import trial_similarities
 
-    from tests.evaluate.test_suites import make_world
+    from tests.fakes.benchmark_world import make_benchmarks
 
-    make_world(project, n_concepts=3, per_cell=1)
+    make_benchmarks(project, n_concepts=3, per_cell=1)
     e = get_embedder("openai-multi:colqwen-tiny")
     rows = get_suite("association").func(project, e, options={"n_resamples": 20, "projection": "none"})
     assert {r["metric"] for r in rows} >= {"M_cr", "M_lb", "SP"}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cultura.errors import CulturaError
-from cultura.evaluate.suites.llm_bias import (add_entities, compute_cbs, entity_sets, get_scorer, import_contexts,
+from cultura.evaluate.suites.llm_bias import (compute_cbs, entity_sets, get_scorer, import_contexts,
                                        import_entities, list_contexts, split_mask)
 from cultura.models.scorers import OpenAICompletionsScorer, score_cached
 from cultura.evaluate.metrics import cultural_bias_score
@@ -198,7 +198,7 @@ def test_llm_suite_skips_without_llm(filled):
 
 def test_llm_suite_takes_the_model_from_model_option(filled, tiny_lm):  # noqa: F811
     """`cultura evaluate run --model hf:… --suite llm`: the --model spec is the LLM under evaluation."""
-    from cultura.evaluate.runner import list_runs, run_evaluation
+    from cultura.evaluate.runner import run_evaluation
     from cultura.evaluate.suites.llm_bias import suite as _  # noqa: F401
 
     spec = f"hf:{tiny_lm}"
@@ -267,7 +267,8 @@ def test_pattern_extraction(project, tmp_path):
 
 def test_entity_decisions_round_trip(project, tmp_path):
     from cultura.db import now
-    from cultura.evaluate.suites.llm_bias.entities import apply_entity_decisions, export_entity_items, list_entities
+    from cultura.annotate.kinds import apply_entity_table_decisions
+    from cultura.evaluate.suites.llm_bias.entities import export_entity_items, list_entities
 
     import_entities(project, _write_jsonl(tmp_path / "e.jsonl", ENTS[:2]), status="candidate")
     assert export_entity_items(project, tmp_path / "items.jsonl") == 2
@@ -275,7 +276,7 @@ def test_entity_decisions_round_trip(project, tmp_path):
     project.db["decisions"].insert_all([
         {"kind": "entity", "item_key": f"entity:{keys[0]}", "label": "local", "rule": "majority", "decided_at": now()},
         {"kind": "entity", "item_key": f"entity:{keys[1]}", "label": "noise", "rule": "majority", "decided_at": now()}])
-    assert apply_entity_decisions(project) == {"accepted": 1, "rejected": 1, "unknown": 0}
+    assert apply_entity_table_decisions(project.db) == {"accepted": 1, "rejected": 1, "unknown": 0}
     assert [r["native"] for r in list_entities(project)] == ["sushi"]
 
 

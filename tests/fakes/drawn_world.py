@@ -11,14 +11,12 @@ Native terms come from a bundled file through ``set-term`` (the path a person co
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import io
 import json
 import random
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from cultura.demo import serve
 
 CONCEPTS = ["bus", "wedding", "breakfast", "house", "kite"]
 COUNTRIES = ["US", "DE", "JP", "TH"]
@@ -102,25 +100,6 @@ def draw_world(root: str | Path) -> dict:
     for k in range(PER_CELL, PER_CELL + 2):
         (fdir / f"breakfast-TH-{k}.jpg").write_bytes(_jpeg(draw("breakfast", "TH", k)))
     return {"urls": len(rows), "files": len(list(www.iterdir())), "folder_files": 2, "planted": planted}
-
-
-@contextlib.contextmanager
-def serve(directory: str | Path):
-    """Serve ``directory`` read-only on a free 127.0.0.1 port; yields ``host:port``."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 def localise_urls(world_dir: Path, host_port: str) -> Path:

@@ -7,7 +7,7 @@ here. Tables are created by the ``llm_bias`` migrations (:mod:`cultura.evaluate.
 """
 from .cbs import cbs_by_context, cbs_summary, compute_cbs
 from .contexts import add_contexts, context_counts, import_contexts, list_contexts, split_mask
-from .entities import (add_entities, apply_entity_decisions, entity_counts, entity_pool, entity_sets,
+from .entities import (add_entities, entity_counts, entity_pool, entity_sets,
                        export_entity_items, import_entities, list_entities)
 from ....models.scorers import LogProbScorer, get_scorer, register_scorer
 
@@ -18,7 +18,7 @@ SUITES = (_suite,)
 
 __all__ = [
     "add_entities", "import_entities", "list_entities", "entity_sets", "export_entity_items",
-    "apply_entity_decisions", "add_contexts", "import_contexts", "list_contexts", "split_mask",
+    "add_contexts", "import_contexts", "list_contexts", "split_mask",
     "entity_counts", "entity_pool", "context_counts",
     "LogProbScorer", "get_scorer", "register_scorer", "compute_cbs", "cbs_by_context", "cbs_summary",
 ]

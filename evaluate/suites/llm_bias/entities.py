@@ -15,8 +15,8 @@ Import files are JSONL or CSV with those columns (``entity``/``name`` are accept
 
 Annotation goes through the ``entity`` campaign: :func:`export_entity_items` writes the rows for
 ``cultura annotate push entity --from FILE`` (item keys ``entity:ent-<id>``), and
-:func:`apply_entity_decisions` copies the final decisions (local / western → accepted with that side;
-neither / noise → rejected) back onto the entities.
+:func:`cultura.annotate.kinds.apply_entity_table_decisions` (run by adjudication) copies the final
+decisions (local / western → accepted with that side; neither / noise → rejected) back onto the entities.
 """
 from __future__ import annotations
 
@@ -176,34 +176,3 @@ def _language_country(project, language: str) -> str:
         if getattr(c, "language", None) == language:
             return c.code
     raise CulturaError(f"No country in the project speaks {language!r}; set the entity's country column.")
-
-
-def apply_entity_decisions(project) -> dict:
-    """Copy the current ``entity`` decisions onto the entities they name (item keys ``entity:ent-<id>``):
-    label local/western → status accepted with that side; neither/noise → rejected (reason = the label)."""
-    db = project.db
-    n = {"accepted": 0, "rejected": 0, "unknown": 0}
-    rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "
-                      "AND item_key LIKE 'entity:ent-%' ORDER BY id").fetchall()
-    ts = now()
-    with transaction(db):
-        for key, label in rows:
-            try:
-                eid = int(key.rsplit("ent-", 1)[1])
-            except ValueError:
-                n["unknown"] += 1
-                continue
-            label = (label or "").strip().lower()
-            if label in SIDES:
-                upd = {"status": "accepted", "side": label, "reason": None, "updated_at": ts}
-                n["accepted"] += 1
-            else:
-                upd = {"status": "rejected", "reason": f"annotated {label or 'without label'}", "updated_at": ts}
-                n["rejected"] += 1
-            try:
-                db["entities"].update(eid, upd)
-            except Exception as e:  # noqa: BLE001 - sqlite-utils NotFoundError or a UNIQUE clash on side
-                n["unknown"] += 1
-                if type(e).__name__ not in ("NotFoundError", "IntegrityError"):
-                    raise
-    return n

@@ -95,9 +95,8 @@ def render_config(kind: str, *, adjudication: bool = False, validate: bool = Tru
 def validate_config(xml: str, *, example: dict | None = None) -> None:
     """Offline checks: XML schema, unique names, toName targets, tag attributes; and that the example task
     provides every ``$variable`` the config uses. Raises :class:`TemplateError`."""
-    from label_studio_sdk.label_interface import (
-        LabelInterface,  # deferred: heavy optional dependency, loaded on first use
-    )
+    # deferred: heavy optional dependency, loaded on first use
+    from label_studio_sdk.label_interface import LabelInterface
 
     try:
         li = LabelInterface(xml)

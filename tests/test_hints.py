@@ -33,7 +33,7 @@ def resolve(words: list[str]) -> str | None:
 def hints():
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in {"tests", ".venv", "build"} or ".git" in rel.parts:
+        if rel.parts[0] in {"tests", "build", "demo-project"} or rel.parts[0].startswith("."):
             continue
         for m in HINT.finditer(path.read_text(encoding="utf-8")):
             yield str(rel), m.group(1)

@@ -62,9 +62,8 @@ def _weights_sha(path_or_id: str, is_local: bool, cache_dir: str | None) -> str 
 
 class _Loaded:
     def __init__(self, name: str, device: str, cache_dir: str | None, spec: str):
-        from sentence_transformers import (
-            SentenceTransformer,  # deferred: heavy optional dependency, loaded on first use
-        )
+        # deferred: heavy optional dependency, loaded on first use
+        from sentence_transformers import SentenceTransformer
 
         self.name = name
         self.path, self.is_local = resolve_model(name)

@@ -180,7 +180,9 @@ def font_rc() -> dict:
 
     have = {f.name for f in font_manager.fontManager.ttflist}
     fams = [f for f in FONT_FALLBACK if f in have] or ["DejaVu Sans"]
-    return {"font.family": "sans-serif", "font.sans-serif": fams, "svg.fonttype": "none"}
+    # a list of families in font.family is what makes matplotlib (>= 3.6) fall back glyph by glyph; a list
+    # in font.sans-serif only picks the first family found
+    return {"font.family": fams, "svg.fonttype": "none"}
 
 
 @contextmanager

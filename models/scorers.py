@@ -525,6 +525,7 @@ def get_scorer(spec: "str | LogProbScorer", **options: Any) -> LogProbScorer:
     ``MODEL?api=echo``); an instance is returned as is."""
     if isinstance(spec, LogProbScorer):
         return spec
+    hub_offline()  # a hub that cannot be reached is switched off now: a missing model fails in one sentence
     family, rest = SCORERS.parse(spec)
     rest, query = split_spec_options(rest)
     try:

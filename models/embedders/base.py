@@ -19,9 +19,13 @@ leaves the other method alone: calling it raises :class:`ModelCapabilityError`.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import hashlib
 import json
 import os
+import socket
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
@@ -308,15 +312,40 @@ def resolve_device(device: str | None) -> str:
 
 
 def hub_offline() -> bool:
-    """True when the Hugging Face hub is switched off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
+    """True when the Hugging Face hub is switched off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE), or cannot be
+    reached at all (its host does not resolve): then the hub is switched off for this process, so a missing
+    model fails at once with one sentence instead of a minute of download retries."""
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         if os.environ.get(var, "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
             return True
+    if not hub_reachable():
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        try:
+            from huggingface_hub import constants  # deferred: heavy optional dependency, loaded on first use
+            constants.HF_HUB_OFFLINE = True
+        except Exception:  # pragma: no cover - huggingface_hub missing
+            pass
+        return True
     try:
         from huggingface_hub import constants  # deferred: heavy optional dependency, loaded on first use
         return bool(constants.HF_HUB_OFFLINE)
     except Exception:  # pragma: no cover - huggingface_hub missing
         return False
+
+
+@functools.lru_cache(maxsize=1)
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub's host (``HF_ENDPOINT``, default huggingface.co) resolves, checked once per process with
+    a short timeout (no request is sent)."""
+    host = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or ""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(socket.getaddrinfo, host, 443).result(timeout=timeout)
+        return True
+    except Exception:  # gaierror, timeout: no route to the hub
+        return False
+    finally:
+        pool.shutdown(wait=False)
 
 
 def offline_error(spec: str, cause: BaseException | None = None, *, local_hint: str = "") -> ModelUnavailable:

@@ -24,7 +24,7 @@ from typing import Callable, Union
 
 from ...errors import CulturaError
 from ..registry import Registry
-from .base import Embedder
+from .base import Embedder, hub_offline
 
 ENTRY_POINT_GROUP = "cultura.embedders"
 
@@ -101,6 +101,7 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     if isinstance(spec, str) and "#" in spec:
         spec, from_spec = split_instructions(spec.strip())
         instr.update(from_spec)
+    hub_offline()  # a hub that cannot be reached is switched off now: a missing model fails in one sentence
     emb = EMBEDDERS.build(spec, default_family=default_family, **options)
     if any(instr.values()):
         emb.set_instructions(text=instr["text_instruction"], image=instr["image_instruction"],

@@ -11,7 +11,6 @@ percentage points (Table 17 ranks by ``|Δ|``); native language vs English gives
 """
 from __future__ import annotations
 
-import random
 import unicodedata
 
 import numpy as np
@@ -20,7 +19,7 @@ from ....models.generators import generate_cached, get_generator
 from ....models.llm import render_prompt
 from ...common import mean_ci
 from .contexts import by_language, fill, list_contexts
-from .sentiment import language_name, sample_entities
+from .sentiment import entity_jobs, language_name
 
 #: entity types in words for the prompts (seed 001 §3.1 names them authors, food dishes, beverages, first
 #: names, locations and sports clubs); other types are written with spaces for underscores
@@ -59,15 +58,11 @@ def extractive_qa(project, generator, *, language: str | None = None, n_entities
     ctxs = list_contexts(project, language=language, kind="qa")
     rows = []
     for lang, cs in by_language(ctxs, english=english).items():
-        jobs = []
-        for c in cs:
-            a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
-                                   parallel=parallel)
-            for side, ents in (("local", a), ("western", b)):
-                for e in ents:
-                    prompt = render_prompt("camellia_qa.j2", entity_type=entity_type_words(c["type"]),
-                                           language=language_name(project, lang), qa_context=fill(c["text"], e))
-                    jobs.append((c["id"], side, e, prompt))
+        jobs = [(c["id"], side, e, p) for c, side, e, p in entity_jobs(
+            project, cs, n_entities, seed, english=english, parallel=parallel,
+            prompt=lambda c, e, lang=lang: render_prompt("camellia_qa.j2", entity_type=entity_type_words(c["type"]),
+                                              language=language_name(project, lang),
+                                              qa_context=fill(c["text"], e)))]
         if not jobs:
             continue
         replies = generate_cached(project, gen, [j[3] for j in jobs])

@@ -107,6 +107,19 @@ def sample_entities(project, context: dict, n: int, rng: random.Random, *, engli
     return [e[field] for e in a], [e[field] for e in b]
 
 
+def entity_jobs(project, contexts: list[dict], n_entities: int, seed, *, english: bool, parallel: bool,
+                prompt) -> list[tuple]:
+    """``[(context, side, entity, prompt(context, entity))]`` for the local and Western entities sampled per
+    context with the seeded generator of :func:`sample_entities` (the sentiment and QA runs share it)."""
+    jobs = []
+    for c in contexts:
+        a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
+                               parallel=parallel)
+        for side, ents in (("local", a), ("western", b)):
+            jobs += [(c, side, e, prompt(c, e)) for e in ents]
+    return jobs
+
+
 def sentiment_association(project, generator, *, language: str | None = None, n_entities: int = 50,
                           seeds=(0, 1, 2), english: bool = False, n_resamples: int = 1000,
                           parallel: bool = False) -> list[dict]:
@@ -126,17 +139,12 @@ def sentiment_association(project, generator, *, language: str | None = None, n_
         n_valid = {"local": 0, "western": 0}
         bad: list[dict] = []
         for seed in seeds:
-            jobs = []
-            for c in cs:
-                a, b = sample_entities(project, c, n_entities, random.Random(f"{seed}:{c['id']}"), english=english,
-                                       parallel=parallel)
-                for side, ents in (("local", a), ("western", b)):
-                    for e in ents:
-                        prompt = render_prompt("camellia_sentiment.j2", language=language_name(project, lang),
-                                               sentence=fill(c["text"], e))
-                        jobs.append((c, side, prompt))
-            replies = generate_cached(project, gen, [p for _, _, p in jobs])
-            for (c, side, _), reply in zip(jobs, replies):
+            jobs = entity_jobs(project, cs, n_entities, seed, english=english, parallel=parallel,
+                               prompt=lambda c, e, lang=lang: render_prompt("camellia_sentiment.j2",
+                                                                 language=language_name(project, lang),
+                                                                 sentence=fill(c["text"], e)))
+            replies = generate_cached(project, gen, [p for _, _, _, p in jobs])
+            for (c, side, _, _), reply in zip(jobs, replies):
                 pred, why = parse_sentiment_reply(reply)
                 n_sent += side == "local"
                 n_valid[side] += pred is not None

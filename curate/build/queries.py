@@ -484,7 +484,7 @@ def build_mention_queries(project, *, method: str = "llm", llm=None, model: str 
                     continue
                 reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
                 texts = {d.code: _get(reply, f"mention_{d.name}") for d in dlist}
-            with project.db.conn:
+            with transaction(project.db):
                 for d in dlist:
                     text = texts.get(d.code)
                     reason = (("missing from the reply" if method == "llm" else

@@ -125,6 +125,14 @@ def _with_n(rows, countries, metric, **group) -> list[str]:
     return out
 
 
+def _country_win_rates(rows, models, countries, roles, n_metric: str, caption: str) -> Table:
+    """Win rates M_<role> (%) per model × query country (seed 000 Tables 13–14 shape); the column headers carry
+    the n behind ``n_metric``."""
+    return Table(["model", "metric"] + _with_n(rows, countries, n_metric),
+                 [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
+                  for m in models for x in roles], n_column=False, caption=caption)
+
+
 def _countries(rows, metric) -> list[str]:
     return sorted({r["group"]["country"] for r in rows if r["metric"] == metric and set(r["group"]) == {"country"}})
 
@@ -283,10 +291,8 @@ def render_association(rows, project) -> ReportSection:
         parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country"),
                              "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
                              "language-biased (pink), irrelevant (grey)."))
-    t13 = Table(["model", "metric"] + _with_n(rows, countries, "SP"),
-                [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
-                 for m in models for x in ASSOC_ROLES], n_column=False,
-                caption="Win rates per query country (seed 000 Table 13 shape).")
+    t13 = _country_win_rates(rows, models, countries, ASSOC_ROLES, "SP",
+                             "Win rates per query country (seed 000 Table 13 shape).")
     parts += [_table(t12), _table(t13), _table(t11)]
     fig18 = _silhouette_figure(rows, models, countries)
     if fig18:
@@ -561,10 +567,8 @@ def render_descriptor(rows, project) -> ReportSection:
     if countries:
         parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country"),
                              "Win rates per query country (seed 000 Figure 7 shape)."))
-    t14 = Table(["model", "metric"] + _with_n(rows, countries, "M_cr"),
-                [[m, f"M_{x} (%)"] + [Cell.of(_pick(rows, m, f"M_{x}", country=c), pct=True) for c in countries]
-                 for m in models for x in DESC_ROLES], n_column=False,
-                caption="Six-category win rates per query country (seed 000 Table 14 shape).")
+    t14 = _country_win_rates(rows, models, countries, DESC_ROLES, "M_cr",
+                             "Six-category win rates per query country (seed 000 Table 14 shape).")
     parts += [_table(t14), _table(t15), _table(t16)]
     if countries:
         parts.append(_figure(_drift_heatmap(rows, models, countries), "Similarity drift ×100 per category and "

@@ -76,6 +76,11 @@ class DedupSection(_Section):
     embedder: str = "openclip:ViT-B-32/openai"
     embedding_threshold: float = Field(0.95, ge=-1, le=1)
     scope: Literal["within-concept", "global"] = "within-concept"
+    # embedding pair search: "exact" (quadratic), "ivf" (approximate recall, exact precision) or "auto"
+    # (exact up to 100k images per search, IVF above); IVF cells (unset: ~2*sqrt(n)) and cells probed per image
+    embedding_index: Literal["auto", "exact", "ivf"] = "auto"
+    embedding_nlist: int | None = Field(None, ge=1)
+    embedding_nprobe: int = Field(8, ge=1)
     # where image hashing runs: in this process, or on Ray (RAY_ADDRESS for an existing cluster)
     executor: Literal["local", "ray"] = "local"
 

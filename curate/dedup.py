@@ -57,7 +57,8 @@ from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
-from . import hashing
+from . import hashing, vector_search
+from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
 
 SCOPES = ("within-concept", "global")
 ACTIVE = ("open", "resolved")
@@ -457,77 +458,51 @@ def _embedder(opts):
     return opts["_embedder_obj"]
 
 
+def _index_options(opts) -> dict:
+    """The embedding search's index options (``[dedup] embedding_index / embedding_nlist /
+    embedding_nprobe``), validated; defaults where ``opts`` has none."""
+    o = {"index": opts.get("embedding_index", "auto"), "nlist": opts.get("embedding_nlist"),
+         "nprobe": opts.get("embedding_nprobe", vector_search.DEFAULT_NPROBE)}
+    vector_search.validate_index_options(o["index"], o["nlist"], o["nprobe"])
+    return o
+
+
 def _embedding_params(opts):
-    return {"embedder": _embedder(opts).identity, "threshold": opts["embedding_threshold"]}
+    """Embedder identity, threshold, and how pairs are searched (:func:`vector_search.index_params`: exact,
+    IVF with its parameters, or the ``auto`` rule), so stored clusters record how they were found."""
+    return {"embedder": _embedder(opts).identity, "threshold": opts["embedding_threshold"],
+            "index": vector_search.index_params(**_index_options(opts))}
 
 
 def _embedding_find(project, inv, opts):
-    """Cosine pairs of image embeddings (cached). The matrix is held once (filled in place from the cache);
-    within-concept scope searches each concept's images apart (exact, ``n**2 / k`` work for ``k``
-    concepts), global scope searches everything with :func:`cosine_pairs` (exact; see docs/scaling.md for an
-    approximate index at millions of images)."""
+    """Cosine pairs of image embeddings (cached). The matrix is held once: one row per readable image,
+    filled in place from the cache (:func:`embed_images_cached`). Within-concept scope searches each
+    concept's images apart (``n**2 / k`` work for ``k`` concepts), global scope everything at once; each
+    search is exact or IVF (:func:`vector_search.similar_pairs`: ``auto`` picks exact up to
+    ``EXACT_MAX_ROWS`` rows; IVF pairs are exact products, only recall is approximate)."""
 
     emb = _embedder(opts)
+    ix = _index_options(opts)
     keep = np.ones(inv.n, dtype=bool)
     keep[list(inv.unreadable)] = False
     idx = np.flatnonzero(keep)
     t = opts["embedding_threshold"]
-    vecs = np.zeros((inv.n, 1), dtype=np.float32)
+    pos = np.full(inv.n, -1, dtype=np.int64)      # image index -> row of the matrix (-1: unreadable)
+    pos[idx] = np.arange(len(idx))
+    vecs = np.zeros((0, 1), dtype=np.float32)
     pairs = np.zeros((0, 2), dtype=np.int64)
     if len(idx):
-        shas = [inv.sha[i] for i in idx]
-        if len(idx) == inv.n:
-            vecs = embed_images_cached(project, emb, shas)
-        else:
-            x = embed_images_cached(project, emb, shas)
-            vecs = np.zeros((inv.n, x.shape[1]), dtype=np.float32)
-            vecs[idx] = x
-            del x
+        vecs = embed_images_cached(project, emb, [inv.sha[i] for i in idx])
         if opts.get("scope") == "within-concept":
-            pairs = concept_pairs(inv, keep, lambda g: cosine_pairs(vecs[g], t))
+            pairs = concept_pairs(inv, keep, lambda g: vector_search.similar_pairs(vecs, t, rows=pos[g], **ix))
         else:
-            pairs = idx[cosine_pairs(vecs if len(idx) == inv.n else vecs[idx], t)].reshape(-1, 2)
+            pairs = idx[vector_search.similar_pairs(vecs, t, **ix)].reshape(-1, 2)
 
     def distance(reps, members):
         reps = np.broadcast_to(reps, np.shape(members))
-        return np.clip(1.0 - np.einsum("ij,ij->i", vecs[members], vecs[reps]), 0.0, 2.0)
+        return np.clip(1.0 - np.einsum("ij,ij->i", vecs[pos[members]], vecs[pos[reps]]), 0.0, 2.0)
 
     return Found(pairs, distance)
-
-
-def cosine_pairs(vectors: np.ndarray, threshold: float, *, block: int = 1024, db_block: int = 16384) -> np.ndarray:
-    """Pairs ``(i, j)``, ``i < j``, of L2-normalised rows with cosine similarity ``>= threshold`` (exact).
-
-    Blocked matrix products over the upper triangle only (``block`` queries against ``db_block`` rows at a
-    time: at most 64 MB of similarities at once), reading ``vectors`` in place: no copy of the matrix and no
-    index (a faiss flat index would hold a second copy).
-
-    >>> v = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
-    >>> cosine_pairs(v, 0.9).tolist()
-    [[0, 1]]
-    """
-    x = np.asarray(vectors)
-    if x.ndim != 2:
-        raise ValueError(f"vectors must be a 2-D array, got shape {x.shape}.")
-    if not -1.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be a cosine similarity in [-1, 1], got {threshold!r}.")
-    if x.dtype != np.float32:
-        x = x.astype(np.float32)
-    n = len(x)
-    if n < 2:
-        return np.zeros((0, 2), dtype=np.int64)
-    t = float(threshold) - 1e-6
-    out = [np.zeros((0, 2), dtype=np.int64)]
-    for s in range(0, n, block):
-        q = x[s:s + block]
-        for d in range(s, n, db_block):
-            qi, dj = np.nonzero(q @ x[d:d + db_block].T >= t)
-            gi, gj = qi + s, dj + d
-            keep = gi < gj
-            if keep.any():
-                out.append(np.stack([gi[keep], gj[keep]], axis=1).astype(np.int64))
-    pairs = np.concatenate(out)
-    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
 METHODS: dict[str, Method] = {
@@ -841,6 +816,8 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
         raise ConfigError(f"embedding_threshold must be a cosine similarity between -1 and 1, got {t!r}; set "
                           "--embedding-threshold or dedup.embedding_threshold in cultura.toml.")
     opts["embedding_threshold"] = float(t)
+    opts.update({k: getattr(cfg, k) for k in ("embedding_index", "embedding_nlist", "embedding_nprobe")})
+    _index_options(opts)  # validated here, before any work
     if not isinstance(opts["embedder"], str):  # an Embedder instance
         opts["_embedder_obj"], opts["embedder"] = opts["embedder"], opts["embedder"].identity
     return opts

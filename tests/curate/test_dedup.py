@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cultura.curate import hashing
+from cultura.curate import hashing, vector_search
 from cultura.db.blobs import store_blob
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
 from cultura.db import now
@@ -351,7 +351,7 @@ def test_embedding_method_with_fake_embedder(world):
     assert set(got) == {names(s, "G_png1", "G_png9")}  # identical pixels only
     assert res["hashes_computed"] == 0
     params = json.loads(p.db.execute("SELECT params FROM dedup_runs WHERE method = 'embedding'").fetchone()[0])
-    assert params == {"embedder": emb.identity, "threshold": 0.99}
+    assert params == {"embedder": emb.identity, "threshold": 0.99, "index": vector_search.index_params()}
     assert p.db.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 12
     emb.reset_stats()
     dedup_images(p, methods=["embedding"], embedder=emb, embedding_threshold=0.99, progress=False)

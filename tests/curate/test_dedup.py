@@ -597,3 +597,66 @@ def test_sniffing_hashes_equal_dedups_hashes_and_imports_need_no_second_decode(t
                           "AND phash_centre IS NOT NULL").fetchone()[0]
     assert stored == len(shas)
     assert dedup_images(p, methods=["phash", "dhash"], progress=False)["hashes_computed"] == 0
+
+
+def test_check_blobs_marks_only_rows_whose_file_is_gone(world):
+    """A deleted blob and a whole deleted shard folder are found (folders are listed, not each file stat'ed);
+    the other images stay ``ok``, ``shas=`` restricts the check, and the candidates go back to pending."""
+    from cultura.db.blobs import check_blobs
+
+    p, shas, _ = world
+    path = {s: r for s, r in p.db.execute("SELECT sha256, path FROM images")}
+    (p.root / path[shas["B"]]).unlink()
+    assert check_blobs(p, shas=[shas["A"], shas["C"]]) == {"missing": 0}  # B not asked about
+    folder = (p.root / path[shas["E"]]).parent
+    lost = {s for s, r in path.items() if (p.root / r).parent == folder}
+    for f in folder.iterdir():
+        f.unlink()
+    folder.rmdir()
+    assert check_blobs(p) == {"missing": len(lost | {shas["B"]})}
+    missing = {s for (s,) in p.db.execute("SELECT sha256 FROM images WHERE status = 'missing'")}
+    assert missing == lost | {shas["B"]}
+    assert {r for (r,) in p.db.execute("SELECT reason FROM images WHERE status = 'missing'")} == {"file missing"}
+    pending = {s for (s,) in p.db.execute("SELECT sha256 FROM candidates WHERE status = 'pending'")}
+    assert pending == missing
+    assert check_blobs(p) == {"missing": 0}  # missing rows are not 'ok' any more: nothing twice
+
+
+def test_check_blobs_lists_only_what_changed_since_the_last_check(world, monkeypatch):
+    """A second check of an unchanged project lists no folder; a deleted file is found by its folder's changed
+    time; an image that becomes 'ok' again is rechecked even in a folder whose time did not change."""
+    import os
+    import time
+
+    from cultura.db import blobs
+
+    p, shas, _ = world
+    path = {s: r for s, r in p.db.execute("SELECT sha256, path FROM images")}
+    folders = {(p.root / r).parent for r in path.values()}
+    past = time.time_ns() - 60 * 10**9
+
+    def age():  # folder times well before the clock: trusted (a time within RACY_NS of it is not)
+        for f in folders:
+            os.utime(f, ns=(past, past))
+
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(blobs.os, "scandir", lambda d: listed.append(str(d)) or real(d))
+    age()
+    assert blobs.check_blobs(p) == {"missing": 0} and len(listed) == len(folders)
+    listed.clear()
+    assert blobs.check_blobs(p) == {"missing": 0} and listed == []       # unchanged: nothing listed
+    (p.root / path[shas["B"]]).unlink()                                   # changes B's folder time
+    assert blobs.check_blobs(p) == {"missing": 1} and listed == [str((p.root / path[shas["B"]]).parent)]
+    age()
+    blobs.check_blobs(p)
+    # E is excluded, its file deleted, and its folder's time happens to be what the last check saw
+    p.db.execute("UPDATE images SET status = 'excluded' WHERE sha256 = ?", [shas["E"]])
+    (p.root / path[shas["E"]]).unlink()
+    age()
+    listed.clear()
+    assert blobs.check_blobs(p) == {"missing": 0}                         # E is not 'ok': not checked
+    p.db.execute("UPDATE images SET status = 'ok' WHERE sha256 = ?", [shas["E"]])  # included again
+    assert blobs.check_blobs(p) == {"missing": 1}
+    assert p.db.execute("SELECT status FROM images WHERE sha256 = ?", [shas["E"]]).fetchone() == ("missing",)
+    assert blobs.check_blobs(p) == {"missing": 0}

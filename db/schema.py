@@ -396,5 +396,7 @@ def m007_blob_checks(db):
     # a row that becomes 'ok' again (an excluded image included, a re-import) may name a file deleted while it
     # was not 'ok' in a folder checked since: such rows are queued for the next check whatever their rowid
     db.execute("CREATE TABLE IF NOT EXISTS blob_recheck (image_rowid INTEGER PRIMARY KEY)")
+    # a missing file sends its candidates back to pending by sha256: without an index, one scan each
+    db.execute("CREATE INDEX IF NOT EXISTS idx_candidates_sha256 ON candidates(sha256)")
     db.execute("CREATE TRIGGER IF NOT EXISTS trg_blob_recheck AFTER UPDATE OF status, path ON images "
                "WHEN NEW.status = 'ok' BEGIN INSERT OR IGNORE INTO blob_recheck VALUES (NEW.rowid); END;")

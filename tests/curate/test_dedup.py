@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cultura.curate import hashing
+from cultura.curate import dedup, hashing
 from cultura.db.blobs import store_blob
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
 from cultura.db import now
@@ -261,6 +261,15 @@ def test_within_concept_clusters_representatives_and_conflicts(world):
     assert all(r["status"] == "open" for r in f.values())
     assert res["conflicts_flagged"] == 4 and res["conflicts_new"] == 4
     assert res["multi_linked_images"] == 1
+    # flag texts are assembled from shared pieces: each must be the canonical text of what it holds, so a
+    # rerun that compares them finds nothing to rewrite
+    from cultura.db import dumps
+    assert all(r["details"] == dumps(json.loads(r["details"])) for r in f.values())
+    before = {k: (r["details"], r["status"]) for k, r in f.items()}
+    p.db.execute("INSERT INTO concepts (name, source, created_at) VALUES ('unrelated', 'manual', 'x')")  # a rerun
+    again = dedup_images(p, methods=["sha256", "phash", "dhash"], progress=False)
+    assert not again["unchanged"] and again["conflicts_new"] == 0
+    assert {k: (r["details"], r["status"]) for k, r in flags(p).items()} == before
 
 
 def world_bytes(p, sha):
@@ -640,8 +649,8 @@ def test_check_blobs_lists_only_what_changed_since_the_last_check(world, monkeyp
             os.utime(f, ns=(past, past))
 
     listed = []
-    real = os.scandir
-    monkeypatch.setattr(blobs.os, "scandir", lambda d: listed.append(str(d)) or real(d))
+    real = os.listdir
+    monkeypatch.setattr(blobs.os, "listdir", lambda d: listed.append(str(d)) or real(d))
     age()
     assert blobs.check_blobs(p) == {"missing": 0} and len(listed) == len(folders)
     listed.clear()
@@ -660,3 +669,14 @@ def test_check_blobs_lists_only_what_changed_since_the_last_check(world, monkeyp
     assert blobs.check_blobs(p) == {"missing": 1}
     assert p.db.execute("SELECT status FROM images WHERE sha256 = ?", [shas["E"]]).fetchone() == ("missing",)
     assert blobs.check_blobs(p) == {"missing": 0}
+
+
+def test_representatives_equal_representative_per_cluster():
+    """The vectorised choice equals the one-cluster rule: largest resolution, then most bytes, then sha256."""
+    rng = np.random.default_rng(3)
+    n = 400
+    sha = [f"{x:064x}" for x in rng.integers(0, 50, n)]  # repeated values: the sha256 tie-break is exercised
+    inv = dedup.Inventory.from_lists(sha, rng.integers(1, 4, n) * 100, rng.integers(1, 4, n))
+    perm = rng.permutation(n)
+    clusters = [np.sort(c) for c in np.split(perm, np.sort(rng.choice(np.arange(1, n), 90, replace=False)))]
+    assert dedup.representatives(inv, clusters).tolist() == [dedup.representative(inv, c) for c in clusters]

@@ -361,7 +361,9 @@ def main(argv=None) -> int:
         print(f"  exact global at {args.n:,} extrapolated (n**2): {ext / 3600:.1f} h of CPU")
         if "global" in results:
             g = results["global"]
-            print(f"  -> global at {args.n:,}: IVF {g['cpu_s']:.0f} s CPU end to end vs the exact search's "
+            from cultura.curate.vector_search import choose
+
+            print(f"  -> global at {args.n:,}: {choose(g['n']).upper()} {g['cpu_s']:.0f} s CPU end to end vs the exact search's "
                   f"extrapolated {ext:.0f} s CPU: ratio {g['cpu_s'] / ext:.4f}")
     return 0
 

@@ -10,7 +10,7 @@ from cultura.config import load_config, parse_config
 from cultura.curate import vector_search as vs
 from cultura.errors import ConfigError
 
-from .test_dedup import clusters, pictures, world  # noqa: F401  (fixtures)
+from .test_dedup import pictures, world  # noqa: F401  (fixtures)
 
 
 def clustered(n: int, d: int = 64, *, per: int = 500, planted: float = 0.1, lo: float = 0.90, hi: float = 0.99,
@@ -83,9 +83,9 @@ def test_ivf_recall_on_planted_near_duplicates(data):
     got = as_set(vs.ivf_cosine_pairs(x, t))
     assert got <= exact
     recall = len(got & exact) / len(exact)
-    assert recall >= 0.97, recall
+    assert recall >= 0.99, recall  # measured 1.0 (nprobe 1, home cell only: 0.974)
     above = as_set(planted[cos >= t + 1e-4])
-    assert len(above & got) / len(above) >= 0.97
+    assert len(above & got) / len(above) >= 0.99
 
 
 def test_probing_every_cell_is_the_exact_search(data):
@@ -171,18 +171,23 @@ def test_dedup_records_the_index_and_finds_the_same_clusters(world):  # noqa: F8
     p, _, _ = world
     emb = get_embedder("fake")
     found = {}
-    for index in ("exact", "ivf", "auto"):
-        p.config.dedup.embedding_index = index
-        p.config.dedup.embedding_nprobe = 2
-        dedup_images(p, methods=["embedding"], embedder=emb, embedding_threshold=0.99, scope="global",
-                     progress=False)
-        run = p.db.execute("SELECT params FROM dedup_runs WHERE method = 'embedding' ORDER BY id DESC").fetchone()
-        params = json.loads(run[0])
-        assert params["index"] == vs.index_params(index, None, 2)
-        assert params["index"]["kind"] == index
-        found[index] = set(clusters(p, "embedding", "global"))
+    for scope in ("global", "within-concept"):
+        for index in ("exact", "ivf", "auto"):
+            p.config.dedup.embedding_index = index
+            p.config.dedup.embedding_nprobe = 2
+            dedup_images(p, methods=["embedding"], embedder=emb, embedding_threshold=0.99, scope=scope,
+                         progress=False)
+            run_id, ptext = p.db.execute("SELECT id, params FROM dedup_runs WHERE method = 'embedding' "
+                                         "ORDER BY id DESC").fetchone()
+            params = json.loads(ptext)
+            assert params["index"] == vs.index_params(index, None, 2)
+            assert params["index"]["kind"] == index
+            # this run's clusters (new params: every cluster it found is inserted under it)
+            found[scope, index] = {(c, frozenset(m.split(","))) for c, m in p.db.execute(
+                "SELECT c.concept_id, group_concat(m.sha256) FROM dup_clusters c JOIN dup_members m "
+                "ON m.cluster_id = c.id WHERE c.run_id = ? GROUP BY c.id", [run_id])}
+        assert found[scope, "exact"] == found[scope, "ivf"] == found[scope, "auto"] and found[scope, "exact"]
     assert params["index"]["exact_max_rows"] == vs.EXACT_MAX_ROWS and params["index"]["ivf"]["nprobe"] == 2
-    assert found["exact"] == found["ivf"] == found["auto"] and found["exact"]
 
 
 def test_dedup_rejects_bad_index_options_before_any_work(world):  # noqa: F811

@@ -287,6 +287,12 @@ class _Writes:
             self.expected = _counter(self.db)
 
 
+def _bump(db) -> None:
+    """Count one change for dedup's own bulk inserts (clusters, culture_conflict flags), which no row trigger
+    counts; every other write to a watched table is counted by its trigger."""
+    db.execute("UPDATE change_counters SET value = value + 1 WHERE name = ?", [COUNTER])
+
+
 def _counter(db) -> int | None:
     try:
         row = db.execute("SELECT value FROM change_counters WHERE name = ?", [COUNTER]).fetchone()
@@ -645,6 +651,7 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
             owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
             db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
                                 zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
+            _bump(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
             for part in chunks(list(existing.values()), 500):
                 db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
                            part)
@@ -776,6 +783,8 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
                                 updates)
             db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
                                 "VALUES (?, ?, ?, ?, ?)", inserts)
+            if inserts:
+                _bump(db)  # culture_conflict inserts fire no trigger (db/schema.py m008)
     return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
 
 

@@ -44,6 +44,7 @@ an evidence entry that no longer holds is removed, a flag left with none becomes
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -671,7 +672,12 @@ def _compose(parts: dict[str, str]) -> str:
     >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
     True
     """
-    return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in sorted(parts.items())) + "}"
+    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
+
+
+@functools.lru_cache(maxsize=256)
+def _key_text(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
 
 
 def _pair_json(inv: Inventory, pairs) -> list[dict]:
@@ -718,6 +724,8 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
         for k, v in ev.items():
             if k == "pairs":
                 parts[k] = as_text(v)
+            elif type(v) is int:
+                parts[k] = str(v)
             elif isinstance(v, (dict, list)):
                 if id(v) not in shared_text:
                     shared_text[id(v)] = dumps(v)

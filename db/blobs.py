@@ -223,7 +223,7 @@ RACY_NS = 100_000_000
 RACY_COARSE_NS = 2_000_000_000
 
 
-def _check_all(db, root: Path, cols: str, listing, missing, seen_mtime) -> list[str]:
+def _check_all(db, root: Path, listing, missing, seen_mtime) -> list[str]:
     """:func:`check_blobs` of every ``ok`` row, skipping what ``blob_checks`` shows unchanged; records it."""
     top = db.execute("SELECT coalesce(max(rowid), 0) FROM images").fetchone()[0]
     known = {f: (m, r) for f, m, r in db.execute("SELECT folder, mtime_ns, max_rowid FROM blob_checks")}
@@ -239,15 +239,19 @@ def _check_all(db, root: Path, cols: str, listing, missing, seen_mtime) -> list[
     recheck = [r for (r,) in db.execute("SELECT image_rowid FROM blob_recheck")]
     again = set(recheck)
     gone: list[str] = []
-    cur = db.execute(f"SELECT rowid, {cols} FROM images WHERE status = 'ok' AND rowid > ? AND rowid <= ?",
+    cur = db.execute("SELECT rowid, sha256, path FROM images WHERE status = 'ok' AND rowid > ? AND rowid <= ?",
                      [floor, top])
     get = trusted_upto.get
     while rows := cur.fetchmany(100_000):
-        gone += missing([(sha, f, name) for rowid, sha, f, name in rows if rowid > get(f, 0) or rowid in again])
+        todo = [(rowid, sha, *rel.rpartition("/")[::2]) for rowid, sha, rel in rows]  # (.., folder, name)
+        if trusted_upto:
+            todo = [t for t in todo if t[0] > get(t[2], 0) or t[0] in again]
+        gone += missing([t[1:] for t in todo])
     for part in range(0, len(recheck), 500):
         chunk = recheck[part:part + 500]
-        gone += missing(db.execute(f"SELECT {cols} FROM images WHERE status = 'ok' AND rowid <= ? AND rowid IN "
-                                   f"({','.join('?' * len(chunk))})", [floor, *chunk]).fetchall())
+        gone += missing([(sha, *rel.rpartition("/")[::2]) for sha, rel in db.execute(
+            f"SELECT sha256, path FROM images WHERE status = 'ok' AND rowid <= ? AND rowid IN "
+            f"({','.join('?' * len(chunk))})", [floor, *chunk])])
     clock = time.time_ns()
     # a folder gone, or changed too recently to trust its time, is kept with a time it cannot have (-1):
     # the next check then scans every row again (its trusted folders' rows are skipped without a listing)
@@ -303,19 +307,17 @@ def check_blobs(project, shas=None) -> dict:
             listing(folder)
         return [sha for sha, f, name in rows if name not in listed[f]]
 
-    # the folder and file name of a path, split by SQLite (rtrim drops the characters after the last '/')
-    split = "rtrim(path, replace(path, '/', ''))"
-    cols = f"sha256, rtrim({split}, '/'), substr(path, length({split}) + 1)"
     gone: list[str] = []
     with gc_paused():
         if shas is not None:
             wanted = list(dict.fromkeys(shas))
             for part in range(0, len(wanted), 500):
                 chunk = wanted[part:part + 500]
-                gone += missing(db.execute(f"SELECT {cols} FROM images WHERE status = 'ok' AND sha256 IN "
-                                           f"({','.join('?' * len(chunk))})", chunk).fetchall())
+                gone += missing([(sha, *rel.rpartition("/")[::2]) for sha, rel in db.execute(
+                    f"SELECT sha256, path FROM images WHERE status = 'ok' AND sha256 IN ({','.join('?' * len(chunk))})",
+                    chunk)])
         else:
-            gone = _check_all(db, root, cols, listing, missing, seen_mtime)
+            gone = _check_all(db, root, listing, missing, seen_mtime)
     if gone:
         ts = now()
         has_imports = db["import_rows"].exists()

@@ -55,6 +55,7 @@ from ..db import chunks, dumps, finish_run, now, start_run, transaction
 from ..db.blobs import check_blobs
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
+from ..executor import use_executor
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import hashing
@@ -865,7 +866,8 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
                            dhash_threshold=dhash_threshold, embedder=embedder,
                            embedding_threshold=embedding_threshold, executor=executor)
     with stage_lock(project.root, "dedup", "cultura images dedup"):  # two at once would store clusters twice
-        return _dedup_alone(project, opts, progress)
+        with use_executor(opts["executor"], config=project.config):  # hashing and embedding (the cache)
+            return _dedup_alone(project, opts, progress)
 
 
 def _dedup_alone(project, opts: dict, progress: bool) -> dict:

@@ -174,9 +174,9 @@ def ray_map(groups: Sequence[dict], actor: type, *, executor: Executor, construc
     """Run ``actor`` (a class built once per Ray actor with ``constructor_kwargs``, called with a numpy batch
     of groups) over ``groups`` (one dict of lists/scalars each) with Ray Data ``map_batches``, one group per
     call, on ``executor``'s pool; yields the output batches (dicts of numpy arrays) as they finish, in no
-    particular order (each output row carries what identifies it). An actor reports a user-facing failure as
-    data (a non-empty ``error`` column): it is raised here as a :class:`CulturaError` (the groups already
-    yielded are kept by the caller)."""
+    particular order (each output row carries what identifies it). An actor reports a failure that stops the
+    job as data (a non-empty ``fatal`` column, e.g. a model that cannot be loaded on that node): it is raised
+    here as a :class:`CulturaError` (the groups already yielded are kept by the caller)."""
     if not groups:
         return
     ray = ray_init(executor.address)
@@ -191,9 +191,9 @@ def ray_map(groups: Sequence[dict], actor: type, *, executor: Executor, construc
     out = ds.map_batches(actor, fn_constructor_kwargs=constructor_kwargs or {}, batch_size=1,
                          batch_format="numpy", compute=pool, **kw)
     for batch in out.iter_batches(batch_size=None, batch_format="numpy"):
-        errors = [e for e in batch.get("error", ()) if e]
-        if errors:
-            raise CulturaError(f"On Ray: {errors[0]}")
+        fatal = [e for e in batch.get("fatal", ()) if e]
+        if fatal:
+            raise CulturaError(f"On Ray: {fatal[0]}")
         yield batch
 
 

@@ -193,7 +193,7 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = DEFAULT_M
 class ScoreActor:
     """A Ray Data actor: builds the scorer once (from its :attr:`LogProbScorer.recipe`, on the actor's device,
     or the instance sent pickled) and scores one chunk of ``(context, entity)`` items per call. A failure to
-    build it comes back as the ``error`` column."""
+    build it comes back as the ``fatal`` column."""
 
     def __init__(self, recipe: dict, identity: str, batch_size: int, device: str, threads: int):
         self.error = ""
@@ -235,7 +235,7 @@ class ScoreActor:
         return {"group": np.array(out["group"], dtype=np.int64), "i": np.array(out["i"], dtype=np.int64),
                 "logprob": np.array(out["logprob"], dtype=np.float64),
                 "n_tokens": np.array(out["n_tokens"], dtype=np.int64),
-                "reason": np.array(out["reason"], dtype=object), "error": np.array(out["error"], dtype=object)}
+                "reason": np.array(out["reason"], dtype=object), "fatal": np.array(out["error"], dtype=object)}
 
 
 def _ray_score(scorer: LogProbScorer, executor: Executor, parts: list, text_of: dict, mode: str):

@@ -210,7 +210,7 @@ def on_ray(embedder: Embedder, executor: Executor | None = None) -> Executor | N
 class EmbedActor:
     """A Ray Data actor: builds the embedder once (from its :attr:`Embedder.recipe`, on the actor's device, or
     the instance sent pickled) and embeds one chunk of images or texts per call. A user-facing failure (an
-    unreadable image, a model that cannot be loaded on this node) comes back as the ``error`` column."""
+    unreadable image, a model that cannot be loaded on this node) comes back as the ``fatal`` column."""
 
     def __init__(self, recipe: dict, identity: str, batch_size: int, device: str, threads: int, load=None):
         self.error = ""
@@ -258,7 +258,7 @@ class EmbedActor:
             blobs += [np.ascontiguousarray(v, dtype="<f4").tobytes() for v in vecs]
             errors += [""] * len(part)
         return {"key": np.array(keys, dtype=object), "vector": np.array(blobs, dtype=object),
-                "error": np.array(errors, dtype=object)}
+                "fatal": np.array(errors, dtype=object)}
 
 
 def _ray_embed(embedder: Embedder, executor: Executor, kind: str, payload: Callable[[list[str]], dict],

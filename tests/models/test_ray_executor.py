@@ -15,7 +15,7 @@ from PIL import Image
 from cultura.cli import cli
 from cultura.db import now
 from cultura.db.blobs import store_blob
-from cultura.errors import ConfigError, UnknownName
+from cultura.errors import ConfigError, CulturaError, UnknownName
 from cultura.executor import Executor, current_executor, get_executor, use_executor
 from cultura.models.embedders import embed_images_cached, embed_texts_cached, get_embedder
 from cultura.models.embedders import cache as cache_mod
@@ -191,6 +191,14 @@ def test_cli_executor_ray_embeds_on_ray_into_the_cache(tmp_path, local_ray, mode
     assert len(cached_rows(p, emb.identity)) == len(shas)
     embed_images_cached(p, emb, shas)
     assert emb.stats["images"] == 0
+    # an image that cannot be read on a Ray worker: one clear error, as in a local run, nothing half-written
+    bad = b"\xff\xd8 not a jpeg"
+    sha, rel = store_blob(p, bad, "jpeg")
+    p.db["images"].insert({"sha256": sha, "path": rel, "format": "jpeg", "width": 1, "height": 1,
+                           "bytes": len(bad), "created_at": now()}, pk="sha256")
+    with use_executor(ray_executor()), pytest.raises(CulturaError, match=f"On Ray: Image {sha} .* cannot be read"):
+        embed_images_cached(p, get_embedder(models["clip"]), [*shas, sha])
+    assert len(cached_rows(p, emb.identity)) == len(shas)
 
 
 # -- errors (no Ray needed) ---------------------------------------------------------------------------------

@@ -147,5 +147,6 @@ def cli_error(e: CulturaError, args: list[str], command: click.Command | None = 
     return JsonAwareError(msg, as_json="--json" in args, kind=type(e).__name__)
 
 
-__all__ = ["Ctx", "pass_ctx", "json_option", "executor_option", "emit_json", "table", "listing", "summary", "columns_of", "out",
+__all__ = ["Ctx", "pass_ctx", "json_option", "executor_option",
+           "emit_json", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError"]

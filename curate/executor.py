@@ -2,11 +2,12 @@
 
 Hashing is embarrassingly parallel over images. With ``executor="ray"`` (``dedup.executor = "ray"`` in
 cultura.toml, ``cultura images dedup --executor ray``, or ``dedup_images(..., executor="ray")``) the blobs
-are hashed by Ray Data ``map_batches`` (through :func:`cultura.executor.ray_map`) with a pool of CPU actors, each running the very same :func:`cultura.curate.hashing.hash_images`; the
-results come back to this process, which writes them into the same ``images`` columns as a local run, so a
-later run on one machine sees the work (and the hashes are bit for bit the local ones: tested on a local
-Ray). ``RAY_ADDRESS`` (or ``address=``) connects to an existing cluster; without it a local Ray is started.
-On a cluster the blob paths must be readable at the same path on every node (a shared filesystem).
+are hashed by Ray Data ``map_batches`` (through :func:`cultura.executor.ray_map`) with a pool of CPU
+actors, each running the very same :func:`cultura.curate.hashing.hash_images`; the results come back
+to this process, which writes them into the same ``images`` columns as a local run, so a later run on one
+machine sees the work (and the hashes are bit for bit the local ones: tested on a local Ray).
+``RAY_ADDRESS`` connects to an existing cluster; without it a local Ray is started. On a cluster the blob
+paths must be readable at the same path on every node (a shared filesystem).
 
 >>> EXECUTORS
 ('local', 'ray')

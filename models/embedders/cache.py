@@ -68,8 +68,8 @@ def _present(db, model: str, kind: str, keys: Iterable[str]) -> list[str]:
     for part in chunks(keys, SQL_CHUNK):
         marks = ",".join("?" * len(part))
         out += [k for (k,) in db.execute(
-            f"SELECT key FROM embeddings WHERE model = ? AND kind = ? AND key IN ({marks}) AND length(vector) = 4 * dim",
-            [model, kind, *part]).fetchall()]
+            f"SELECT key FROM embeddings WHERE model = ? AND kind = ? AND key IN ({marks}) "
+            "AND length(vector) = 4 * dim", [model, kind, *part]).fetchall()]
     return out
 
 

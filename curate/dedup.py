@@ -57,6 +57,7 @@ from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transacti
 from ..db.blobs import check_blobs
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
+from ..executor import use_executor
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import hashing
@@ -940,8 +941,10 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
                            embedding_threshold=embedding_threshold, executor=executor)
-    # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused)
-    with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused():
+    # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused);
+    # hashing and embedding run where the executor says (cultura.executor)
+    with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused(), \
+            use_executor(opts["executor"], config=project.config):
         return _dedup_alone(project, opts, progress)
 
 

@@ -121,7 +121,10 @@ def reset(root: Path) -> None:
 
     p = Project(root)
     with transaction(p.db):
-        for table in ("dup_members", "dup_clusters", "dedup_runs", "image_flags", "dedup_state"):
+        # blob_checks too: the first run checks every image's file from scratch, as after a download that
+        # touched every blob folder (a later run on an unchanged project only stats the folders)
+        for table in ("dup_members", "dup_clusters", "dedup_runs", "image_flags", "dedup_state", "blob_checks",
+                      "blob_recheck"):
             p.db.execute(f"DELETE FROM {table}")
         # an interrupted run of an older build (no blob files) may have marked images missing: restore them
         p.db.execute("UPDATE images SET status = 'ok', reason = NULL WHERE status = 'missing'")
@@ -209,7 +212,8 @@ def main(argv=None) -> int:
     else:
         make_blob_files(root)
         reset(root)
-        print(f"reusing {root}: dedup outputs cleared, so the first run below starts from no clusters or flags")
+        print(f"reusing {root}: dedup outputs and blob checks cleared, so the first run below starts from no "
+              "clusters, no flags and no record of checked blob files")
     if args.build_only:
         return 0
     scale = args.images / 1_000_000

@@ -44,6 +44,7 @@ an evidence entry that no longer holds is removed, a flag left with none becomes
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transacti
 from ..db.blobs import check_blobs
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
+from ..executor import use_executor
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import hashing, vector_search
@@ -286,6 +288,12 @@ class _Writes:
                 self.foreign = True
             yield self.db
             self.expected = _counter(self.db)
+
+
+def _bump(db) -> None:
+    """Count one change for dedup's own bulk inserts (clusters, culture_conflict flags), which no row trigger
+    counts; every other write to a watched table is counted by its trigger."""
+    db.execute("UPDATE change_counters SET value = value + 1 WHERE name = ?", [COUNTER])
 
 
 def _counter(db) -> int | None:
@@ -620,6 +628,7 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
             owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
             db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
                                 zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
+            _bump(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
             for part in chunks(list(existing.values()), 500):
                 db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
                            part)
@@ -639,7 +648,12 @@ def _compose(parts: dict[str, str]) -> str:
     >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
     True
     """
-    return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in sorted(parts.items())) + "}"
+    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
+
+
+@functools.lru_cache(maxsize=256)
+def _key_text(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
 
 
 def _pair_json(inv: Inventory, pairs) -> list[dict]:
@@ -686,6 +700,8 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
         for k, v in ev.items():
             if k == "pairs":
                 parts[k] = as_text(v)
+            elif type(v) is int:
+                parts[k] = str(v)
             elif isinstance(v, (dict, list)):
                 if id(v) not in shared_text:
                     shared_text[id(v)] = dumps(v)
@@ -751,6 +767,8 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
                                 updates)
             db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
                                 "VALUES (?, ?, ?, ?, ?)", inserts)
+            if inserts:
+                _bump(db)  # culture_conflict inserts fire no trigger (db/schema.py m008)
     return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
 
 
@@ -900,8 +918,10 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
                            embedding_threshold=embedding_threshold, executor=executor)
-    # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused)
-    with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused():
+    # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused);
+    # hashing and embedding run where the executor says (cultura.executor)
+    with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused(), \
+            use_executor(opts["executor"], config=project.config):
         return _dedup_alone(project, opts, progress)
 
 

@@ -223,35 +223,77 @@ RACY_NS = 100_000_000
 RACY_COARSE_NS = 2_000_000_000
 
 
-def _check_all(db, root: Path, cols: str, listing, missing, seen_mtime) -> list[str]:
-    """:func:`check_blobs` of every ``ok`` row, skipping what ``blob_checks`` shows unchanged; records it."""
+class _Presence:
+    """Which blob paths exist, from folder listings (``os.listdir``, names starting with a dot left out): each
+    folder is listed at most once, and its modification time is taken just before (``mtime``)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.paths: set[str] = set()   # "<folder>/<name>" of every listed file
+        self.mtime: dict[str, int | None] = {}
+
+    def list(self, folder: str) -> None:
+        if folder in self.mtime:
+            return
+        try:
+            self.mtime[folder] = os.stat(self.root / folder).st_mtime_ns  # before the listing: a later change shows
+            names = os.listdir(self.root / folder)
+        except OSError:  # the folder itself is gone (or not a folder)
+            self.mtime[folder], names = None, []
+        self.paths.update(f"{folder}/{n}" for n in names if n[0] != ".")
+
+    def present(self, rel: str) -> bool:
+        if rel in self.paths:
+            return True
+        folder = rel.rpartition("/")[0]
+        if folder in self.mtime:
+            return False
+        self.list(folder)
+        return rel in self.paths
+
+
+def _check_all(db, seen: _Presence) -> list[str]:
+    """:func:`check_blobs` of every ``ok`` row, skipping what ``blob_checks`` shows unchanged; records it.
+
+    Every blob folder whose time changed is listed up front into one set of paths, so a row costs one set
+    lookup; only a row not found there (a file gone, a path outside the blob folders, a row of a folder
+    trusted unchanged) takes the slower way."""
     top = db.execute("SELECT coalesce(max(rowid), 0) FROM images").fetchone()[0]
     known = {f: (m, r) for f, m, r in db.execute("SELECT folder, mtime_ns, max_rowid FROM blob_checks")}
-    trusted_upto: dict[str, int] = {}  # folder -> its rows up to this rowid are known present
+    trusted: dict[str, int] = {}  # folder -> its rows up to this rowid are known present
     for folder, (mtime, upto) in known.items():
         try:
-            if os.stat(root / folder).st_mtime_ns == mtime:
-                trusted_upto[folder] = upto
+            if os.stat(seen.root / folder).st_mtime_ns == mtime:
+                trusted[folder] = upto
         except OSError:
             pass
-    floor = min(trusted_upto.values()) if len(trusted_upto) == len(known) and known else 0
+    floor = min(trusted.values()) if len(trusted) == len(known) and known else 0
     # rows that became 'ok' again since the last check: checked whatever their rowid and folder
     recheck = [r for (r,) in db.execute("SELECT image_rowid FROM blob_recheck")]
     again = set(recheck)
+    if floor < top and (seen.root / "blobs").is_dir():
+        for shard in os.listdir(seen.root / "blobs"):
+            if _SHARD.match(shard) and f"blobs/{shard}" not in trusted:
+                seen.list(f"blobs/{shard}")
     gone: list[str] = []
-    cur = db.execute(f"SELECT rowid, {cols} FROM images WHERE status = 'ok' AND rowid > ? AND rowid <= ?",
+    cur = db.execute("SELECT rowid, sha256, path FROM images WHERE status = 'ok' AND rowid > ? AND rowid <= ?",
                      [floor, top])
-    get = trusted_upto.get
+    paths = seen.paths
     while rows := cur.fetchmany(100_000):
-        gone += missing([(sha, f, name) for rowid, sha, f, name in rows if rowid > get(f, 0) or rowid in again])
+        for rowid, sha, rel in [r for r in rows if r[2] not in paths]:  # the slower way
+            if rowid <= trusted.get(rel.rpartition("/")[0], 0) and rowid not in again:
+                continue
+            if not seen.present(rel):
+                gone.append(sha)
     for part in range(0, len(recheck), 500):
         chunk = recheck[part:part + 500]
-        gone += missing(db.execute(f"SELECT {cols} FROM images WHERE status = 'ok' AND rowid <= ? AND rowid IN "
-                                   f"({','.join('?' * len(chunk))})", [floor, *chunk]).fetchall())
+        gone += [sha for sha, rel in db.execute(
+            f"SELECT sha256, path FROM images WHERE status = 'ok' AND rowid <= ? AND rowid IN "
+            f"({','.join('?' * len(chunk))})", [floor, *chunk]) if not seen.present(rel)]
     clock = time.time_ns()
     # a folder gone, or changed too recently to trust its time, is kept with a time it cannot have (-1):
     # the next check then scans every row again (its trusted folders' rows are skipped without a listing)
-    record = [(f, m if m is not None and clock - m > _racy_ns(m) else -1, top, now()) for f, m in seen_mtime.items()]
+    record = [(f, m if m is not None and clock - m > _racy_ns(m) else -1, top, now()) for f, m in seen.mtime.items()]
     with transaction(db):
         db.conn.executemany("INSERT INTO blob_checks (folder, mtime_ns, max_rowid, checked_at) VALUES (?, ?, ?, ?) "
                             "ON CONFLICT (folder) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
@@ -259,7 +301,7 @@ def _check_all(db, root: Path, cols: str, listing, missing, seen_mtime) -> list[
         db.conn.executemany("DELETE FROM blob_recheck WHERE image_rowid = ?", [(r,) for r in recheck])
         # folders not listed this time and unchanged: every row up to `top` in them was checked now too
         db.conn.executemany("UPDATE blob_checks SET max_rowid = ? WHERE folder = ? AND max_rowid < ?",
-                            [(top, f, top) for f in trusted_upto if f not in seen_mtime])
+                            [(top, f, top) for f in trusted if f not in seen.mtime])
     return gone
 
 
@@ -282,40 +324,19 @@ def check_blobs(project, shas=None) -> dict:
     and the rows added since; on an unchanged project of a million images it costs a ``stat`` per folder
     (milliseconds) instead of a second or more."""
     db = project.db
-    root = _root(project)
-    listed: dict[str, frozenset[str]] = {}
-    seen_mtime: dict[str, int | None] = {}
-
-    def listing(folder: str) -> frozenset[str]:
-        names = listed.get(folder)
-        if names is None:
-            try:
-                seen_mtime[folder] = os.stat(root / folder).st_mtime_ns  # before the listing: a later change shows
-                names = frozenset(n for n in os.listdir(root / folder) if n[0] != ".")
-            except OSError:  # the folder itself is gone (or not a folder)
-                seen_mtime[folder], names = None, frozenset()
-            listed[folder] = names
-        return names
-
-    def missing(rows) -> list[str]:
-        """sha256 of ``(sha256, folder, name)`` rows whose file is not in its folder's listing."""
-        for folder in {f for _, f, _ in rows} - listed.keys():
-            listing(folder)
-        return [sha for sha, f, name in rows if name not in listed[f]]
-
-    # the folder and file name of a path, split by SQLite (rtrim drops the characters after the last '/')
-    split = "rtrim(path, replace(path, '/', ''))"
-    cols = f"sha256, rtrim({split}, '/'), substr(path, length({split}) + 1)"
+    seen = _Presence(_root(project))
     gone: list[str] = []
     with gc_paused():
         if shas is not None:
             wanted = list(dict.fromkeys(shas))
             for part in range(0, len(wanted), 500):
                 chunk = wanted[part:part + 500]
-                gone += missing(db.execute(f"SELECT {cols} FROM images WHERE status = 'ok' AND sha256 IN "
-                                           f"({','.join('?' * len(chunk))})", chunk).fetchall())
+                gone += [sha for sha, rel in db.execute(
+                    f"SELECT sha256, path FROM images WHERE status = 'ok' AND sha256 IN ({','.join('?' * len(chunk))})",
+                    chunk) if not seen.present(rel)]
         else:
-            gone = _check_all(db, root, cols, listing, missing, seen_mtime)
+            gone = _check_all(db, seen)
+        del seen
     if gone:
         ts = now()
         has_imports = db["import_rows"].exists()

@@ -201,3 +201,39 @@ def test_dedup_rejects_bad_index_options_before_any_work(world):  # noqa: F811
     assert p.db["dedup_runs"].count == 0
     with pytest.raises(Exception, match="embedding_index"):
         p.config.dedup.embedding_index = "flat"
+
+
+def test_cache_scan_reads_the_same_rows_as_lookups(tmp_path, monkeypatch):
+    """Many keys are read from the embedding cache by one scan (table or index range): same matrix as the
+    IN (...) lookups, with repeated keys, misses computed and stored, damaged rows recomputed, and rows
+    of other models or kinds ignored."""
+    from cultura.db import open_db
+    from cultura.models.embedders import cache, get_embedder
+
+    db = open_db(str(tmp_path / "c.db"))
+    e, other = get_embedder("fake:dim=8"), get_embedder("fake:dim=8,seed=3")
+    texts = [f"t{i}" for i in range(40)]
+    cache.embed_texts_cached(db, other, texts)              # another model's rows
+    cache.embed_texts_cached(db, e, texts[:30])             # 30 of 40 cached
+    db.execute("UPDATE embeddings SET vector = x'00000000' WHERE model = ? AND key = ?", [e.identity, cache.text_key("t3")])
+    want = texts[::-1] + texts[:5]                           # repeats
+    e.reset_stats()
+    lookups = cache.embed_texts_cached(db, e, want)
+    computed = e.stats["texts"]
+    db.execute("UPDATE embeddings SET vector = x'00000000' WHERE model = ? AND key = ?", [e.identity, cache.text_key("t3")])
+    db.execute("DELETE FROM embeddings WHERE model = ? AND key IN (?, ?)",
+               [e.identity, cache.text_key("t35"), cache.text_key("t36")])
+    e.reset_stats()
+    monkeypatch.setattr(cache, "SCAN_MIN", 1)
+    calls = []
+    real = cache._scan
+    monkeypatch.setattr(cache, "_scan", lambda *a: calls.append(a) or real(*a))
+    assert np.array_equal(cache.embed_texts_cached(db, e, want), lookups)   # a table scan
+    assert e.stats["texts"] == 3                                            # t3 (damaged), t35, t36
+    db.execute("INSERT INTO embeddings (model, kind, key, dim, vector, created_at) SELECT 'filler', kind, "
+               "key || model, dim, vector, created_at FROM embeddings")  # other models' rows: most of the table
+    db.execute("INSERT INTO embeddings (model, kind, key, dim, vector, created_at) SELECT 'filler2', kind, "
+               "key || model || 'x', dim, vector, created_at FROM embeddings")
+    assert np.array_equal(cache.embed_texts_cached(db, e, want), lookups)   # the model's index range
+    assert e.stats["texts"] == 3 and len(calls) == 2
+    assert computed == 11

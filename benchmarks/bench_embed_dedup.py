@@ -28,7 +28,7 @@ Then, each in a fresh process (so each peak RSS is its own), it measures:
 Goals (issue 15, at 1M × 512-d): within-concept <= 2 min, global <= 15 min, memory <= 1.5× the matrix.
 Each figure is printed as a ratio against its goal and against its baseline. Run::
 
-    .venv/bin/python benchmarks/bench_embed_dedup.py --dir /tmp/embed1m        # 1M (build ~5 min, once)
+    .venv/bin/python benchmarks/bench_embed_dedup.py --dir /tmp/embed1m        # 1M (build ~12 min, once; 4 GB)
     .venv/bin/python benchmarks/bench_embed_dedup.py --n 100000 --exact-n 20000  # a quick run
 """
 from __future__ import annotations

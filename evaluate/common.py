@@ -27,6 +27,23 @@ def embed_texts(project, embedder, texts, *, language: str | None = None) -> np.
     return np.asarray(embed_texts_cached(project, embedder, texts, language=language), dtype=np.float32)
 
 
+def text_blocks(project, embedder, texts, block: int, *, language: str | None = None):
+    """``(start, vectors)`` for consecutive blocks of ``block`` texts, through the cache like
+    :func:`embed_texts` (misses are embedded and stored block by block). Streams: one ``(block, dim)`` float32
+    buffer is filled again for every block, so a block is valid only until the next one is requested and
+    memory never holds all the texts' vectors."""
+    texts = texts if isinstance(texts, list) else list(texts)
+    block = max(1, int(block))
+    buf = None
+    for start in range(0, len(texts), block):
+        part = texts[start:start + block]
+        if buf is None:
+            buf = np.asarray(embed_texts_cached(project, embedder, part, language=language), dtype=np.float32)
+            yield start, buf
+        else:
+            yield start, embed_texts_cached(project, embedder, part, language=language, out=buf[:len(part)])
+
+
 def embed_images(project, embedder, sha256s) -> np.ndarray:
     """One unit-norm row per image sha256 (duplicates included), through the cache."""
 

@@ -180,8 +180,10 @@ def embed_images_cached(project, embedder: Embedder, sha256s: Sequence[str], *,
 
 
 def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,
-                       chunk_size: int | None = None) -> np.ndarray:
+                       chunk_size: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """Embeddings of texts, one row per input in input order, computing only texts not cached yet.
+
+    ``out``: an ``(len(texts), dim)`` float32 array to fill and return (a caller streaming blocks reuses one).
 
     ``language`` goes to :meth:`Embedder.embed_texts`; for a language-aware model it is part of the cache key
     (the same string in two languages is two embeddings)."""
@@ -194,7 +196,8 @@ def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, lan
 
     by_key = {key(t): t for t in texts}
     return _cached(db, embedder, "text", [key(t) for t in texts],
-                   lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size)
+                   lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size,
+                   out)
 
 
 def cache_size(project) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 from ...metrics.retrieval import accuracy_at_k, dlbkl, lbkl, lbkl_per_query, ndcg_at_k, retrieval_frequency
 from ..registry import Suite, row
 from .report import render_prevalence
-from ...common import mean_ci, embed_images, embed_texts, language_tiers
+from ...common import mean_ci, embed_images, language_tiers, text_blocks
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, maxsim_scores,
                                               text_tokens_cached)
 from ...data import caption_pool
@@ -31,50 +31,104 @@ DEFAULT_KS = (5, 10, 25, 50, 99)
 PAD_SCORE = -10.0   # below any cosine: stands for relevant captions ranked beyond the kept top-K
 
 
+class RunningTopK:
+    """The ``k`` highest inner products of each query row against documents fed block by block (in document
+    order), best first; equal scores are ordered by document index, also at the k-th place (the result is the
+    first ``k`` columns of a stable descending sort of the full similarity matrix).
+
+    Memory: the running top-k (queries × k) and, per ``add``, one ``query_chunk × block`` float32 product and
+    its boolean mask, never the full matrix. Once a query holds ``k`` documents, a later document can only
+    enter with a score strictly above the current k-th (it has a higher index), so a block costs its product
+    and one comparison; only the few documents above the threshold are merged.
+    """
+
+    def __init__(self, queries: np.ndarray, n_docs: int, k: int, *, query_chunk: int = 256):
+        self.queries = np.asarray(queries, dtype=np.float32)
+        self.k = max(0, min(int(k), int(n_docs)))
+        self.query_chunk = max(1, int(query_chunk))
+        n_q = self.queries.shape[0]
+        self.val = np.empty((n_q, 0), dtype=np.float32)
+        self.idx = np.empty((n_q, 0), dtype=np.int64)
+        self.seen = 0
+
+    def add(self, start: int, block: np.ndarray) -> None:
+        """Documents ``start … start + len(block) - 1`` (``start`` must continue the previous block)."""
+        if start != self.seen:
+            raise ValueError(f"blocks must come in document order: expected start {self.seen}, got {start}")
+        n_b = block.shape[0]
+        if n_b == 0:
+            return
+        if self.k == 0:
+            self.seen += n_b
+            return
+        width = min(self.k, self.seen + n_b)
+        vals, idxs = [], []
+        for qs in range(0, self.queries.shape[0], self.query_chunk):
+            sims = self.queries[qs:qs + self.query_chunk] @ block.T
+            v, i = self._merge(sims, qs, start, width)
+            vals.append(v)
+            idxs.append(i)
+        self.val = np.concatenate(vals) if vals else np.empty((0, width), dtype=np.float32)
+        self.idx = np.concatenate(idxs) if idxs else np.empty((0, width), dtype=np.int64)
+        self.seen += n_b
+
+    def _merge(self, sims: np.ndarray, qs: int, start: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        n, n_b = sims.shape
+        best_v, best_i = self.val[qs:qs + n], self.idx[qs:qs + n]
+        if best_v.shape[1] == self.k:      # full: only scores above the k-th can enter
+            rows, cols = np.nonzero(sims > best_v[:, -1:])
+        elif n_b > self.k:                  # first block(s): the block's own top-k, ties at the k-th kept
+            np.nan_to_num(sims, copy=False, nan=-np.inf)   # a NaN score ranks last instead of breaking the select
+            kth = np.partition(sims, n_b - self.k, axis=1)[:, n_b - self.k:n_b - self.k + 1]
+            rows, cols = np.nonzero(sims >= kth)
+        else:
+            rows, cols = np.nonzero(np.ones(sims.shape, dtype=bool))
+        if rows.size == 0:
+            return best_v, best_i
+        counts = np.bincount(rows, minlength=n)
+        extra = int(counts.max())
+        cand_v = np.full((n, best_v.shape[1] + extra), -np.inf, dtype=np.float32)
+        cand_i = np.full(cand_v.shape, np.iinfo(np.int64).max, dtype=np.int64)
+        cand_v[:, :best_v.shape[1]] = best_v
+        cand_i[:, :best_v.shape[1]] = best_i
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        col = best_v.shape[1] + np.arange(rows.size) - offsets[rows]
+        cand_v[rows, col] = sims[rows, cols]
+        cand_i[rows, col] = cols + start
+        order = np.lexsort((cand_i, -cand_v), axis=1)[:, :width]
+        return np.take_along_axis(cand_v, order, axis=1), np.take_along_axis(cand_i, order, axis=1)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(indices, scores)``, each (queries × k), best first."""
+        return self.idx, self.val
+
+
 def topk_chunked(queries: np.ndarray, docs: np.ndarray, k: int, *, query_chunk: int = 256,
                  doc_chunk: int = 16384) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and scores of the ``k`` highest inner products of each query row against ``docs``, best first.
-
-    Memory: one ``query_chunk × doc_chunk`` block (float32 similarities negated in place, a partitioned copy
-    and a mask: about 9 bytes a cell, ≈ 40 MB at the defaults) and the running top-k, never the full matrix.
-    Equal scores are listed by document index; which of several documents tied at the k-th place is kept is
-    arbitrary.
+    """Indices and scores of the ``k`` highest inner products of each query row against ``docs``, best first,
+    through :class:`RunningTopK` over blocks of ``doc_chunk`` documents. Equal scores are listed by document
+    index, also at the k-th place.
 
     >>> q = np.eye(3, dtype=np.float32); d = np.eye(3, dtype=np.float32)[[2, 0, 1]]
     >>> topk_chunked(q, d, 1, doc_chunk=2)[0].ravel().tolist()
     [1, 2, 0]
     """
-    queries = np.asarray(queries, dtype=np.float32)
     docs = np.asarray(docs, dtype=np.float32)
-    n_q, n_d = queries.shape[0], docs.shape[0]
-    k = min(int(k), n_d)
-    out_idx = np.empty((n_q, k), dtype=np.int64)
-    out_val = np.empty((n_q, k), dtype=np.float32)
-    for qs in range(0, n_q, query_chunk):
-        q = queries[qs:qs + query_chunk]
-        best_neg = np.zeros((q.shape[0], 0), dtype=np.float32)   # negated scores: smaller is better
-        best_idx = np.zeros((q.shape[0], 0), dtype=np.int64)
-        for ds in range(0, n_d, doc_chunk):
-            neg = q @ docs[ds:ds + doc_chunk].T
-            np.negative(neg, out=neg)
-            kk = min(k, neg.shape[1])
-            if kk < neg.shape[1]:
-                part, vals = _block_topk(neg, kk)
-            else:
-                part = np.broadcast_to(np.arange(neg.shape[1]), neg.shape)
-                vals = neg.copy()
-            del neg
-            cand_neg = np.concatenate([best_neg, vals], axis=1)
-            cand_idx = np.concatenate([best_idx, part + ds], axis=1)
-            if cand_neg.shape[1] > k:
-                keep = np.argpartition(cand_neg, k - 1, axis=1)[:, :k]
-                cand_neg = np.take_along_axis(cand_neg, keep, axis=1)
-                cand_idx = np.take_along_axis(cand_idx, keep, axis=1)
-            best_neg, best_idx = cand_neg, cand_idx
-        order = np.lexsort((best_idx, best_neg), axis=1)
-        out_val[qs:qs + query_chunk] = -np.take_along_axis(best_neg, order, axis=1)
-        out_idx[qs:qs + query_chunk] = np.take_along_axis(best_idx, order, axis=1)
-    return out_idx, out_val
+    top = RunningTopK(queries, docs.shape[0], k, query_chunk=query_chunk)
+    for ds in range(0, docs.shape[0], max(1, int(doc_chunk))):
+        top.add(ds, docs[ds:ds + doc_chunk])
+    return top.result()
+
+
+def streamed_topk(project, embedder, queries: np.ndarray, texts: list[str], k: int, *, query_chunk: int = 256,
+                  doc_chunk: int = 16384) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`topk_chunked` of ``queries`` against the texts' embeddings, read from the embedding cache
+    ``doc_chunk`` texts at a time (:func:`text_blocks`) straight into the running top-k: the caption matrix is
+    never held (one block of vectors is)."""
+    top = RunningTopK(queries, len(texts), k, query_chunk=query_chunk)
+    for start, block in text_blocks(project, embedder, texts, doc_chunk):
+        top.add(start, block)
+    return top.result()
 
 
 def late_topk(project, embedder, sha256s, texts, k: int, *, image_chunk: int = 256
@@ -94,19 +148,6 @@ def late_topk(project, embedder, sha256s, texts, k: int, *, image_chunk: int = 2
     if not idx_out:
         return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float32)
     return np.concatenate(idx_out).astype(np.int64), np.concatenate(val_out)
-
-
-def _block_topk(neg: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices and values of the k smallest entries per row (unordered). Selects by value first
-    (``np.partition`` on float32 is several times faster than ``np.argpartition``) and falls back to
-    ``np.argpartition`` for a block where a tie at the k-th value makes a row hold more than k candidates."""
-    kth = np.partition(neg, k - 1, axis=1)[:, k - 1:k]
-    rows, cols = np.nonzero(neg <= kth)
-    if rows.shape[0] == neg.shape[0] * k:
-        part = cols.reshape(neg.shape[0], k).astype(np.int64)
-        return part, np.take_along_axis(neg, part, axis=1)
-    part = np.argpartition(neg, k - 1, axis=1)[:, :k]
-    return part, np.take_along_axis(neg, part, axis=1)
 
 
 def reduced_relevance(top_idx: np.ndarray, top_val: np.ndarray, image_keys, caption_keys,
@@ -157,9 +198,9 @@ def prevalence(project, embedder, *, benchmark=None, options: dict) -> list[dict
                                      image_chunk=int(opts.get("image_chunk", 256)))
     else:
         img = embed_images(project, embedder, pool.image_sha256)
-        txt = embed_texts(project, embedder, pool.texts)
-        top_idx, top_val = topk_chunked(img, txt, k_max, query_chunk=int(opts.get("image_chunk", 256)),
-                                        doc_chunk=int(opts.get("text_chunk", 16384)))
+        top_idx, top_val = streamed_topk(project, embedder, img, pool.texts, k_max,
+                                         query_chunk=int(opts.get("image_chunk", 256)),
+                                         doc_chunk=int(opts.get("text_chunk", 16384)))
     return prevalence_rows(pool, top_idx, top_val, ks=ks, tiers=language_tiers(project, set(pool.languages)),
                            freq_k=int(opts.get("freq_k", 10)), prior=opts.get("prior", "uniform"),
                            n_resamples=n_res, seed=seed)

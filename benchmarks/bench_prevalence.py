@@ -120,7 +120,9 @@ def build(root: Path, a: dict) -> dict:
     bias = _unit(rng.standard_normal((1, dim), dtype=np.float32))[0]    # shared by every image …
     img_vecs = _unit(rng.standard_normal((n_img, dim), dtype=np.float32) / np.sqrt(dim) + 0.3 * bias)
     lang_pull = np.linspace(0.08, 0.0, len(langs), dtype=np.float32)   # … and by captions of earlier languages
-    shas = [hashlib.sha256(f"image {i}".encode()).hexdigest() for i in range(n_img)]
+    # sorted, so generation order is the pool's order (image, language, idx): the cache rows lie in the order a
+    # first run of the suite would have written them
+    shas = sorted(hashlib.sha256(f"image {i}".encode()).hexdigest() for i in range(n_img))
     ts = now()
     # captions per (image, language): n_cap spread evenly, the remainder to the first pairs
     pairs = n_img * len(langs)

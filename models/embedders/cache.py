@@ -194,8 +194,9 @@ def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, lan
     def key(t: str) -> str:
         return text_key(t) if lang is None else text_key(f"{lang}\x00{t}")
 
-    by_key = {key(t): t for t in texts}
-    return _cached(db, embedder, "text", [key(t) for t in texts],
+    keys = [key(t) for t in texts]  # each text hashed once
+    by_key = dict(zip(keys, texts))
+    return _cached(db, embedder, "text", keys,
                    lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size,
                    out)
 

@@ -16,9 +16,11 @@ as captions, default ["short"]), ``freq_k`` (default 10), ``prior`` (uniform|poo
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
-from ...metrics.retrieval import accuracy_at_k, dlbkl, lbkl, lbkl_per_query, ndcg_at_k, retrieval_frequency
+from ...metrics.retrieval import accuracy_at_k, lbkl_per_query, ndcg_at_k, retrieval_frequency
 from ..registry import Suite, row
 from .report import render_prevalence
 from ...common import mean_ci, embed_images, language_tiers, text_blocks
@@ -229,21 +231,23 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
                             details={**common, "reason": f"the pool holds only {k_max} captions (< k={k})"}))
             continue
         hit, ndcg_q = per_query_scores(y_true, k)
+        # LBKL@k / DLBKL@k are the means of the per-query values (metrics.lbkl / dlbkl): computed once
+        lb_q = lbkl_per_query(ranked[:, :k], languages, k=k, prior=prior_arg)
+        dlb_q = lbkl_per_query(ranked[:, :k], languages, k=k, prior=prior_arg, discounted=True)
         per_q = {
             f"acc@{k}": (accuracy_at_k(y_true, y_score, k=k), hit),
             f"ndcg@{k}": (ndcg_at_k(y_true, y_score, k=k), ndcg_q),
-            f"lbkl@{k}": (lbkl(ranked, languages, k=k, prior=prior_arg),
-                          lbkl_per_query(ranked, languages, k=k, prior=prior_arg)),
-            f"dlbkl@{k}": (dlbkl(ranked, languages, k=k, prior=prior_arg),
-                           lbkl_per_query(ranked, languages, k=k, prior=prior_arg, discounted=True)),
+            f"lbkl@{k}": (float(lb_q.mean()), lb_q),
+            f"dlbkl@{k}": (float(dlb_q.mean()), dlb_q),
         }
         for metric, (value, values) in per_q.items():
             lo, hi = mean_ci(values, n_resamples=n_resamples, seed=seed)
             rows.append(row(NAME, metric, value, ci_low=lo, ci_high=hi, n=n_img, details={**common, "k": k}))
     fk = min(freq_k, k_max)
-    freq = retrieval_frequency(ranked, languages, k=fk, groups={lang: tiers.get(lang, "unknown")
+    freq = retrieval_frequency(ranked[:, :fk], languages, k=fk, groups={lang: tiers.get(lang, "unknown")
                                                                  for lang in languages})
-    pool_share = {lang: float(np.mean(pool.languages == lang)) for lang in languages}
+    n_of = Counter(pool.languages.tolist())
+    pool_share = {lang: n_of[lang] / len(pool.languages) for lang in languages}
     for lang in languages:
         rows.append(row(NAME, "retrieval_share", freq["frequency"][lang], n=n_img * fk,
                         group={"language": lang, "tier": tiers.get(lang, "unknown")},

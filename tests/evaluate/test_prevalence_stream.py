@@ -141,40 +141,49 @@ def test_running_top_k_is_the_stable_sort_prefix_with_ties():
         full = q @ d.T
         ref = np.argsort(-full, axis=1, kind="stable")[:, :min(k, n_d)]
         assert (idx == ref).all() and (val == np.take_along_axis(full, ref, axis=1)).all()
+    q = rng.standard_normal((5, 4)).astype(np.float32)
+    d = rng.standard_normal((50, 4)).astype(np.float32)
+    d[[0, 3, 7]] = np.nan                      # zero vectors normalised: NaN scores rank last, never poison
+    ref = np.argsort(-np.nan_to_num(q @ d.T, nan=-np.inf), axis=1, kind="stable")[:, :10]
+    for dc in (2, 5, 50):
+        assert (topk_chunked(q, d, 10, doc_chunk=dc)[0] == ref).all()
     with pytest.raises(ValueError, match="document order"):
         RunningTopK(q, 10, 3).add(5, d[:2])
 
 
 def test_suite_reads_one_block_of_caption_vectors_at_a_time(project, monkeypatch):
-    """No call asks the cache for more than text_chunk captions, every block after the first is written into
-    the first block's buffer, the top-k never sees a larger block, and the whole-matrix reader is not used."""
+    """No call asks the cache for more than CACHE_BLOCK captions, every block after the first is written into
+    the first block's buffer, no similarity block exceeds image_chunk × text_chunk, and the whole-matrix reader
+    is not used."""
     caption_world(project)
     emb = Quarter(dim=16)
     n_texts = len(caption_pool(project).texts)
-    calls, blocks = [], []
-    real_cached, real_add = common.embed_texts_cached, RunningTopK.add
+    calls, products = [], []
+    real_cached, real_merge = common.embed_texts_cached, RunningTopK._merge
 
     def spy_cached(project, embedder, texts, *, language=None, out=None, **kw):
         res = real_cached(project, embedder, texts, language=language, out=out, **kw)
         calls.append((len(texts), res))
         return res
 
-    def spy_add(self, start, block):
-        blocks.append(block.shape)
-        return real_add(self, start, block)
+    def spy_merge(self, sims, *a):
+        products.append(sims.shape)
+        return real_merge(self, sims, *a)
 
     def refuse(*a, **k):
         raise AssertionError("the prevalence suite read the whole caption matrix")
 
+    monkeypatch.setattr(prev, "CACHE_BLOCK", 64)
     monkeypatch.setattr(common, "embed_texts_cached", spy_cached)
-    monkeypatch.setattr(RunningTopK, "add", spy_add)
+    monkeypatch.setattr(RunningTopK, "_merge", spy_merge)
     monkeypatch.setattr(common, "embed_texts", refuse)
-    get_suite("prevalence").func(project, emb, options={**OPTS, "text_chunk": 64})
+    get_suite("prevalence").func(project, emb, options={**OPTS, "text_chunk": 16, "image_chunk": 7})
     assert [n for n, _ in calls] == [min(64, n_texts - s) for s in range(0, n_texts, 64)]
     assert len(calls) > 3
     first = calls[0][1]
     assert all(np.shares_memory(res, first) for _, res in calls[1:])
-    assert max(b[0] for b in blocks) == 64 and sum(b[0] for b in blocks) == n_texts
+    assert max(p[0] for p in products) == 7 and max(p[1] for p in products) == 16
+    assert sum(p[1] for p in products) == n_texts * math.ceil(30 / 7)  # every caption once per image chunk
 
 
 def test_peak_traced_memory_stays_below_the_caption_matrix(project, monkeypatch):
@@ -201,16 +210,17 @@ def test_peak_traced_memory_stays_below_the_caption_matrix(project, monkeypatch)
                             [(emb.identity, text_key(c[3]), dim, v.tobytes(), ts) for c, v in zip(caps, vec)])
     matrix = len(caps) * dim * 4                                   # 6,000 × 1,024 × 4 B = 24.6 MB
     suite = get_suite("prevalence").func
+    monkeypatch.setattr(prev, "CACHE_BLOCK", 500)
     tracemalloc.start()
     try:
-        suite(project, emb, options={**OPTS, "text_chunk": 500})
+        suite(project, emb, options={**OPTS, "text_chunk": 500, "image_chunk": 64})
         streamed = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         with monkeypatch.context() as m:       # the previous path: the whole caption matrix, then the top-k
             m.setattr(prev, "streamed_topk", lambda project, embedder, queries, texts, k, query_chunk, doc_chunk:
                       topk_chunked(queries, embed_texts(project, embedder, texts), k, query_chunk=query_chunk,
                                    doc_chunk=doc_chunk))
-            suite(project, emb, options={**OPTS, "text_chunk": 500})
+            suite(project, emb, options={**OPTS, "text_chunk": 500, "image_chunk": 64})
         whole = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -16,10 +16,11 @@ Then, each in a fresh process so that its peak RSS is its own:
   with ``--cold`` the captions' vectors are not cached and the first run embeds them (fake embedder);
 - ``rerun``: the same command again;
 - ``ideal`` (the baseline): only the unavoidable work — the caption and image vectors read from SQLite in
-  table order into one preallocated matrix, then the suite's top-k on it (no caption pool, no keys, no
-  metrics, no result rows);
-- ``previous`` (``--previous``, default on): the path before the streamed top-k, for reference — the whole
-  caption matrix read through ``embed_texts`` and the partition-based block top-k.
+  table order (a sequential scan, no lookup by key) into one preallocated matrix, then the suite's top-k on it
+  (no caption pool, no keys, no metrics, no result rows); its memory is the matrix itself;
+- ``previous`` (``--previous``, default on): the path before streaming, for reference — caption pool, the
+  whole caption matrix read through ``embed_texts``, the partition-based 256 × 16384 block top-k, metrics
+  (no result rows stored).
 
 Printed per process: wall time, CPU time (user + system), peak RSS minus the process's RSS just before the
 step (``VmHWM`` reset through ``/proc/self/clear_refs``; the imports are not counted), that peak divided by
@@ -194,7 +195,7 @@ def child_cli(root: str, a: dict) -> dict:
 
 def child_ideal(root: str, a: dict) -> dict:
     """The unavoidable work: vectors read from SQLite in table order into one matrix, then the top-k."""
-    from cultura.evaluate.suites.retrieval.prevalence import topk_chunked
+    from cultura.evaluate.suites.retrieval.prevalence import IMAGE_CHUNK, TEXT_CHUNK, topk_chunked
     from cultura.models.embedders import get_embedder
 
     model = get_embedder(MODEL.format(dim=a["dim"])).identity
@@ -211,8 +212,8 @@ def child_ideal(root: str, a: dict) -> dict:
                     mat[i] = np.frombuffer(blob, dtype="<f4")
                 mats[kind] = mat
         with Meter() as t:
-            idx, _ = topk_chunked(mats["image"], mats["text"], 99, query_chunk=a["image_chunk"] or 256,
-                                  doc_chunk=a["text_chunk"] or 16384)
+            idx, _ = topk_chunked(mats["image"], mats["text"], 99, query_chunk=a["image_chunk"] or IMAGE_CHUNK,
+                                  doc_chunk=a["text_chunk"] or TEXT_CHUNK)
     out.update(m.report())
     out["read"] = {k: r.report()[k] for k in ("wall_s", "cpu_s")}
     out["topk"] = {k: t.report()[k] for k in ("wall_s", "cpu_s")}
@@ -268,7 +269,7 @@ def child_previous(root: str, a: dict) -> dict:
         pool = caption_pool(project)
         img = embed_images(project, emb, pool.image_sha256)
         txt = embed_texts(project, emb, pool.texts)
-        idx, val = _previous_topk(img, txt, 99, query_chunk=a["image_chunk"] or 256, doc_chunk=a["text_chunk"] or 16384)
+        idx, val = _previous_topk(img, txt, 99, query_chunk=256, doc_chunk=16384)  # the previous defaults
         del txt
         rows = prevalence_rows(pool, idx, val, ks=[5, 10, 25, 50, 99],
                                tiers=language_tiers(project, set(pool.languages)), n_resamples=a["n_resamples"])

@@ -205,7 +205,8 @@ def child_ideal(root: str, a: dict) -> dict:
         with Meter() as r:
             mats = {}
             for kind in ("image", "text"):
-                n = con.execute("SELECT count(*) FROM embeddings WHERE model = ? AND kind = ?", [model, kind]).fetchone()[0]
+                n = con.execute("SELECT count(*) FROM embeddings WHERE model = ? AND kind = ?",
+                                [model, kind]).fetchone()[0]
                 mat = np.empty((n, a["dim"]), dtype=np.float32)
                 for i, (blob,) in enumerate(con.execute("SELECT vector FROM embeddings WHERE model = ? AND kind = ?",
                                                         [model, kind])):

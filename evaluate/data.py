@@ -223,7 +223,8 @@ def caption_pool(project, *, pool: str = "auto", benchmark: str | None = None,
         lang_names[:] = list(langs)
         return CaptionPool(
             source="captions", image_sha256=list(shas), image_keys=np.arange(len(shas)),
-            image_countries=[None] * len(shas), texts=texts, languages=lang_names[np.asarray(lang_codes, dtype=np.intp)],
+            image_countries=[None] * len(shas), texts=texts,
+            languages=lang_names[np.asarray(lang_codes, dtype=np.intp)],
             caption_keys=np.asarray(owner, dtype=np.int64),
             provenance={"benchmark": f"captions:{caption_source or 'all'}", "benchmark_version": None,
                         "benchmark_hash": h.hexdigest()})

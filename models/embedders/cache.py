@@ -338,6 +338,17 @@ def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, lan
 
     ``language`` goes to :meth:`Embedder.embed_texts`; for a language-aware model it is part of the cache key
     (the same string in two languages is two embeddings)."""
+    return _texts(project, embedder, texts, language, chunk_size, out, True)
+
+
+def cache_texts(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,
+                chunk_size: int | None = None) -> int:
+    """:func:`cache_images` for texts: embed and store the texts not cached yet without building the matrix;
+    returns how many were embedded."""
+    return _texts(project, embedder, texts, language, chunk_size, None, False)
+
+
+def _texts(project, embedder, texts, language, chunk_size, out, fill):
     db = _db(project)
     texts = list(texts)
     lang = language if (language and embedder.language_aware) else None
@@ -353,7 +364,7 @@ def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, lan
                                                                 "language": language or ""})
     return _cached(db, embedder, "text", keys,
                    lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size,
-                   out, remote=remote)
+                   out, remote=remote, fill=fill)
 
 
 def cache_size(project) -> dict:

@@ -186,6 +186,28 @@ def test_suite_reads_one_block_of_caption_vectors_at_a_time(project, monkeypatch
     assert sum(p[1] for p in products) == n_texts * math.ceil(30 / 7)  # every caption once per image chunk
 
 
+def test_cold_cache_embeds_the_remaining_captions_in_one_job(project, monkeypatch):
+    """A cold first run embeds the first block's captions, then all the others in one cache_texts call (one
+    progress bar, one Ray job), and reads every later block from the cache: each caption embedded once."""
+    caption_world(project)
+    emb = Quarter(dim=16)
+    pool = caption_pool(project)
+    jobs = []
+    real = common.cache_texts
+
+    def spy(project, embedder, texts, **kw):
+        jobs.append(len(texts))
+        return real(project, embedder, texts, **kw)
+
+    monkeypatch.setattr(prev, "CACHE_BLOCK", 64)
+    monkeypatch.setattr(common, "cache_texts", spy)
+    get_suite("prevalence").func(project, emb, options={**OPTS, "text_chunk": 16})
+    assert jobs == [len(pool.texts) - 64]
+    assert emb.stats["texts"] == len(set(pool.texts))
+    get_suite("prevalence").func(project, emb, options={**OPTS, "text_chunk": 16})   # warm: no job at all
+    assert jobs == [len(pool.texts) - 64] and emb.stats["texts"] == len(set(pool.texts))
+
+
 def test_peak_traced_memory_stays_below_the_caption_matrix(project, monkeypatch):
     """tracemalloc sees every NumPy buffer: with the vectors cached, the suite's traced peak is a fraction of
     the caption matrix it would otherwise hold (deterministic: allocation sizes, not timing)."""

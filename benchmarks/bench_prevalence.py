@@ -46,11 +46,8 @@ import numpy as np
 
 MODEL = "fake:dim={dim}"
 # Crossmodal-3600's 36 languages
-XM_LANGS = ("ar bn cs da de el en es fa fi fil fr he hi hr hu id it ja ko mi nl no pl pt quz ro ru sv sw te th "
-            "tr uk vi zh").split()
-WORDS = ("a the of in on with and red blue small large old new street market temple dish bowl rice tea woman man "
-         "child dog cat house river mountain bicycle car bus tree flower table chair window road shop sign food "
-         "fruit fish boat beach sky cloud light night festival dress hat").split()
+XM_LANGS = ["ar", "bn", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fil", "fr", "he", "hi", "hr", "hu", "id", "it", "ja", "ko", "mi", "nl", "no", "pl", "pt", "quz", "ro", "ru", "sv", "sw", "te", "th", "tr", "uk", "vi", "zh"]
+WORDS = ["a", "the", "of", "in", "on", "with", "and", "red", "blue", "small", "large", "old", "new", "street", "market", "temple", "dish", "bowl", "rice", "tea", "woman", "man", "child", "dog", "cat", "house", "river", "mountain", "bicycle", "car", "bus", "tree", "flower", "table", "chair", "window", "road", "shop", "sign", "food", "fruit", "fish", "boat", "beach", "sky", "cloud", "light", "night", "festival", "dress", "hat"]
 
 
 # -- measurement helpers (used in the child processes) --------------------------------------------
@@ -176,13 +173,13 @@ def child_cli(root: str, a: dict) -> dict:
         args += ["--option", f"image_chunk={a['image_chunk']}"]
     if a["text_chunk"]:
         args += ["--option", f"text_chunk={a['text_chunk']}"]
-    devnull = open(os.devnull, "w")
-    saved, sys.stdout = sys.stdout, devnull
-    try:
-        with Meter() as m:
-            cli.main(args=args, prog_name="cultura", standalone_mode=False)
-    finally:
-        sys.stdout = saved
+    with open(os.devnull, "w") as devnull:
+        saved, sys.stdout = sys.stdout, devnull
+        try:
+            with Meter() as m:
+                cli.main(args=args, prog_name="cultura", standalone_mode=False)
+        finally:
+            sys.stdout = saved
     con = sqlite3.connect(Path(root) / "cultura.db")
     run_id, status, n = con.execute("SELECT id, status, n_results FROM eval_runs ORDER BY id DESC LIMIT 1").fetchone()
     vals = dict(con.execute("SELECT metric, value FROM eval_results WHERE run_id = ? AND metric IN "
@@ -195,7 +192,11 @@ def child_cli(root: str, a: dict) -> dict:
 
 def child_ideal(root: str, a: dict) -> dict:
     """The unavoidable work: vectors read from SQLite in table order into one matrix, then the top-k."""
-    from cultura.evaluate.suites.retrieval.prevalence import IMAGE_CHUNK, TEXT_CHUNK, topk_chunked
+    from cultura.evaluate.suites.retrieval.prevalence import (
+        IMAGE_CHUNK,
+        TEXT_CHUNK,
+        topk_chunked,
+    )
     from cultura.models.embedders import get_embedder
 
     model = get_embedder(MODEL.format(dim=a["dim"])).identity
@@ -213,8 +214,8 @@ def child_ideal(root: str, a: dict) -> dict:
                     mat[i] = np.frombuffer(blob, dtype="<f4")
                 mats[kind] = mat
         with Meter() as t:
-            idx, _ = topk_chunked(mats["image"], mats["text"], 99, query_chunk=a["image_chunk"] or IMAGE_CHUNK,
-                                  doc_chunk=a["text_chunk"] or TEXT_CHUNK)
+            topk_chunked(mats["image"], mats["text"], 99, query_chunk=a["image_chunk"] or IMAGE_CHUNK,
+                         doc_chunk=a["text_chunk"] or TEXT_CHUNK)
     out.update(m.report())
     out["read"] = {k: r.report()[k] for k in ("wall_s", "cpu_s")}
     out["topk"] = {k: t.report()[k] for k in ("wall_s", "cpu_s")}
@@ -284,7 +285,7 @@ CHILDREN = {"cli": child_cli, "ideal": child_ideal, "previous": child_previous}
 def _spawn(mode: str, root: Path, a: dict) -> dict:
     env = dict(os.environ)
     proc = subprocess.run([sys.executable, __file__, "--_child", mode, "--_root", str(root), "--_args", json.dumps(a)],
-                          env=env, capture_output=True, text=True)
+                          env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"child {mode} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -354,8 +355,8 @@ def main(argv=None):
             shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(result, indent=1))
     if not a.json:
-        lines = [f"\nprevalence at {a.images} images × {a.captions} captions (dim {a.dim}, {a.languages} languages); "
-                 f"caption matrix {matrix_mb:.0f} MB, goal peak ≤ {1.5 * matrix_mb:.0f} MB (1.5×)"]
+        lines = [(f"\nprevalence at {a.images} images × {a.captions} captions (dim {a.dim}, {a.languages} languages); "
+                  f"caption matrix {matrix_mb:.0f} MB, goal peak ≤ {1.5 * matrix_mb:.0f} MB (1.5×)")]
         for name, what in (("ideal", "ideal: SQLite → one matrix → top-k"),
                            ("first_run", "first run: cultura evaluate run"), ("rerun", "rerun: the same command"),
                            ("previous", "previous path: whole matrix + partition top-k")):

@@ -14,8 +14,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from cultura.db import now, transaction
 from cultura.db.blobs import store_blob
 from cultura.evaluate import common
@@ -24,8 +22,13 @@ from cultura.evaluate.data import caption_pool
 from cultura.evaluate.runner import load_results, run_suite
 from cultura.evaluate.suites import get_suite
 from cultura.evaluate.suites.retrieval import prevalence as prev
-from cultura.evaluate.suites.retrieval.prevalence import RunningTopK, prevalence_rows, topk_chunked
+from cultura.evaluate.suites.retrieval.prevalence import (
+    RunningTopK,
+    prevalence_rows,
+    topk_chunked,
+)
 from cultura.models.embedders import FakeEmbedder, text_key
+from PIL import Image
 
 LANGS = ("en", "ja", "th", "de", "sw")
 OPTS = {"n_resamples": 50, "ks": [1, 5, 10, 25], "freq_k": 5}

@@ -231,6 +231,7 @@ class _Presence:
         self.root = root
         self.paths: set[str] = set()   # "<folder>/<name>" of every listed file
         self.mtime: dict[str, int | None] = {}
+        self.fingerprint: dict[str, tuple[int, int]] = {}  # folder -> (number of names, hash of their set)
 
     def list(self, folder: str) -> None:
         if folder in self.mtime:
@@ -241,6 +242,24 @@ class _Presence:
         except OSError:  # the folder itself is gone (or not a folder)
             self.mtime[folder], names = None, []
         self.paths.update(f"{folder}/{n}" for n in names if n[0] != ".")
+        self.fingerprint[folder] = _fingerprint(names)
+
+    def settle(self, clock: int) -> int:
+        """Folders listed within :data:`RACY_NS` of their last change are listed again once that window has
+        passed: unchanged (same time, same names), their time can be trusted. Returns the clock after."""
+        racy = [f for f, m in self.mtime.items() if m is not None and m % 1_000_000_000 and clock - m <= RACY_NS]
+        if not racy:
+            return clock
+        time.sleep(max(0.0, (max(self.mtime[f] for f in racy) + RACY_NS - clock) / 1e9) + 0.01)
+        for f in racy:
+            try:
+                m = os.stat(self.root / f).st_mtime_ns
+                same = m == self.mtime[f] and _fingerprint(os.listdir(self.root / f)) == self.fingerprint[f]
+            except OSError:
+                same = False
+            if not same:
+                self.mtime[f] = -1  # changed meanwhile: listed again by the next check
+        return time.time_ns()
 
     def present(self, rel: str) -> bool:
         if rel in self.paths:
@@ -250,6 +269,10 @@ class _Presence:
             return False
         self.list(folder)
         return rel in self.paths
+
+
+def _fingerprint(names: list[str]) -> tuple[int, int]:
+    return len(names), hash(frozenset(names))
 
 
 def _check_all(db, seen: _Presence) -> list[str]:
@@ -290,10 +313,11 @@ def _check_all(db, seen: _Presence) -> list[str]:
         gone += [sha for sha, rel in db.execute(
             f"SELECT sha256, path FROM images WHERE status = 'ok' AND rowid <= ? AND rowid IN "
             f"({','.join('?' * len(chunk))})", [floor, *chunk]) if not seen.present(rel)]
-    clock = time.time_ns()
+    clock = seen.settle(time.time_ns())
     # a folder gone, or changed too recently to trust its time, is kept with a time it cannot have (-1):
     # the next check then scans every row again (its trusted folders' rows are skipped without a listing)
-    record = [(f, m if m is not None and clock - m > _racy_ns(m) else -1, top, now()) for f, m in seen.mtime.items()]
+    record = [(f, m if m is not None and m >= 0 and clock - m > _racy_ns(m) else -1, top, now())
+              for f, m in seen.mtime.items()]
     with transaction(db):
         db.conn.executemany("INSERT INTO blob_checks (folder, mtime_ns, max_rowid, checked_at) VALUES (?, ?, ?, ?) "
                             "ON CONFLICT (folder) DO UPDATE SET mtime_ns = excluded.mtime_ns, "

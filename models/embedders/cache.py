@@ -354,11 +354,24 @@ def _images(project, embedder, sha256s, load, chunk_size, out, fill):
 
 
 def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,
-                       chunk_size: int | None = None) -> np.ndarray:
+                       chunk_size: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """Embeddings of texts, one row per input in input order, computing only texts not cached yet.
+
+    ``out``: an ``(len(texts), dim)`` float32 array to fill and return (a caller streaming blocks reuses one).
 
     ``language`` goes to :meth:`Embedder.embed_texts`; for a language-aware model it is part of the cache key
     (the same string in two languages is two embeddings)."""
+    return _texts(project, embedder, texts, language, chunk_size, out, True)
+
+
+def cache_texts(project, embedder: Embedder, texts: Sequence[str], *, language: str | None = None,
+                chunk_size: int | None = None) -> int:
+    """:func:`cache_images` for texts: embed and store the texts not cached yet without building the matrix;
+    returns how many were embedded."""
+    return _texts(project, embedder, texts, language, chunk_size, None, False)
+
+
+def _texts(project, embedder, texts, language, chunk_size, out, fill):
     db = _db(project)
     texts = list(texts)
     lang = language if (language and embedder.language_aware) else None
@@ -366,14 +379,15 @@ def embed_texts_cached(project, embedder: Embedder, texts: Sequence[str], *, lan
     def key(t: str) -> str:
         return text_key(t) if lang is None else text_key(f"{lang}\x00{t}")
 
-    by_key = {key(t): t for t in texts}
+    keys = [key(t) for t in texts]  # each text hashed once
+    by_key = dict(zip(keys, texts))
     ex, remote = on_ray(embedder), None
     if ex is not None:
         remote = _ray_embed(embedder, ex, "text", lambda part: {"texts": [by_key[k] for k in part],
                                                                 "language": language or ""})
-    return _cached(db, embedder, "text", [key(t) for t in texts],
+    return _cached(db, embedder, "text", keys,
                    lambda part: embedder.embed_texts([by_key[k] for k in part], language=language), chunk_size,
-                   remote=remote)
+                   out, remote=remote, fill=fill)
 
 
 def cache_size(project) -> dict:

@@ -236,4 +236,6 @@ def test_cache_scan_reads_the_same_rows_as_lookups(tmp_path, monkeypatch):
                "key || model || 'x', dim, vector, created_at FROM embeddings")
     assert np.array_equal(cache.embed_texts_cached(db, e, want), lookups)   # the model's index range
     assert e.stats["texts"] == 3 and len(calls) == 2
+    assert np.array_equal(cache.embed_texts_cached(db, e, want[:12]), lookups[:12])  # few of the model's rows:
+    assert cache._scan(db, e.identity, "text", 12) is None                          # lookups, no scan
     assert computed == 11

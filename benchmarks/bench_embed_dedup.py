@@ -68,7 +68,7 @@ def vm(key: str) -> float:
 def concept_vectors(rng, k: int, n: int, d: int, planted: float, shared: np.ndarray) -> np.ndarray:
     """``n`` unit vectors of one concept (see the module docstring), ``planted`` of them near-copies of
     another of the concept's images at cosine U(0.90, 0.995)."""
-    unit = lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True)  # noqa: E731
+    unit = lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True)
     centre = unit(rng.standard_normal(d, dtype=np.float32))
     modes = unit(rng.standard_normal((MODES, d), dtype=np.float32))
     w = rng.uniform(0.28, 0.5, (n, 1)).astype(np.float32)
@@ -100,7 +100,6 @@ def clustered(n: int, per_concept: int, d: int, planted: float, seed: int) -> np
 def build(root: Path, n: int, n_concepts: int, planted: float, seed: int = 0) -> None:
     """bench_dedup_1m's project, then one cached embedding per image, concept by concept."""
     import bench_dedup_1m
-
     from cultura.db import now, transaction
     from cultura.models.embedders import get_embedder
     from cultura.project import Project
@@ -180,7 +179,7 @@ def child_dedup(root: str, scope: str, threshold: float, recall_sample: int, ski
     p = Project(root)
     p.db  # opening imports every area's schema module: not dedup's time
     emb = get_embedder(EMBEDDER)
-    import faiss  # noqa: F401  (loaded before the baseline RSS, as dedup loads it for IVF)
+    import faiss
 
     rss0 = vm("VmRSS")
     t, c = time.perf_counter(), cpu_s()
@@ -229,7 +228,7 @@ def child_dedup(root: str, scope: str, threshold: float, recall_sample: int, ski
         pairs = kept["pairs"]
         touch = np.isin(pairs[:, 0], sample) | np.isin(pairs[:, 1], sample)
         got = {tuple(r) for r in pairs[touch].tolist()}
-        out["recall_sample"] = {"rows": int(len(sample)), "exact_pairs": len(ex), "found": len(ex & got),
+        out["recall_sample"] = {"rows": len(sample), "exact_pairs": len(ex), "found": len(ex & got),
                                 "not_exact": len(got - ex), "s": time.perf_counter() - t0, "cpu_s": cpu_s() - c0}
     p.close()
     return out

@@ -97,8 +97,7 @@ def test_coefficients_use_the_same_sine_as_pillow():
             assert m[xx, xmin:xmin + xmax].tolist() == ks and m[xx].sum() == sum(ks)
 
 
-@pytest.mark.parametrize("quality", [90, 75])
-def test_hashes_equal_the_pillow_resize_implementation_on_real_photos(quality):
+def test_hashes_equal_the_pillow_resize_implementation_on_real_photos():
     skdata = pytest.importorskip("skimage.data")
     from sklearn.datasets import load_sample_images
 
@@ -106,12 +105,12 @@ def test_hashes_equal_the_pillow_resize_implementation_on_real_photos(quality):
                                                               "coins", "hubble_deep_field", "immunohistochemistry"]]
     photos += [Image.fromarray(a) for a in load_sample_images().images]
     blobs = []
-    rng = np.random.default_rng(quality)
+    rng = np.random.default_rng(0)
     for k, im in enumerate(photos):
         im = im.convert("RGB") if k % 3 else im.convert("L")
         w, h = im.size
         for size in [(w, h), (640, 480), (1600, 1200), (int(rng.integers(40, 900)), int(rng.integers(40, 900)))]:
-            blobs.append(encode(im.resize(size, LANCZOS), quality=quality))
+            blobs.append(encode(im.resize(size, LANCZOS), quality=int(rng.choice([75, 90]))))
         blobs.append(encode(im, "PNG"))  # no draft: full-size grey, the reducing step applies
     res = hashing.hash_images(blobs)
     assert not res.errors

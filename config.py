@@ -76,7 +76,8 @@ class DedupSection(_Section):
     embedder: str = "openclip:ViT-B-32/openai"
     embedding_threshold: float = Field(0.95, ge=-1, le=1)
     scope: Literal["within-concept", "global"] = "within-concept"
-    # where image hashing runs: in this process, or on Ray (RAY_ADDRESS for an existing cluster)
+    # where image hashing and embedding run: in this process, or on Ray (settings in [ray]; RAY_ADDRESS for an
+    # existing cluster)
     executor: Literal["local", "ray"] = "local"
 
 
@@ -90,6 +91,7 @@ class TagSection(_Section):
     clip_model: str = "openclip:ViT-B-32/openai"
     top_k: int = Field(3, ge=1, le=100)
     min_score: float = 0.0
+    executor: Literal["local", "ray"] = "local"   # where --method clip embeds images (settings in [ray])
 
 
 class AnnotateSection(_Section):
@@ -120,6 +122,7 @@ class BuildSection(_Section):
 class EvaluateSection(_Section):
     # per-suite default options ([evaluate.llm] llm = "hf:…", [evaluate.attribution] judge = "…"); a
     # command's --option SUITE.KEY=VALUE overrides them. One table per built-in suite.
+    executor: Literal["local", "ray"] = "local"   # where embedding and LM scoring run (settings in [ray])
     prevalence: dict = Field(default_factory=dict)
     association: dict = Field(default_factory=dict)
     descriptor: dict = Field(default_factory=dict)
@@ -127,6 +130,18 @@ class EvaluateSection(_Section):
     social: dict = Field(default_factory=dict)
     llm: dict = Field(default_factory=dict)
     attribution: dict = Field(default_factory=dict)
+
+
+class RaySection(_Section):
+    # the actor pool of the "ray" executor (dedup.executor, tag.executor, evaluate.executor, --executor ray);
+    # the cluster is RAY_ADDRESS (none: a local Ray on this machine)
+    actors: int | None = Field(None, ge=1)        # default: as many as the cluster's CPUs (GPUs) hold
+    num_cpus: float = Field(1.0, gt=0)            # CPUs per actor
+    num_gpus: float = Field(0.0, ge=0)            # GPUs per actor; > 0: GPU actors, models built on cuda
+    min_items: int = Field(256, ge=0)             # a job with fewer cache misses runs in this process
+    # torch threads per actor (default: num_cpus); equal to a local run's torch threads, the numbers are bit for
+    # bit that run's (torch may round the last bit differently with another thread count)
+    threads: int | None = Field(None, ge=1)
 
 
 class Config(_Section):
@@ -140,6 +155,7 @@ class Config(_Section):
     annotate: AnnotateSection = Field(default_factory=AnnotateSection)
     build: BuildSection = Field(default_factory=BuildSection)
     evaluate: EvaluateSection = Field(default_factory=EvaluateSection)
+    ray: RaySection = Field(default_factory=RaySection)
     # free-text culture labels beside countries (cultura.cultures): [culture_labels.KEY] name/country/language
     culture_labels: dict = Field(default_factory=dict)
 

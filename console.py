@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .errors import CulturaError, ProjectNotFound
+from .executor import EXECUTORS
 from .redact import scrub
 from .project import Project, find_project
 
@@ -48,6 +49,15 @@ pass_ctx = click.make_pass_decorator(Ctx)
 def json_option(f):
     """Add ``--json``: print machine-readable output instead of tables (errors too)."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+
+
+def executor_option(section: str):
+    """Add ``--executor [local|ray]``: where the stage's hashing, embedding or LM scoring runs (default: the
+    ``executor`` key of ``section`` in cultura.toml)."""
+    return click.option(
+        "--executor", type=click.Choice(EXECUTORS), default=None,
+        help=f"Where model work (cache misses only) runs: local (this process) or ray (Ray Data actors; "
+             f"RAY_ADDRESS for a cluster, [ray] in cultura.toml for the actors). Default: {section}.executor.")
 
 
 def emit_json(data) -> None:
@@ -137,5 +147,6 @@ def cli_error(e: CulturaError, args: list[str], command: click.Command | None = 
     return JsonAwareError(msg, as_json="--json" in args, kind=type(e).__name__)
 
 
-__all__ = ["Ctx", "pass_ctx", "json_option", "emit_json", "table", "listing", "summary", "columns_of", "out",
+__all__ = ["Ctx", "pass_ctx", "json_option", "executor_option",
+           "emit_json", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..console import emit_json, executor_option, json_option, listing, out, pass_ctx, summary, table
 from ..project import init_project
 from .concepts import (
     add_concepts,
@@ -296,16 +296,18 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
 @click.option("--dhash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for dHash.")
 @click.option("--embedder", help="Embedder spec for the embedding method, e.g. openclip:ViT-B-32/openai.")
 @click.option("--embedding-threshold", type=float, help="Cosine similarity for the embedding method.")
+@executor_option("dedup")
 @json_option
 @pass_ctx
-def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold, as_json):
+def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold, executor,
+                 as_json):
     """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
 
     if _nothing_to_do(ctx, "dedup", as_json):
         return
     res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
                        dhash_threshold=dhash_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
-                       progress=not as_json)
+                       progress=not as_json, executor=executor)
     summary("images dedup", res, as_json)
 
 
@@ -316,13 +318,14 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder
 @click.option("--top-k", type=click.IntRange(1), help="Tags kept per image with --method clip.")
 @click.option("--retry-failed", is_flag=True, help="Retry images whose tagging failed.")
 @click.option("--limit", type=click.IntRange(1), help="Tag at most this many images.")
+@executor_option("tag")
 @json_option
 @pass_ctx
-def images_tag(ctx, method, model, clip_model, top_k, retry_failed, limit, as_json):
+def images_tag(ctx, method, model, clip_model, top_k, retry_failed, limit, executor, as_json):
     """Multi-label concept tags per image (seed 000 App. I), by vision LLM or CLIP zero-shot."""
 
     res = tag_images(ctx.project, method=method, model=model, clip_model=clip_model, top_k=top_k,
-                     retry_failed=retry_failed, limit=limit, progress=not as_json)
+                     retry_failed=retry_failed, limit=limit, progress=not as_json, executor=executor)
     summary("images tag", res, as_json)
 
 

@@ -44,6 +44,8 @@ an evidence entry that no longer holds is removed, a flag left with none becomes
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -51,10 +53,11 @@ from typing import Any, Callable
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..db import chunks, dumps, finish_run, now, start_run, transaction
+from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
 from ..db.blobs import check_blobs
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
+from ..executor import use_executor
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import hashing
@@ -198,28 +201,31 @@ def load_inventory(project) -> Inventory:
     db = project.db
     with _snapshot(db):
         sha: list[str] = []
-        rowid, pixels, nbytes, ph, dh, pc = [], [], [], [], [], []
-        cur = db.execute("SELECT rowid, sha256, width * height, bytes, phash, dhash, phash_centre FROM images "
-                         "WHERE status = 'ok'")  # rowid order: a sequential scan
+        rowid, pixels, nbytes, flags, hexes = [], [], [], [], ([], [], [])
+        zero = "0" * 16
+        # missing hashes are filled and flagged by SQLite, so each column arrives ready for one C-level join
+        cur = db.execute(
+            "SELECT rowid, sha256, width * height, bytes, "
+            "(coalesce(phash, '') != '') + 2 * (coalesce(dhash, '') != '') + 4 * (coalesce(phash_centre, '') != ''), "
+            f"coalesce(nullif(phash, ''), '{zero}'), coalesce(nullif(dhash, ''), '{zero}'), "
+            f"coalesce(nullif(phash_centre, ''), '{zero}') FROM images WHERE status = 'ok'")  # rowid order: sequential
         while rows := cur.fetchmany(ROWS_CHUNK):
-            r_id, r_sha, r_px, r_b, r_ph, r_dh, r_pc = zip(*rows)
+            r_id, r_sha, r_px, r_b, r_has, *r_hex = zip(*rows)
+            del rows
             sha.extend(r_sha)
             rowid.append(np.array(r_id, dtype=np.int64))
             pixels.append(np.array(r_px, dtype=np.int64))
             nbytes.append(np.array(r_b, dtype=np.int64))
-            ph.append(r_ph)
-            dh.append(r_dh)
-            pc.append(r_pc)
+            flags.append(np.array(r_has, dtype=np.uint8))
+            for out, col in zip(hexes, r_hex):
+                out.append(np.frombuffer(bytes.fromhex("".join(col)), dtype=">u8").astype(np.uint64))
         n = len(sha)
         cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
         rowid_a = cat(rowid)
-        has_ph = np.array([bool(v) for part in ph for v in part], dtype=bool)
-        has_dh = np.array([bool(v) for part in dh for v in part], dtype=bool)
-        ph_a = _hex_array([v for part in ph for v in part])
-        dh_a = _hex_array([v for part in dh for v in part])
-        has_pc = np.array([bool(v) for part in pc for v in part], dtype=bool)
-        pc_a = _hex_array([v for part in pc for v in part])
-        del ph, dh, pc
+        has = cat(flags).astype(np.uint8)
+        has_ph, has_dh, has_pc = (has & 1).astype(bool), (has & 2).astype(bool), (has & 4).astype(bool)
+        ph_a, dh_a, pc_a = (np.concatenate(h) if h else np.zeros(0, dtype=np.uint64) for h in hexes)
+        del hexes, flags
 
         names, final = _final_concepts(db)
         queries = db.execute("SELECT id, concept_id, country FROM queries").fetchall()
@@ -242,7 +248,7 @@ def load_inventory(project) -> Inventory:
         while rows := cur.fetchmany(ROWS_CHUNK):
             qids, shas = zip(*rows)
             q_parts.append(np.array(qids, dtype=np.int64))
-            img_parts.append(np.array([get(x, -1) for x in shas], dtype=np.int64))
+            img_parts.append(np.fromiter(map(get, shas, itertools.repeat(-1)), dtype=np.int64, count=len(shas)))
         del pos_of, get
         pos = np.full(int(rowid_a.max()) + 1 if n else 1, -1, dtype=np.int64)
         pos[rowid_a] = np.arange(n)
@@ -281,6 +287,12 @@ class _Writes:
                 self.foreign = True
             yield self.db
             self.expected = _counter(self.db)
+
+
+def _bump(db) -> None:
+    """Count one change for dedup's own bulk inserts (clusters, culture_conflict flags), which no row trigger
+    counts; every other write to a watched table is counted by its trigger."""
+    db.execute("UPDATE change_counters SET value = value + 1 WHERE name = ?", [COUNTER])
 
 
 def _counter(db) -> int | None:
@@ -576,6 +588,19 @@ def representative(inv: Inventory, members: np.ndarray) -> int:
     return min(np.asarray(members).tolist(), key=lambda i: (-int(inv.pixels[i]), -int(inv.nbytes[i]), inv.sha[i]))
 
 
+def representatives(inv: Inventory, clusters: list[np.ndarray]) -> np.ndarray:
+    """:func:`representative` of each cluster, for all clusters at once (one sort of all members)."""
+    if not clusters:
+        return np.zeros(0, dtype=np.int64)
+    sizes = np.array([len(m) for m in clusters], dtype=np.int64)
+    flat = np.concatenate(clusters).astype(np.int64)
+    label = np.repeat(np.arange(len(clusters)), sizes)
+    _, sha_rank = np.unique(np.array([inv.sha[i] for i in flat.tolist()]), return_inverse=True)
+    order = np.lexsort((sha_rank.reshape(-1), -inv.nbytes[flat], -inv.pixels[flat], label))
+    first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each cluster's best member sorts first
+    return flat[order[first]]
+
+
 def _active_clusters(db, method: str, scope: str, ptext: str) -> dict[tuple, int]:
     existing: dict[tuple, int] = {}
     for cid, concept_id, members in db.execute(
@@ -603,15 +628,15 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
     new = []
     sha = inv.sha
     for concept_id, members in clusters:
-        key = (concept_id, tuple(sorted(sha[i] for i in members.tolist())))
-        cid = existing.pop(key, None)
+        # (a first run has no stored clusters to match: no keys built)
+        cid = existing.pop((concept_id, tuple(sorted(sha[i] for i in members.tolist()))), None) if existing else None
         if cid is None:
             new.append((len(ids), concept_id, members))
             cid = -1
         ids.append(cid)
     if new or existing or not had_run:
         ts = now()
-        reps = np.array([representative(inv, m) for _, _, m in new], dtype=np.int64)
+        reps = representatives(inv, [m for _, _, m in new])
         sizes = np.array([len(m) for _, _, m in new], dtype=np.int64)
         flat = np.concatenate([m for _, _, m in new]) if new else np.zeros(0, dtype=np.int64)
         dist = found.distance(np.repeat(reps, sizes), flat) if new else np.zeros(0)
@@ -628,6 +653,7 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
             owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
             db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
                                 zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
+            _bump(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
             for part in chunks(list(existing.values()), 500):
                 db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
                            part)
@@ -639,6 +665,22 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
 
 
 # ------------------------------------------------------------------------------------------ conflicts
+def _compose(parts: dict[str, str]) -> str:
+    """The JSON text of a dict whose values are already JSON texts, as :func:`cultura.db.dumps` writes it
+    (sorted keys, ``", "`` and ``": "`` separators), so a text shared by thousands of flags is encoded once.
+
+    >>> from cultura.db import dumps
+    >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
+    True
+    """
+    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
+
+
+@functools.lru_cache(maxsize=256)
+def _key_text(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
+
+
 def _pair_json(inv: Inventory, pairs) -> list[dict]:
     return [{"concept_id": c, "concept": inv.concept_names.get(c), "country": k} for c, k in pairs]
 
@@ -661,6 +703,7 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
     for sha, d, st in db.execute("SELECT sha256, details, status FROM image_flags WHERE flag = ?", [FLAG]):
         current[sha] = (json.loads(d or "{}"), st)
     pair_json: dict[tuple, list[dict]] = {}
+    pair_text: dict[tuple, str] = {}
 
     def as_json(pairs):
         key = tuple(map(tuple, pairs))
@@ -668,13 +711,37 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
             pair_json[key] = _pair_json(inv, key)
         return pair_json[key]
 
+    def as_text(pairs):
+        key = tuple(map(tuple, pairs))
+        if key not in pair_text:
+            pair_text[key] = dumps(as_json(key))
+        return pair_text[key]
+
+    shared_text: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
+
+    def item_text(ev: dict) -> str:
+        """``dumps(dict(ev, pairs=as_json(ev["pairs"])))``, assembled from texts built once per distinct part."""
+        parts = {}
+        for k, v in ev.items():
+            if k == "pairs":
+                parts[k] = as_text(v)
+            elif type(v) is int:
+                parts[k] = str(v)
+            elif isinstance(v, (dict, list)):
+                if id(v) not in shared_text:
+                    shared_text[id(v)] = dumps(v)
+                parts[k] = shared_text[id(v)]
+            else:
+                parts[k] = dumps(v)
+        return _compose(parts)
+
     by_sha: dict[str, dict[str, dict]] = {}
     ready: dict[int, dict] = {}  # id(evidence item) -> the item with its pairs as JSON (items are shared)
+    ready_text: dict[int, str] = {}  # id(evidence item) -> its JSON text (for new flags)
+    sha_of = inv.sha
     for ek, evidence in evidence_by_key.items():
         for i, ev in evidence.items():
-            by_sha.setdefault(inv.sha[i], {})[ek] = ev
-            if id(ev) not in ready:
-                ready[id(ev)] = dict(ev, pairs=as_json(ev["pairs"]))
+            by_sha.setdefault(sha_of[i], {})[ek] = ev
     fresh_text: dict[tuple, str] = {}  # the details text of a new flag, by the items it holds
     ts = now()
     inserts, updates = [], []
@@ -686,16 +753,24 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
         if status is None:  # a new flag: its text depends only on its (shared) items
             ids = tuple((ek, id(mine[ek])) for ek in evidence_by_key if ek in mine)
             if ids not in fresh_text:
-                ev = {ek: ready[i] for ek, i in ids}
-                pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
-                fresh_text[ids] = dumps({"pairs": as_json(pairs), "evidence": ev})
+                texts = {}
+                for ek, i in ids:
+                    if i not in ready_text:
+                        ready_text[i] = item_text(mine[ek])
+                    texts[ek] = ready_text[i]
+                pairs = sorted({tuple(p) for ek, _ in ids for p in mine[ek]["pairs"]})
+                # == dumps({"pairs": as_json(pairs), "evidence": {ek: item as JSON}}) (tested)
+                fresh_text[ids] = _compose({"evidence": _compose(texts), "pairs": as_text(pairs)})
             inserts.append((sha, FLAG, fresh_text[ids], "open", ts))
             new_by_key[ids[0][0]] += 1  # counted once, for the first key
             continue
         ev = dict(details.get("evidence", {}))
         for ek in keys:
             if ek in mine:
-                ev[ek] = ready[id(mine[ek])]
+                i = id(mine[ek])
+                if i not in ready:
+                    ready[i] = dict(mine[ek], pairs=as_json(mine[ek]["pairs"]))
+                ev[ek] = ready[i]
             else:
                 ev.pop(ek, None)
         pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
@@ -717,6 +792,8 @@ def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[st
                                 updates)
             db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
                                 "VALUES (?, ?, ?, ?, ?)", inserts)
+            if inserts:
+                _bump(db)  # culture_conflict inserts fire no trigger (db/schema.py m008)
     return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
 
 
@@ -799,14 +876,14 @@ def _cluster_conflicts(inv: Inventory, clusters, ids, params) -> dict[int, dict]
     conflict = np.flatnonzero(np.bincount(klab, minlength=len(clusters)) > 1)
     starts = np.searchsorted(klab, conflict).tolist()
     ends = np.searchsorted(klab, conflict, side="right").tolist()
-    out = {}
-    countries = inv.countries
+    out: dict[int, dict] = {}
+    concept_of = (key // n_k % n_c).tolist()
+    country_of = [inv.countries[k] for k in (key % n_k).tolist()]
     for c, s0, e0 in zip(conflict.tolist(), starts, ends):
-        pairs = [(int(k) // n_k % n_c, countries[int(k) % n_k]) for k in key[s0:e0].tolist()]
         members = clusters[c][1]
-        item = {"pairs": pairs, "cluster_id": ids[c], "size": len(members), "params": params}
-        for i in members.tolist():
-            out[i] = item
+        item = {"pairs": list(zip(concept_of[s0:e0], country_of[s0:e0])), "cluster_id": ids[c],
+                "size": len(members), "params": params}
+        out.update(dict.fromkeys(members.tolist(), item))
     return out
 
 
@@ -864,7 +941,10 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
                            embedding_threshold=embedding_threshold, executor=executor)
-    with stage_lock(project.root, "dedup", "cultura images dedup"):  # two at once would store clusters twice
+    # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused);
+    # hashing and embedding run where the executor says (cultura.executor)
+    with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused(), \
+            use_executor(opts["executor"], config=project.config):
         return _dedup_alone(project, opts, progress)
 
 

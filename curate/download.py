@@ -696,6 +696,9 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
                        "per_second": round(sum(by_status.values()) / seconds, 2) if seconds > 0 else None,
                        "swept": swept, "run_id": run_id}
             dbmod.finish_run(db, run_id, summary, status=status, error=error)
+        # every blob this download wrote is in place: record the folders' state now, so the next stage (dedup,
+        # tagging) lists only what changes after this instead of every folder (seconds at 1M images)
+        check_blobs(project)
     return summary
 
 

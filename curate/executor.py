@@ -1,75 +1,66 @@
 """Where per-image work runs: in this process (``local``, the default) or on a Ray cluster (``ray``).
 
 Hashing is embarrassingly parallel over images. With ``executor="ray"`` (``dedup.executor = "ray"`` in
-cultura.toml, or ``dedup_images(..., executor="ray")``) the blobs are hashed by Ray Data ``map_batches``
-with a pool of CPU actors, each running the very same :func:`cultura.curate.hashing.hash_images`; the
-results come back to this process, which writes them into the same ``images`` columns as a local run, so a
-later run on one machine sees the work (and the hashes are bit for bit the local ones: tested on a local
-Ray). ``RAY_ADDRESS`` (or ``address=``) connects to an existing cluster; without it a local Ray is started.
-On a cluster the blob paths must be readable at the same path on every node (a shared filesystem).
+cultura.toml, ``cultura images dedup --executor ray``, or ``dedup_images(..., executor="ray")``) the blobs
+are hashed by Ray Data ``map_batches`` (through :func:`cultura.executor.ray_map`) with a pool of CPU
+actors, each running the very same :func:`cultura.curate.hashing.hash_images`; the results come back
+to this process, which writes them into the same ``images`` columns as a local run, so a later run on one
+machine sees the work (and the hashes are bit for bit the local ones: tested on a local Ray).
+``RAY_ADDRESS`` connects to an existing cluster; without it a local Ray is started. On a cluster the blob
+paths must be readable at the same path on every node (a shared filesystem).
 
 >>> EXECUTORS
 ('local', 'ray')
 """
 from __future__ import annotations
 
-import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..executor import EXECUTORS, Executor, as_list, current_executor, get_executor, ray_init, ray_map
 from . import hashing
 
-EXECUTORS = ("local", "ray")
 #: Images per Ray batch (one actor call).
 RAY_BATCH = 256
 
 
 class _HashActor:
-    """A Ray Data actor: hashes one batch of paths with :func:`hashing.hash_images` (one thread: Ray gives
+    """A Ray Data actor: hashes one group of paths with :func:`hashing.hash_images` (one thread: Ray gives
     each actor one CPU)."""
 
     def __call__(self, batch: dict) -> dict:
-        paths = [str(p) for p in batch["path"]]
+        idx = [i for group in batch["i"] for i in as_list(group)]
+        paths = [str(p) for group in batch["path"] for p in as_list(group)]
         res = hashing.hash_images(paths, workers=1)
         errors = [res.errors.get(k, "") for k in range(len(paths))]
-        return {"i": np.asarray(batch["i"], dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
+        return {"i": np.asarray(idx, dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
                 "phash_centre": res.phash_centre, "error": np.array(errors, dtype=object)}
 
 
-def ray_init(address: str | None = None, **kwargs):
-    """Connect to ``address`` (default ``RAY_ADDRESS``; none: start a local Ray) unless already connected."""
-    try:
-        import ray  # deferred: ray is an optional dependency (pip install 'cultura[ray]')
-    except ImportError:
-        raise ConfigError("executor 'ray' needs Ray: pip install 'cultura[ray]' (ray[data]).",
-                          param="executor") from None
-    if not ray.is_initialized():
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False, **kwargs)
-    return ray
-
-
-def hash_paths(paths: Sequence[str | Path], *, executor: str = "local", actors: int | None = None,
-               batch_size: int = RAY_BATCH) -> hashing.HashResult:
-    """:func:`hashing.hash_images` of image files, run by ``executor``; same result either way."""
-    if executor not in EXECUTORS:
-        raise ConfigError(f"Unknown executor {executor!r}; use one of {', '.join(EXECUTORS)}.", param="executor")
+def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None" = "local",
+               actors: int | None = None, batch_size: int = RAY_BATCH) -> hashing.HashResult:
+    """:func:`hashing.hash_images` of image files, run by ``executor`` (a name, a
+    :class:`cultura.executor.Executor`, or None for the current one); same result either way."""
+    ex = get_executor(executor)
+    if isinstance(executor, str) and current_executor().kind == ex.kind:
+        ex = current_executor()  # the one an entry point set, with the [ray] settings of cultura.toml
     paths = [str(p) for p in paths]
-    if executor == "local" or not paths:
+    if not ex.is_ray or not paths:
         return hashing.hash_images(paths)
-    ray = ray_init()
+    if actors:
+        ex = replace(ex, actors=actors)
+    ex = replace(ex, num_gpus=0.0)  # hashing runs on CPUs
     n = len(paths)
-    actors = actors or max(1, int(ray.available_resources().get("CPU", 1)))
-    ds = ray.data.from_items([{"i": i, "path": p} for i, p in enumerate(paths)])
-    out = ds.map_batches(_HashActor, batch_size=batch_size, batch_format="numpy", num_cpus=1,
-                         concurrency=min(actors, max(1, -(-n // batch_size))))
+    groups = [{"i": list(range(s, min(s + batch_size, n))), "path": paths[s:s + batch_size]}
+              for s in range(0, n, batch_size)]
     ph = np.zeros(n, dtype=np.uint64)
     dh = np.zeros(n, dtype=np.uint64)
     pc = np.zeros(n, dtype=np.uint64)
     errors: dict[int, str] = {}
-    for batch in out.iter_batches(batch_size=None, batch_format="numpy"):
+    for batch in ray_map(groups, _HashActor, executor=ex):
         i = np.asarray(batch["i"], dtype=np.int64)
         ph[i] = np.asarray(batch["phash"]).astype(np.uint64)
         dh[i] = np.asarray(batch["dhash"]).astype(np.uint64)

@@ -483,7 +483,8 @@ def _gph_part(h: np.ndarray, codes: np.ndarray, threshold: int, shift: int, bits
 
 
 def _brute_pairs(h: np.ndarray, threshold: int, workers: int | None = None):
-    """All pairs by faiss brute force, query blocks spread over a thread pool (one OpenMP thread each)."""
+    """All pairs by faiss brute force over the upper triangle, query blocks spread over a thread pool (one
+    OpenMP thread each; the pool hands the next block to whichever thread is free)."""
     codes = _codes(h)
     workers = workers or os.cpu_count() or 1
     step = max(256, -(-len(h) // (4 * workers)))
@@ -492,10 +493,10 @@ def _brute_pairs(h: np.ndarray, threshold: int, workers: int | None = None):
         import faiss  # deferred: heavy optional dependency, loaded on first use
 
         faiss.omp_set_num_threads(1)
-        qi, di, dist = _range(codes, codes[start:start + step], threshold)
-        qi = qi + start
+        # the upper triangle only: a query block against itself and the codes after it (half the work)
+        qi, di, dist = _range(codes[start:], codes[start:start + step], threshold)
         keep = qi < di
-        return qi[keep], di[keep], dist[keep]
+        return qi[keep] + start, di[keep] + start, dist[keep]
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         res = list(pool.map(run, range(0, len(h), step)))

@@ -17,7 +17,8 @@ from rich.progress import track
 from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.blobs import check_blobs
 from ..errors import CulturaError, unknown
-from ..models.embedders import embed_images_cached, embed_texts_cached, get_embedder
+from ..executor import current_executor, use_executor
+from ..models.embedders import cache_images, embed_images_cached, embed_texts_cached, get_embedder
 from ..models.embedders.base import ModelUnavailable
 from ..models.llm import LLM, render_prompt
 from .concepts import active_concepts, normalise
@@ -111,6 +112,8 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
     n_tags = 0
     if todo:
         text = embed_texts_cached(project, emb, [template.format(c) for c in concepts])
+        if current_executor().is_ray:  # one Ray job for every image; the parts below then read the cache
+            cache_images(project, emb, [r["sha256"] for r in todo])
         for start in range(0, len(todo), 256):
             part = todo[start:start + 256]
             img = embed_images_cached(project, emb, [r["sha256"] for r in part])
@@ -138,9 +141,15 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
 TAGGERS = {"llm": tag_with_llm, "clip": tag_with_clip}
 
 
-def tag_images(project, *, method: str | None = None, **kwargs) -> dict:
+def tag_images(project, *, method: str | None = None, executor: str | None = None, **kwargs) -> dict:
     """Tag every kept image. ``method='auto'`` uses the vision LLM when an API key and ``llm.vision_model``
-    are configured, else the CLIP zero-shot fallback."""
+    are configured, else the CLIP zero-shot fallback. ``executor`` (default ``tag.executor``): where CLIP
+    embeds the images, ``local`` or ``ray`` (:mod:`cultura.executor`)."""
+    with use_executor(executor or project.config.tag.executor, config=project.config):
+        return _tag_images(project, method=method, **kwargs)
+
+
+def _tag_images(project, *, method: str | None = None, **kwargs) -> dict:
     method = method or project.config.tag.method
     fallback = None
     if method == "auto":

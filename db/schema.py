@@ -335,6 +335,7 @@ def m003_ingest_rejects(db):
 
 #: Tables whose changes can change a dedup run's result (inputs) or its stored output; every row written to
 #: them bumps ``change_counters.dedup`` so a rerun on an unchanged project is one lookup (curate/dedup.py).
+#: (Since m008, dedup's own bulk inserts of clusters and culture_conflict flags bump it once per transaction.)
 _DEDUP_WATCHED = {
     "images": ("INSERT", "DELETE", "UPDATE OF status, phash, dhash, width, height, bytes, path"),
     "candidates": ("INSERT", "DELETE", "UPDATE OF sha256"),
@@ -380,3 +381,37 @@ def m006_run_owner(db):
     """``runs.owner``: the process lease token of the run's writer (see :mod:`cultura.db.leases`), so a run left
     ``running`` by a dead process can be told from one another live process is still doing."""
     db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
+
+
+@core()
+def m007_blob_checks(db):
+    """What :func:`cultura.db.blobs.check_blobs` last verified: each blob folder's modification time when its
+    listing was read, and the largest ``images`` rowid checked. A later check lists again only the folders
+    whose time changed (a file removed or added changes it) and the rows added since."""
+    db.execute("""CREATE TABLE IF NOT EXISTS blob_checks (
+                      folder TEXT PRIMARY KEY,      -- relative to the project root, e.g. blobs/ab
+                      mtime_ns INTEGER NOT NULL,    -- st_mtime_ns of the folder before it was listed
+                      max_rowid INTEGER NOT NULL,   -- images rows up to this rowid were checked
+                      checked_at TEXT NOT NULL
+                  )""")
+    # a row that becomes 'ok' again (an excluded image included, a re-import) may name a file deleted while it
+    # was not 'ok' in a folder checked since: such rows are queued for the next check whatever their rowid
+    db.execute("CREATE TABLE IF NOT EXISTS blob_recheck (image_rowid INTEGER PRIMARY KEY)")
+    # a missing file sends its candidates back to pending by sha256: without an index, one scan each
+    db.execute("CREATE INDEX IF NOT EXISTS idx_candidates_sha256 ON candidates(sha256)")
+    db.execute("CREATE TRIGGER IF NOT EXISTS trg_blob_recheck AFTER UPDATE OF status, path ON images "
+               "WHEN NEW.status = 'ok' BEGIN INSERT OR IGNORE INTO blob_recheck VALUES (NEW.rowid); END;")
+
+
+@core()
+def m008_dedup_bulk_counter(db):
+    """Dedup's own bulk inserts bump ``change_counters.dedup`` once per transaction instead of once per row
+    (a row trigger doubled the cost of its 200k inserts at 1M images): new clusters and ``culture_conflict``
+    flags are written only by dedup (curate/dedup.py), which bumps the counter itself; every other flag
+    still bumps it through the trigger."""
+    db.executescript("""
+        DROP TRIGGER IF EXISTS trg_dedup_dup_clusters_0;
+        DROP TRIGGER IF EXISTS trg_dedup_image_flags_0;
+        CREATE TRIGGER trg_dedup_image_flags_0 AFTER INSERT ON image_flags WHEN NEW.flag != 'culture_conflict'
+        BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;
+    """)

@@ -7,7 +7,7 @@ import math
 
 import click
 
-from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..console import emit_json, executor_option, json_option, listing, out, pass_ctx, summary, table
 from ..errors import unknown
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
@@ -69,13 +69,15 @@ def evaluate():
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA when available).")
 @click.option("--option", "option_pairs", multiple=True, metavar="[SUITE.]KEY=VALUE",
               help="Suite option, repeatable, e.g. n_resamples=200 or prevalence.ks=[5,10] (JSON values).")
+@executor_option("evaluate")
 @json_option
 @pass_ctx
-def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, as_json):
+def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, executor, as_json):
     """Run suites over one or more models and store self-describing results (DB and JSON)."""
 
     recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
-                          device=device, options=_options_for_runner(_parse_options(option_pairs)))
+                          device=device, options=_options_for_runner(_parse_options(option_pairs)),
+                          executor=executor)
     rows = records_table(recs)
     listing("Evaluation runs", rows, as_json, ["run_id", "spec", "suite", "status", "benchmark",
                                                "benchmark_version", "n_results", "n_embedded", "reason"])

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from sklearn.decomposition import PCA
 
-from ..models.embedders import embed_images_cached, embed_texts_cached
+from ..models.embedders import cache_texts, embed_images_cached, embed_texts_cached
 from .metrics.resampling import bootstrap_ci
 
 DEFAULT_RESAMPLES = 1000
@@ -25,6 +25,33 @@ def embed_texts(project, embedder, texts, *, language: str | None = None) -> np.
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     return np.asarray(embed_texts_cached(project, embedder, texts, language=language), dtype=np.float32)
+
+
+def text_blocks(project, embedder, texts, block: int, *, language: str | None = None):
+    """``(start, vectors)`` for consecutive blocks of ``block`` texts, through the cache like
+    :func:`embed_texts`. Streams: one ``(block, dim)`` float32 buffer is filled again for every block, so a block
+    is valid only until the next one is requested and memory never holds all the texts' vectors.
+
+    A block with misses (a cold cache) embeds them; then every text still missing is embedded and stored in one
+    job (:func:`cache_texts`: one progress bar, one job for the ``ray`` executor) before the next block is read."""
+    texts = texts if isinstance(texts, list) else list(texts)
+    block = max(1, int(block))
+    buf, filled = None, False
+    for start in range(0, len(texts), block):
+        part = texts[start:start + block]
+        before = _texts_embedded(embedder)
+        if buf is None:
+            buf = np.asarray(embed_texts_cached(project, embedder, part, language=language), dtype=np.float32)
+            yield start, buf
+        else:
+            yield start, embed_texts_cached(project, embedder, part, language=language, out=buf[:len(part)])
+        if not filled and _texts_embedded(embedder) > before and start + block < len(texts):
+            cache_texts(project, embedder, texts[start + block:], language=language)
+            filled = True
+
+
+def _texts_embedded(embedder) -> int:
+    return int((getattr(embedder, "stats", None) or {}).get("texts", 0))
 
 
 def embed_images(project, embedder, sha256s) -> np.ndarray:

@@ -208,16 +208,26 @@ def caption_pool(project, *, pool: str = "auto", benchmark: str | None = None,
         where, args = "", []
         if caption_source:
             where, args = "WHERE source = ?", [caption_source]
-        rows = list(db.query(f"SELECT image_sha256, language, text FROM captions {where} "
-                             "ORDER BY image_sha256, language, idx", args))
-        shas = sorted({r["image_sha256"] for r in rows})
-        key_of = {s: i for i, s in enumerate(shas)}
+        # one pass over a cursor (a Crossmodal-3600-size pool is 260k rows): no dict per row, each image id and
+        # language string held once, the provenance hash updated as the rows go by
+        texts, lang_codes, owner, h = [], [], [], hashlib.sha256()
+        shas: dict[str, int] = {}
+        langs: dict[str, int] = {}
+        for sha, lang, text in db.execute(f"SELECT image_sha256, language, text FROM captions {where} "
+                                          "ORDER BY image_sha256, language, idx", args):
+            texts.append(text)
+            owner.append(shas.setdefault(sha, len(shas)))
+            lang_codes.append(langs.setdefault(lang, len(langs)))
+            h.update(f"{sha}\t{lang}\t{text}\n".encode())
+        lang_names = np.empty(len(langs), dtype=object)
+        lang_names[:] = list(langs)
         return CaptionPool(
-            source="captions", image_sha256=shas, image_keys=np.arange(len(shas)), image_countries=[None] * len(shas),
-            texts=[r["text"] for r in rows], languages=np.array([r["language"] for r in rows], dtype=object),
-            caption_keys=np.array([key_of[r["image_sha256"]] for r in rows]),
+            source="captions", image_sha256=list(shas), image_keys=np.arange(len(shas)),
+            image_countries=[None] * len(shas), texts=texts,
+            languages=lang_names[np.asarray(lang_codes, dtype=np.intp)],
+            caption_keys=np.asarray(owner, dtype=np.int64),
             provenance={"benchmark": f"captions:{caption_source or 'all'}", "benchmark_version": None,
-                        "benchmark_hash": _hash_rows(rows)})
+                        "benchmark_hash": h.hexdigest()})
     if pool != "queries":
         raise CulturaError(f"Unknown caption pool {pool!r}. Valid: auto, captions, queries.")
     if benchmark:
@@ -254,11 +264,3 @@ def caption_pool(project, *, pool: str = "auto", benchmark: str | None = None,
         source="queries", image_sha256=list(first), image_keys=np.array([r["concept_id"] for r in first.values()]),
         image_countries=[r["country"] for r in first.values()], texts=texts,
         languages=np.array(langs, dtype=object), caption_keys=np.array(keys), provenance=bench.provenance())
-
-
-def _hash_rows(rows) -> str:
-
-    h = hashlib.sha256()
-    for r in rows:
-        h.update(f"{r['image_sha256']}\t{r['language']}\t{r['text']}\n".encode())
-    return h.hexdigest()

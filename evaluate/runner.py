@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..db import dumps, now, owner_token, transaction
 from ..errors import CulturaError
+from ..executor import use_executor
 from ..models.embedders import get_embedder
 from ..redact import scrub, scrub_obj
 from .data import resolve_benchmark
@@ -64,15 +65,24 @@ class RunRecord:
 
 
 def run_evaluation(project, models, suites="all", *, benchmark: str | None = None, batch_size: int | None = None,
-                   device: str | None = None, options: dict | None = None, progress: bool | None = None
-                   ) -> list[RunRecord]:
+                   device: str | None = None, options: dict | None = None, progress: bool | None = None,
+                   executor: str | None = None) -> list[RunRecord]:
     """Evaluate every model spec (or :class:`Embedder`) on every suite; returns one record per pair.
 
     ``suites``: a name, a comma-separated string, a list, or ``"all"``. ``options``: per-suite options
     ``{"association": {"n_resamples": 200}, ...}`` (a flat dict applies to every suite). Library errors of one
     pair (model unavailable, bad benchmark) are recorded as ``failed`` runs and do not stop the others;
-    programming errors propagate after being recorded.
+    programming errors propagate after being recorded. ``executor`` (default ``evaluate.executor``): where
+    the embeddings and LM scores missing from the caches are computed, ``local`` or ``ray``
+    (:mod:`cultura.executor`; the results are the same).
     """
+    with use_executor(executor or project.config.evaluate.executor, config=project.config):
+        return _run_evaluation(project, models, suites, benchmark=benchmark, batch_size=batch_size,
+                               device=device, options=options, progress=progress)
+
+
+def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, options, progress
+                    ) -> list[RunRecord]:
 
     if isinstance(models, str) or not hasattr(models, "__iter__"):
         models = [models]

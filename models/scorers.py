@@ -42,6 +42,7 @@ import numpy as np
 
 from ..db import now, transaction
 from ..errors import CulturaError, unknown
+from ..executor import Executor, as_list, current_executor, ray_map, set_torch_threads
 from ..redact import scrub
 from .embedders.base import file_sha256, hub_offline, offline_error, resolve_device
 from .llm import OpenAIEndpoint
@@ -78,6 +79,12 @@ class LogProbScorer:
     """
 
     family = ""
+    #: True for a family whose work is done by a server (an OpenAI-compatible endpoint, e.g. vLLM): the ``ray``
+    #: executor leaves it in this process (the server is what scales out).
+    remote_service = False
+    #: How :func:`get_scorer` built this instance (``{"spec": ..., "options": {...}}``): a Ray actor builds the
+    #: same scorer from it (None for an instance made directly; it is then sent pickled).
+    recipe: dict | None = None
 
     def __init__(self, *, batch_size: int = 16):
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -145,6 +152,8 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = DEFAULT_M
     NaN (its reason is stored in the cache row)."""
     db = project.db
     items = [(c, e) for c, e in items]
+    ex = current_executor()
+    ex = ex if ex.is_ray and not scorer.remote_service else None
     model = scorer.identity
     keys = [(context_key(c), e) for c, e in items]
     uniq = list(dict.fromkeys(keys))
@@ -163,9 +172,13 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = DEFAULT_M
     text_of = {context_key(c): c for c, _ in items}
     misses = [k for k in uniq if k not in found]
     step = max(scorer.batch_size * 4, 32)
-    for i in range(0, len(misses), step):
-        part = misses[i:i + step]
-        res = scorer.score_pairs(to_pairs([(text_of[ck], ent) for ck, ent in part], mode))
+    parts = [misses[i:i + step] for i in range(0, len(misses), step)]
+    if ex is not None and ex.wants(len(misses)):
+        done = _ray_score(scorer, ex, parts, text_of, mode)
+    else:
+        done = ((part, scorer.score_pairs(to_pairs([(text_of[ck], ent) for ck, ent in part], mode)))
+                for part in parts)
+    for part, res in done:
         ts = now()
         rows = [{"model": model, "mode": mode, "context_key": ck, "entity": ent, "logprob": lp, "n_tokens": n,
                  "status": "ok" if lp is not None else "failed", "reason": reason, "created_at": ts}
@@ -175,6 +188,76 @@ def score_cached(project, scorer: LogProbScorer, items, *, mode: str = DEFAULT_M
         for (ck, ent), (lp, _, _) in zip(part, res):
             found[(ck, ent)] = math.nan if lp is None else float(lp)
     return np.array([found[k] for k in keys], dtype=np.float64)
+
+
+class ScoreActor:
+    """A Ray Data actor: builds the scorer once (from its :attr:`LogProbScorer.recipe`, on the actor's device,
+    or the instance sent pickled) and scores one chunk of ``(context, entity)`` items per call. A failure to
+    build it comes back as the ``fatal`` column."""
+
+    def __init__(self, recipe: dict, identity: str, batch_size: int, device: str, threads: int):
+        self.error = ""
+        set_torch_threads(threads)
+        try:
+            if "object" in recipe:
+                sc = recipe["object"]
+            else:
+                opts = dict(recipe["options"])
+                if SCORERS.parse(recipe["spec"])[0] == "hf":
+                    opts["device"] = device
+                sc = get_scorer(recipe["spec"], **opts)
+            sc.batch_size = batch_size
+            if sc.identity != identity:
+                raise CulturaError(f"the Ray worker built {sc.identity!r}, not {identity!r} as this process "
+                                   "did: give every node the same weights (or use the local executor).")
+            self.scorer = sc
+        except CulturaError as e:
+            self.error = str(e)
+
+    def __call__(self, batch: dict) -> dict:
+        out: dict[str, list] = {"group": [], "i": [], "logprob": [], "n_tokens": [], "reason": [], "error": []}
+        for g, mode, contexts, entities in zip(batch["group"], batch["mode"], batch["contexts"], batch["entities"]):
+            try:
+                if self.error:
+                    raise CulturaError(self.error)
+                res = self.scorer.score_pairs(to_pairs(list(zip(as_list(contexts), as_list(entities))), str(mode)))
+            except CulturaError as e:
+                res, err = [(None, 0, None)], str(e)
+            else:
+                err = ""
+            for i, (lp, n, reason) in enumerate(res):
+                out["group"].append(int(g))
+                out["i"].append(i)
+                out["logprob"].append(math.nan if lp is None else float(lp))
+                out["n_tokens"].append(int(n))
+                out["reason"].append(reason or "")
+                out["error"].append(err)
+        return {"group": np.array(out["group"], dtype=np.int64), "i": np.array(out["i"], dtype=np.int64),
+                "logprob": np.array(out["logprob"], dtype=np.float64),
+                "n_tokens": np.array(out["n_tokens"], dtype=np.int64),
+                "reason": np.array(out["reason"], dtype=object), "fatal": np.array(out["error"], dtype=object)}
+
+
+def _ray_score(scorer: LogProbScorer, executor: Executor, parts: list, text_of: dict, mode: str):
+    """``(part, results)`` per chunk of misses scored on Ray (in any order), each chunk the one a local run
+    scores in one :meth:`LogProbScorer.score_pairs` call; the scorer's ``stats`` count the Ray calls."""
+    recipe = scorer.recipe if scorer.recipe is not None else {"object": scorer}
+    groups = [{"group": g, "mode": mode, "contexts": [text_of[ck] for ck, _ in part],
+               "entities": [ent for _, ent in part]} for g, part in enumerate(parts)]
+    device = executor.device
+    pending: dict[int, dict[int, tuple]] = {}
+    for batch in ray_map(groups, ScoreActor, executor=executor, constructor_kwargs={
+            "recipe": recipe, "identity": scorer.identity, "batch_size": scorer.batch_size, "device": device,
+            "threads": executor.actor_threads}):
+        for g, i, lp, n, reason in zip(batch["group"].tolist(), batch["i"].tolist(), batch["logprob"].tolist(),
+                                       batch["n_tokens"].tolist(), batch["reason"].tolist()):
+            got = pending.setdefault(g, {})
+            got[i] = (None if math.isnan(lp) else float(lp), int(n), reason or None)
+            if len(got) == len(parts[g]):
+                del pending[g]
+                scorer.stats["calls"] += math.ceil(len(parts[g]) / scorer.batch_size)
+                scorer.stats["scored"] += len(parts[g])
+                yield parts[g], [got[k] for k in range(len(parts[g]))]
 
 
 # -- Hugging Face causal LM --------------------------------------------------------------------------------
@@ -328,6 +411,7 @@ class OpenAICompletionsScorer(OpenAIEndpoint, LogProbScorer):
     """
 
     family = "openai"
+    remote_service = True  # the server does the work (vLLM: 'vllm serve MODEL'): the ray executor leaves it here
     APIS = ("auto", "echo", "prompt_logprobs")
 
     def __init__(self, model: str, *, base_url: str | None = None, batch_size: int = 16, max_tokens: int = 0,
@@ -529,7 +613,9 @@ def get_scorer(spec: "str | LogProbScorer", **options: Any) -> LogProbScorer:
     family, rest = SCORERS.parse(spec)
     rest, query = split_spec_options(rest)
     try:
-        return SCORERS.build(f"{family}:{rest}", **{**query, **options})
+        scorer = SCORERS.build(f"{family}:{rest}", **{**query, **options})
+        scorer.recipe = {"spec": spec, "options": dict(options)}  # how a Ray actor builds the same scorer
+        return scorer
     except TypeError as e:
         if "unexpected keyword" not in str(e):
             raise

@@ -136,7 +136,10 @@ def test_a_researchers_day(tmp_path, labelstudio):
         assert f"Image base URL: {base}" in first and "/blobs/blobs" not in first
         deadline = time.monotonic() + 60
         while f'image_base_url = "{base}"' not in (proj / "cultura.toml").read_text() and time.monotonic() < deadline:
+            assert server.poll() is None, "serve-images --save ended before saving image_base_url"
             time.sleep(0.2)
+        assert f'image_base_url = "{base}"' in (proj / "cultura.toml").read_text(), \
+            "serve-images --save did not write image_base_url to cultura.toml within 60 s"
         p = run.json("annotate", "push", "filter", "--overlap", "2")
         assert p["items"] == planted["distinct"] and p["tasks_created"] == 2 * planted["distinct"]
         tasks = _ls_tasks(labelstudio, proj / "cultura.db", "filter")

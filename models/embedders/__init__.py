@@ -12,7 +12,7 @@ tests). Plugins register more with :func:`register_embedder` or the ``cultura.em
 Importing this package is cheap: torch, open_clip and transformers load only when a family is built.
 """
 from .base import Embedder, ModelCapabilityError, ModelUnavailable, normalize
-from .cache import cache_size, clear_cache, embed_images_cached, embed_texts_cached, text_key
+from .cache import cache_images, cache_size, cache_texts, clear_cache, embed_images_cached, embed_texts_cached, text_key
 from .fake import FakeEmbedder
 from .registry import (ENTRY_POINT_GROUP, available_embedders, get_embedder, register_embedder,
                        unregister_embedder)
@@ -21,5 +21,6 @@ from .zeroshot import zero_shot
 __all__ = [
     "Embedder", "FakeEmbedder", "ModelCapabilityError", "ModelUnavailable", "normalize",
     "ENTRY_POINT_GROUP", "available_embedders", "get_embedder", "register_embedder", "unregister_embedder",
-    "embed_images_cached", "embed_texts_cached", "cache_size", "clear_cache", "text_key", "zero_shot",
+    "embed_images_cached", "embed_texts_cached", "cache_images", "cache_texts", "cache_size", "clear_cache", "text_key",
+    "zero_shot",
 ]

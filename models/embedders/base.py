@@ -77,6 +77,12 @@ class Embedder:
     random_init: bool = False
     supports_images: ClassVar[bool] = True
     supports_texts: ClassVar[bool] = True
+    #: True for a family whose work is done by a server (an OpenAI-compatible endpoint): the ``ray`` executor
+    #: leaves it in this process (the server is what scales out, e.g. vLLM).
+    remote_service: ClassVar[bool] = False
+    #: How :func:`get_embedder` built this instance (``{"spec": ..., "options": {...}}``): a Ray actor builds
+    #: the same model from it (None for an instance made directly; it is then sent pickled).
+    recipe: dict | None = None
     #: True when the text encoding depends on a language tag given beside the text (NLLB-CLIP's source-language
     #: token). Such a family's ``_embed_text_batch`` takes ``language=`` and the cache keys texts by language.
     language_aware: bool = False

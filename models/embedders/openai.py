@@ -37,6 +37,7 @@ class OpenAIEmbedder(Embedder):
     """Embeddings from an OpenAI-compatible server, through the openai SDK."""
 
     family = "openai"
+    remote_service = True  # the server does the work: the ray executor leaves it in this process
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  images: str = "input", image_format: str = "PNG", dimensions: int | None = None,

@@ -97,6 +97,7 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     """
     if isinstance(spec, Embedder):
         return spec
+    recipe = {"spec": spec, "options": dict(options, default_family=default_family)}
     instr = {k: options.pop(k, None) for k in INSTRUCTION_KEYS.values()}
     if isinstance(spec, str) and "#" in spec:
         spec, from_spec = split_instructions(spec.strip())
@@ -106,4 +107,5 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     if any(instr.values()):
         emb.set_instructions(text=instr["text_instruction"], image=instr["image_instruction"],
                              template=instr["instruction_template"])
+    emb.recipe = recipe  # how a Ray actor builds the same model (cultura.executor)
     return emb

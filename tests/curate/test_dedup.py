@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cultura.curate import hashing
+from cultura.curate import dedup, hashing
 from cultura.db.blobs import store_blob
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
 from cultura.db import now
@@ -261,6 +261,15 @@ def test_within_concept_clusters_representatives_and_conflicts(world):
     assert all(r["status"] == "open" for r in f.values())
     assert res["conflicts_flagged"] == 4 and res["conflicts_new"] == 4
     assert res["multi_linked_images"] == 1
+    # flag texts are assembled from shared pieces: each must be the canonical text of what it holds, so a
+    # rerun that compares them finds nothing to rewrite
+    from cultura.db import dumps
+    assert all(r["details"] == dumps(json.loads(r["details"])) for r in f.values())
+    before = {k: (r["details"], r["status"]) for k, r in f.items()}
+    p.db.execute("INSERT INTO concepts (name, source, created_at) VALUES ('unrelated', 'manual', 'x')")  # a rerun
+    again = dedup_images(p, methods=["sha256", "phash", "dhash"], progress=False)
+    assert not again["unchanged"] and again["conflicts_new"] == 0
+    assert {k: (r["details"], r["status"]) for k, r in flags(p).items()} == before
 
 
 def world_bytes(p, sha):
@@ -597,3 +606,83 @@ def test_sniffing_hashes_equal_dedups_hashes_and_imports_need_no_second_decode(t
                           "AND phash_centre IS NOT NULL").fetchone()[0]
     assert stored == len(shas)
     assert dedup_images(p, methods=["phash", "dhash"], progress=False)["hashes_computed"] == 0
+
+
+def test_check_blobs_marks_only_rows_whose_file_is_gone(world):
+    """A deleted blob and a whole deleted shard folder are found (folders are listed, not each file stat'ed);
+    the other images stay ``ok``, ``shas=`` restricts the check, and the candidates go back to pending."""
+    from cultura.db.blobs import check_blobs
+
+    p, shas, _ = world
+    path = {s: r for s, r in p.db.execute("SELECT sha256, path FROM images")}
+    (p.root / path[shas["B"]]).unlink()
+    assert check_blobs(p, shas=[shas["A"], shas["C"]]) == {"missing": 0}  # B not asked about
+    folder = (p.root / path[shas["E"]]).parent
+    lost = {s for s, r in path.items() if (p.root / r).parent == folder}
+    for f in folder.iterdir():
+        f.unlink()
+    folder.rmdir()
+    assert check_blobs(p) == {"missing": len(lost | {shas["B"]})}
+    missing = {s for (s,) in p.db.execute("SELECT sha256 FROM images WHERE status = 'missing'")}
+    assert missing == lost | {shas["B"]}
+    assert {r for (r,) in p.db.execute("SELECT reason FROM images WHERE status = 'missing'")} == {"file missing"}
+    pending = {s for (s,) in p.db.execute("SELECT sha256 FROM candidates WHERE status = 'pending'")}
+    assert pending == missing
+    assert check_blobs(p) == {"missing": 0}  # missing rows are not 'ok' any more: nothing twice
+
+
+def test_check_blobs_lists_only_what_changed_since_the_last_check(world, monkeypatch):
+    """A second check of an unchanged project lists no folder; a deleted file is found by its folder's changed
+    time; an image that becomes 'ok' again is rechecked even in a folder whose time did not change."""
+    import os
+    import time
+
+    from cultura.db import blobs
+
+    p, shas, _ = world
+    path = {s: r for s, r in p.db.execute("SELECT sha256, path FROM images")}
+    folders = {(p.root / r).parent for r in path.values()}
+    past = time.time_ns() - 60 * 10**9
+
+    def age():  # folder times well before the clock: trusted (a time within RACY_NS of it is not)
+        for f in folders:
+            os.utime(f, ns=(past, past))
+
+    listed = []
+    real = os.listdir
+    # folder listings (the list of blob folders itself is not counted)
+    monkeypatch.setattr(blobs.os, "listdir", lambda d: (os.path.basename(d) != "blobs" and listed.append(str(d)))
+                        or real(d))
+    age()
+    assert blobs.check_blobs(p) == {"missing": 0} and len(listed) == len(folders)
+    listed.clear()
+    assert blobs.check_blobs(p) == {"missing": 0} and listed == []       # unchanged: nothing listed
+    (p.root / path[shas["B"]]).unlink()                                   # changes B's folder time
+    # only B's folder is listed (twice: its time is within RACY_NS of the clock, so it is listed again once
+    # that window has passed, and then trusted)
+    assert blobs.check_blobs(p) == {"missing": 1} and set(listed) == {str((p.root / path[shas["B"]]).parent)}
+    listed.clear()
+    assert blobs.check_blobs(p) == {"missing": 0} and listed == []
+    age()
+    blobs.check_blobs(p)
+    # E is excluded, its file deleted, and its folder's time happens to be what the last check saw
+    p.db.execute("UPDATE images SET status = 'excluded' WHERE sha256 = ?", [shas["E"]])
+    (p.root / path[shas["E"]]).unlink()
+    age()
+    listed.clear()
+    assert blobs.check_blobs(p) == {"missing": 0}                         # E is not 'ok': not checked
+    p.db.execute("UPDATE images SET status = 'ok' WHERE sha256 = ?", [shas["E"]])  # included again
+    assert blobs.check_blobs(p) == {"missing": 1}
+    assert p.db.execute("SELECT status FROM images WHERE sha256 = ?", [shas["E"]]).fetchone() == ("missing",)
+    assert blobs.check_blobs(p) == {"missing": 0}
+
+
+def test_representatives_equal_representative_per_cluster():
+    """The vectorised choice equals the one-cluster rule: largest resolution, then most bytes, then sha256."""
+    rng = np.random.default_rng(3)
+    n = 400
+    sha = [f"{x:064x}" for x in rng.integers(0, 50, n)]  # repeated values: the sha256 tie-break is exercised
+    inv = dedup.Inventory.from_lists(sha, rng.integers(1, 4, n) * 100, rng.integers(1, 4, n))
+    perm = rng.permutation(n)
+    clusters = [np.sort(c) for c in np.split(perm, np.sort(rng.choice(np.arange(1, n), 90, replace=False)))]
+    assert dedup.representatives(inv, clusters).tolist() == [dedup.representative(inv, c) for c in clusters]

@@ -9,7 +9,7 @@ from PIL import Image
 
 from cultura.curate import executor, hashing
 from cultura.curate.dedup import dedup_images
-from cultura.errors import ConfigError, UnknownName
+from cultura.errors import UnknownName
 
 ray = pytest.importorskip("ray")
 
@@ -74,8 +74,9 @@ def test_dedup_with_the_ray_executor_writes_the_rows_a_local_run_writes(tmp_path
 
 
 def test_unknown_executor_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="executor"):
+    with pytest.raises(UnknownName, match="Unknown executor 'spark'") as e:
         executor.hash_paths([tmp_path / "x"], executor="spark")
+    assert e.value.param == "executor"
     from cultura.project import init_project
 
     p = init_project(tmp_path / "p", countries=["US"])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ....console import emit_json, json_option, listing, pass_ctx, summary, table
+from ....console import emit_json, executor_option, json_option, listing, pass_ctx, summary, table
 from ....cultures import add_culture_label, registered_labels, resolve_culture
+from ....executor import use_executor
 from ....models.embedders import get_embedder
 from .baseline import run_baseline
 from .evaluation import evaluate_attribution, human_ratings, upper_bound_ratios
@@ -39,6 +40,11 @@ def kb_import(ctx, path, kb_name, images_root, as_json):
     summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name, images_root=images_root), as_json)
 
 
+def _executor(ctx, executor):
+    """The executor of an attribution command (default ``evaluate.executor``), for the command's duration."""
+    return use_executor(executor or ctx.project.config.evaluate.executor, config=ctx.project.config)
+
+
 @click.group("attribution")
 def attribution():
     """Cultural attribution of the project's images (CAIRe): judge scores and their evaluation."""
@@ -66,15 +72,18 @@ def attribution():
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most this many pairs this run.")
 @click.option("--rated-only", is_flag=True,
               help="Only pairs with a human rating or gold label (e.g. the imported CAIRe specific set).")
+@executor_option("evaluate")
 @json_option
 @pass_ctx
-def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context, limit, rated_only, as_json):
+def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context, limit, rated_only, executor,
+                    as_json):
     """Score every image x culture label with the judge (resumable)."""
 
     encoder = None if context == "none" else _encoder(ctx.project, encoder)
-    summary("Attribution", run_attribution(ctx.project, encoder, judge, kb=kb_name,
-                                           countries=list(countries) or None, k=k, method=method,
-                                           context=context, limit=limit, rated_only=rated_only), as_json)
+    with _executor(ctx, executor):
+        res = run_attribution(ctx.project, encoder, judge, kb=kb_name, countries=list(countries) or None, k=k,
+                              method=method, context=context, limit=limit, rated_only=rated_only)
+    summary("Attribution", res, as_json)
 
 
 def _encoder(project, encoder):
@@ -93,16 +102,18 @@ ENCODER_HELP = ("Vision-language embedder spec (e.g. openclip:ViT-SO400M-16-SigL
 @click.option("--encoder", default=None, help=ENCODER_HELP)
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s) (repeatable; default: the labels of rated pairs, else the project's countries).")
+@executor_option("evaluate")
 @json_option
 @pass_ctx
-def attribution_baseline(ctx, encoder, countries, as_json):
+def attribution_baseline(ctx, encoder, countries, executor, as_json):
     """Encoder probe baseline (seed 004 §5.1, Baseline 1): 'This image is {level} to {culture}'."""
 
     labels = list(countries) or sorted({c for _, c in human_ratings(ctx.project)}) or \
         [c.code for c in ctx.project.countries]
     emb = get_embedder(_encoder(ctx.project, encoder))
-    summary("Encoder baseline", {"encoder": emb.identity, **run_baseline(
-        ctx.project, emb, [s for s, _ in project_images(ctx.project)], labels)}, as_json)
+    with _executor(ctx, executor):
+        res = run_baseline(ctx.project, emb, [s for s, _ in project_images(ctx.project)], labels)
+    summary("Encoder baseline", {"encoder": emb.identity, **res}, as_json)
 
 
 @attribution.command("loglik")
@@ -117,14 +128,16 @@ def attribution_baseline(ctx, encoder, countries, as_json):
 @click.option("--alpha", type=float, default=1.0, show_default=True, help="Weight of the base-rate correction.")
 @click.option("--tau", type=float, default=-30.0, show_default=True, help="Cap (nats) on the base rate.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most this many images this run.")
+@executor_option("evaluate")
 @json_option
 @pass_ctx
-def attribution_loglik(ctx, encoder, scorer, kb_name, countries, k, context, alpha, tau, limit, as_json):
+def attribution_loglik(ctx, encoder, scorer, kb_name, countries, k, context, alpha, tau, limit, executor, as_json):
     """Log-likelihood relevance with affine debiasing (seed 004 App. B.1), stored beside the judge scores."""
 
-    summary("Log-likelihood attribution", run_loglik(
-        ctx.project, _encoder(ctx.project, encoder), scorer, kb=kb_name, labels=list(countries) or None, k=k,
-        context=context, alpha=alpha, tau=tau, limit=limit), as_json)
+    with _executor(ctx, executor):
+        res = run_loglik(ctx.project, _encoder(ctx.project, encoder), scorer, kb=kb_name,
+                         labels=list(countries) or None, k=k, context=context, alpha=alpha, tau=tau, limit=limit)
+    summary("Log-likelihood attribution", res, as_json)
 
 
 @attribution.command("gold")
@@ -147,9 +160,10 @@ def attribution_gold(ctx, path, kb_name, as_json):
               help="Linking method(s) (repeatable; default: all six of App. A.3).")
 @click.option("--k", type=click.IntRange(20), default=20, show_default=True,
               help="Candidates retrieved (KB images for V-T, text keys for T); at least 20 for Acc@20.")
+@executor_option("evaluate")
 @json_option
 @pass_ctx
-def attribution_linking(ctx, encoder, kb_name, methods, k, as_json):
+def attribution_linking(ctx, encoder, kb_name, methods, k, executor, as_json):
     """Linking accuracy Acc@1/5/10/20 against the gold entities (seed 004 App. A.3, Table 3 shape)."""
 
     gold = load_gold(ctx.project)
@@ -157,8 +171,9 @@ def attribution_linking(ctx, encoder, kb_name, methods, k, as_json):
         raise click.UsageError("No gold entities: import them with 'cultura attribution gold FILE'.")
     emb = get_embedder(_encoder(ctx.project, encoder))
     methods = list(methods) or list(METHODS)
-    index = build_kb_index(ctx.project, emb, kb_name, with_text="text-t" in methods)
-    rows = linking_accuracy(ctx.project, emb, index, gold, methods=methods, k=k)
+    with _executor(ctx, executor):
+        index = build_kb_index(ctx.project, emb, kb_name, with_text="text-t" in methods)
+        rows = linking_accuracy(ctx.project, emb, index, gold, methods=methods, k=k)
     if as_json:
         emit_json(rows)
         return

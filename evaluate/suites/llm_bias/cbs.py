@@ -40,6 +40,7 @@ def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | No
     scorer = get_scorer(scorer)
     kinds = [kind] if kind else ["grounded", "neutral"]
     rows = []
+    jobs = []
     for k in kinds:
         for ctx in list_contexts(project, language=language, kind=k, type=type):
             text = ctx["english"] if english else ctx["text"]
@@ -56,16 +57,24 @@ def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | No
                              "reason": f"no accepted {'local' if not local else 'Western'} {ctx['type']} "
                                        f"entities in {ctx['language']}"})
                 continue
-            lp = score_cached(project, scorer, [(text, e) for e in local + western], mode=mode)
-            a, b = lp[:len(local)], lp[len(local):]
-            a_ok, b_ok = a[~np.isnan(a)], b[~np.isnan(b)]
-            n_failed = int(np.isnan(lp).sum())
-            if len(a_ok) == 0 or len(b_ok) == 0:
-                rows.append({**base, "cbs": math.nan, "n_failed": n_failed,
-                             "reason": "every entity of one side failed to score"})
-                continue
-            rows.append({**base, "cbs": cultural_bias_score(np.minimum(a_ok, 0.0), np.minimum(b_ok, 0.0)),
-                         "n_failed": n_failed, "n_local": len(a_ok), "n_western": len(b_ok)})
+            rows.append(None)  # filled below, in context order
+            jobs.append((len(rows) - 1, base, text, local, western))
+    # every context's items in one call: one scoring job (one Ray job under the ray executor), then sliced
+    every = score_cached(project, scorer, [(text, e) for _, _, text, local, western in jobs
+                                           for e in local + western], mode=mode) if jobs else []
+    start = 0
+    for at, base, _, local, western in jobs:
+        lp = every[start:start + len(local) + len(western)]
+        start += len(local) + len(western)
+        a, b = lp[:len(local)], lp[len(local):]
+        a_ok, b_ok = a[~np.isnan(a)], b[~np.isnan(b)]
+        n_failed = int(np.isnan(lp).sum())
+        if len(a_ok) == 0 or len(b_ok) == 0:
+            rows[at] = {**base, "cbs": math.nan, "n_failed": n_failed,
+                        "reason": "every entity of one side failed to score"}
+            continue
+        rows[at] = {**base, "cbs": cultural_bias_score(np.minimum(a_ok, 0.0), np.minimum(b_ok, 0.0)),
+                    "n_failed": n_failed, "n_local": len(a_ok), "n_western": len(b_ok)}
     return rows
 
 

@@ -157,7 +157,7 @@ def peak_rss_mb() -> float:
 
 def child(root: str) -> None:
     """One timed ``dedup_images`` call in this process; prints a JSON line."""
-    from cultura.curate import dedup, hashing
+    from cultura.curate import dedup
     from cultura.project import Project
 
     phases: dict[str, float] = {}
@@ -177,7 +177,7 @@ def child(root: str) -> None:
     timed(dedup, "check_blobs", "check_blobs")
     timed(dedup, "load_inventory", "load_inventory")
     timed(dedup, "ensure_hashes", "ensure_hashes")
-    timed(hashing, "hamming_pairs", "hash_search")
+    timed(dedup, "concept_pairs", "hash_search")  # every per-concept search (pHash with centre, dHash)
     timed(dedup, "scoped_clusters", "scoped_clusters")
     timed(dedup, "_save_clusters", "save_clusters")
     timed(dedup, "_cluster_conflicts", "conflict_evidence")

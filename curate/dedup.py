@@ -47,6 +47,8 @@ import contextlib
 import functools
 import itertools
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -403,13 +405,14 @@ def _hash_method(kind: str) -> Method:
             has = has & inv.has_phash_centre
             c = inv.phash_centre
 
-            def search(idx):
-                return hashing.hamming_pairs_with_centre(full[idx], c[idx], t)
+            def search(idx, workers=None):
+                return hashing.hamming_pairs_with_centre(full[idx], c[idx], t, workers=workers)
         else:
-            def search(idx):
-                return hashing.hamming_pairs(full[idx], t)
+            def search(idx, workers=None):
+                return hashing.hamming_pairs(full[idx], t, workers=workers)
         if opts.get("scope") == "within-concept":
-            pairs = concept_pairs(inv, has, search)
+            # concepts searched in parallel, one thread each (faiss releases the GIL)
+            pairs = concept_pairs(inv, has, functools.partial(search, workers=1), workers=os.cpu_count() or 1)
         else:
             idx = np.flatnonzero(has)
             pairs = idx[search(idx)].reshape(-1, 2)
@@ -443,18 +446,27 @@ def concept_groups(inv: Inventory, mask: np.ndarray | None = None) -> list[tuple
     return [(c, node_img[bounds[c]:bounds[c + 1]]) for c in range(n_c) if bounds[c + 1] - bounds[c] > 1]
 
 
-def concept_pairs(inv: Inventory, mask: np.ndarray, search: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def concept_pairs(inv: Inventory, mask: np.ndarray, search: Callable[[np.ndarray], np.ndarray], *,
+                  workers: int = 1) -> np.ndarray:
     """Pairs ``(i, j)``, ``i < j``, found by ``search`` inside each concept's group of images (see
     :func:`concept_groups`); ``search(indexes)`` returns local pairs into ``indexes``. Sorted, each once.
+    ``workers > 1``: concepts are searched by a pool of that many threads (``search`` must then be
+    single-threaded and release the GIL, as faiss does).
 
     Within-concept scope needs no pair across concepts, so one search per concept replaces one search over
     everything: with ``n`` images in ``k`` concepts a brute-force search costs ``n**2 / k`` instead of
     ``n**2``."""
-    found = []
-    for _, idx in concept_groups(inv, mask):
+    def one(group):
+        idx = group[1]
         local = np.asarray(search(idx), dtype=np.int64).reshape(-1, 2)
-        if len(local):
-            found.append(idx[local])  # idx is ascending, so i < j is kept
+        return idx[local]  # idx is ascending, so i < j is kept
+
+    groups = concept_groups(inv, mask)
+    if workers > 1 and len(groups) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = [p for p in pool.map(one, groups) if len(p)]
+    else:
+        found = [p for p in map(one, groups) if len(p)]
     if not found:
         return np.zeros((0, 2), dtype=np.int64)
     pairs = np.concatenate(found)

@@ -30,6 +30,7 @@ Search
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import itertools
@@ -396,13 +397,31 @@ def _codes(h: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(h).view(np.uint8).reshape(-1, 8)
 
 
-def _range(db_codes: np.ndarray, q_codes: np.ndarray, threshold: int):
-    """faiss brute force: (query index, db index, distance) of every pair within ``threshold`` bits."""
+@contextlib.contextmanager
+def _omp_threads(n: int | None):
+    """faiss's OpenMP threads for this thread set to ``n`` (None: unchanged) for the block, then restored."""
+    if n is None:
+        yield
+        return
+    import faiss  # deferred: heavy optional dependency, loaded on first use
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def _range(db_codes: np.ndarray, q_codes: np.ndarray, threshold: int, *, threads: int | None = None):
+    """faiss brute force: (query index, db index, distance) of every pair within ``threshold`` bits
+    (``threads``: faiss's OpenMP threads for this call; None: faiss's default)."""
     import faiss  # deferred: heavy optional dependency, loaded on first use
 
     index = faiss.IndexBinaryFlat(64)
     index.add(db_codes)
-    lims, dist, ids = index.range_search(q_codes, threshold + 1)  # faiss keeps distance < radius
+    with _omp_threads(threads):
+        lims, dist, ids = index.range_search(q_codes, threshold + 1)  # faiss keeps distance < radius
     q = np.repeat(np.arange(len(q_codes), dtype=np.int64), np.diff(lims).astype(np.int64))
     return q, ids.astype(np.int64), dist.astype(np.int64)
 
@@ -487,19 +506,19 @@ def _brute_pairs(h: np.ndarray, threshold: int, workers: int | None = None):
     OpenMP thread each; the pool hands the next block to whichever thread is free)."""
     codes = _codes(h)
     workers = workers or os.cpu_count() or 1
-    step = max(256, -(-len(h) // (4 * workers)))
+    step = max(256, -(-len(h) // max(8, 4 * workers)))  # >= 8 blocks: the triangle's diagonal blocks are small
 
     def run(start):
-        import faiss  # deferred: heavy optional dependency, loaded on first use
-
-        faiss.omp_set_num_threads(1)
         # the upper triangle only: a query block against itself and the codes after it (half the work)
-        qi, di, dist = _range(codes[start:], codes[start:start + step], threshold)
+        qi, di, dist = _range(codes[start:], codes[start:start + step], threshold, threads=1)
         keep = qi < di
         return qi[keep] + start, di[keep] + start, dist[keep]
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        res = list(pool.map(run, range(0, len(h), step)))
+    if workers == 1:  # this thread only (a caller that runs searches in parallel itself): no pool
+        res = [run(start) for start in range(0, len(h), step)]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            res = list(pool.map(run, range(0, len(h), step)))
     return [r[0] for r in res], [r[1] for r in res], [r[2] for r in res]
 
 
@@ -566,7 +585,7 @@ def hamming_pairs_with_centre(full: np.ndarray, centre: np.ndarray, threshold: i
         return np.zeros((0, 2), dtype=np.int64)
     if n <= BRUTE_FORCE_MAX:
         same = hamming_pairs(h, threshold, workers=workers)
-        qi, di, _ = _range(_codes(h), _codes(c), threshold)
+        qi, di, _ = _range(_codes(h), _codes(c), threshold, threads=workers)
         cross = np.stack([np.minimum(qi, di), np.maximum(qi, di)], axis=1)[qi != di]
         both = np.concatenate([same, cross])
     else:

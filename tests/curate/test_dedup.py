@@ -686,3 +686,23 @@ def test_representatives_equal_representative_per_cluster():
     perm = rng.permutation(n)
     clusters = [np.sort(c) for c in np.split(perm, np.sort(rng.choice(np.arange(1, n), 90, replace=False)))]
     assert dedup.representatives(inv, clusters).tolist() == [dedup.representative(inv, c) for c in clusters]
+
+
+def test_concept_pairs_in_parallel_equal_one_by_one():
+    """Concepts searched by a thread pool give the pairs of the sequential search, for the pHash search with
+    centre hashes and the dHash one, each search single-threaded inside the pool."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    full = rng.integers(0, 2**63, n, dtype=np.int64).view(np.uint64)
+    centre = rng.integers(0, 2**63, n, dtype=np.int64).view(np.uint64)
+    src = rng.integers(0, n, 600)
+    full[:600] = full[src] ^ (np.uint64(1) << rng.integers(0, 64, 600).astype(np.uint64))  # near-copies
+    centre[600:900] = full[rng.integers(0, n, 300)]                                     # crops
+    links = [{(int(c), "US")} for c in rng.integers(1, 12, n)]
+    inv = dedup.Inventory.from_lists([f"{i:064x}" for i in range(n)], [1] * n, [1] * n, links=links)
+    mask = np.ones(n, dtype=bool)
+    for search in (lambda idx, w=None: hashing.hamming_pairs_with_centre(full[idx], centre[idx], 10, workers=w),
+                   lambda idx, w=None: hashing.hamming_pairs(full[idx], 10, workers=w)):
+        one = dedup.concept_pairs(inv, mask, search)
+        pooled = dedup.concept_pairs(inv, mask, lambda idx: search(idx, 1), workers=3)
+        assert len(one) > 20 and np.array_equal(one, pooled)

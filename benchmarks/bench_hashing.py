@@ -88,9 +88,8 @@ def main(argv=None) -> int:
 
 def run_size(kind: str, n: int, size: tuple[int, int], workers: int, repeats: int, sources) -> float:
     import imagehash
-    from PIL import Image
-
     from cultura.curate.hashing import compute_hashes, prepare_decode, synthetic_image
+    from PIL import Image
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = []

@@ -141,7 +141,7 @@ def _lanczos_matrix(in_size: int, in0: float, in1: float, out_size: int) -> np.n
     scale = float(np.float32(in1 - in0)) / out_size
     filterscale = max(scale, 1.0)
     support = _LANCZOS_SUPPORT * filterscale
-    ksize = int(math.ceil(support)) * 2 + 1
+    ksize = math.ceil(support) * 2 + 1
     center = float(in0) + (np.arange(out_size) + 0.5) * scale
     xmin = np.maximum(np.trunc(center - support + 0.5).astype(np.int64), 0)
     count = np.minimum(np.trunc(center + support + 0.5).astype(np.int64), in_size) - xmin

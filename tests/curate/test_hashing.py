@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 import scipy.fftpack
-from PIL import Image
-
 from cultura.curate import hashing
+from PIL import Image
 
 LANCZOS = Image.Resampling.LANCZOS
 
@@ -26,7 +25,7 @@ def reference_hashes(data: bytes) -> tuple[str, str, str]:
         hashing.prepare_decode(im)
         gray = im.convert("L")
     w, h = gray.size
-    dx, dy = int(round(w * hashing.CENTRE_CROP)), int(round(h * hashing.CENTRE_CROP))
+    dx, dy = round(w * hashing.CENTRE_CROP), round(h * hashing.CENTRE_CROP)
     box = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
 
     def phash(t):
@@ -65,7 +64,7 @@ def test_numpy_lanczos_equals_pillow_over_sizes_and_boxes():
                 assert np.array_equal(hashing._lanczos(g, size, box), pil_resize(g, size, box)), (w, h, size, box)
                 checked += 1
         p, d, c = hashing.thumbnails(g)
-        dx, dy = int(round(w * hashing.CENTRE_CROP)), int(round(h * hashing.CENTRE_CROP))
+        dx, dy = round(w * hashing.CENTRE_CROP), round(h * hashing.CENTRE_CROP)
         cbox = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
         assert np.array_equal(p, pil_resize(g, (32, 32))) and np.array_equal(d, pil_resize(g, (9, 8)))
         assert np.array_equal(c, pil_resize(g, (32, 32), cbox)), (w, h)
@@ -88,7 +87,7 @@ def test_coefficients_use_the_same_sine_as_pillow():
             ws = []
             for x in range(xmax):
                 t = (x + xmin - center + 0.5) * (1.0 / fs)
-                sinc = lambda v: 1.0 if v == 0.0 else math.sin(v * math.pi) / (v * math.pi)  # noqa: E731
+                sinc = lambda v: 1.0 if v == 0.0 else math.sin(v * math.pi) / (v * math.pi)
                 ws.append(sinc(t) * sinc(t / 3) if -3.0 <= t < 3.0 else 0.0)
             total = 0.0
             for v in ws:
@@ -116,7 +115,9 @@ def test_hashes_equal_the_pillow_resize_implementation_on_real_photos():
     assert not res.errors
     got = list(zip(hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)))
     assert got == [reference_hashes(b) for b in blobs]
-    from cultura.curate.download import sniff_image  # the downloader's single-image path gives the same
+    from cultura.curate.download import (
+        sniff_image,  # the downloader's single-image path gives the same
+    )
 
     for data, want in zip(blobs[::3], got[::3]):
         info = sniff_image(data, max_pixels=10**9, min_side=1)

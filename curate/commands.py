@@ -296,18 +296,21 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
 @click.option("--dhash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for dHash.")
 @click.option("--embedder", help="Embedder spec for the embedding method, e.g. openclip:ViT-B-32/openai.")
 @click.option("--embedding-threshold", type=float, help="Cosine similarity for the embedding method.")
+@click.option("--embedding-index", type=click.Choice(["auto", "exact", "ivf"]),
+              help="Pair search of the embedding method: exact, IVF (approximate recall, exact precision) or "
+                   "auto (exact up to 100k images per search). Default: dedup.embedding_index.")
 @executor_option("dedup")
 @json_option
 @pass_ctx
-def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold, executor,
-                 as_json):
+def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold,
+                 embedding_index, executor, as_json):
     """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
 
     if _nothing_to_do(ctx, "dedup", as_json):
         return
     res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
                        dhash_threshold=dhash_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
-                       progress=not as_json, executor=executor)
+                       progress=not as_json, executor=executor, embedding_index=embedding_index)
     summary("images dedup", res, as_json)
 
 

@@ -11,8 +11,10 @@ Methods (a registry, :data:`METHODS`):
   hashes come from the downloader's or importer's validating decode (or are computed here once, in this
   process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
 - ``embedding`` — image embeddings of any :mod:`cultura.models.embedders` embedder (cached in
-  ``embeddings``, read into one matrix), pairs with cosine similarity ``>= threshold`` (exact blocked
-  products, :func:`cosine_pairs`).
+  ``embeddings``, read into one matrix), pairs with cosine similarity ``>= threshold``, found by
+  :func:`cultura.curate.vector_search.similar_pairs`: exact blocked products up to 100k rows per search,
+  an IVF search above (exact products inside the probed cells: exact precision, measured recall), or as
+  ``embedding_index`` says.
 
 Scope: ``within-concept`` links two images only inside a concept they were both found for (one cluster set
 per concept, ``dup_clusters.concept_id`` set; each concept's images are searched apart); ``global`` links
@@ -876,7 +878,7 @@ def _cluster_conflicts(inv: Inventory, clusters, ids, params) -> dict[int, dict]
 
 # ------------------------------------------------------------------------------------------ entry point
 def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
-                    embedder=None, embedding_threshold=None, executor=None) -> dict:
+                    embedder=None, embedding_threshold=None, executor=None, embedding_index=None) -> dict:
     """Fill unset options from ``project.config.dedup`` and validate them (ConfigError naming the option)."""
     cfg = project.config.dedup
     methods = list(dict.fromkeys(methods if methods else cfg.methods))
@@ -906,6 +908,8 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
                           "--embedding-threshold or dedup.embedding_threshold in cultura.toml.")
     opts["embedding_threshold"] = float(t)
     opts.update({k: getattr(cfg, k) for k in ("embedding_index", "embedding_nlist", "embedding_nprobe")})
+    if embedding_index is not None:
+        opts["embedding_index"] = embedding_index
     _index_options(opts)  # validated here, before any work
     if not isinstance(opts["embedder"], str):  # an Embedder instance
         opts["_embedder_obj"], opts["embedder"] = opts["embedder"], opts["embedder"].identity
@@ -913,7 +917,8 @@ def resolve_options(project, *, methods=None, scope=None, phash_threshold=None, 
 
 
 def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
-                 embedder=None, embedding_threshold=None, progress=True, executor=None) -> dict:
+                 embedder=None, embedding_threshold=None, progress=True, executor=None,
+                 embedding_index=None) -> dict:
     """Find duplicate images and culture conflicts; store clusters and flags for review (nothing deleted).
 
     Unset options come from ``project.config.dedup``. ``embedder`` is a spec string or an Embedder.
@@ -929,7 +934,8 @@ def dedup_images(project, *, methods=None, scope=None, phash_threshold=None, dha
     """
     opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
                            dhash_threshold=dhash_threshold, embedder=embedder,
-                           embedding_threshold=embedding_threshold, executor=executor)
+                           embedding_threshold=embedding_threshold, executor=executor,
+                           embedding_index=embedding_index)
     # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused);
     # hashing and embedding run where the executor says (cultura.executor)
     with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused(), \

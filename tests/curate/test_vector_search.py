@@ -239,3 +239,26 @@ def test_cache_scan_reads_the_same_rows_as_lookups(tmp_path, monkeypatch):
     assert np.array_equal(cache.embed_texts_cached(db, e, want[:12]), lookups[:12])  # few of the model's rows:
     assert cache._scan(db, e.identity, "text", 12) is None                          # lookups, no scan
     assert computed == 11
+
+
+def test_cli_embedding_index_option_is_recorded(world):  # noqa: F811
+    """``cultura images dedup --embedding-index ivf`` reaches the search and its choice is recorded."""
+    from click.testing import CliRunner
+
+    from cultura.cli import cli
+
+    p, _, _ = world
+    root = str(p.root)
+    p.close()
+    r = CliRunner().invoke(cli, ["--project", root, "images", "dedup", "--method", "embedding", "--embedder",
+                                 "fake", "--scope", "global", "--embedding-index", "ivf", "--json"])
+    assert r.exit_code == 0, r.output
+    from cultura.project import Project
+    q = Project(root)
+    try:
+        (ptext,) = q.db.execute("SELECT params FROM dedup_runs WHERE method = 'embedding'").fetchone()
+    finally:
+        q.close()
+    assert json.loads(ptext)["index"]["kind"] == "ivf"
+    bad = CliRunner().invoke(cli, ["--project", root, "images", "dedup", "--embedding-index", "hnsw"])
+    assert bad.exit_code != 0 and "hnsw" in bad.output

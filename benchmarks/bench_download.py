@@ -74,7 +74,7 @@ def base_jpegs(size: tuple[int, int], count: int = BASES, quality: int = 90) -> 
 def unique_parts(bases: list[bytes], i: int) -> list[bytes]:
     """The bytes served for URL ``i`` as parts: base ``i % len(bases)`` with a COM segment after SOI."""
     base = bases[i % len(bases)]
-    note = f"cultura bench_download url {i}".encode()
+    note = f"bench_download url {i} (cultura)".encode()
     return [base[:2], b"\xff\xfe" + struct.pack(">H", len(note) + 2) + note, memoryview(base)[2:]]
 
 

@@ -197,6 +197,17 @@ def ray_map(groups: Sequence[dict], actor: type, *, executor: Executor, construc
         yield batch
 
 
+def rebuild(recipe: dict, identity: str, make):
+    """A Ray actor's model: the pickled instance in ``recipe["object"]``, or ``make(spec, options)`` from the
+    spec and options this process used; raises CulturaError unless its identity is this process's
+    ``identity`` (other weights on a node)."""
+    model = recipe["object"] if "object" in recipe else make(recipe["spec"], dict(recipe["options"]))
+    if model.identity != identity:
+        raise CulturaError(f"the Ray worker built {model.identity!r}, not {identity!r} as this process did: give "
+                           "every node the same weights (or use the local executor).")
+    return model
+
+
 def as_list(value) -> list:
     """A list column's cell (a numpy array, list or tuple from Ray Data) as a plain Python list."""
     if isinstance(value, np.ndarray):
@@ -204,5 +215,5 @@ def as_list(value) -> list:
     return list(value)
 
 
-__all__ = ["EXECUTORS", "Executor", "as_list", "current_executor", "get_executor", "pool_size", "ray_init",
+__all__ = ["EXECUTORS", "Executor", "as_list", "current_executor", "get_executor", "pool_size", "ray_init", "rebuild",
            "ray_map", "ray_module", "set_torch_threads", "use_executor"]

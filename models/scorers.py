@@ -42,7 +42,7 @@ import numpy as np
 
 from ..db import now, transaction
 from ..errors import CulturaError, unknown
-from ..executor import Executor, as_list, current_executor, ray_map, set_torch_threads
+from ..executor import Executor, as_list, current_executor, ray_map, rebuild, set_torch_threads
 from ..redact import scrub
 from .embedders.base import file_sha256, hub_offline, offline_error, resolve_device
 from .llm import OpenAIEndpoint
@@ -199,17 +199,13 @@ class ScoreActor:
         self.error = ""
         set_torch_threads(threads)
         try:
-            if "object" in recipe:
-                sc = recipe["object"]
-            else:
-                opts = dict(recipe["options"])
-                if SCORERS.parse(recipe["spec"])[0] == "hf":
+            def make(spec, opts):
+                if SCORERS.parse(spec)[0] == "hf":
                     opts["device"] = device
-                sc = get_scorer(recipe["spec"], **opts)
+                return get_scorer(spec, **opts)
+
+            sc = rebuild(recipe, identity, make)
             sc.batch_size = batch_size
-            if sc.identity != identity:
-                raise CulturaError(f"the Ray worker built {sc.identity!r}, not {identity!r} as this process "
-                                   "did: give every node the same weights (or use the local executor).")
             self.scorer = sc
         except CulturaError as e:
             self.error = str(e)

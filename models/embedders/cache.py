@@ -25,7 +25,7 @@ from PIL import Image
 
 from ...db import now, transaction
 from ...errors import CulturaError
-from ...executor import Executor, as_list, current_executor, ray_map, ray_module, set_torch_threads
+from ...executor import Executor, as_list, current_executor, ray_map, ray_module, rebuild, set_torch_threads
 from .base import PROGRESS_MIN_ITEMS, Embedder, _progress, safe_image
 from .registry import get_embedder
 
@@ -247,17 +247,10 @@ class EmbedActor:
         self.load = load
         set_torch_threads(threads)
         try:
-            if "object" in recipe:
-                emb = recipe["object"]
-            else:
-                opts = dict(recipe["options"])
-                opts.update(device=device, progress=False)
-                emb = get_embedder(recipe["spec"], **opts)
+            emb = rebuild(recipe, identity, lambda spec, opts: get_embedder(spec, **{**opts, "device": device,
+                                                                                   "progress": False}))
             emb.batch_size = batch_size
             emb.progress = False
-            if emb.identity != identity:
-                raise CulturaError(f"the Ray worker built {emb.identity!r}, not {identity!r} as this process "
-                                   "did: give every node the same weights (or use the local executor).")
             self.embedder = emb
         except CulturaError as e:
             self.error = str(e)

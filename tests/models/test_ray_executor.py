@@ -230,3 +230,25 @@ def test_bad_executor_name_and_missing_ray_name_the_option(tmp_path, monkeypatch
                  ["images", "tag", "--method", "clip", "--executor", "ray"]):
         res = runner.invoke(cli, ["--project", str(root), *args])
         assert res.exit_code != 0 and "--executor: executor 'ray' needs Ray" in res.output, (args, res.output)
+
+
+def test_an_actor_rebuilds_the_model_of_this_process_or_says_why():
+    """``executor.rebuild``: the spec and options this process used build the actor's model; a model whose
+    identity differs (other weights on a node) is one clear error; a pickled instance is used as it is."""
+    from types import SimpleNamespace
+
+    from cultura.errors import CulturaError
+    from cultura.executor import rebuild
+
+    made = []
+
+    def make(spec, opts):
+        made.append((spec, opts))
+        return SimpleNamespace(identity=f"{spec}@{opts['rev']}")
+
+    assert rebuild({"spec": "m", "options": {"rev": 1}}, "m@1", make).identity == "m@1"
+    assert made == [("m", {"rev": 1})]
+    with pytest.raises(CulturaError, match="built 'm@2', not 'm@1'.*same weights"):
+        rebuild({"spec": "m", "options": {"rev": 2}}, "m@1", make)
+    obj = SimpleNamespace(identity="x")
+    assert rebuild({"object": obj}, "x", make) is obj and len(made) == 2

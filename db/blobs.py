@@ -38,7 +38,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process protocol
     fcntl = None
 
-from . import gc_paused, now
+from . import chunks, gc_paused, now
 from .atomic import transaction
 
 __all__ = ["EXTENSIONS", "blob_relpath", "store_blob", "sweep_blobs", "blob_writer", "check_blobs",
@@ -247,7 +247,7 @@ class _Presence:
     def settle(self, clock: int) -> int:
         """Folders listed within :data:`RACY_NS` of their last change are listed again once that window has
         passed: unchanged (same time, same names), their time can be trusted. Returns the clock after."""
-        racy = [f for f, m in self.mtime.items() if m is not None and m % 1_000_000_000 and clock - m <= RACY_NS]
+        racy = [f for f, m in self.mtime.items() if m is not None and _racy_ns(m) == RACY_NS and clock - m <= RACY_NS]
         if not racy:
             return clock
         time.sleep(max(0.0, (max(self.mtime[f] for f in racy) + RACY_NS - clock) / 1e9) + 0.01)
@@ -308,8 +308,7 @@ def _check_all(db, seen: _Presence) -> list[str]:
                 continue
             if not seen.present(rel):
                 gone.append(sha)
-    for part in range(0, len(recheck), 500):
-        chunk = recheck[part:part + 500]
+    for chunk in chunks(recheck, 500):
         gone += [sha for sha, rel in db.execute(
             f"SELECT sha256, path FROM images WHERE status = 'ok' AND rowid <= ? AND rowid IN "
             f"({','.join('?' * len(chunk))})", [floor, *chunk]) if not seen.present(rel)]
@@ -342,8 +341,8 @@ def check_blobs(project, shas=None) -> dict:
     stores them again. Stages call it instead of aborting on a missing file. Returns ``{"missing": n}``.
 
     Each folder is listed once (``os.listdir``; names starting with a dot are not blobs) instead of one
-    ``stat`` per row, and what was verified is
-    remembered (``blob_checks``: each folder's modification time, the last ``images`` rowid checked). A file
+    ``stat`` per row, and what was verified is remembered (``blob_checks``: each folder's modification time,
+    the last ``images`` rowid checked). A file
     removed or added changes its folder's time, so a later check lists only the folders whose time changed
     and the rows added since; on an unchanged project of a million images it costs a ``stat`` per folder
     (milliseconds) instead of a second or more."""
@@ -352,9 +351,7 @@ def check_blobs(project, shas=None) -> dict:
     gone: list[str] = []
     with gc_paused():
         if shas is not None:
-            wanted = list(dict.fromkeys(shas))
-            for part in range(0, len(wanted), 500):
-                chunk = wanted[part:part + 500]
+            for chunk in chunks(dict.fromkeys(shas), 500):
                 gone += [sha for sha, rel in db.execute(
                     f"SELECT sha256, path FROM images WHERE status = 'ok' AND sha256 IN ({','.join('?' * len(chunk))})",
                     chunk) if not seen.present(rel)]

@@ -188,10 +188,8 @@ def _cached(db, embedder: Embedder, kind: str, keys: list[str],
 
 
 def _image_paths(project, shas: list[str]) -> list[str]:
-    """The blob file of each image (by sha256), from ``images.path``; an error for one not stored."""
-    if not hasattr(project, "blob_path"):
-        raise CulturaError("embed_images_cached needs a Project (to read images.path) or a load= function "
-                           "that maps a sha256 to a PIL image.")
+    """The blob file of each image (by sha256), from ``images.path``; an error for one not stored.
+    ``project`` is a Project (checked by :func:`_image_loader`, which every caller builds first)."""
     db = project.db
     paths: dict[str, str] = {}
     for part in chunks(shas, SQL_CHUNK):

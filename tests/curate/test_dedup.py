@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import time
 
 import imagehash
 import numpy as np
@@ -12,9 +14,9 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from cultura.curate import dedup, hashing, vector_search
-from cultura.db.blobs import store_blob
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
-from cultura.db import now
+from cultura.db import blobs, dumps, now
+from cultura.db.blobs import check_blobs, store_blob
 from cultura.errors import ConfigError, UnknownName
 from cultura.project import init_project
 
@@ -263,7 +265,6 @@ def test_within_concept_clusters_representatives_and_conflicts(world):
     assert res["multi_linked_images"] == 1
     # flag texts are assembled from shared pieces: each must be the canonical text of what it holds, so a
     # rerun that compares them finds nothing to rewrite
-    from cultura.db import dumps
     assert all(r["details"] == dumps(json.loads(r["details"])) for r in f.values())
     before = {k: (r["details"], r["status"]) for k, r in f.items()}
     p.db.execute("INSERT INTO concepts (name, source, created_at) VALUES ('unrelated', 'manual', 'x')")  # a rerun
@@ -611,8 +612,6 @@ def test_sniffing_hashes_equal_dedups_hashes_and_imports_need_no_second_decode(t
 def test_check_blobs_marks_only_rows_whose_file_is_gone(world):
     """A deleted blob and a whole deleted shard folder are found (folders are listed, not each file stat'ed);
     the other images stay ``ok``, ``shas=`` restricts the check, and the candidates go back to pending."""
-    from cultura.db.blobs import check_blobs
-
     p, shas, _ = world
     path = {s: r for s, r in p.db.execute("SELECT sha256, path FROM images")}
     (p.root / path[shas["B"]]).unlink()
@@ -634,11 +633,6 @@ def test_check_blobs_marks_only_rows_whose_file_is_gone(world):
 def test_check_blobs_lists_only_what_changed_since_the_last_check(world, monkeypatch):
     """A second check of an unchanged project lists no folder; a deleted file is found by its folder's changed
     time; an image that becomes 'ok' again is rechecked even in a folder whose time did not change."""
-    import os
-    import time
-
-    from cultura.db import blobs
-
     p, shas, _ = world
     path = {s: r for s, r in p.db.execute("SELECT sha256, path FROM images")}
     folders = {(p.root / r).parent for r in path.values()}

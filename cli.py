@@ -2,28 +2,115 @@
 result (a rich table, or JSON with ``--json``) and turns library errors into one sentence that names the fix.
 
 The root group lives here; each area's commands live beside its library code (``<area>/commands.py``, one
-style: module-level click commands listed in ``COMMANDS``) and are imported directly below.
+style: module-level click commands listed in ``COMMANDS``). The root group names, for each top-level command,
+the module that defines it and its one-line help (:data:`COMMAND_MODULES`): a command's module is imported only
+when that command runs, so ``cultura --help``, ``cultura status`` and each TAB of shell completion start
+without the code (and the libraries) of the other areas. ``tests/test_startup.py`` keeps every one-liner equal
+to its command's own help and checks what each command imports.
 """
 from __future__ import annotations
 
+import importlib
 import sqlite3
+from collections.abc import Iterator, MutableMapping
 
 import click
+from click.shell_completion import CompletionItem
 
-from .annotate import commands as annotate_commands
 from .console import Ctx, cli_error, invoked_command
-from .curate import caire_commands
-from .curate import commands as curate_commands
-from .curate.build import commands as build_commands
 from .errors import CulturaError
-from .evaluate import commands as evaluate_commands
-from .evaluate.suites.attribution import commands as attribution_commands
-from .evaluate.suites.llm_bias import commands as llm_bias_commands
-from .evaluate.suites.social import commands as social_commands
+
+#: Top-level command → (module defining it in ``COMMANDS``, its one-line help as ``cultura --help`` shows it).
+COMMAND_MODULES: dict[str, tuple[str, str]] = {
+    "init": ("cultura.curate.commands", "Create a project: DIRECTORY/cultura.toml and DIRECTORY/cultura.db."),
+    "status": ("cultura.curate.commands",
+               "Counts per stage, per country and per concept, and failures by reason."),
+    "concepts": ("cultura.curate.commands", "Concepts: generate, load presets, curate, de-duplicate, translate."),
+    "images": ("cultura.curate.commands", "Images: search, ingest, download, de-duplicate, tag."),
+    "annotate": ("cultura.annotate.commands",
+                 "Human annotation in Label Studio: filter images, review duplicates, rate cultural relevance, "
+                 "label entities and translations; agreement and adjudication on top of Label Studio Community."),
+    "build": ("cultura.curate.build.commands",
+              "Assemble versioned benchmarks (association, descriptor) and their query texts."),
+    "export": ("cultura.curate.build.commands",
+               "Export benchmarks to DIRECTORY (new or empty): tables, images and a README.md dataset card."),
+    "import": ("cultura.curate.build.commands",
+               "Bring existing datasets (GlobalRG, Crossmodal-3600 captions, CAIRe ratings) into the project."),
+    "evaluate": ("cultura.evaluate.commands",
+                 "Evaluate embedding models on the project's benchmarks (seed 000 suites) and report the results."),
+    "social": ("cultura.evaluate.suites.social.commands",
+               "Portrait sets and prompt inventories of the social-bias audit (run it with 'evaluate run --suite "
+               "social')."),
+    "entities": ("cultura.evaluate.suites.llm_bias.commands",
+                 "Culture-specific entities per language and type (local vs Western) for the LLM suite."),
+    "contexts": ("cultura.evaluate.suites.llm_bias.commands",
+                 "Masked contexts ([MASK]) for the LLM suite: grounded, neutral and extractive-QA."),
+    "kb": ("cultura.evaluate.suites.attribution.commands",
+           "The knowledge base used to link images to entities (seed 004)."),
+    "attribution": ("cultura.evaluate.suites.attribution.commands",
+                    "Cultural attribution of the project's images (CAIRe): judge scores and their evaluation."),
+    "culture": ("cultura.evaluate.suites.attribution.commands",
+                "Culture labels beside the countries (a religion, an ethnic group, a state...; seed 004)."),
+    "caire": ("cultura.curate.caire_commands",
+              "Import seed 004's (CAIRe) specific and universal test sets from local files."),
+}
+
+
+class LazyCommands(MutableMapping):
+    """The root group's commands: a command's module is imported on first access to that command."""
+
+    def __init__(self, modules: dict[str, tuple[str, str]]):
+        self._modules = modules
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded and name in self._modules:
+            for command in importlib.import_module(self._modules[name][0]).COMMANDS:
+                self._loaded.setdefault(command.name, command)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._modules, *self._loaded]))
+
+    def __len__(self) -> int:
+        return len(set(self._modules) | set(self._loaded))
+
+    def short_help(self, name: str) -> str:
+        """The one-line help of ``name`` without importing its module (when it is one of ours)."""
+        if name in self._loaded or name not in self._modules:
+            return self[name].get_short_help_str(limit=10_000)
+        return self._modules[name][1]
 
 
 class CulturaGroup(click.Group):
-    """A group that reports library errors cleanly (as JSON under ``--json``) for every subcommand."""
+    """The root group: lazily imported commands, and library errors reported cleanly (as JSON under
+    ``--json``) for every subcommand."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(COMMAND_MODULES)
+
+    def format_commands(self, ctx, formatter) -> None:
+        rows = []
+        limit = formatter.width - 6 - max(len(n) for n in self.list_commands(ctx))
+        for name in self.list_commands(ctx):
+            # click's own shortening (first sentence, cut at a word) of the one-liner
+            rows.append((name, click.Command(name, help=self.commands.short_help(name)).get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def shell_complete(self, ctx, incomplete):
+        if ctx.args or getattr(ctx, "_protected_args", None) or incomplete.startswith("-"):
+            return super().shell_complete(ctx, incomplete)
+        return [CompletionItem(name, help=self.commands.short_help(name))
+                for name in self.list_commands(ctx) if name.startswith(incomplete)]
 
     def invoke(self, ctx):
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
@@ -49,12 +136,6 @@ def cli(ctx, project_dir):
     """cultura: build a cultural-bias benchmark (concepts, images, annotation, assembly) and evaluate
     models on it. Start with 'cultura init DIR --preset 3xcm'."""
     ctx.obj = Ctx(project_dir)
-
-
-for _module in (curate_commands, annotate_commands, build_commands, evaluate_commands, social_commands,
-                llm_bias_commands, attribution_commands, caire_commands):
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
 
 
 def main(argv=None):

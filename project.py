@@ -11,9 +11,8 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-import sqlite_utils
-
 from . import db as dbmod
+from .db.light import sqlite_utils
 from .db.blobs import release_blob_lease
 from .annotate.schema import annotate as annotate_migrations
 from .config import Config, dump_config, load_config

@@ -14,13 +14,14 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-import krippendorff
 import numpy as np
-from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats.inter_rater import aggregate_raters
-from statsmodels.stats.inter_rater import fleiss_kappa as _sm_fleiss_kappa
 
 from cultura.errors import CulturaError
+from ..lazy import lazy
+
+_krippendorff = lazy("krippendorff")  # imported on first use (start-up)
+skm = lazy("sklearn.metrics")  # imported on first use (start-up)
+inter_rater = lazy("statsmodels.stats.inter_rater")  # imported on first use (start-up)
 
 __all__ = [
     "AgreementInputError",
@@ -135,7 +136,7 @@ def cohen_kappa(a: Any, b: Any, *, weights: str | None = None, labels: Sequence[
     x, y = x[keep], y[keep]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn warns and returns nan on a single category: we document nan
-        k = cohen_kappa_score(x, y, weights=weights, labels=labels)
+        k = skm.cohen_kappa_score(x, y, weights=weights, labels=labels)
     return float(k)
 
 
@@ -162,7 +163,7 @@ def krippendorff_alpha(
         raise AgreementInputError("reliability_data has no item rated by 2 or more raters.")
     kwargs = {} if value_domain is None else {"value_domain": list(value_domain)}
     try:
-        return float(krippendorff.alpha(reliability_data=m, level_of_measurement=level, **kwargs))
+        return float(_krippendorff.alpha(reliability_data=m, level_of_measurement=level, **kwargs))
     except ValueError as exc:
         raise AgreementInputError(f"krippendorff_alpha: {exc}") from None
 
@@ -187,10 +188,10 @@ def fleiss_kappa(matrix: Any, *, method: str = "fleiss") -> float:
     n_ratings = max(usable, key=lambda c: (usable[c], c))
     cols = m[:, counts == n_ratings]
     data = np.array([col[~np.isnan(col)] for col in cols.T])  # items × n_ratings
-    table, _ = aggregate_raters(data)
+    table, _ = inter_rater.aggregate_raters(data)
     if table.shape[1] < 2:
         return float("nan")
-    return float(_sm_fleiss_kappa(table, method=method))
+    return float(inter_rater.fleiss_kappa(table, method=method))
 
 
 def percent_agreement(matrix: Any) -> float:

@@ -9,7 +9,9 @@ import json
 import math
 
 import numpy as np
-from scipy.stats import entropy
+from ..lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
 
 SCORES = ("1", "2", "3", "4", "5")
 
@@ -24,7 +26,7 @@ def normalised_entropy(logprobs: dict) -> float:
     if not np.isfinite(v).any():
         return 0.0
     p = np.exp(v - np.max(v[np.isfinite(v)]))
-    return float(entropy(p / p.sum(), base=5))
+    return float(stats.entropy(p / p.sum(), base=5))
 
 
 def rated_pairs(project) -> set[tuple[str, str]]:

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ..db import finish_run, now, start_run, transaction
 from ..errors import CulturaError, unknown
 from ..models.embedders import get_embedder
 from ..models.llm import LLM
+from ..lazy import lazy
+
+sparse = lazy("scipy.sparse")  # imported on first use (start-up)
+csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
 
 PRESETS = {"3xcm": "concepts_3xcm.csv", "globalrg": "concepts_globalrg.csv"}
 
@@ -200,8 +202,8 @@ def dedup_concepts(project, *, threshold: float | None = None, embedder: str | N
     sims = emb @ emb.T
     i, j = np.where(np.triu(sims, k=1) >= threshold)
     n = len(names)
-    graph = coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
-    _, labels = connected_components(graph, directed=False)
+    graph = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
+    _, labels = csgraph.connected_components(graph, directed=False)
     clusters = []
     for lab in np.unique(labels):
         idx = np.flatnonzero(labels == lab)

@@ -42,10 +42,12 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-import scipy.fftpack
 from PIL import Image, ImageDraw, ImageFilter
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
+from ..lazy import lazy
+
+fftpack = lazy("scipy.fftpack")  # imported on first use (start-up)
+sparse = lazy("scipy.sparse")  # imported on first use (start-up)
+csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
 
 #: Names the hash definition; stored in dedup run parameters so a change of definition is a new run.
 HASH_VERSION = "imagehash-4.3/draft64/gap3"
@@ -294,7 +296,7 @@ def phash_from_thumbs(thumbs: np.ndarray) -> np.ndarray:
 
     if len(thumbs) == 0:
         return np.zeros(0, dtype=np.uint64)
-    dct = scipy.fftpack.dct(scipy.fftpack.dct(thumbs.astype(np.float64), axis=1), axis=2)
+    dct = fftpack.dct(fftpack.dct(thumbs.astype(np.float64), axis=1), axis=2)
     low = dct[:, :8, :8].reshape(len(thumbs), 64)
     mid = np.sort(low, axis=1)[:, 31:33]
     med = (mid[:, :1] + mid[:, 1:]) / 2  # np.median of 64 values (its value exactly), without its overhead
@@ -618,8 +620,8 @@ def connected_clusters(n: int, pairs: np.ndarray) -> list[np.ndarray]:
     nodes, local = np.unique(pairs, return_inverse=True)  # only nodes with an edge: no singleton work
     local = local.reshape(-1, 2)
     m = len(nodes)
-    graph = coo_matrix((np.ones(len(local), dtype=np.int8), (local[:, 0], local[:, 1])), shape=(m, m))
-    _, labels = connected_components(graph, directed=False)
+    graph = sparse.coo_matrix((np.ones(len(local), dtype=np.int8), (local[:, 0], local[:, 1])), shape=(m, m))
+    _, labels = csgraph.connected_components(graph, directed=False)
     order = np.argsort(labels, kind="stable")  # nodes ascending within each component
     bounds = np.flatnonzero(np.diff(labels[order])) + 1
     starts = np.concatenate([[0], bounds]).tolist()

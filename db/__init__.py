@@ -15,9 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-import sqlite_utils
-
 from ..redact import scrub
+from .light import sqlite_utils  # first: sqlite-utils without pandas
 from . import leases
 from .atomic import transaction
 from .migrations import Migrations

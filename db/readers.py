@@ -26,8 +26,6 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow.parquet as pq
-
 from ..errors import CulturaError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -62,6 +60,8 @@ def iter_rows(path: str | Path, *, strict: bool = False, batch_size: int = 4096)
     if suffix not in SUFFIXES:
         raise TableReadError(f"{p}: unsupported file type {suffix!r}; use one of {', '.join(SUFFIXES)}.")
     if suffix == ".parquet":
+        import pyarrow.parquet as pq  # deferred: heavy
+
         try:
             batches = pq.ParquetFile(p).iter_batches(batch_size=batch_size)
             for batch in batches:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn.decomposition import PCA
 
 from ..models.embedders import cache_texts, embed_images_cached, embed_texts_cached
 from .metrics.resampling import bootstrap_ci
+from ..lazy import lazy
+
+decomposition = lazy("sklearn.decomposition")  # imported on first use (start-up)
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_LEVEL = 0.95
@@ -137,7 +139,7 @@ def project_2d(x: np.ndarray, *, seed: int = 0, method: str = "auto") -> tuple[n
         reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_neighbors=min(15, n - 1), n_jobs=1)
         return np.asarray(reducer.fit_transform(x), dtype=float), "umap"
 
-    return PCA(n_components=2, random_state=seed).fit_transform(x), "pca"
+    return decomposition.PCA(n_components=2, random_state=seed).fit_transform(x), "pca"
 
 
 def language_tiers(project, languages) -> dict[str, str]:

@@ -14,12 +14,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from cultura.errors import CulturaError
 from cultura.evaluate.metrics import bootstrap_ci
 from cultura.evaluate.metrics import paired_chi2 as _paired_chi2_metric
+from ..lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
+multitest = lazy("statsmodels.stats.multitest")  # imported on first use (start-up)
 
 __all__ = [
     "StatsInputError",
@@ -403,5 +405,5 @@ def correct_pvalues(pvals: Any, method: str = "holm", *, alpha: float = 0.05) ->
         raise StatsInputError("pvals must lie in [0, 1].")
     if not 0 < alpha < 1:
         raise StatsInputError(f"alpha must be strictly between 0 and 1, got {alpha!r}.")
-    reject, adj, _, _ = multipletests(p, alpha=alpha, method=_CORRECTIONS[method])
+    reject, adj, _, _ = multitest.multipletests(p, alpha=alpha, method=_CORRECTIONS[method])
     return CorrectedPValues(np.asarray(adj), np.asarray(reject))

@@ -16,10 +16,12 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from scipy.special import rel_entr
 
 from .stats import StatsInputError, correct_pvalues
+from ..lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
+special = lazy("scipy.special")  # imported on first use (start-up)
 
 __all__ = ["bernoulli_kl", "country_permutation_test", "correct_within_families", "effect_band", "r_band"]
 
@@ -37,7 +39,7 @@ def bernoulli_kl(p: float, q: float) -> float:
         if not isinstance(v, (int, float, np.floating, np.integer)) or not 0.0 <= float(v) <= 1.0:
             raise StatsInputError(f"{name} must be a rate in [0, 1], got {v!r}.")
     a, b = np.array([1.0 - p, p]), np.array([1.0 - q, q])
-    return float(rel_entr(a, b).sum())
+    return float(special.rel_entr(a, b).sum())
 
 
 def effect_band(value: float) -> str:

@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 from PIL import Image
-from scipy.special import softmax
 
 from ..errors import CulturaError, unknown
 from ..redact import scrub
@@ -37,6 +36,9 @@ from .embedders.base import safe_image
 from .llm import OpenAIEndpoint, render_prompt
 from .llm import base_url as resolve_base_url
 from .registry import Registry
+from ..lazy import lazy
+
+special = lazy("scipy.special")  # imported on first use (start-up)
 
 SCORE_TOKENS = ("1", "2", "3", "4", "5")
 TEMPLATE = "caire_relevance_score.j2"
@@ -94,7 +96,7 @@ def expected_score(logprobs: Mapping[Any, float]) -> float:
     >>> round(expected_score({"1": -30.0, "2": -30.0, "3": -30.0, "4": -0.7, "5": -0.7}), 3)
     4.5
     """
-    p = softmax(_score_logprobs(logprobs))
+    p = special.softmax(_score_logprobs(logprobs))
     return float(np.clip(np.dot(np.arange(1, 6), p), 1.0, 5.0))
 
 

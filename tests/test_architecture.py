@@ -14,9 +14,10 @@ SKIP = {"tests", "benchmarks", "scripts", "docs", ".venv", ".venv-ls", "demo-pro
 HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "sentence_transformers",
          "tokenizers", "huggingface_hub", "ray", "label_studio_sdk", "playwright", "datasets", "img2dataset",
          "openai", "ddgs", "imagededup", "pandas", "pyarrow", "statsmodels", "mlcroissant", "geopandas",
-         "cartopy", "plotly", "skimage", "cv2", "sklearn.manifold", "torchvision", "PIL.ImageFont")
+         "cartopy", "plotly", "skimage", "cv2", "sklearn", "scipy", "krippendorff", "safetensors", "crowdkit",
+         "torchvision", "PIL.ImageFont")
 CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
-        "cultura.cultures",
+        "cultura.cultures", "cultura.lazy",
         "cultura.data", "cultura.executor")
 SHARED_EVALUATE = ("cultura.evaluate.common", "cultura.evaluate.data", "cultura.evaluate.stats",
                    "cultura.evaluate.stats_extra", "cultura.evaluate.reportkit", "cultura.evaluate.metrics",
@@ -90,7 +91,26 @@ def _edges() -> dict[str, set[str]]:
                 r = _resolve(t)
                 if r and r != mod:
                     graph[mod].add(r)
+        for t in _lazy_targets(mod, path, tree):
+            r = _resolve(t)
+            if r and r != mod:
+                graph[mod].add(r)
     return graph
+
+
+def _lazy_targets(mod: str, path: Path, tree: ast.Module):
+    """Modules named as strings for a lazy import: ``".kb:import_kb"`` (``lazy_attributes``, relative to the
+    package) and ``"cultura.curate.commands"`` (the CLI's command modules) are edges of the graph too."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        v = node.value
+        if v.startswith(".") and ":" in v and " " not in v:
+            rel, _, _ = v.partition(":")
+            level = len(rel) - len(rel.lstrip("."))
+            yield _target(mod, path, ast.ImportFrom(module=rel.lstrip(".") or None, names=[], level=level))
+        elif v.startswith("cultura.") and v in MODULES:
+            yield v
 
 
 GRAPH = _edges()

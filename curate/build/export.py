@@ -29,9 +29,6 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from ... import db as dbmod
 from ...errors import CulturaError, unknown
 from ...templates import render_template
@@ -44,36 +41,44 @@ class ExportError(CulturaError):
     """An export cannot be written as asked."""
 
 
-_link = pa.struct([("concept", pa.string()), ("country", pa.string()), ("language", pa.string()),
-                   ("query", pa.string()), ("query_kind", pa.string()), ("provider", pa.string()),
-                   ("rank", pa.int64()), ("source_page", pa.string()), ("found_at", pa.string())])
-_tag = pa.struct([("tag", pa.string()), ("score", pa.float64()), ("source", pa.string())])
-_decision = pa.struct([("kind", pa.string()), ("label", pa.string()), ("value", pa.float64()),
-                       ("country", pa.string()), ("rule", pa.string()), ("n_annotations", pa.int64()),
-                       ("agreement", pa.float64()), ("decided_at", pa.string())])
-_caption = pa.struct([("language", pa.string()), ("text", pa.string()), ("source", pa.string())])
+#: The export's tables, in the order they are written (each one's Parquet schema: :func:`parquet_schemas`).
+TABLES = ("benchmarks", "items", "candidates", "queries", "images")
 
-SCHEMAS = {
-    "benchmarks": pa.schema([("name", pa.string()), ("version", pa.int64()), ("kind", pa.string()),
-                             ("seed", pa.int64()), ("params", pa.string()), ("content_hash", pa.string()),
-                             ("n_items", pa.int64()), ("report", pa.string())]),
-    "items": pa.schema([("benchmark", pa.string()), ("item_key", pa.string()), ("concept", pa.string()),
-                        ("query_country", pa.string()), ("query_language", pa.string()),
-                        ("descriptor_country", pa.string()), ("roles", pa.list_(pa.string())),
-                        ("images", pa.list_(pa.string())), ("image_countries", pa.list_(pa.string())),
-                        ("image_concepts", pa.list_(pa.string()))]),
-    "candidates": pa.schema([("benchmark", pa.string()), ("item_key", pa.string()), ("role", pa.string()),
-                             ("position", pa.int64()), ("sha256", pa.string()), ("concept", pa.string()),
-                             ("country", pa.string()), ("file", pa.string())]),
-    "queries": pa.schema([("benchmark", pa.string()), ("concept", pa.string()), ("country", pa.string()),
-                          ("language", pa.string()), ("variant", pa.string()),
-                          ("descriptor_country", pa.string()), ("text", pa.string()), ("source", pa.string())]),
-    "images": pa.schema([("sha256", pa.string()), ("file", pa.string()), ("format", pa.string()),
-                         ("width", pa.int64()), ("height", pa.int64()), ("bytes", pa.int64()),
-                         ("links", pa.list_(_link)), ("tags", pa.list_(_tag)),
-                         ("relevance", pa.list_(_decision)), ("decisions", pa.list_(_decision)),
-                         ("captions", pa.list_(_caption))]),
-}
+
+def parquet_schemas() -> dict:
+    """The Parquet schema of each table of :data:`TABLES`."""
+    import pyarrow as pa  # deferred: heavy
+
+    _link = pa.struct([("concept", pa.string()), ("country", pa.string()), ("language", pa.string()),
+                       ("query", pa.string()), ("query_kind", pa.string()), ("provider", pa.string()),
+                       ("rank", pa.int64()), ("source_page", pa.string()), ("found_at", pa.string())])
+    _tag = pa.struct([("tag", pa.string()), ("score", pa.float64()), ("source", pa.string())])
+    _decision = pa.struct([("kind", pa.string()), ("label", pa.string()), ("value", pa.float64()),
+                           ("country", pa.string()), ("rule", pa.string()), ("n_annotations", pa.int64()),
+                           ("agreement", pa.float64()), ("decided_at", pa.string())])
+    _caption = pa.struct([("language", pa.string()), ("text", pa.string()), ("source", pa.string())])
+
+    return {
+        "benchmarks": pa.schema([("name", pa.string()), ("version", pa.int64()), ("kind", pa.string()),
+                                 ("seed", pa.int64()), ("params", pa.string()), ("content_hash", pa.string()),
+                                 ("n_items", pa.int64()), ("report", pa.string())]),
+        "items": pa.schema([("benchmark", pa.string()), ("item_key", pa.string()), ("concept", pa.string()),
+                            ("query_country", pa.string()), ("query_language", pa.string()),
+                            ("descriptor_country", pa.string()), ("roles", pa.list_(pa.string())),
+                            ("images", pa.list_(pa.string())), ("image_countries", pa.list_(pa.string())),
+                            ("image_concepts", pa.list_(pa.string()))]),
+        "candidates": pa.schema([("benchmark", pa.string()), ("item_key", pa.string()), ("role", pa.string()),
+                                 ("position", pa.int64()), ("sha256", pa.string()), ("concept", pa.string()),
+                                 ("country", pa.string()), ("file", pa.string())]),
+        "queries": pa.schema([("benchmark", pa.string()), ("concept", pa.string()), ("country", pa.string()),
+                              ("language", pa.string()), ("variant", pa.string()),
+                              ("descriptor_country", pa.string()), ("text", pa.string()), ("source", pa.string())]),
+        "images": pa.schema([("sha256", pa.string()), ("file", pa.string()), ("format", pa.string()),
+                             ("width", pa.int64()), ("height", pa.int64()), ("bytes", pa.int64()),
+                             ("links", pa.list_(_link)), ("tags", pa.list_(_tag)),
+                             ("relevance", pa.list_(_decision)), ("decisions", pa.list_(_decision)),
+                             ("captions", pa.list_(_caption))]),
+    }
 
 
 def _resolve(project, benchmarks) -> list[dict]:
@@ -103,7 +108,7 @@ def collect(project, benchmarks=None) -> dict[str, list[dict]]:
     names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
     paths = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in db.execute(
         "SELECT sha256, path, format, width, height, bytes FROM images")}
-    tables: dict[str, list[dict]] = {k: [] for k in SCHEMAS}
+    tables: dict[str, list[dict]] = {k: [] for k in TABLES}
     shas: set[str] = set()
 
     def file_of(sha):
@@ -192,8 +197,11 @@ def _copy_images(tmp: Path, tables: dict, project) -> list[str]:
 
 
 def _write_parquet(tmp: Path, tables: dict, project, images: bool = True) -> list[str]:
+    import pyarrow as pa  # deferred: heavy
+    import pyarrow.parquet as pq  # deferred: heavy
+
     out = []
-    for name, schema in SCHEMAS.items():
+    for name, schema in parquet_schemas().items():
         pq.write_table(pa.Table.from_pylist(tables[name], schema=schema), tmp / f"{name}.parquet",
                        compression="zstd")
         out.append(f"{name}.parquet")
@@ -202,7 +210,7 @@ def _write_parquet(tmp: Path, tables: dict, project, images: bool = True) -> lis
 
 def _write_jsonl(tmp: Path, tables: dict, project, images: bool = True) -> list[str]:
     out = []
-    for name in SCHEMAS:
+    for name in TABLES:
         with open(tmp / f"{name}.jsonl", "w", encoding="utf-8", newline="\n") as f:
             for row in tables[name]:
                 f.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")

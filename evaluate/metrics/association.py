@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from sklearn.metrics import silhouette_samples
 
 from ._common import MetricInputError, as_1d, as_2d, check_k, check_level
 from .resampling import BootstrapCI, _check_method
+from ...lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
+skm = lazy("sklearn.metrics")  # imported on first use (start-up)
 
 __all__ = [
     "win_rates",
@@ -225,7 +227,7 @@ def silhouette_by_label(embeddings: Any, labels: Any, *, metric: str = "cosine")
     uniq = list(dict.fromkeys(lab.tolist()))
     if not 2 <= len(uniq) <= x.shape[0] - 1:
         raise MetricInputError(f"labels must have between 2 and n_samples - 1 distinct values, got {len(uniq)}.")
-    s = silhouette_samples(x, lab, metric=metric)
+    s = skm.silhouette_samples(x, lab, metric=metric)
     return {u: float(s[lab == u].mean()) for u in uniq}
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-from scipy import stats
 
 from ._common import MetricInputError, as_1d, check_k, check_level
+from ...lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
 
 __all__ = ["BootstrapCI", "bootstrap_ci"]
 

@@ -5,9 +5,11 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import rel_entr
 
 from ._common import MetricInputError, as_2d, as_number, check_k
+from ...lazy import lazy
+
+special = lazy("scipy.special")  # imported on first use (start-up)
 
 __all__ = ["accuracy_at_k", "ndcg_at_k", "lbkl", "dlbkl", "lbkl_per_query", "retrieval_frequency"]
 
@@ -161,7 +163,7 @@ def lbkl_per_query(
     w = w / w.sum()
     flat = (np.arange(n_q)[:, None] * n + idx).ravel()
     q = np.bincount(flat, weights=np.tile(w, n_q), minlength=n_q * n).reshape(n_q, n)
-    return rel_entr(p[None, :], q + eps).sum(axis=1)
+    return special.rel_entr(p[None, :], q + eps).sum(axis=1)
 
 
 def lbkl(ranked_labels: Any, labels: Any, *, k: int = 10, prior: Any = None, eps: float = 1e-9) -> float:

@@ -6,9 +6,11 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy.special import rel_entr
 
 from ._common import MetricInputError, as_number
+from ...lazy import lazy
+
+special = lazy("scipy.special")  # imported on first use (start-up)
 
 __all__ = ["max_skew", "mean_max_skew", "symmetric_kl", "harm_rate", "label_shares"]
 
@@ -71,7 +73,7 @@ def symmetric_kl(p_f: float, p_m: float) -> float:
     """
     f, m = _rate(p_f, "p_f"), _rate(p_m, "p_m")
     pf, pm = np.array([1.0 - f, f]), np.array([1.0 - m, m])
-    return float(0.5 * (rel_entr(pf, pm).sum() + rel_entr(pm, pf).sum()))
+    return float(0.5 * (special.rel_entr(pf, pm).sum() + special.rel_entr(pm, pf).sum()))
 
 
 def _labels_1d(top1_labels: Any) -> list:

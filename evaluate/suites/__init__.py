@@ -28,16 +28,17 @@ names a callable taking no arguments that calls :func:`register_suite`, or a mod
 """
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import entry_points
 
 from ...errors import unknown
-from . import attribution, latent, llm_bias, retrieval, social
 from .registry import (ROW_KEYS, SUITES, Suite, SuiteFunc, SuiteSkipped, add_suite, register_report_section,
                        register_suite, row)
 
 ENTRY_POINT_GROUP = "cultura.suites"
-#: The built-in suite folders, in report order.
-BUILTIN_FOLDERS = (retrieval, latent, social, llm_bias, attribution)
+#: The built-in suite folders, in report order (imported by :func:`load_suites`, so that opening a project — which
+#: reads each folder's ``schema`` — does not import every suite).
+BUILTIN_FOLDERS = tuple(f"{__name__}.{name}" for name in ("retrieval", "latent", "social", "llm_bias", "attribution"))
 _loaded = False
 
 
@@ -48,7 +49,7 @@ def load_suites() -> dict[str, Suite]:
         return SUITES
     _loaded = True
     for folder in BUILTIN_FOLDERS:
-        for suite in folder.SUITES:
+        for suite in importlib.import_module(folder).SUITES:
             if suite.name not in SUITES:  # a suite registered earlier by name (a test, a plugin) wins
                 add_suite(suite)
     for ep in entry_points(group=ENTRY_POINT_GROUP):

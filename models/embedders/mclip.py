@@ -28,8 +28,6 @@ import json
 import os
 from pathlib import Path
 
-from safetensors.torch import load_file, save_file
-
 from ...errors import CulturaError
 from .base import Embedder, file_sha256, offline_error, resolve_device
 from .registry import get_embedder
@@ -164,6 +162,7 @@ class MCLIPEmbedder(Embedder):
     @staticmethod
     def _load_state(weights: Path) -> dict:
         if weights.suffix == ".safetensors":
+            from safetensors.torch import load_file  # deferred: heavy (torch)
 
             return load_file(str(weights))
         import torch  # deferred: heavy optional dependency, loaded on first use
@@ -228,5 +227,7 @@ def save_mclip(folder: str | os.PathLike, transformer, tokenizer, projection, *,
     tokenizer.save_pretrained(str(out))
     state = {f"transformer.{k}": v.contiguous() for k, v in transformer.state_dict().items()}
     state.update({f"LinearTransformation.{k}": v.contiguous() for k, v in projection.state_dict().items()})
+    from safetensors.torch import save_file  # deferred: heavy (torch)
+
     save_file(state, str(out / "model.safetensors"))
     return out

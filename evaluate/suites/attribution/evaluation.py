@@ -25,12 +25,14 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import pearsonr
-from sklearn.metrics import f1_score, precision_score, recall_score
 
 from ....cultures import resolve_culture
 from ....db.readers import read_rows
 from ....errors import CulturaError
+from ....lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
+skm = lazy("sklearn.metrics")  # imported on first use (start-up)
 
 #: Binary gold labels (seed 004's specific set) are stored as ratings 5 / 1, so that "relevant at >= t" equals
 #: the gold label for every threshold t in 2..5.
@@ -103,9 +105,9 @@ def binary_metrics(pred, human, *, threshold: float = DEFAULT_THRESHOLD) -> dict
     yt = np.asarray(human, dtype=float) >= threshold
     yp = np.asarray(pred, dtype=float) >= threshold
     return {"threshold": float(threshold),
-            "precision": float(precision_score(yt, yp, zero_division=np.nan)),
-            "recall": float(recall_score(yt, yp, zero_division=np.nan)),
-            "f1": float(f1_score(yt, yp, zero_division=np.nan)),
+            "precision": float(skm.precision_score(yt, yp, zero_division=np.nan)),
+            "recall": float(skm.recall_score(yt, yp, zero_division=np.nan)),
+            "f1": float(skm.f1_score(yt, yp, zero_division=np.nan)),
             "n_positive_human": int(yt.sum()), "n_positive_pred": int(yp.sum())}
 
 
@@ -221,7 +223,7 @@ def _pearson(x, y) -> tuple[float, float, str | None, float, float]:
         return nan, nan, f"only {len(x)} rated pairs; Pearson needs at least 3", nan, nan
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return nan, nan, "one side is constant; the correlation is undefined", nan, nan
-    res = pearsonr(x, y)
+    res = stats.pearsonr(x, y)
     if len(x) > 3:
         ci = res.confidence_interval(0.95)
         lo, hi = float(ci.low), float(ci.high)

@@ -217,3 +217,5 @@ def render_attribution(results, project):
 SUITE = Suite(NAME, attribution_suite, section=render_attribution, description="Cultural attribution of images (seed 004, CAIRe): KB "
                "entity linking, 1-5 judge scores per culture, encoder baseline, Pearson / F1 vs human ratings.")
 
+#: The folder's suites, read by :func:`cultura.evaluate.suites.load_suites`.
+SUITES = (SUITE,)

@@ -33,10 +33,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
-from scipy.stats import rankdata
-from sklearn.cluster import KMeans
-from sklearn.decomposition import PCA
 
 from ....errors import CulturaError
 from ...common import embed_images, embed_texts
@@ -46,6 +42,11 @@ from ...stats_extra import country_permutation_test, effect_band
 from ..registry import Suite, SuiteSkipped, row
 from .data import ConceptSet, load_concept_sets, term_for
 from .report import render_latent
+from ....lazy import lazy
+
+stats = lazy("scipy.stats")  # imported on first use (start-up)
+cluster = lazy("sklearn.cluster")  # imported on first use (start-up)
+decomposition = lazy("sklearn.decomposition")  # imported on first use (start-up)
 
 NAME = "latent"
 DEFAULT_TEMPLATE = "A photo of a {concept}"
@@ -261,7 +262,7 @@ def alignment_rows(per_concept_means: dict, grouping, tg: dict, details: dict) -
     ranks: dict[str, dict[str, float]] = {}
     for concept, means in per_concept_means.items():
         ccs = list(means)
-        r = rankdata([-means[c] for c in ccs], method="average")
+        r = stats.rankdata([-means[c] for c in ccs], method="average")
         for c, rk in zip(ccs, r):
             ranks.setdefault(c, {})[concept] = float(rk)
     out = []
@@ -311,9 +312,9 @@ def projection_rows(sets, embs, captions, template: dict, *, method: str, k: int
                            n_jobs=1).fit_transform(x)
             used = "umap"
         else:
-            xy, used = PCA(n_components=2, random_state=seed).fit_transform(x), "pca"
+            xy, used = decomposition.PCA(n_components=2, random_state=seed).fit_transform(x), "pca"
         kk = max(1, min(int(k), n - 1))
-        km = KMeans(n_clusters=kk, n_init=10, random_state=seed).fit(xy)
+        km = cluster.KMeans(n_clusters=kk, n_init=10, random_state=seed).fit(xy)
         pts = [[round(float(a), 4), round(float(b), 4), "image", c, bool(g)]
                for (a, b), c, g in zip(xy[:-1], cs.countries, cs.in_group)]
         pts.append([round(float(xy[-1, 0]), 4), round(float(xy[-1, 1]), 4), "caption", None, None])

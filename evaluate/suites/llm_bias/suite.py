@@ -330,3 +330,6 @@ def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
 SUITE = Suite(NAME, llm_suite, section=render_llm, description="LLM entity bias (seed 001): CBS per entity type / language / "
                "context kind, sentiment ΔFN/ΔFP, extractive-QA Δaccuracy, tokenizer script coverage.",
                model_kind="llm")
+
+#: The folder's suites, read by :func:`cultura.evaluate.suites.load_suites`.
+SUITES = (SUITE,)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as sps
 
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
 from ..registry import Suite, row
@@ -31,6 +30,9 @@ from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_te
 from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, pairwise_maxsim,
                                               text_tokens_cached)
+from ....lazy import lazy
+
+sps = lazy("scipy.stats")  # imported on first use (start-up)
 
 NAME = "association"
 

@@ -14,9 +14,11 @@ import html as htmlmod
 import math
 
 import numpy as np
-from scipy import stats as sps
 
 from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
+from ....lazy import lazy
+
+sps = lazy("scipy.stats")  # imported on first use (start-up)
 
 ASSOC_ROLES = ("cr", "lb", "ti")
 DESC_ROLES = ("cr", "orlb", "or", "cdr", "lb", "ti")

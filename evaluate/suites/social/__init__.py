@@ -3,7 +3,8 @@ inventories (data), LLM translation of inventories, report section, schema and c
 
 from __future__ import annotations
 
-from .suite import SUITE as _suite
+from ....lazy import lazy_attributes
 
-#: The folder's suites (report section included), registered by :func:`cultura.evaluate.suites.load_suites`.
-SUITES = (_suite,)
+#: The folder's suites (report section included), registered by :func:`cultura.evaluate.suites.load_suites`;
+#: imported on first use (opening a project reads this folder's ``schema`` only).
+__getattr__ = lazy_attributes(__name__, {"SUITES": ".suite:SUITES"})

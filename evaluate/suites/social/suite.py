@@ -376,3 +376,6 @@ SUITE = Suite(NAME, social, section=render_social, description="Social-bias audi
 from .stats import social_statistics  # noqa: E402  (re-exported: the report's entry point)
 
 __all__ = ["social", "social_statistics", "group_scores", "probe_rows"]
+
+#: The folder's suites, read by :func:`cultura.evaluate.suites.load_suites`.
+SUITES = (SUITE,)

@@ -18,7 +18,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from .console import Ctx, cli_error, invoked_command
-from .errors import CulturaError
+from .errors import CulturaError, missing_extra
 
 #: Top-level command → (module defining it in ``COMMANDS``, its one-line help as ``cultura --help`` shows it).
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
@@ -54,6 +54,17 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "caire": ("cultura.curate.caire_commands",
               "Import seed 004's (CAIRe) specific and universal test sets from local files."),
 }
+
+
+def command_path(root: click.Group, args: list[str]) -> str:
+    """The subcommand words of ``args`` (``images tag`` of ``images tag --method clip``)."""
+    words, cmd = [], root
+    for a in args:
+        if not (isinstance(cmd, click.Group) and a in cmd.commands):
+            break
+        words.append(a)
+        cmd = cmd.commands[a]
+    return " ".join(words)
 
 
 class LazyCommands(MutableMapping):
@@ -118,6 +129,12 @@ class CulturaGroup(click.Group):
             return super().invoke(ctx)
         except CulturaError as e:
             raise cli_error(e, args, invoked_command(self, args)) from None
+        except ImportError as e:  # an optional library of an extra that is not installed
+            command = invoked_command(self, args)
+            error = missing_extra(e, f"'cultura {command_path(self, args)}'")
+            if error is None:
+                raise
+            raise cli_error(error, args, command) from None
         except sqlite3.OperationalError as e:
             if "locked" not in str(e) and "busy" not in str(e):
                 raise

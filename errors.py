@@ -53,3 +53,29 @@ class SuiteSkipped(CulturaError):
     """Raised by a suite when the project holds no data it can evaluate (no benchmark of its kind, no caption
     pool, no portrait set). Under ``--suite all`` the run is recorded as ``skipped`` with this reason; asked for
     by name, it is an error that says what to build or import first."""
+
+
+#: Optional libraries → the extra that installs them (pyproject.toml ``[project.optional-dependencies]``).
+EXTRAS = {
+    "torch": "models", "torchvision": "models", "open_clip": "models", "transformers": "models",
+    "sentence_transformers": "models", "safetensors": "models", "tokenizers": "models",
+    "huggingface_hub": "models", "matplotlib": "report", "umap": "umap", "ray": "ray",
+    "datasets": "hub", "mlcroissant": "hub", "crowdkit": "crowd",
+}
+
+
+class MissingExtra(CulturaError):
+    """A command needs an optional library that is not installed (``pip install 'cultura[EXTRA]'``)."""
+
+
+def missing_extra(exc: ImportError, what: str = "This command") -> MissingExtra | None:
+    """The :class:`MissingExtra` for ``exc`` when it is an optional library of :data:`EXTRAS` (else None).
+
+    >>> str(missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"), "'cultura images tag'"))
+    "'cultura images tag' needs torch, which is not installed: run pip install 'cultura[models]' (or 'cultura[all]')."
+    """
+    top = (getattr(exc, "name", None) or "").split(".")[0]
+    if top not in EXTRAS:
+        return None
+    return MissingExtra(f"{what} needs {top}, which is not installed: run pip install 'cultura[{EXTRAS[top]}]' "
+                        f"(or 'cultura[all]').")

@@ -17,7 +17,7 @@ from collections.abc import Iterator, MutableMapping
 import click
 from click.shell_completion import CompletionItem
 
-from .console import Ctx, cli_error, invoked_command
+from .console import Ctx, cli_error, invoked_command, json_usage_error
 from .errors import CulturaError, missing_extra
 
 #: Top-level command → (module defining it in ``COMMANDS``, its one-line help as ``cultura --help`` shows it).
@@ -129,6 +129,8 @@ class CulturaGroup(click.Group):
             return super().invoke(ctx)
         except CulturaError as e:
             raise cli_error(e, args, invoked_command(self, args)) from None
+        except click.ClickException as e:
+            raise json_usage_error(e, args) from None
         except ImportError as e:  # an optional library of an extra that is not installed
             command = invoked_command(self, args)
             error = missing_extra(e, f"'cultura {command_path(self, args)}'")

@@ -2,7 +2,8 @@
 
 Tables take their columns from the union of the rows' keys (in first-seen order), so a key that only some
 rows carry (a note, a reason) is never dropped; cell text is printed literally (``[evaluate.llm]`` is not
-rich markup). With ``--json`` an error is printed as a JSON object on stdout as well as the exit status.
+rich markup). With ``--json`` an error is printed as a JSON object on stderr (stdout stays the command's data,
+empty on failure) with a non-zero exit status.
 """
 from __future__ import annotations
 
@@ -46,6 +47,38 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
+class AliasedOption(click.Option):
+    """An option whose old names still work for one release but are not shown: ``--model`` with
+    ``hidden_aliases=("--encoder",)`` accepts ``--encoder X`` and documents only ``--model``."""
+
+    def __init__(self, *param_decls, hidden_aliases: tuple[str, ...] = (), **kwargs):
+        super().__init__(*param_decls, **kwargs)
+        self.hidden_aliases = tuple(hidden_aliases)
+
+    def get_help_record(self, ctx):
+        opts, secondary = self.opts, self.secondary_opts
+        self.opts = [o for o in opts if o not in self.hidden_aliases]
+        self.secondary_opts = [o for o in secondary if o not in self.hidden_aliases]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts, self.secondary_opts = opts, secondary
+
+
+def option(*param_decls, old: tuple[str, ...] | str = (), **kwargs):
+    """``click.option`` whose ``old`` names are hidden aliases (the one vocabulary: ``--model``, ``--top-k``,
+    ``--overwrite``, ``--retry-failed``, ``--dry-run``, ``--json``)."""
+    old = (old,) if isinstance(old, str) else tuple(old)
+    names = [d for d in param_decls if d.startswith("-")]
+    dest = [d for d in param_decls if not d.startswith("-")]
+    return click.option(*names, *old, *dest, cls=AliasedOption, hidden_aliases=old, **kwargs)
+
+
+def model_option(help: str, **kwargs):
+    """``--model SPEC``: the one name for a model spec on every command (old names as hidden aliases)."""
+    return option("--model", "model", help=help, **kwargs)
+
+
 def json_option(f):
     """Add ``--json``: print machine-readable output instead of tables (errors too)."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
@@ -69,8 +102,14 @@ def columns_of(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(k for r in rows for k in r))
 
 
+#: A cell longer than this (an error, a reason) is printed below the table as a numbered note, at full width,
+#: instead of being folded into a narrow column.
+LONG_CELL = 60
+
+
 def table(title: str | None, rows: list[dict], columns: list[str] | None = None) -> None:
-    """Print ``rows`` as a rich table (columns default to the union of the rows' keys)."""
+    """Print ``rows`` as a rich table (columns default to the union of the rows' keys); cells longer than
+    :data:`LONG_CELL` characters become numbered notes under the table."""
     if not rows:
         out.print(f"[dim]{escape(title) + ': ' if title else ''}nothing to show[/dim]")
         return
@@ -78,9 +117,19 @@ def table(title: str | None, rows: list[dict], columns: list[str] | None = None)
     t = Table(title=escape(title) if title else None, show_lines=False)
     for c in columns:
         t.add_column(escape(str(c)), overflow="fold")
+    notes: list[str] = []
     for r in rows:
-        t.add_row(*["" if r.get(c) is None else escape(str(r.get(c))) for c in columns])
+        cells = []
+        for c in columns:
+            text = "" if r.get(c) is None else str(r.get(c))
+            if len(text) > LONG_CELL:
+                notes.append(f"[{len(notes) + 1}] {c}: {text}")
+                text = f"see [{len(notes)}]"
+            cells.append(escape(text))
+        t.add_row(*cells)
     out.print(t)
+    for note in notes:
+        out.print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 def listing(title: str, rows: list[dict], as_json: bool, columns: list[str] | None = None, *,
@@ -101,18 +150,30 @@ def summary(title: str, data: dict, as_json: bool = False) -> None:
 
 
 class JsonAwareError(click.ClickException):
-    """A library error turned into one sentence; under ``--json`` printed as ``{"error": …}`` on stdout."""
+    """A library error turned into one sentence; under ``--json`` printed as ``{"error": …, "type": …}`` on
+    stderr."""
 
-    def __init__(self, message: str, *, as_json: bool = False, kind: str = "CulturaError"):
+    def __init__(self, message: str, *, as_json: bool = False, kind: str = "CulturaError", exit_code: int = 1):
         super().__init__(message)
         self.as_json = as_json
         self.kind = kind
+        self.exit_code = exit_code
 
     def show(self, file=None) -> None:
         if self.as_json:
-            click.echo(json.dumps({"error": self.format_message(), "type": self.kind}, ensure_ascii=False))
+            click.echo(json.dumps({"error": self.format_message(), "type": self.kind}, ensure_ascii=False), err=True)
         else:
             super().show(file)
+
+
+def json_usage_error(e: click.ClickException, args: list[str]) -> click.ClickException:
+    """Under ``--json``, click's own errors (a missing argument, a bad option value) as a JSON object too."""
+    if "--json" not in args or isinstance(e, JsonAwareError):
+        return e
+    message = e.format_message()
+    if isinstance(e, click.UsageError) and e.ctx is not None:
+        message = f"{message} (see '{e.ctx.command_path} --help')"
+    return JsonAwareError(scrub(message), as_json=True, kind=type(e).__name__, exit_code=e.exit_code)
 
 
 def cli_flag(command: click.Command | None, param: str | None) -> str | None:
@@ -147,6 +208,6 @@ def cli_error(e: CulturaError, args: list[str], command: click.Command | None = 
     return JsonAwareError(msg, as_json="--json" in args, kind=type(e).__name__)
 
 
-__all__ = ["Ctx", "pass_ctx", "json_option", "executor_option",
+__all__ = ["Ctx", "pass_ctx", "json_option", "executor_option", "option", "model_option", "AliasedOption",
            "emit_json", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError"]

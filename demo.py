@@ -197,7 +197,7 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
     out["failures"] = c("images", "failures")
     out["dedup"] = c("images", "dedup")
     out["flags"] = c("images", "flags")
-    out["tag"] = c("images", "tag", "--method", "clip", "--clip-model", "openclip:cultura-tiny", "--top-k", "1",
+    out["tag"] = c("images", "tag", "--method", "clip", "--model", "openclip:cultura-tiny", "--top-k", "1",
                    label="tags by a RANDOM-INIT model (offline demo; build refuses them unless told)")
 
     # ---- annotation in a real Label Studio, with SIMULATED annotators

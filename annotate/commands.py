@@ -2,7 +2,9 @@
 Thin: each command calls one library function of :mod:`cultura.annotate`."""
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import click
 from rich.markup import escape
@@ -63,21 +65,27 @@ def server_status_cmd(ctx, as_json):
 @click.option("--port", type=int, default=8081, show_default=True, help="Port on 127.0.0.1.")
 @click.option("--save", is_flag=True, help="Also record the printed base URL as annotate.image_base_url in "
               "cultura.toml (read by push and adjudicate).")
+@json_option
 @pass_ctx
-def serve_images(ctx, port, save):
+def serve_images(ctx, port, save, as_json):
     """Serve the project's blobs/ read-only over HTTP on 127.0.0.1 (only /blobs/ab/<sha256>.<ext>), so task
     images reach annotators by URL. The printed base URL is what annotate.image_base_url (or push
-    --image-base) takes; --save records it."""
+    --image-base) takes; --save records it. With --json, one JSON line (base_url, blobs, saved) is printed
+    when the server is up."""
     ls_url = os.environ.get("LABEL_STUDIO_URL") or (read_secrets(ctx.project) or {}).get("url")
     httpd = make_server(ctx.project.blobs, port, origins=[ls_url] if ls_url else [])
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     if save:
         ctx.project.config.annotate.image_base_url = base
         ctx.project.save_config()
-    out.print(f"Serving {escape(str(ctx.project.blobs))} at {base}/blobs/ (Ctrl-C stops).", soft_wrap=True)
-    out.print(f"Image base URL: {base}" + ("  (saved as annotate.image_base_url)" if save else
-              f"  (set it with: [annotate] image_base_url = \"{base}\" in cultura.toml, or --save)"), soft_wrap=True,
-              markup=False)
+    if as_json:
+        click.echo(json.dumps({"base_url": base, "blobs": str(ctx.project.blobs), "saved": save}), nl=True)
+        sys.stdout.flush()
+    else:
+        out.print(f"Serving {escape(str(ctx.project.blobs))} at {base}/blobs/ (Ctrl-C stops).", soft_wrap=True)
+        out.print(f"Image base URL: {base}" + ("  (saved as annotate.image_base_url)" if save else
+                  f"  (set it with: [annotate] image_base_url = \"{base}\" in cultura.toml, or --save)"),
+                  soft_wrap=True, markup=False)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

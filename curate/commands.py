@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from ..console import emit_json, executor_option, json_option, listing, out, pass_ctx, summary, table
+from ..console import (emit_json, executor_option, json_option, listing, model_option, option, out, pass_ctx,
+                       summary, table)
 from ..project import init_project
 from .concepts import (
     add_concepts,
@@ -51,7 +52,8 @@ def _nothing_to_do(ctx, stage: str, as_json: bool, when: bool = True) -> bool:
 @click.option("--countries", help="Comma-separated ISO 3166-1 codes, e.g. US,JP,TH.")
 @click.option("--preset", help="A seed's country set: 3xcm, globalrg, caire (countries are added to it).")
 @click.option("--name", help="Project name (default: the folder name).")
-@click.option("--force", "overwrite", is_flag=True, help="Rewrite an existing cultura.toml (the database is kept).")
+@option("--overwrite", "overwrite", old="--force", is_flag=True,
+        help="Rewrite an existing cultura.toml (the database is kept).")
 @json_option
 def init(directory, countries, preset, name, overwrite, as_json):
     """Create a project: DIRECTORY/cultura.toml and DIRECTORY/cultura.db."""
@@ -100,8 +102,8 @@ def concepts():
 
 
 @concepts.command("generate")
-@click.option("--n", "n", type=click.IntRange(1), default=100, show_default=True, help="How many concepts.")
-@click.option("--model", help="LLM model (default: llm.model in cultura.toml).")
+@option("--count", "n", old="--n", type=click.IntRange(1), default=100, show_default=True, help="How many concepts.")
+@model_option("LLM model (default: llm.model in cultura.toml).")
 @json_option
 @pass_ctx
 def concepts_generate(ctx, n, model, as_json):
@@ -160,22 +162,25 @@ def concepts_remove(ctx, name, reason, as_json):
 @concepts.command("dedup")
 @click.option("--threshold", type=float, help="Cosine similarity at or above which concepts merge "
                                               "(default: concepts.dedup_threshold, 0.92).")
-@click.option("--embedder", help="sentence-transformers model or embedder spec (default: BAAI/bge-m3).")
-@click.option("--apply", is_flag=True, help="Record the merges (otherwise only show the clusters).")
+@model_option("sentence-transformers model or embedder spec (default: BAAI/bge-m3).", old="--embedder")
+@click.option("--dry-run", is_flag=True, help="Only show the clusters; record no merge.")
+@click.option("--apply", is_flag=True, hidden=True, help="Record the merges (the default now; kept for one release).")
 @json_option
 @pass_ctx
-def concepts_dedup(ctx, threshold, embedder, apply, as_json):
-    """Find near-duplicate concepts by embedding similarity; --apply records merges."""
+def concepts_dedup(ctx, threshold, model, dry_run, apply, as_json):
+    """Find near-duplicate concepts by embedding similarity and record the merges (--dry-run: only show
+    them)."""
 
-    clusters = dedup_concepts(ctx.project, threshold=threshold, embedder=embedder, apply=apply)
+    apply = not dry_run
+    clusters = dedup_concepts(ctx.project, threshold=threshold, embedder=model, apply=apply)
     rows = [{"keep": c.keep, "merge": ", ".join(c.merge), "min_cosine": round(c.similarity, 4)} for c in clusters]
     if as_json:
         return emit_json({"applied": apply, "clusters": rows})
-    table(f"{len(rows)} clusters" + (" (merged)" if apply else " (not applied: rerun with --apply)"), rows)
+    table(f"{len(rows)} clusters" + (" (merged)" if apply else " (dry run: rerun without --dry-run to merge)"), rows)
 
 
 @concepts.command("translate")
-@click.option("--model", help="LLM model (default: llm.model).")
+@model_option("LLM model (default: llm.model).")
 @click.option("--overwrite", is_flag=True, help="Re-translate terms that came from the LLM (manual ones are kept).")
 @json_option
 @pass_ctx
@@ -245,7 +250,7 @@ def images():
 @images.command("search")
 @click.option("--provider", help="ddgs, urls:PATH (JSONL/CSV/Parquet) or folder:DIR (default: search.provider).")
 @click.option("--per-query", type=click.IntRange(1), help="Results per query (default: search.per_query, 10).")
-@click.option("--refresh", is_flag=True, help="Search again queries that were already searched.")
+@option("--overwrite", "refresh", old="--refresh", is_flag=True, help="Search again queries that were already searched.")
 @json_option
 @pass_ctx
 def images_search(ctx, provider, per_query, refresh, as_json):
@@ -294,7 +299,7 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
 @click.option("--scope", type=click.Choice(["within-concept", "global"]), help="Default: dedup.scope.")
 @click.option("--phash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for pHash.")
 @click.option("--dhash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for dHash.")
-@click.option("--embedder", help="Embedder spec for the embedding method, e.g. openclip:ViT-B-32/openai.")
+@model_option("Embedder spec for the embedding method, e.g. openclip:ViT-B-32/openai.", old="--embedder")
 @click.option("--embedding-threshold", type=float, help="Cosine similarity for the embedding method.")
 @click.option("--embedding-index", type=click.Choice(["auto", "exact", "ivf"]),
               help="Pair search of the embedding method: exact, IVF (approximate recall, exact precision) or "
@@ -302,32 +307,32 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
 @executor_option("dedup")
 @json_option
 @pass_ctx
-def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, embedder, embedding_threshold,
+def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, model, embedding_threshold,
                  embedding_index, executor, as_json):
     """Find exact, perceptual and embedding duplicates; flag culture conflicts. Nothing is deleted."""
 
     if _nothing_to_do(ctx, "dedup", as_json):
         return
     res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
-                       dhash_threshold=dhash_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
+                       dhash_threshold=dhash_threshold, embedder=model, embedding_threshold=embedding_threshold,
                        progress=not as_json, executor=executor, embedding_index=embedding_index)
     summary("images dedup", res, as_json)
 
 
 @images.command("tag")
 @click.option("--method", type=click.Choice(["auto", "llm", "clip"]), help="Default: tag.method (auto).")
-@click.option("--model", help="Vision chat model for --method llm (default: llm.vision_model).")
-@click.option("--clip-model", help="Embedder for --method clip (default: tag.clip_model).")
+@model_option("The model of the method: a vision chat model for llm (default: llm.vision_model) or an "
+              "embedder spec for clip (default: tag.clip_model).", old="--clip-model")
 @click.option("--top-k", type=click.IntRange(1), help="Tags kept per image with --method clip.")
 @click.option("--retry-failed", is_flag=True, help="Retry images whose tagging failed.")
 @click.option("--limit", type=click.IntRange(1), help="Tag at most this many images.")
 @executor_option("tag")
 @json_option
 @pass_ctx
-def images_tag(ctx, method, model, clip_model, top_k, retry_failed, limit, executor, as_json):
+def images_tag(ctx, method, model, top_k, retry_failed, limit, executor, as_json):
     """Multi-label concept tags per image (seed 000 App. I), by vision LLM or CLIP zero-shot."""
 
-    res = tag_images(ctx.project, method=method, model=model, clip_model=clip_model, top_k=top_k,
+    res = tag_images(ctx.project, method=method, model=model, top_k=top_k,
                      retry_failed=retry_failed, limit=limit, progress=not as_json, executor=executor)
     summary("images tag", res, as_json)
 

@@ -161,6 +161,8 @@ def _tag_images(project, *, method: str | None = None, **kwargs) -> dict:
     if method not in TAGGERS:
         raise unknown("tagging method", method, [*TAGGERS, "auto"])
     fn = TAGGERS[method]
+    if method == "clip" and kwargs.get("model") and not kwargs.get("clip_model"):
+        kwargs["clip_model"] = kwargs.pop("model")  # ``model``: the model of whichever method runs
     allowed = {"llm": {"model", "retry_failed", "limit", "llm", "progress"},
                "clip": {"clip_model", "top_k", "min_score", "template", "limit", "embedder", "progress"}}[method]
     try:
@@ -168,10 +170,10 @@ def _tag_images(project, *, method: str | None = None, **kwargs) -> dict:
     except ModelUnavailable as e:
         if method != "clip":
             raise
-        raise CulturaError(f"{fallback or ''}{e} Offline alternatives: local weights ('--clip-model "
+        raise CulturaError(f"{fallback or ''}{e} Offline alternatives: local weights ('--model "
                            "openclip:ARCH/path/to/weights.pt' or a folder), a vision model on a local "
                            "OpenAI-compatible server (llm.base_url and llm.vision_model, then --method llm), or "
-                           "'--clip-model openclip:cultura-tiny' (random-init: for trying the pipeline only; "
+                           "'--model openclip:cultura-tiny' (random-init: for trying the pipeline only; "
                            "build refuses its tags).") from None
 
 

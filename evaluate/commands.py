@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import click
 
@@ -157,14 +158,24 @@ def cache_size_cmd(ctx, as_json):
 
 @cache.command("clear")
 @click.option("--model", default=None, help="Only this model identity (see 'cache size'); default all.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
+@click.option("--dry-run", is_flag=True, help="Only count what would be removed.")
+@json_option
 @pass_ctx
-def cache_clear_cmd(ctx, model, yes):
+def cache_clear_cmd(ctx, model, yes, dry_run, as_json):
     """Delete cached embeddings (they are recomputed on the next run)."""
 
+    if dry_run:
+        models = cache_size(ctx.project)["models"]
+        n = sum(d["image"] + d["text"] for m, d in models.items() if model is None or m == model)
+        return summary("evaluate cache clear (dry run)", {"model": model or "all", "would_remove": n}, as_json)
     if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("Clearing the cache needs a confirmation: add --yes (or --dry-run to count).")
         click.confirm(f"Delete cached embeddings of {model or 'every model'}?", abort=True)
     n = clear_cache(ctx.project, model)
+    if as_json:
+        return emit_json({"model": model or "all", "removed": n})
     out.print(f"Removed {n} cached embedding(s).")
 
 

@@ -21,7 +21,8 @@ def test_library_error_under_json_is_a_json_object(project):
     r = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "annotators", "add", "zoe",
                                  "--email", "not-an-address", "--json"])
     assert r.exit_code == 1
-    err = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.stdout == ""  # errors under --json go to stderr, stdout stays the data
+    err = json.loads(r.stderr.strip().splitlines()[-1])
     assert err == {"error": "--email: 'not-an-address' is not an e-mail address; Label Studio users need one.",
                    "type": "CulturaError"}
 

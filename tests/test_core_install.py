@@ -153,7 +153,7 @@ def test_core_install_curates_real_photos(core_venv, tmp_path):
 def test_a_command_needing_an_extra_names_it(core_venv, tmp_path):
     proj = tmp_path / "proj"
     _cultura(core_venv, "init", str(proj), "--countries", "US,JP")
-    proc = _cultura(core_venv, "images", "tag", "--method", "clip", "--clip-model", "openclip:cultura-tiny",
+    proc = _cultura(core_venv, "images", "tag", "--method", "clip", "--model", "openclip:cultura-tiny",
                     cwd=proj, check=False)
     assert proc.returncode != 0
     assert "pip install 'cultura[models]'" in proc.stderr, proc.stderr

@@ -106,7 +106,7 @@ def test_a_researchers_day(tmp_path, labelstudio):
     assert len(clusters) == 2 and all(c["members"].count("|") == 2 for c in clusters)
 
     # ---------------------------------------------------------------- tag (offline: the tiny random CLIP)
-    t = run.json("images", "tag", "--method", "clip", "--clip-model", "openclip:cultura-tiny", "--top-k", "1")
+    t = run.json("images", "tag", "--method", "clip", "--model", "openclip:cultura-tiny", "--top-k", "1")
     assert t["done"] == planted["distinct"] and "random_init" in t["model"]
 
     # ---------------------------------------------------------------- annotate: image URLs first

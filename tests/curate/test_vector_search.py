@@ -250,7 +250,7 @@ def test_cli_embedding_index_option_is_recorded(world):  # noqa: F811
     p, _, _ = world
     root = str(p.root)
     p.close()
-    r = CliRunner().invoke(cli, ["--project", root, "images", "dedup", "--method", "embedding", "--embedder",
+    r = CliRunner().invoke(cli, ["--project", root, "images", "dedup", "--method", "embedding", "--model",
                                  "fake", "--scope", "global", "--embedding-index", "ivf", "--json"])
     assert r.exit_code == 0, r.output
     from cultura.project import Project

@@ -57,12 +57,12 @@ def _cli(project, *args):
 
 
 def test_attribution_run_requires_an_encoder(photo_world):
-    """There is no fake default: without --encoder (or [evaluate.attribution] encoder) the command stops."""
+    """There is no fake default: without --model (or [evaluate.attribution] encoder) the command stops."""
     project, kbfile, _ = photo_world
     assert _cli(project, "kb", "import", str(kbfile)).exit_code == 0
     r = _cli(project, "attribution", "run", "--judge", "stub")
     assert r.exit_code != 0
-    assert "--encoder" in r.output and "evaluate.attribution" in r.output
+    assert "--model" in r.output and "evaluate.attribution" in r.output
     assert project.db.execute("SELECT count(*) FROM attribution_scores").fetchone()[0] == 0
     from cultura.errors import CulturaError
     from cultura.evaluate.suites.attribution import run_attribution
@@ -76,8 +76,8 @@ def test_identical_image_links_to_its_own_entity(photo_world):
     embedding), through the CLI, with a real open_clip architecture (random init: identity says so)."""
     project, kbfile, shas = photo_world
     assert _cli(project, "kb", "import", str(kbfile)).exit_code == 0
-    r = _cli(project, "attribution", "run", "--encoder", "openclip:cultura-tiny", "--judge", "stub",
-             "--k", "1", "--country", "JP", "--json")
+    r = _cli(project, "attribution", "run", "--model", "openclip:cultura-tiny", "--judge", "stub",
+             "--top-k", "1", "--country", "JP", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["encoder"] == "openclip:cultura-tiny/random_init@seed0" and out["scored"] == 2
@@ -207,8 +207,8 @@ def test_free_text_culture_labels_through_attribution_judge_and_annotation(photo
              "--description", "an ethnic group of West Africa")
     assert r.exit_code == 0, r.output
     openai_stub.responder = _digits_responder
-    r = _cli(project, "attribution", "run", "--encoder", "fake:dim=16", "--judge", "openai:m", "--culture",
-             "Shinto", "--culture", "yoruba", "--country", "JP", "--k", "1", "--json")
+    r = _cli(project, "attribution", "run", "--model", "fake:dim=16", "--judge", "openai:m", "--culture",
+             "Shinto", "--culture", "yoruba", "--country", "JP", "--top-k", "1", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["scored"] == 6
     keys = {k for (k,) in project.db.execute("SELECT DISTINCT country FROM attribution_scores")}
@@ -284,7 +284,7 @@ def test_linking_accuracy_table3_shape_through_cli(photo_world, tmp_path):
     gold.write_text(f"sha256,lemma\n{shas['sushi']},sushi\n{shas['taco']},TACO\n{shas['taco']},Unknown dish\n")
     r = _cli(project, "attribution", "gold", str(gold), "--json")
     assert json.loads(r.output) == {"images": 2, "unmatched": ["Unknown dish"]}
-    r = _cli(project, "attribution", "linking", "--encoder", "fake:dim=16", "--json")
+    r = _cli(project, "attribution", "linking", "--model", "fake:dim=16", "--json")
     assert r.exit_code == 0, r.output
     rows = {x["method"]: x for x in json.loads(r.output)}
     assert set(rows) == {"lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"}
@@ -300,7 +300,7 @@ def test_linking_accuracy_table3_shape_through_cli(photo_world, tmp_path):
                 v = embed_images_cached(project, emb, [shas[name]])[0]
                 hits.append(f"e:{name}" in [e for e, _ in link_image(index, v, k=20, method=method)[:kk]])
             assert rows[method]["acc"][str(kk)] == pytest.approx(np.mean(hits)), (method, kk)
-    r = _cli(project, "attribution", "linking", "--encoder", "fake:dim=16")
+    r = _cli(project, "attribution", "linking", "--model", "fake:dim=16")
     assert "Lemma (V-T)" in r.output and "@20" in r.output
 
 
@@ -476,11 +476,11 @@ def test_import_caire_specific_set_from_parquet(project, tmp_path):
     again = json.loads(_cli(project, "caire", "import-specific", str(tmp_path / "specific.parquet"), "--json").output)
     assert again.get("decisions", 0) == 0  # idempotent
     # a rated-only run scores exactly the 6 rated pairs, and Table 1's metrics come out at >= 4
-    r = _cli(project, "attribution", "run", "--encoder", "fake:dim=16", "--judge", "stub", "--k", "1",
+    r = _cli(project, "attribution", "run", "--model", "fake:dim=16", "--judge", "stub", "--top-k", "1",
              "--rated-only", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["pairs"] == 6
-    r = _cli(project, "attribution", "baseline", "--encoder", "fake:dim=16", "--json")
+    r = _cli(project, "attribution", "baseline", "--model", "fake:dim=16", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["scored"] == 12  # Baseline 1 over the 6 rated labels x 2 images
     ev = json.loads(_cli(project, "attribution", "evaluate", "--aggregation", "pooled", "--json").output)

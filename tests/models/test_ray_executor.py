@@ -182,7 +182,7 @@ def test_cli_executor_ray_embeds_on_ray_into_the_cache(tmp_path, local_ray, mode
     (root / "cultura.toml").write_text(toml.replace("[ray]\n", "[ray]\nactors = 2\n").replace("min_items = 256\n",
                                                                                               "min_items = 0\n"))
     res = CliRunner().invoke(cli, ["--project", str(root), "images", "dedup", "--method", "embedding",
-                                   "--scope", "global", "--embedder", models["clip"], "--executor", "ray", "--json"])
+                                   "--scope", "global", "--model", models["clip"], "--executor", "ray", "--json"])
     assert res.exit_code == 0, res.output
     assert [(c[0], c[1]) for c in calls] == [("EmbedActor", len(shas))]
     assert calls[0][2].is_ray and calls[0][2].actors == 2 and calls[0][2].min_items == 0  # [ray] of cultura.toml

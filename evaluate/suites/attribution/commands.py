@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ....console import emit_json, executor_option, json_option, listing, pass_ctx, summary, table
+from ....console import emit_json, executor_option, json_option, listing, option, pass_ctx, summary, table
 from ....cultures import add_culture_label, registered_labels, resolve_culture
 from ....executor import use_executor
 from ....models.embedders import get_embedder
@@ -50,7 +50,7 @@ def attribution():
     """Cultural attribution of the project's images (CAIRe): judge scores and their evaluation."""
 
 @attribution.command("run")
-@click.option("--encoder", default=None,
+@option("--model", "encoder", old="--encoder", default=None,
               help="Vision-language embedder spec for the KB index and linking, e.g. "
                    "openclip:ViT-SO400M-16-SigLIP-i18n-256/webli (mSigLIP, the seed's); default: [evaluate.attribution] "
                    "encoder in cultura.toml. There is no built-in default.")
@@ -61,7 +61,7 @@ def attribution():
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s): a country code, a registered label or free text such as Shinto "
                    "(repeatable; default: the project's countries).")
-@click.option("--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
+@option("--top-k", "k", old="--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
 @click.option("--method", type=click.Choice(["lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"]),
               default="lemma", show_default=True,
               help="Entity linking: V-T re-ranking (lemma, gloss, frequency) or text keys only (*-t; App. A.3).")
@@ -89,7 +89,8 @@ def attribution_run(ctx, encoder, judge, kb_name, countries, k, method, context,
 def _encoder(project, encoder):
     encoder = encoder or attribution_config(project).get("encoder")
     if not encoder:
-        raise click.UsageError("No encoder: pass --encoder SPEC (e.g. --encoder openclip:ViT-SO400M-16-SigLIP-i18n-256/webli, "
+        raise click.UsageError("No encoder: pass --model SPEC (e.g. --model "
+                               "openclip:ViT-SO400M-16-SigLIP-i18n-256/webli, "
                                "the seed's mSigLIP) or set [evaluate.attribution] encoder = \"...\" in cultura.toml.")
     return encoder
 
@@ -99,7 +100,7 @@ ENCODER_HELP = ("Vision-language embedder spec (e.g. openclip:ViT-SO400M-16-SigL
 
 
 @attribution.command("baseline")
-@click.option("--encoder", default=None, help=ENCODER_HELP)
+@option("--model", "encoder", old="--encoder", default=None, help=ENCODER_HELP)
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s) (repeatable; default: the labels of rated pairs, else the project's countries).")
 @executor_option("evaluate")
@@ -117,12 +118,12 @@ def attribution_baseline(ctx, encoder, countries, executor, as_json):
 
 
 @attribution.command("loglik")
-@click.option("--encoder", default=None, help=ENCODER_HELP)
+@option("--model", "encoder", old="--encoder", default=None, help=ENCODER_HELP)
 @click.option("--scorer", required=True, help="LM scorer spec: hf:NAME_OR_PATH or openai:MODEL (completions).")
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s) (repeatable; default: the project's countries).")
-@click.option("--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
+@option("--top-k", "k", old="--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
 @click.option("--context", type=click.Choice(["entity", "gold"]), default="entity", show_default=True,
               help="Condition on the retrieved top entity's text or on the gold entity's text.")
 @click.option("--alpha", type=float, default=1.0, show_default=True, help="Weight of the base-rate correction.")
@@ -153,12 +154,12 @@ def attribution_gold(ctx, path, kb_name, as_json):
 
 
 @attribution.command("linking")
-@click.option("--encoder", default=None, help=ENCODER_HELP)
+@option("--model", "encoder", old="--encoder", default=None, help=ENCODER_HELP)
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
 @click.option("--method", "methods", multiple=True,
               type=click.Choice(["lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"]),
               help="Linking method(s) (repeatable; default: all six of App. A.3).")
-@click.option("--k", type=click.IntRange(20), default=20, show_default=True,
+@option("--top-k", "k", old="--k", type=click.IntRange(20), default=20, show_default=True,
               help="Candidates retrieved (KB images for V-T, text keys for T); at least 20 for Acc@20.")
 @executor_option("evaluate")
 @json_option

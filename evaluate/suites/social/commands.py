@@ -61,14 +61,17 @@ def inventories_cmd(ctx, as_json):
 @click.argument("language")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
               help="JSONL file to write (push it with 'cultura annotate push translation --from FILE').")
+@json_option
 @pass_ctx
-def translation_items_cmd(ctx, language, out_path):
+def translation_items_cmd(ctx, language, out_path, as_json):
     """Write one language's inventory prompts with their English sources for the translation campaign."""
 
     items = translation_items(ctx.project, language)
     with open(out_path, "w", encoding="utf-8") as f:
         for it in items:
             f.write(json.dumps(it, ensure_ascii=False) + "\n")
+    if as_json:
+        return emit_json({"language": language, "items": len(items), "path": str(out_path)})
     out.print(f"{len(items)} translation item(s) for {language} written to {out_path}")
 
 @social.command("translate-inventory")
@@ -101,10 +104,13 @@ def translate_inventory_cmd(ctx, language, model, sections, overwrite, as_json):
 @click.option("--per-cell", type=click.IntRange(1), default=2, show_default=True,
               help="Images per race × gender cell.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the drawings.")
-def synthetic_cmd(directory, per_cell, seed):
+@json_option
+def synthetic_cmd(directory, per_cell, seed, as_json):
     """Draw a tiny synthetic labelled portrait set (cartoon faces, FairFace layout) to try the audit."""
 
     path = make_synthetic_portraits(directory, per_cell=per_cell, seed=seed)
+    if as_json:
+        return emit_json({"labels": str(path), "images": str(directory)})
     out.print(f"Wrote {path}; import it with 'cultura social import-portraits {path} --images {directory} "
               "--dataset synthetic --synthetic'")
 

@@ -36,7 +36,10 @@ from ...db.pool import EXCLUSION_REASONS as POOL_REASONS
 from ...db.pool import filter_reviewed, image_exclusions
 from ...errors import CulturaError, unknown
 from ...models.tiny import is_random_init
-from .queries import ensure_short_queries, missing_terms
+from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
+from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
+                        native_annotators, position_balance, position_counts, position_orders, signature,
+                        unrated_links, unrated_message, used_variants)
 
 
 class BuildError(CulturaError):
@@ -90,6 +93,7 @@ class Pool:
     reviewed: bool                                  # filter decisions exist
     ratings: bool                                   # relevance decisions exist
     low_relevance_links: int = 0
+    rated: set[tuple[str, str]] = field(default_factory=set)   # (sha, country) links with a relevance rating
     random_tag_sources: list[str] = field(default_factory=list)   # tags used from random-init models
 
     def cultures(self, sha: str) -> set[str]:
@@ -174,7 +178,7 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
         clusters[sha].add(cid)
     return Pool(links=links, tags=tags, clusters=dict(clusters), concept_names=concept_names,
                 excluded=excluded, total=len(raw_links), reviewed=reviewed, ratings=ratings,
-                low_relevance_links=low_links, random_tag_sources=random_sources)
+                low_relevance_links=low_links, random_tag_sources=random_sources, rated=set(rel))
 
 
 # ------------------------------------------------------------------ sampling
@@ -419,12 +423,16 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     seed: int = 0, per_pair: int = 1, concepts: Iterable[str] | None = None,
                     countries: Iterable[str] | None = None, descriptors: Iterable[str] | None = None,
                     allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
-                    allow_random_tags: bool = False) -> dict:
-    """Build, store and return a versioned benchmark (the ``benchmarks`` row plus its ``report``).
+                    allow_random_tags: bool = False, allow_unrated: bool = False) -> dict:
+    """Build, store and return a versioned benchmark (the ``benchmarks`` row plus its ``report``, ``reused`` and
+    ``changes``: what differs from the previous version, or nothing when an identical one was reused).
 
     Everything is checked before anything is written (name + version free, integer seed, a native term for
-    every query concept × country); the benchmark, its items, candidates, the short queries and the query
-    snapshot are then written in one transaction. ``report`` lists what was excluded and why."""
+    every query concept × country, every query the trials' suites need — short descriptor queries are made from
+    the language's pattern where one exists —, a relevance rating for every culture link of the images kept
+    when ratings are used, unless ``allow_unrated``); the benchmark, its items, candidates (in seeded, balanced
+    positions), the short queries and the snapshot of the query variants the trials use are then written in
+    one transaction. ``report`` lists what was excluded and why."""
 
     if kind not in KINDS:
         raise unknown("benchmark kind", kind, KINDS)
@@ -468,23 +476,31 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
         more = f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""
         raise BuildError(f"No native term for {shown}{more}. Run 'cultura concepts translate' or set one "
                          "with 'cultura concepts set-term CONCEPT COUNTRY TERM', then rebuild.")
+    relevance = _relevance_coverage(project, pool, trials, allow_unrated)
+    keys = [(t.concept_id, t.query_country, lang[t.query_country], t.descriptor_country) for t in trials]
+    _complete_queries(project, kind, keys, pool.concept_names)
+    orders = position_orders(len(trials), len(KINDS[kind]), int(seed))
     items = []
-    for t in trials:
+    for t, order in zip(trials, orders):
         cname = pool.concept_names[t.concept_id]
         key = f"{t.query_country}/{t.descriptor_country or '-'}/{cname}/{t.index}"
         items.append({"item_key": key, "concept": cname, "query_country": t.query_country,
                       "query_language": lang[t.query_country], "descriptor_country": t.descriptor_country,
-                      "candidates": [{"role": r, "position": i, "sha256": sha,
+                      "candidates": [{"role": r, "position": order[i], "sha256": sha,
                                       "concept": pool.concept_names[c], "country": k}
                                      for i, (r, sha, c, k) in enumerate(t.candidates)]})
+    counts = position_counts([(c["role"], c["position"]) for c in it["candidates"]] for it in items)
     report = {"images": pool.report(), "sampling": srep, "allow_unreviewed": allow_unreviewed,
-              "min_relevance": min_relevance if pool.ratings else None}
+              "min_relevance": min_relevance if pool.ratings else None, "relevance": relevance,
+              "positions": {"method": POSITION_METHOD, "seed": int(seed), "counts": counts,
+                            **position_balance(counts)}}
     params = {"per_pair": per_pair, "countries": L_codes, "descriptors": D_codes,
               "concepts": sorted(concepts) if concepts else None, "allow_unreviewed": allow_unreviewed,
-              "min_relevance": min_relevance, "allow_random_tags": allow_random_tags}
+              "min_relevance": min_relevance, "allow_random_tags": allow_random_tags,
+              "allow_unrated": allow_unrated, "positions": POSITION_METHOD}
     run_id = dbmod.start_run(db, f"build.{kind}", {"name": name, "version": version, "seed": int(seed),
                                                    **params})
-    pair_set = set(pairs)
+    wanted = {(cid, L, lg, v) for cid, L, lg, D in keys for v in used_variants(kind, D)}
     conn = db.conn
     reused = None
     try:
@@ -494,7 +510,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                                "source"), r)) for r in conn.execute(
                 "SELECT concept_id, country, language, variant, descriptor_country, text, source "
                 "FROM benchmark_queries WHERE status = 'ok' ORDER BY concept_id, country, variant")
-                if (r[0], r[1]) in pair_set]
+                if (r[0], r[1], r[2], r[3]) in wanted]   # exactly the variants the trials use
             queries = [{"concept": pool.concept_names[q["concept_id"]], **{k: v for k, v in q.items()
                                                                            if k != "concept_id"}}
                        for q in qrows]
@@ -506,6 +522,9 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     [name, kind, int(seed), chash, dbmod.dumps(params)]).fetchone()
             if reused:
                 raise _Reused(reused[0])
+            prev = conn.execute("SELECT id FROM benchmarks WHERE name = ? ORDER BY version DESC LIMIT 1",
+                                [name]).fetchone()
+            old = signature(conn, prev[0]) if prev else None
             # re-checked under the write lock: another process may have built this version meanwhile
             version = _next_version(db, name, asked_version)
             bid = _insert(conn, "benchmarks", {
@@ -517,21 +536,58 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     "benchmark_id": bid, "item_key": it["item_key"], "concept_id": t.concept_id,
                     "query_country": t.query_country, "query_language": it["query_language"],
                     "descriptor_country": t.descriptor_country})
-                for i, (r, sha, c, k) in enumerate(t.candidates):
-                    _insert(conn, "benchmark_candidates", {"item_id": iid, "role": r, "position": i,
-                                                           "sha256": sha, "concept_id": c, "country": k})
+                for c, (r, sha, cid, k) in zip(it["candidates"], t.candidates):
+                    _insert(conn, "benchmark_candidates", {"item_id": iid, "role": r, "position": c["position"],
+                                                           "sha256": sha, "concept_id": cid, "country": k})
             for q in qrows:
                 _insert(conn, "benchmark_query_snapshot", {"benchmark_id": bid, **q})
+            changes = describe_changes(old, signature(conn, bid))
     except _Reused as r:
         row = db["benchmarks"].get(r.benchmark_id)
         dbmod.finish_run(db, run_id, {"benchmark_id": row["id"], "n_items": row["n_items"], "reused": True,
                                       "version": row["version"]})
-        return {**row, "report": json.loads(row["report"] or "{}"), "reused": True}
+        return {**row, "report": json.loads(row["report"] or "{}"), "reused": True, "changes": [],
+                "message": f"reused v{row['version']} (nothing changed)"}
     except Exception as e:
         dbmod.finish_run(db, run_id, status="failed", error=str(e))
         raise
-    dbmod.finish_run(db, run_id, {"benchmark_id": bid, "n_items": len(items)})
-    return {**db["benchmarks"].get(bid), "report": report, "reused": False}
+    dbmod.finish_run(db, run_id, {"benchmark_id": bid, "n_items": len(items), "changes": changes})
+    return {**db["benchmarks"].get(bid), "report": report, "reused": False, "changes": changes,
+            "message": f"new v{version}: {'; '.join(changes)}"}
+
+
+def _relevance_coverage(project, pool: Pool, trials: list[Trial], allow_unrated: bool) -> dict:
+    """When relevance ratings are used, every culture link of the images the trials keep must be rated: refuse
+    (naming the countries without a native annotator) unless ``allow_unrated``. Returns the report entry."""
+    if not pool.ratings:
+        return {"used": False, "allow_unrated": allow_unrated, "unrated_links": 0, "unrated_by_country": {}}
+    shas = {sha for t in trials for _, sha, _, _ in t.candidates}
+    unrated = unrated_links(pool.links, pool.rated, shas)
+    n_links = sum(len({k for _, k in pool.links[s]}) for s in shas)
+    if unrated and not allow_unrated:
+        raise BuildError(unrated_message(unrated, native_annotators(project.db), n_links), param="allow_unrated")
+    return {"used": True, "allow_unrated": allow_unrated, "links": n_links,
+            "unrated_links": sum(unrated.values()), "unrated_by_country": unrated}
+
+
+def _complete_queries(project, kind: str, keys: list[tuple], names: dict) -> None:
+    """Every trial must have the query variants its suites need: missing short descriptor queries are made from
+    the query language's pattern (stored, validated); anything still missing refuses the build, naming the
+    command that makes it."""
+    def have():
+        return {tuple(r) for r in project.db.execute(
+            "SELECT concept_id, country, language, variant FROM benchmark_queries WHERE status = 'ok'")}
+    missing = [m for m in missing_queries(kind, keys, have()) if m[3] != "short"]  # short: made at write time
+    if not missing:
+        return
+    ensure_pattern_mentions(project, missing)
+    missing = [m for m in missing_queries(kind, keys, have()) if m[3] != "short"]
+    if missing:
+        miss = set(missing)
+        n_bad = sum(1 for cid, L, lg, D in keys
+                    if any((cid, L, lg, v) in miss for v in used_variants(kind, D, required_only=True)))
+        raise BuildError(missing_query_message(missing, len(keys), names, n_missing_trials=n_bad,
+                                               then=f"rebuild ('cultura build {kind}')"))
 
 
 class _Reused(Exception):

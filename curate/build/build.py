@@ -12,11 +12,16 @@ An image's cultures are the countries whose queries found it (``image_links``); 
 (image, country) below ``min_relevance`` removes that culture. An image "carries a tag of C" when
 ``image_tags`` holds C's name (any source) or the image was found for C. Eligible images passed the human
 filter (or ``allow_unreviewed`` when no filter decision exists), were not dropped by dedup review, carry no
-open ``culture_conflict`` flag and have ``images.status = 'ok'``. No two images of one trial share a duplicate
-cluster, and no image appears twice in a trial.
+open ``culture_conflict`` flag and have ``images.status = 'ok'`` (the pool: :mod:`.eligible`). No two images
+of one trial share a duplicate cluster, and no image appears twice in a trial.
 
 Seed: one ``numpy.random.Generator(PCG64(seed))`` consumed in a fixed order (cells sorted by concept name,
 L, D; every pool sorted by sha256), so the same database and seed give the same benchmark and content hash.
+Candidate positions come from a second stream of the same seed (:func:`.readiness.position_orders`: shuffled
+per trial, balanced in Latin-square blocks); the role is stored beside each position.
+
+A benchmark is stored only when complete (:mod:`.readiness`): every trial has the queries its suites need,
+and, when relevance ratings are used, every culture link of its images is rated (or ``allow_unrated``).
 
 >>> sorted(KINDS)
 ['association', 'descriptor']
@@ -32,18 +37,12 @@ from typing import Iterable
 import numpy as np
 
 from ... import db as dbmod
-from ...db.pool import EXCLUSION_REASONS as POOL_REASONS
-from ...db.pool import filter_reviewed, image_exclusions
-from ...errors import CulturaError, unknown
-from ...models.tiny import is_random_init
+from ...errors import unknown
+from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (BuildError, EXCLUSION_REASONS re-exported)
 from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         native_annotators, position_balance, position_counts, position_orders, signature,
                         unrated_links, unrated_message, used_variants)
-
-
-class BuildError(CulturaError):
-    """A benchmark cannot be built as asked (the message names the fix)."""
 
 
 # ------------------------------------------------------------------ role rules (data, not code)
@@ -75,110 +74,6 @@ KINDS: dict[str, tuple[Role, ...]] = {
     ),
 }
 
-EXCLUSION_REASONS = (*POOL_REASONS, "low_relevance")
-
-
-# ------------------------------------------------------------------ the pool
-
-@dataclass
-class Pool:
-    """Eligible images and what the rules need to know about them."""
-
-    links: dict[str, set[tuple[int, str]]]          # sha -> {(concept_id, country)}
-    tags: dict[str, set[str]]                       # sha -> tag names (own concepts included)
-    clusters: dict[str, set[int]]                   # sha -> duplicate cluster ids
-    concept_names: dict[int, str]
-    excluded: dict[str, str]                        # sha -> first exclusion reason
-    total: int
-    reviewed: bool                                  # filter decisions exist
-    ratings: bool                                   # relevance decisions exist
-    low_relevance_links: int = 0
-    rated: set[tuple[str, str]] = field(default_factory=set)   # (sha, country) links with a relevance rating
-    random_tag_sources: list[str] = field(default_factory=list)   # tags used from random-init models
-
-    def cultures(self, sha: str) -> set[str]:
-        return {c for _, c in self.links[sha]}
-
-    def report(self) -> dict:
-        counts = {r: 0 for r in EXCLUSION_REASONS}
-        for r in self.excluded.values():
-            counts[r] += 1
-        return {"total": self.total, "eligible": len(self.links), "excluded": counts,
-                "low_relevance_links": self.low_relevance_links, "reviewed": self.reviewed,
-                "unreviewed_used": 0 if self.reviewed else len(self.links),
-                "ratings": self.ratings, "random_tag_sources": self.random_tag_sources,
-                "excluded_images": [{"sha256": s, "reason": r} for s, r in sorted(self.excluded.items())]}
-
-
-def _current(db, kind: str) -> list[dict]:
-    """Current (not superseded) decisions of one kind, newest per (sha256, country) kept."""
-    rows = db.execute(
-        "SELECT id, sha256, country, label, value FROM decisions WHERE kind = ? AND superseded = 0 "
-        "AND sha256 IS NOT NULL ORDER BY id", [kind]).fetchall()
-    latest: dict[tuple, dict] = {}
-    for i, sha, country, label, value in rows:
-        latest[(sha, country if kind == "relevance" else None)] = {
-            "sha256": sha, "country": country, "label": label, "value": value}
-    return list(latest.values())
-
-
-def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
-              allow_random_tags: bool = False) -> Pool:
-    """Read the eligible images, their links, tags and duplicate clusters (see module doc for the rules).
-
-    Raises :class:`BuildError` when no filter decision exists and ``allow_unreviewed`` is false, and when tags
-    come from a random-init model (``openclip:cultura-tiny`` …) and ``allow_random_tags`` is false: such tags
-    are noise and would steer which images may be distractors."""
-    db = project.db
-    concept_names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
-    active = {r[0] for r in db.execute("SELECT id FROM concepts WHERE status = 'active'")}
-    raw_links: dict[str, set[tuple[int, str]]] = defaultdict(set)
-    for sha, cid, country in db.execute(
-            "SELECT l.sha256, l.concept_id, l.country FROM image_links l"):
-        if cid in active:
-            raw_links[sha].add((cid, country))
-    reviewed = filter_reviewed(db)
-    if not reviewed and not allow_unreviewed:
-        raise BuildError("No filter decisions exist, so no image has passed the human filter. Run the filter "
-                         "campaign ('cultura annotate push filter', then 'cultura annotate pull' and 'cultura "
-                         "annotate adjudicate'), or pass --allow-unreviewed to build from unreviewed images.")
-    pool_excluded = image_exclusions(db, require_review=True)
-    rel = {(d["sha256"], d["country"]): d["value"] for d in _current(db, "relevance")
-           if d["value"] is not None}
-    ratings = bool(rel) and min_relevance is not None
-
-    excluded: dict[str, str] = {}
-    links: dict[str, set[tuple[int, str]]] = {}
-    low_links = 0
-    for sha in sorted(raw_links):
-        if sha in pool_excluded:
-            excluded[sha] = pool_excluded[sha]
-        else:
-            kept = raw_links[sha]
-            if ratings:
-                kept = {(c, k) for c, k in kept if rel.get((sha, k), min_relevance) >= min_relevance}
-                low_links += len(raw_links[sha]) - len(kept)
-            if kept:
-                links[sha] = kept
-            else:
-                excluded[sha] = "low_relevance"
-    tags: dict[str, set[str]] = {sha: {concept_names[c] for c, _ in ls} for sha, ls in links.items()}
-    random_sources = sorted(r[0] for r in db.execute("SELECT DISTINCT source FROM image_tags")
-                            if is_random_init(r[0]))
-    if random_sources and not allow_random_tags:
-        raise BuildError(f"Image tags from a random-init model ({', '.join(random_sources)}) would steer the "
-                         "distractor choice with noise. Tag with a trained model ('cultura images tag --method "
-                         "llm', or --clip-model with pretrained weights), or pass --allow-random-tags "
-                         "(allow_random_tags=True) to use them anyway.")
-    for sha, tag in db.execute("SELECT sha256, tag FROM image_tags"):
-        if sha in tags:
-            tags[sha].add(tag)
-    clusters: dict[str, set[int]] = defaultdict(set)
-    for cid, sha in db.execute("SELECT cluster_id, sha256 FROM dup_members"):
-        clusters[sha].add(cid)
-    return Pool(links=links, tags=tags, clusters=dict(clusters), concept_names=concept_names,
-                excluded=excluded, total=len(raw_links), reviewed=reviewed, ratings=ratings,
-                low_relevance_links=low_links, random_tag_sources=random_sources, rated=set(rel))
 
 
 # ------------------------------------------------------------------ sampling

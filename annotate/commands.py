@@ -211,7 +211,10 @@ def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, im
     res = push(ctx.project, kind, overlap=overlap, annotators=names.split(",") if names else None, gold=gold,
                batch=batch, source=source, other_countries=other_countries, image_base=image_base,
                prioritise=prioritise)
-    summary(f"annotate push {kind}", res, as_json)
+    summary(f"annotate push {kind}", {k: v for k, v in res.items() if k != "warning"} if not as_json else res,
+            as_json)
+    if res.get("warning") and not as_json:
+        out.print(f"[yellow]{escape(res['warning'])}[/yellow]")
 
 
 @annotate.command("pull")

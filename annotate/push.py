@@ -20,6 +20,7 @@ import httpx
 
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
+from cultura.db.pool import image_exclusions
 from cultura.errors import CulturaError, unknown
 
 from . import priority
@@ -114,7 +115,7 @@ def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, ove
             continue
         ok = [a for a in annotators if eligible(kind, it, a)]
         if not ok:
-            unassigned.append(it["item_key"])
+            unassigned.append((it["item_key"], it.get("country")))
             continue
         if it["item_key"] in gold_keys:
             chosen = ok
@@ -132,8 +133,20 @@ def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, ove
             rows.append({"item_id": it["id"], "annotator_id": a["id"], "project_id": p["id"],
                          "purpose": purpose, "status": "pending", "created_at": now()})
     db["assignments"].insert_all(rows, ignore=True)
-    return {"assignments": len(rows), "under_assigned": under, "unassigned": len(unassigned),
-            "unassigned_examples": unassigned[:5]}
+    by_country: dict[str, int] = {}
+    for _, cc in unassigned:
+        if cc:
+            by_country[cc] = by_country.get(cc, 0) + 1
+    out = {"assignments": len(rows), "under_assigned": under, "unassigned": len(unassigned),
+           "unassigned_examples": [k for k, _ in unassigned[:5]]}
+    if kind == "relevance":  # relevance needs a native annotator per culture (seed 004): name who is missing
+        out["unassigned_countries"] = dict(sorted(by_country.items()))
+        if by_country:
+            out["warning"] = (f"{len(unassigned)} relevance items have no eligible annotator: no active annotator "
+                              f"is native to {', '.join(sorted(by_country))}. Add one per country ('cultura annotate "
+                              f"annotators add NAME --email E --country {min(by_country)}') and push again; until "
+                              "then build refuses these unrated links (or keeps them with --allow-unrated).")
+    return out
 
 
 # ----------------------------------------------------------------------------------- Label Studio I/O
@@ -406,6 +419,19 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
                      conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
 
 
+#: Pool exclusions (:mod:`cultura.db.pool`) that keep an image from annotators: a decision already took it out.
+#: An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
+#: review is for, so those images are still sent.
+PUSH_EXCLUDED = ("image_excluded", "duplicate_dropped", "filter_removed")
+
+
+def _out_of_pool(db, kind: str) -> set[str]:
+    """Images no annotator should see for ``kind``: out of the pool for a reason in :data:`PUSH_EXCLUDED` (a
+    dedup review still sees dropped copies of the sets it decides)."""
+    reasons = PUSH_EXCLUDED if kind != "dedup-review" else ("image_excluded", "filter_removed")
+    return {sha for sha, r in image_exclusions(db).items() if r in reasons}
+
+
 def _push(project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
           chunk, max_tasks, on_chunk, prioritise) -> dict:
     db = project.db
@@ -437,8 +463,11 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
     rng = random.Random(seed)
     gold_keys = {r["item_key"] for r in (gold_rows if gold is None else
                                          rng.sample(gold_rows, min(gold, len(gold_rows))))}
-    # gold items not selected for mixing are left out of this push
-    pool = [r for r in stored if not r["gold"] or r["item_key"] in gold_keys]
+    # gold items not selected for mixing are left out of this push; so are images already out of the pool
+    out_of_pool = _out_of_pool(db, kind)
+    pool = [r for r in stored if (not r["gold"] or r["item_key"] in gold_keys)
+            and r.get("sha256") not in out_of_pool]
+    left_out = sum(1 for r in stored if r.get("sha256") in out_of_pool)
     with transaction(db):
         counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
     conn = conn or connect(project)
@@ -454,5 +483,5 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
         except ProjectMissing as e:
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
-            "gold_items": len(gold_keys), **counts, "tasks_created": created, "tasks_updated": updated,
+            "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created, "tasks_updated": updated,
             "image_base": image_base, "missing_projects": missing}

@@ -131,7 +131,21 @@ def warnings(project, results: list[dict]) -> list[str]:
         out.append(f"Benchmark{'s' if len(tagged) > 1 else ''} {', '.join(tagged)} chose distractors with image "
                    "tags from a random-init model (--allow-random-tags): "
                    f"{'their' if len(tagged) > 1 else 'its'} trials are for trying the pipeline.")
-    return out
+    return out + degenerate_warnings(results)
+
+
+def degenerate_warnings(results: list[dict]) -> list[str]:
+    """One banner per reason that makes numbers trivial (``details.degenerate``: k covering the whole pool, one
+    language, one class), naming the suite and metrics it affects."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        why = (r.get("details") or {}).get("degenerate")
+        if why:
+            metrics = by_reason.setdefault((r["suite"], why), [])
+            if r["metric"] not in metrics:
+                metrics.append(r["metric"])
+    return [f"Degenerate numbers in {suite} ({', '.join(metrics)}): {why}. They are trivial by construction, "
+            "not findings." for (suite, why), metrics in by_reason.items()]
 
 
 def pool_section(project) -> ReportSection | None:

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.demo import COUNTRIES, PLAN, TERMS as DEMO_TERMS, real_photos
+from cultura.demo import COUNTRIES, GERMAN_MENTIONS, PLAN, TERMS as DEMO_TERMS, real_photos
 
 pytestmark = pytest.mark.labelstudio
 
@@ -177,11 +177,13 @@ def test_a_researchers_day(tmp_path, labelstudio):
         assert {f["status"] for f in run.json("images", "flags", "--status", "all")} == {"resolved"}
 
         rel = run.json("annotate", "push", "relevance", "--overlap", "1")
-        assert rel["tasks_created"] == rel["items"] > 0
+        # the two copies reviewers dropped are out of the pool: never sent to annotators
+        assert rel["out_of_pool"] > 0 and rel["tasks_created"] == rel["items"] - rel["out_of_pool"] > 0
+        assert rel["unassigned_countries"] == {}
         run("annotate", "simulate", "relevance", "--disagreement", "0")
         run("annotate", "pull")
         rd = run.json("annotate", "adjudicate", "--campaign", "relevance")[0]
-        assert rd["pending"] == 0 and rd["decided"] == rel["items"]
+        assert rd["pending"] == 0 and rd["decided"] == rel["items"] - rel["out_of_pool"]
         campaigns = {c["campaign"]: c for c in run.json("annotate", "campaigns", "list")}
         assert set(campaigns) == {"filter", "dedup-review", "relevance"}
         run("annotate", "campaigns", "close", "relevance")
@@ -201,6 +203,11 @@ def test_a_researchers_day(tmp_path, labelstudio):
     assert img["random_tag_sources"] and img["eligible"] + sum(img["excluded"].values()) == img["total"]
     mq = run.json("build", "mention-queries", "--method", "pattern")
     assert mq, "mention_<CC> descriptor queries"
+    refused = run("build", "descriptor", "--allow-random-tags", ok=False)   # German has no pattern
+    assert "mention_" in refused and "cultura build set-query" in refused and "× DE" in refused
+    for concept, terms in DEMO_TERMS.items():
+        for cc, phrase in GERMAN_MENTIONS.items():
+            run("build", "set-query", concept, "DE", f"mention_{cc}", f"{terms['DE']} {phrase}")
     bd = run.json("build", "descriptor", "--allow-random-tags")
     assert bd["n_items"] > 0
 

@@ -12,11 +12,16 @@ An image's cultures are the countries whose queries found it (``image_links``); 
 (image, country) below ``min_relevance`` removes that culture. An image "carries a tag of C" when
 ``image_tags`` holds C's name (any source) or the image was found for C. Eligible images passed the human
 filter (or ``allow_unreviewed`` when no filter decision exists), were not dropped by dedup review, carry no
-open ``culture_conflict`` flag and have ``images.status = 'ok'``. No two images of one trial share a duplicate
-cluster, and no image appears twice in a trial.
+open ``culture_conflict`` flag and have ``images.status = 'ok'`` (the pool: :mod:`.eligible`). No two images
+of one trial share a duplicate cluster, and no image appears twice in a trial.
 
 Seed: one ``numpy.random.Generator(PCG64(seed))`` consumed in a fixed order (cells sorted by concept name,
 L, D; every pool sorted by sha256), so the same database and seed give the same benchmark and content hash.
+Candidate positions come from a second stream of the same seed (:func:`.readiness.position_orders`: shuffled
+per trial, balanced in Latin-square blocks); the role is stored beside each position.
+
+A benchmark is stored only when complete (:mod:`.readiness`): every trial has the queries its suites need,
+and, when relevance ratings are used, every culture link of its images is rated (or ``allow_unrated``).
 
 >>> sorted(KINDS)
 ['association', 'descriptor']
@@ -32,15 +37,12 @@ from typing import Iterable
 import numpy as np
 
 from ... import db as dbmod
-from ...db.pool import EXCLUSION_REASONS as POOL_REASONS
-from ...db.pool import filter_reviewed, image_exclusions
-from ...errors import CulturaError, unknown
-from ...models.tiny import is_random_init
-from .queries import ensure_short_queries, missing_terms
-
-
-class BuildError(CulturaError):
-    """A benchmark cannot be built as asked (the message names the fix)."""
+from ...errors import unknown
+from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (BuildError, EXCLUSION_REASONS re-exported)
+from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
+from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
+                        native_annotators, position_balance, position_counts, position_orders, signature,
+                        unrated_links, unrated_message, used_variants)
 
 
 # ------------------------------------------------------------------ role rules (data, not code)
@@ -72,109 +74,6 @@ KINDS: dict[str, tuple[Role, ...]] = {
     ),
 }
 
-EXCLUSION_REASONS = (*POOL_REASONS, "low_relevance")
-
-
-# ------------------------------------------------------------------ the pool
-
-@dataclass
-class Pool:
-    """Eligible images and what the rules need to know about them."""
-
-    links: dict[str, set[tuple[int, str]]]          # sha -> {(concept_id, country)}
-    tags: dict[str, set[str]]                       # sha -> tag names (own concepts included)
-    clusters: dict[str, set[int]]                   # sha -> duplicate cluster ids
-    concept_names: dict[int, str]
-    excluded: dict[str, str]                        # sha -> first exclusion reason
-    total: int
-    reviewed: bool                                  # filter decisions exist
-    ratings: bool                                   # relevance decisions exist
-    low_relevance_links: int = 0
-    random_tag_sources: list[str] = field(default_factory=list)   # tags used from random-init models
-
-    def cultures(self, sha: str) -> set[str]:
-        return {c for _, c in self.links[sha]}
-
-    def report(self) -> dict:
-        counts = {r: 0 for r in EXCLUSION_REASONS}
-        for r in self.excluded.values():
-            counts[r] += 1
-        return {"total": self.total, "eligible": len(self.links), "excluded": counts,
-                "low_relevance_links": self.low_relevance_links, "reviewed": self.reviewed,
-                "unreviewed_used": 0 if self.reviewed else len(self.links),
-                "ratings": self.ratings, "random_tag_sources": self.random_tag_sources,
-                "excluded_images": [{"sha256": s, "reason": r} for s, r in sorted(self.excluded.items())]}
-
-
-def _current(db, kind: str) -> list[dict]:
-    """Current (not superseded) decisions of one kind, newest per (sha256, country) kept."""
-    rows = db.execute(
-        "SELECT id, sha256, country, label, value FROM decisions WHERE kind = ? AND superseded = 0 "
-        "AND sha256 IS NOT NULL ORDER BY id", [kind]).fetchall()
-    latest: dict[tuple, dict] = {}
-    for i, sha, country, label, value in rows:
-        latest[(sha, country if kind == "relevance" else None)] = {
-            "sha256": sha, "country": country, "label": label, "value": value}
-    return list(latest.values())
-
-
-def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
-              allow_random_tags: bool = False) -> Pool:
-    """Read the eligible images, their links, tags and duplicate clusters (see module doc for the rules).
-
-    Raises :class:`BuildError` when no filter decision exists and ``allow_unreviewed`` is false, and when tags
-    come from a random-init model (``openclip:cultura-tiny`` …) and ``allow_random_tags`` is false: such tags
-    are noise and would steer which images may be distractors."""
-    db = project.db
-    concept_names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
-    active = {r[0] for r in db.execute("SELECT id FROM concepts WHERE status = 'active'")}
-    raw_links: dict[str, set[tuple[int, str]]] = defaultdict(set)
-    for sha, cid, country in db.execute(
-            "SELECT l.sha256, l.concept_id, l.country FROM image_links l"):
-        if cid in active:
-            raw_links[sha].add((cid, country))
-    reviewed = filter_reviewed(db)
-    if not reviewed and not allow_unreviewed:
-        raise BuildError("No filter decisions exist, so no image has passed the human filter. Run the filter "
-                         "campaign ('cultura annotate push filter', then 'cultura annotate pull' and 'cultura "
-                         "annotate adjudicate'), or pass --allow-unreviewed to build from unreviewed images.")
-    pool_excluded = image_exclusions(db, require_review=True)
-    rel = {(d["sha256"], d["country"]): d["value"] for d in _current(db, "relevance")
-           if d["value"] is not None}
-    ratings = bool(rel) and min_relevance is not None
-
-    excluded: dict[str, str] = {}
-    links: dict[str, set[tuple[int, str]]] = {}
-    low_links = 0
-    for sha in sorted(raw_links):
-        if sha in pool_excluded:
-            excluded[sha] = pool_excluded[sha]
-        else:
-            kept = raw_links[sha]
-            if ratings:
-                kept = {(c, k) for c, k in kept if rel.get((sha, k), min_relevance) >= min_relevance}
-                low_links += len(raw_links[sha]) - len(kept)
-            if kept:
-                links[sha] = kept
-            else:
-                excluded[sha] = "low_relevance"
-    tags: dict[str, set[str]] = {sha: {concept_names[c] for c, _ in ls} for sha, ls in links.items()}
-    random_sources = sorted(r[0] for r in db.execute("SELECT DISTINCT source FROM image_tags")
-                            if is_random_init(r[0]))
-    if random_sources and not allow_random_tags:
-        raise BuildError(f"Image tags from a random-init model ({', '.join(random_sources)}) would steer the "
-                         "distractor choice with noise. Tag with a trained model ('cultura images tag --method "
-                         "llm', or --clip-model with pretrained weights), or pass --allow-random-tags "
-                         "(allow_random_tags=True) to use them anyway.")
-    for sha, tag in db.execute("SELECT sha256, tag FROM image_tags"):
-        if sha in tags:
-            tags[sha].add(tag)
-    clusters: dict[str, set[int]] = defaultdict(set)
-    for cid, sha in db.execute("SELECT cluster_id, sha256 FROM dup_members"):
-        clusters[sha].add(cid)
-    return Pool(links=links, tags=tags, clusters=dict(clusters), concept_names=concept_names,
-                excluded=excluded, total=len(raw_links), reviewed=reviewed, ratings=ratings,
-                low_relevance_links=low_links, random_tag_sources=random_sources)
 
 
 # ------------------------------------------------------------------ sampling
@@ -419,12 +318,16 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     seed: int = 0, per_pair: int = 1, concepts: Iterable[str] | None = None,
                     countries: Iterable[str] | None = None, descriptors: Iterable[str] | None = None,
                     allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
-                    allow_random_tags: bool = False) -> dict:
-    """Build, store and return a versioned benchmark (the ``benchmarks`` row plus its ``report``).
+                    allow_random_tags: bool = False, allow_unrated: bool = False) -> dict:
+    """Build, store and return a versioned benchmark (the ``benchmarks`` row plus its ``report``, ``reused`` and
+    ``changes``: what differs from the previous version, or nothing when an identical one was reused).
 
     Everything is checked before anything is written (name + version free, integer seed, a native term for
-    every query concept × country); the benchmark, its items, candidates, the short queries and the query
-    snapshot are then written in one transaction. ``report`` lists what was excluded and why."""
+    every query concept × country, every query the trials' suites need — short descriptor queries are made from
+    the language's pattern where one exists —, a relevance rating for every culture link of the images kept
+    when ratings are used, unless ``allow_unrated``); the benchmark, its items, candidates (in seeded, balanced
+    positions), the short queries and the snapshot of the query variants the trials use are then written in
+    one transaction. ``report`` lists what was excluded and why."""
 
     if kind not in KINDS:
         raise unknown("benchmark kind", kind, KINDS)
@@ -468,23 +371,31 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
         more = f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""
         raise BuildError(f"No native term for {shown}{more}. Run 'cultura concepts translate' or set one "
                          "with 'cultura concepts set-term CONCEPT COUNTRY TERM', then rebuild.")
+    relevance = _relevance_coverage(project, pool, trials, allow_unrated)
+    keys = [(t.concept_id, t.query_country, lang[t.query_country], t.descriptor_country) for t in trials]
+    _complete_queries(project, kind, keys, pool.concept_names)
+    orders = position_orders(len(trials), len(KINDS[kind]), int(seed))
     items = []
-    for t in trials:
+    for t, order in zip(trials, orders):
         cname = pool.concept_names[t.concept_id]
         key = f"{t.query_country}/{t.descriptor_country or '-'}/{cname}/{t.index}"
         items.append({"item_key": key, "concept": cname, "query_country": t.query_country,
                       "query_language": lang[t.query_country], "descriptor_country": t.descriptor_country,
-                      "candidates": [{"role": r, "position": i, "sha256": sha,
+                      "candidates": [{"role": r, "position": order[i], "sha256": sha,
                                       "concept": pool.concept_names[c], "country": k}
                                      for i, (r, sha, c, k) in enumerate(t.candidates)]})
+    counts = position_counts([(c["role"], c["position"]) for c in it["candidates"]] for it in items)
     report = {"images": pool.report(), "sampling": srep, "allow_unreviewed": allow_unreviewed,
-              "min_relevance": min_relevance if pool.ratings else None}
+              "min_relevance": min_relevance if pool.ratings else None, "relevance": relevance,
+              "positions": {"method": POSITION_METHOD, "seed": int(seed), "counts": counts,
+                            **position_balance(counts)}}
     params = {"per_pair": per_pair, "countries": L_codes, "descriptors": D_codes,
               "concepts": sorted(concepts) if concepts else None, "allow_unreviewed": allow_unreviewed,
-              "min_relevance": min_relevance, "allow_random_tags": allow_random_tags}
+              "min_relevance": min_relevance, "allow_random_tags": allow_random_tags,
+              "allow_unrated": allow_unrated, "positions": POSITION_METHOD}
     run_id = dbmod.start_run(db, f"build.{kind}", {"name": name, "version": version, "seed": int(seed),
                                                    **params})
-    pair_set = set(pairs)
+    wanted = {(cid, L, lg, v) for cid, L, lg, D in keys for v in used_variants(kind, D)}
     conn = db.conn
     reused = None
     try:
@@ -494,7 +405,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                                "source"), r)) for r in conn.execute(
                 "SELECT concept_id, country, language, variant, descriptor_country, text, source "
                 "FROM benchmark_queries WHERE status = 'ok' ORDER BY concept_id, country, variant")
-                if (r[0], r[1]) in pair_set]
+                if (r[0], r[1], r[2], r[3]) in wanted]   # exactly the variants the trials use
             queries = [{"concept": pool.concept_names[q["concept_id"]], **{k: v for k, v in q.items()
                                                                            if k != "concept_id"}}
                        for q in qrows]
@@ -506,6 +417,9 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     [name, kind, int(seed), chash, dbmod.dumps(params)]).fetchone()
             if reused:
                 raise _Reused(reused[0])
+            prev = conn.execute("SELECT id FROM benchmarks WHERE name = ? ORDER BY version DESC LIMIT 1",
+                                [name]).fetchone()
+            old = signature(conn, prev[0]) if prev else None
             # re-checked under the write lock: another process may have built this version meanwhile
             version = _next_version(db, name, asked_version)
             bid = _insert(conn, "benchmarks", {
@@ -517,21 +431,58 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     "benchmark_id": bid, "item_key": it["item_key"], "concept_id": t.concept_id,
                     "query_country": t.query_country, "query_language": it["query_language"],
                     "descriptor_country": t.descriptor_country})
-                for i, (r, sha, c, k) in enumerate(t.candidates):
-                    _insert(conn, "benchmark_candidates", {"item_id": iid, "role": r, "position": i,
-                                                           "sha256": sha, "concept_id": c, "country": k})
+                for c, (r, sha, cid, k) in zip(it["candidates"], t.candidates):
+                    _insert(conn, "benchmark_candidates", {"item_id": iid, "role": r, "position": c["position"],
+                                                           "sha256": sha, "concept_id": cid, "country": k})
             for q in qrows:
                 _insert(conn, "benchmark_query_snapshot", {"benchmark_id": bid, **q})
+            changes = describe_changes(old, signature(conn, bid))
     except _Reused as r:
         row = db["benchmarks"].get(r.benchmark_id)
         dbmod.finish_run(db, run_id, {"benchmark_id": row["id"], "n_items": row["n_items"], "reused": True,
                                       "version": row["version"]})
-        return {**row, "report": json.loads(row["report"] or "{}"), "reused": True}
+        return {**row, "report": json.loads(row["report"] or "{}"), "reused": True, "changes": [],
+                "message": f"reused v{row['version']} (nothing changed)"}
     except Exception as e:
         dbmod.finish_run(db, run_id, status="failed", error=str(e))
         raise
-    dbmod.finish_run(db, run_id, {"benchmark_id": bid, "n_items": len(items)})
-    return {**db["benchmarks"].get(bid), "report": report, "reused": False}
+    dbmod.finish_run(db, run_id, {"benchmark_id": bid, "n_items": len(items), "changes": changes})
+    return {**db["benchmarks"].get(bid), "report": report, "reused": False, "changes": changes,
+            "message": f"new v{version}: {'; '.join(changes)}"}
+
+
+def _relevance_coverage(project, pool: Pool, trials: list[Trial], allow_unrated: bool) -> dict:
+    """When relevance ratings are used, every culture link of the images the trials keep must be rated: refuse
+    (naming the countries without a native annotator) unless ``allow_unrated``. Returns the report entry."""
+    if not pool.ratings:
+        return {"used": False, "allow_unrated": allow_unrated, "unrated_links": 0, "unrated_by_country": {}}
+    shas = {sha for t in trials for _, sha, _, _ in t.candidates}
+    unrated = unrated_links(pool.links, pool.rated, shas)
+    n_links = sum(len({k for _, k in pool.links[s]}) for s in shas)
+    if unrated and not allow_unrated:
+        raise BuildError(unrated_message(unrated, native_annotators(project.db), n_links), param="allow_unrated")
+    return {"used": True, "allow_unrated": allow_unrated, "links": n_links,
+            "unrated_links": sum(unrated.values()), "unrated_by_country": unrated}
+
+
+def _complete_queries(project, kind: str, keys: list[tuple], names: dict) -> None:
+    """Every trial must have the query variants its suites need: missing short descriptor queries are made from
+    the query language's pattern (stored, validated); anything still missing refuses the build, naming the
+    command that makes it."""
+    def have():
+        return {tuple(r) for r in project.db.execute(
+            "SELECT concept_id, country, language, variant FROM benchmark_queries WHERE status = 'ok'")}
+    missing = [m for m in missing_queries(kind, keys, have()) if m[3] != "short"]  # short: made at write time
+    if not missing:
+        return
+    ensure_pattern_mentions(project, missing)
+    missing = [m for m in missing_queries(kind, keys, have()) if m[3] != "short"]
+    if missing:
+        miss = set(missing)
+        n_bad = sum(1 for cid, L, lg, D in keys
+                    if any((cid, L, lg, v) in miss for v in used_variants(kind, D, required_only=True)))
+        raise BuildError(missing_query_message(missing, len(keys), names, n_missing_trials=n_bad,
+                                               then=f"rebuild ('cultura build {kind}')"))
 
 
 class _Reused(Exception):

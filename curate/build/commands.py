@@ -21,8 +21,16 @@ def _print_report(b: dict, as_json: bool) -> None:
         return emit_json(b)
     rep = b["report"]
     img, smp = rep["images"], rep["sampling"]
-    out.print(f"Built [bold]{b['name']}@{b['version']}[/bold] ({b['kind']}, seed {b['seed']}): "
+    verb = "Reused" if b.get("reused") else "Built"
+    out.print(f"{verb} [bold]{b['name']}@{b['version']}[/bold] ({b['kind']}, seed {b['seed']}): "
               f"{b['n_items']} trials, content hash {b['content_hash'][:16]}…")
+    if b.get("message"):
+        out.print(escape(f"{b['name']}: {b['message']}"))
+    rel = rep.get("relevance") or {}
+    if rel.get("unrated_links"):
+        per = ", ".join(f"{k}: {v}" for k, v in rel["unrated_by_country"].items())
+        out.print(f"[yellow]{rel['unrated_links']} image × culture links are kept unrated ({escape(per)}; "
+                  "--allow-unrated); the dataset card says so.[/yellow]")
     if not img["reviewed"]:
         out.print(f"[yellow]No filter decisions exist: {img['unreviewed_used']} unreviewed images were used "
                   "(--allow-unreviewed).[/yellow]")
@@ -57,6 +65,9 @@ def _build_options(f):
         click.option("--allow-random-tags", is_flag=True,
                      help="Use image tags from a random-init model (e.g. openclip:cultura-tiny): for demos and "
                           "tests only; the benchmark report records it."),
+        click.option("--allow-unrated", is_flag=True,
+                     help="When relevance ratings are used, keep image × culture links nobody rated (by default "
+                          "they refuse the build); the report and the dataset card record it."),
         json_option,
     ]
     for o in reversed(opts):
@@ -73,12 +84,13 @@ def build():
 @_build_options
 @pass_ctx
 def build_association(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed,
-                      min_relevance, allow_random_tags, as_json):
+                      min_relevance, allow_random_tags, allow_unrated, as_json):
     """Three-candidate trials (cr, lb, ti) per concept × query country (seed 000 RQ2)."""
 
     b = build_benchmark(ctx.project, "association", name=name, version=version, seed=seed, per_pair=per_pair,
                         concepts=_csv(concepts), countries=_csv(countries), allow_unreviewed=allow_unreviewed,
-                        min_relevance=min_relevance, allow_random_tags=allow_random_tags)
+                        min_relevance=min_relevance, allow_random_tags=allow_random_tags,
+                        allow_unrated=allow_unrated)
     _print_report(b, as_json)
 
 
@@ -87,14 +99,14 @@ def build_association(ctx, name, version, seed, per_pair, concepts, countries, a
 @click.option("--descriptors", help="Comma-separated descriptor countries D (default: the query countries).")
 @pass_ctx
 def build_descriptor(ctx, name, version, seed, per_pair, concepts, countries, allow_unreviewed, min_relevance,
-                     allow_random_tags, as_json, descriptors):
+                     allow_random_tags, allow_unrated, as_json, descriptors):
     """Six-candidate trials (cr, orlb, or, cdr, lb, ti) per concept × query country × descriptor country
     (seed 000 RQ3)."""
 
     b = build_benchmark(ctx.project, "descriptor", name=name, version=version, seed=seed, per_pair=per_pair,
                         concepts=_csv(concepts), countries=_csv(countries), descriptors=_csv(descriptors),
                         allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
-                        allow_random_tags=allow_random_tags)
+                        allow_random_tags=allow_random_tags, allow_unrated=allow_unrated)
     _print_report(b, as_json)
 
 

@@ -33,6 +33,7 @@ from ... import db as dbmod
 from ...errors import CulturaError, unknown
 from ...templates import render_template
 from .build import KINDS, get_benchmark
+from .readiness import card_data, check_ready
 
 FORMATS = ("parquet", "jsonl", "webdataset")  # keys of WRITERS (defined below)
 
@@ -291,14 +292,18 @@ def card_context(project, tables: dict) -> dict:
                   for (k, r), v in sorted(by_kind.items())]
     bcfg = project.config.build
     benchmarks = []
+    rows = {(r["name"], r["version"]): r for r in tables.get("_bench_rows", [])}
     for b in tables["benchmarks"]:
         rep = json.loads(b["report"] or "{}")
         roles = defaultdict(int)
         for c in tables["candidates"]:
             if c["benchmark"] == b["name"]:
                 roles[c["role"]] += 1
+        row = rows.get((b["name"], b["version"]))
         benchmarks.append({**b, "params": json.loads(b["params"] or "{}"), "report": rep,
-                           "roles": dict(sorted(roles.items()))})
+                           "roles": dict(sorted(roles.items())),
+                           "readiness": card_data(project, row, [r.name for r in KINDS.get(b["kind"], ())])
+                           if row else None})
     return {
         "title": bcfg.title or project.config.project.name, "benchmarks": benchmarks,
         "countries": countries, "country_rows": country_rows, "concepts": concepts,
@@ -357,8 +362,11 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ExportError(f"{dest} is not an empty folder. Choose a new folder (it is created) or empty this "
                           "one; an export never overwrites files.")
+    for b in _resolve(project, benchmarks):  # an incomplete benchmark is never published
+        check_ready(project, b)
     tables = collect(project, benchmarks)
     bms = tables.pop("_benchmarks")
+    tables["_bench_rows"] = bms
     dest.parent.mkdir(parents=True, exist_ok=True)
     _sweep_tmp(project, dest)
     # the temp folder is named after this process's lease: a later export removes it if this process dies

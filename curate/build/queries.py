@@ -497,6 +497,27 @@ def build_mention_queries(project, *, method: str = "llm", llm=None, model: str 
     return counts
 
 
+def ensure_pattern_mentions(project, keys: Iterable[tuple]) -> dict:
+    """Make the missing short descriptor queries ``keys`` (``(concept_id, country, language, "mention_<CC>")``)
+    from the query language's pattern where it has one (validated and stored like :func:`build_mention_queries`
+    with ``method="pattern"``; manual and valid texts kept). Languages without a pattern are left to the caller
+    (counted under ``no_pattern``). One transaction."""
+    terms = _terms(project)
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "no_pattern": 0}
+    with transaction(project.db):
+        for cid, country, language, variant in sorted(set(keys)):
+            d = variant.rsplit("_", 1)[1]
+            term = terms.get((cid, country))
+            text = pattern_mention(term, language, d) if term else None
+            if text is None:
+                counts["no_pattern"] += 1
+                continue
+            reason = validate_text(text, term, cue_patterns(allow=[d], language=language))
+            counts[_store(project.db.conn, cid, country, language, variant, d, text, "pattern", reason,
+                          False)] += 1
+    return counts
+
+
 def build_queries(project, *, verbose: bool = True, descriptors: bool = True, llm=None, model=None,
                   concepts=None, countries=None, overwrite: bool = False) -> dict:
     """All variants: short (terms), then verbose and descriptor ones (short ``mention_<CC>`` and verbose

@@ -76,3 +76,11 @@ def _num(x):
     return None if x is None else float(x)
 
 
+def degenerate(rows: list[dict], reason: str | None) -> list[dict]:
+    """Mark result rows whose input makes them trivial (k covers the whole pool, one language, one class):
+    ``details["degenerate"]`` holds the reason, which the report repeats in its warnings. Returns ``rows``."""
+    if reason:
+        for r in rows:
+            r["details"]["degenerate"] = reason
+    return rows
+

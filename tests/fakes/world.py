@@ -75,6 +75,28 @@ def make_world(project, concepts=("bus", "temple", "food"), countries=None, per_
     return {"concepts": ids, "images": images, "countries": countries}
 
 
+def mention_queries(project, countries=None) -> int:
+    """A hand-set short descriptor query ``mention_<D>`` ("<term> (D)") for every active concept × query country
+    L × descriptor country D ≠ L (as a person would set them with 'cultura build set-query'). Returns rows."""
+    db = project.db
+    codes = list(countries or [c.code for c in project.countries])
+    terms = {(cid, cc): (lang, term) for cid, cc, lang, term in db.execute(
+        "SELECT concept_id, country, language, term FROM terms")}
+    rows = []
+    for (cid,) in db.execute("SELECT id FROM concepts WHERE status = 'active'").fetchall():
+        for L in codes:
+            if (cid, L) not in terms:
+                continue
+            lang, term = terms[(cid, L)]
+            for D in codes:
+                if D != L:
+                    rows.append({"concept_id": cid, "country": L, "language": lang, "variant": f"mention_{D}",
+                                 "descriptor_country": D, "text": f"{term} ({D})", "source": "manual",
+                                 "status": "ok", "reason": None, "updated_at": now()})
+    db["benchmark_queries"].insert_all(rows, replace=True)
+    return len(rows)
+
+
 def decide(project, kind: str, sha: str, *, label=None, value=None, country=None, cluster_id=None):
     """Insert a current decision row (as the annotation area would)."""
     project.db["decisions"].insert({"kind": kind, "item_key": f"{kind}:{sha}:{country or ''}", "sha256": sha,

@@ -23,7 +23,7 @@ from collections import Counter
 import numpy as np
 
 from ...metrics.retrieval import accuracy_at_k, lbkl_per_query, ndcg_at_k, retrieval_frequency
-from ..registry import Suite, row
+from ..registry import Suite, degenerate, row
 from .report import render_prevalence
 from ...common import mean_ci, embed_images, language_tiers, text_blocks
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, maxsim_scores,
@@ -238,10 +238,30 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
     common = {"pool": pool.source, "n_captions": len(pool.texts), "n_languages": len(languages),
               "prior": prior, "eps": 1e-9, "provenance": pool.provenance}
     rows = []
+    n_cap = len(pool.texts)
+    one_class = len(set(np.asarray(pool.caption_keys).tolist())) <= 1
+
+    def trivial(k: int, metrics: str) -> str | None:
+        """Why the metrics of one k are trivial for this input, or None."""
+        if k >= n_cap and metrics in ("lbkl", "share"):
+            return (f"k={k} covers the whole pool of {n_cap} captions: every caption is in the top k, so the "
+                    "top-k language mix is the pool's own" + (" (LBKL@k measures only the pool's imbalance)"
+                                                              if metrics == "lbkl" else
+                                                              " (share of top-k = share of pool)"))
+        if k >= n_cap and metrics == "acc":
+            return f"k={k} covers the whole pool of {n_cap} captions: every relevant caption is retrieved"
+        if len(languages) == 1 and metrics in ("lbkl", "share"):
+            return f"one language in the pool ({languages[0]}): the language mix of any top k is that language"
+        if one_class and metrics == "acc":
+            return "one class: every caption is relevant to every image, so any ranking scores the maximum"
+        return None
+
     for k in ks:
         if k > k_max:
-            rows.append(row(NAME, f"acc@{k}", float("nan"), n=n_img,
-                            details={**common, "reason": f"the pool holds only {k_max} captions (< k={k})"}))
+            why = f"the pool holds only {k_max} captions (< k={k}): k covers more than the whole pool"
+            for metric in ("acc", "ndcg", "lbkl", "dlbkl"):
+                rows.append(row(NAME, f"{metric}@{k}", float("nan"), n=n_img,
+                                details={**common, "k": k, "reason": why, "degenerate": why}))
             continue
         hit, ndcg_q = per_query_scores(y_true, k)
         # LBKL@k / DLBKL@k are the means of the per-query values (metrics.lbkl / dlbkl): computed once
@@ -255,12 +275,15 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
         }
         for metric, (value, values) in per_q.items():
             lo, hi = mean_ci(values, n_resamples=n_resamples, seed=seed)
-            rows.append(row(NAME, metric, value, ci_low=lo, ci_high=hi, n=n_img, details={**common, "k": k}))
+            rows += degenerate([row(NAME, metric, value, ci_low=lo, ci_high=hi, n=n_img, details={**common, "k": k})],
+                               trivial(k, "lbkl" if "lbkl" in metric else "acc"))
     fk = min(freq_k, k_max)
     freq = retrieval_frequency(ranked[:, :fk], languages, k=fk, groups={lang: tiers.get(lang, "unknown")
                                                                  for lang in languages})
     n_of = Counter(pool.languages.tolist())
     pool_share = {lang: n_of[lang] / len(pool.languages) for lang in languages}
+    share_why = trivial(fk, "share")
+    start = len(rows)
     for lang in languages:
         rows.append(row(NAME, "retrieval_share", freq["frequency"][lang], n=n_img * fk,
                         group={"language": lang, "tier": tiers.get(lang, "unknown")},
@@ -272,6 +295,7 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
                                  "pool_share": sum(pool_share[lang] for lang in languages
                                                    if tiers.get(lang, "unknown") == tier),
                                  "languages": [lang for lang in languages if tiers.get(lang, "unknown") == tier]}))
+    degenerate(rows[start:], share_why)
     return rows
 
 

@@ -8,7 +8,10 @@ from click.testing import CliRunner
 
 from cultura.cli import cli
 from cultura.curate.build.build import KINDS, BuildError, build_benchmark, build_stats, get_benchmark, load_pool
-from tests.fakes.world import add_image, decide, dup_cluster, make_world
+from tests.fakes.world import add_image, decide, dup_cluster, make_world, mention_queries
+
+
+ROLE_ORDER = ["cr", "orlb", "or", "cdr", "lb", "ti"]
 
 
 def _trials(project, bid):
@@ -16,8 +19,9 @@ def _trials(project, bid):
     out = {}
     for iid, key, cid, L, D in db.execute("SELECT id, item_key, concept_id, query_country, descriptor_country "
                                           "FROM benchmark_items WHERE benchmark_id = ?", [bid]):
-        out[key] = (cid, L, D, db.execute("SELECT role, sha256, concept_id, country FROM benchmark_candidates "
-                                          "WHERE item_id = ? ORDER BY position", [iid]).fetchall())
+        rows = db.execute("SELECT role, sha256, concept_id, country FROM benchmark_candidates "
+                          "WHERE item_id = ?", [iid]).fetchall()
+        out[key] = (cid, L, D, sorted(rows, key=lambda r: ROLE_ORDER.index(r[0])))  # positions are shuffled
     return out
 
 
@@ -37,6 +41,7 @@ def test_association_roles(project):
 
 def test_descriptor_roles(project):
     make_world(project, per_cell=1)
+    mention_queries(project)
     b = build_benchmark(project, "descriptor", allow_unreviewed=True)
     assert b["n_items"] == 3 * 4 * 3
     for cid, L, D, cands in _trials(project, b["id"]).values():
@@ -191,5 +196,6 @@ def test_stats_and_cli(project):
     assert json.loads(r.output)[0]["name"] == "association"
     r = run.invoke(cli, base + ["build", "stats", "--benchmark", "association@1", "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["countries"]
+    mention_queries(project)
     r = run.invoke(cli, base + ["build", "descriptor", "--allow-unreviewed"])
     assert r.exit_code == 0 and "Built" in r.output

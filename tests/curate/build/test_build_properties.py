@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cultura.curate.build.build import EXCLUSION_REASONS, KINDS, BuildError, build_benchmark
 from cultura.project import init_project
-from tests.fakes.world import decide, dup_cluster, make_world
+from tests.fakes.world import decide, dup_cluster, make_world, mention_queries
 
 COUNTRIES = ["US", "JP", "TH", "DE"]
 
@@ -63,6 +63,7 @@ def test_random_worlds(spec):
     project = init_project(tempfile.mkdtemp() + "/p", countries=COUNTRIES)
     try:
         _populate(project, spec, rng)
+        mention_queries(project, spec["countries"])
         db = project.db
         kw = dict(allow_unreviewed=True, per_pair=spec["per_pair"], seed=spec["seed"],
                   countries=spec["countries"])
@@ -92,8 +93,10 @@ def test_random_worlds(spec):
                            "WHERE benchmark_id = ?", [b["id"]]).fetchall()
         assert len(items) == b["n_items"]
         for iid, C, L, D in items:
-            cands = db.execute("SELECT role, sha256, concept_id, country FROM benchmark_candidates "
-                               "WHERE item_id = ? ORDER BY position", [iid]).fetchall()
+            cands = db.execute("SELECT role, sha256, concept_id, country, position FROM benchmark_candidates "
+                               "WHERE item_id = ?", [iid]).fetchall()
+            assert sorted(c[4] for c in cands) == list(range(len(roles)))   # positions: a permutation
+            cands = [c[:4] for c in sorted(cands, key=lambda c: list(roles).index(c[0]))]
             assert [c[0] for c in cands] == list(roles)
             shas = [c[1] for c in cands]
             assert len(set(shas)) == len(shas)                       # no image twice in a trial

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from cultura.cli import cli
 from cultura.curate.build.build import build_benchmark
 from cultura.curate.build.export import ExportError, export_benchmark
-from tests.fakes.world import decide, make_world
+from tests.fakes.world import decide, make_world, mention_queries
 
 
 def _digest(folder):
@@ -26,8 +26,10 @@ def built(project):
     decide(project, "relevance", s, value=4.5, country="JP")
     project.db["image_tags"].insert({"sha256": s, "tag": "bus", "score": 0.8, "source": "clip:x",
                                      "created_at": "2025"})
-    build_benchmark(project, "association", allow_unreviewed=True, per_pair=2)
-    build_benchmark(project, "descriptor", allow_unreviewed=True)
+    mention_queries(project)
+    # one rating among many links: the unrated ones are kept on purpose (the card says so)
+    build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, allow_unrated=True)
+    build_benchmark(project, "descriptor", allow_unreviewed=True, allow_unrated=True)
     return project
 
 
@@ -49,7 +51,10 @@ def test_parquet_loads_with_datasets(built, tmp_path):
     assert one["relevance"][0]["value"] == 4.5 and one["tags"][0]["tag"] == "bus"
     assert one["links"][0]["source_page"].startswith("http://example.test/page/")
     assert one["links"][0]["found_at"] == "2025-01-02T00:00:00+00:00"
-    assert {q["variant"] for q in ds["queries"].to_list()} == {"short"}
+    qs = ds["queries"].to_list()
+    assert {q["variant"] for q in qs if q["benchmark"] == "association"} == {"short"}   # only what trials use
+    assert {q["variant"] for q in qs if q["benchmark"] == "descriptor"} == {
+        "short", "mention_US", "mention_JP", "mention_TH", "mention_DE"}
     card = (out / "README.md").read_text()
     for needle in ("Table 9", "Table 10", "country as a proxy for culture".title().split()[0], "Takedown contact",
                    "Intended use", "2025-01-02", "relevance", "unreviewed"):
@@ -62,7 +67,7 @@ def test_export_is_deterministic(built, tmp_path):
     export_benchmark(built, tmp_path / "b", benchmarks=["association@1"])
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
     # a rebuild with the same seed gives identical data files (only the version differs)
-    b2 = build_benchmark(built, "association", allow_unreviewed=True, per_pair=2, version=2)
+    b2 = build_benchmark(built, "association", allow_unreviewed=True, per_pair=2, version=2, allow_unrated=True)
     export_benchmark(built, tmp_path / "c", benchmarks=[f"association@{b2['version']}"])
     da, dc = _digest(tmp_path / "a"), _digest(tmp_path / "c")
     for f in ("items.parquet", "candidates.parquet", "queries.parquet", "images.parquet"):

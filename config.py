@@ -70,7 +70,7 @@ class DownloadSection(_Section):
 class DedupSection(_Section):
     # Hamming thresholds (bits of 64) from the calibration in docs/dedup_calibration.md
     phash_threshold: int = Field(10, ge=0, le=64)
-    dhash_threshold: int = Field(11, ge=0, le=64)
+    dhash_threshold: int = Field(8, ge=0, le=64)
     methods: list[Literal["sha256", "phash", "dhash", "embedding"]] = Field(
         default_factory=lambda: ["sha256", "phash", "dhash"])
     embedder: str = "openclip:ViT-B-32/openai"

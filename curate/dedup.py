@@ -6,8 +6,10 @@ Methods (a registry, :data:`METHODS`):
 - ``sha256`` — identical bytes are one ``images`` row by construction, so this method makes no clusters;
   it flags an image linked (through ``image_links``) to more than one (concept, country) pair;
 - ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
-  threshold found exactly by a faiss binary index; pHash also compares each image's full hash with the
-  others' centre hash (``images.phash_centre``), which finds copies cropped by a few percent per side. The
+  threshold found exactly by a faiss binary index. Both hash the image's content box (uniform borders
+  trimmed); pHash compares every view of an image with every view of the other — the full, 5 % and 10 %
+  centre (``images.phash_centre``, ``images.phash_variants``) and mirrored pHashes
+  (:mod:`cultura.curate.invariance`) — which finds padded, cropped, slightly rotated and mirrored copies. The
   hashes come from the downloader's or importer's validating decode (or are computed here once, in this
   process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
 - ``embedding`` — image embeddings of any :mod:`cultura.models.embedders` embedder (cached in
@@ -102,21 +104,35 @@ class Inventory:
     unreadable: set[int] = field(default_factory=set)
     phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
     has_phash_centre: np.ndarray | None = None
+    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)) uint64: mirror, 10 % centre pHash
+    has_phash_variants: np.ndarray | None = None
 
     def __post_init__(self):
         if self.phash_centre is None:
             self.phash_centre = np.zeros(self.n, dtype=np.uint64)
         if self.has_phash_centre is None:
             self.has_phash_centre = np.zeros(self.n, dtype=bool)
+        if self.phash_variants is None:
+            self.phash_variants = np.zeros((self.n, len(hashing.VARIANTS)), dtype=np.uint64)
+        if self.has_phash_variants is None:
+            self.has_phash_variants = np.zeros(self.n, dtype=bool)
+
+    def phash_views(self) -> np.ndarray:
+        """``(n, 4)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre; 0 where missing), the
+        columns :func:`hashing.pair_views` compares."""
+        centre = np.where(self.has_phash_centre, self.phash_centre, np.uint64(0))
+        variants = np.where(self.has_phash_variants[:, None], self.phash_variants, np.uint64(0))
+        return np.column_stack([self.phash, centre, variants]).astype(np.uint64)
 
     @classmethod
     def from_lists(cls, sha, pixels, nbytes, *, phash=None, dhash=None, links=None, concept_names=None,
-                   unreadable=None, phash_centre=None) -> "Inventory":
+                   unreadable=None, phash_centre=None, phash_variants=None) -> "Inventory":
         """An inventory from Python lists (hex hashes or None, one set of (concept, country) per image)."""
         n = len(sha)
         phash = phash if phash is not None else [None] * n
         dhash = dhash if dhash is not None else [None] * n
         phash_centre = phash_centre if phash_centre is not None else [None] * n
+        phash_variants = phash_variants if phash_variants is not None else [None] * n
         links = links if links is not None else [set()] * n
         countries = sorted({k for s in links for _, k in s})
         triples = sorted((i, c, countries.index(k)) for i, s in enumerate(links) for c, k in s)
@@ -129,7 +145,9 @@ class Inventory:
                    link_img=cols[:, 0], link_concept=cols[:, 1], link_country=cols[:, 2],
                    countries=countries, concept_names=dict(concept_names or {}), unreadable=set(unreadable or ()),
                    phash_centre=_hex_array(phash_centre),
-                   has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool))
+                   has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool),
+                   phash_variants=hashing.variants_from_hex(phash_variants),
+                   has_phash_variants=np.array([bool(v) for v in phash_variants], dtype=bool))
 
     @property
     def n(self) -> int:
@@ -206,16 +224,18 @@ def load_inventory(project) -> Inventory:
     db = project.db
     with _snapshot(db):
         sha: list[str] = []
-        rowid, pixels, nbytes, flags, hexes = [], [], [], [], ([], [], [])
+        rowid, pixels, nbytes, flags, hexes, variants = [], [], [], [], ([], [], []), []
         zero = "0" * 16
         # missing hashes are filled and flagged by SQLite, so each column arrives ready for one C-level join
         cur = db.execute(
             "SELECT rowid, sha256, width * height, bytes, "
-            "(coalesce(phash, '') != '') + 2 * (coalesce(dhash, '') != '') + 4 * (coalesce(phash_centre, '') != ''), "
+            "(coalesce(phash, '') != '') + 2 * (coalesce(dhash, '') != '') + 4 * (coalesce(phash_centre, '') != '') "
+            f"+ 8 * (length(coalesce(phash_variants, '')) = {16 * len(hashing.VARIANTS)}), "
             f"coalesce(nullif(phash, ''), '{zero}'), coalesce(nullif(dhash, ''), '{zero}'), "
-            f"coalesce(nullif(phash_centre, ''), '{zero}') FROM images WHERE status = 'ok'")  # rowid order: sequential
+            f"coalesce(nullif(phash_centre, ''), '{zero}'), phash_variants "
+            "FROM images WHERE status = 'ok'")  # rowid order: sequential
         while rows := cur.fetchmany(ROWS_CHUNK):
-            r_id, r_sha, r_px, r_b, r_has, *r_hex = zip(*rows)
+            r_id, r_sha, r_px, r_b, r_has, *r_hex, r_var = zip(*rows)
             del rows
             sha.extend(r_sha)
             rowid.append(np.array(r_id, dtype=np.int64))
@@ -224,11 +244,14 @@ def load_inventory(project) -> Inventory:
             flags.append(np.array(r_has, dtype=np.uint8))
             for out, col in zip(hexes, r_hex):
                 out.append(np.frombuffer(bytes.fromhex("".join(col)), dtype=">u8").astype(np.uint64))
+            variants.append(hashing.variants_from_hex(r_var))
         n = len(sha)
         cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
         rowid_a = cat(rowid)
         has = cat(flags).astype(np.uint8)
         has_ph, has_dh, has_pc = (has & 1).astype(bool), (has & 2).astype(bool), (has & 4).astype(bool)
+        has_pv = (has & 8).astype(bool)
+        pv_a = np.concatenate(variants) if variants else np.zeros((0, len(hashing.VARIANTS)), dtype=np.uint64)
         ph_a, dh_a, pc_a = (np.concatenate(h) if h else np.zeros(0, dtype=np.uint64) for h in hexes)
         del hexes, flags
 
@@ -271,7 +294,8 @@ def load_inventory(project) -> Inventory:
     return Inventory(sha=sha, pixels=cat(pixels), nbytes=cat(nbytes), phash=ph_a, dhash=dh_a,
                      has_phash=has_ph, has_dhash=has_dh, link_img=key // (n_c * n_k),
                      link_concept=key // n_k % n_c, link_country=key % n_k, countries=countries,
-                     concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc)
+                     concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc,
+                     phash_variants=pv_a, has_phash_variants=has_pv)
 
 
 class _Writes:
@@ -310,11 +334,13 @@ def _counter(db) -> int | None:
 
 def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Writes | None = None,
                   executor: str = "local") -> dict:
-    """Compute and store pHash/dHash of the images that lack them; an unreadable blob gets an
+    """Compute and store the hashes of the images that lack any of them (pHash, dHash, centre pHash, pHash
+    variants: an image hashed before a hash was added is hashed again, all its hashes from one decode, so
+    an upgrade re-hashes step by step and an interrupted run resumes); an unreadable blob gets an
     ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts.
 
     ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
-    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre)
+    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants)
     if inv.unreadable:
         missing[list(inv.unreadable)] = False
     todo = np.flatnonzero(missing).tolist()
@@ -334,10 +360,12 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
                                         sub).fetchall())
             res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
             ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
+            pv = hashing.variants_to_hex(res.phash_variants)
             ts = now()
             with writes():
-                ok = [(ph[k], dh[k], pc[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
-                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ? WHERE sha256 = ?", ok)
+                ok = [(ph[k], dh[k], pc[k], pv[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
+                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ?, phash_variants = ? "
+                                    "WHERE sha256 = ?", ok)
                 db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
                     "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
@@ -349,7 +377,8 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
                     inv.unreadable.add(i)
                 else:
                     inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
-                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = True
+                    inv.phash_variants[i] = res.phash_variants[k]
+                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = inv.has_phash_variants[i] = True
             done += len(part) - len(res.errors)
             failed += len(res.errors)
             if bar is not None:
@@ -391,26 +420,30 @@ class Method:
 
 
 def _hash_method(kind: str) -> Method:
-    """pHash: full hashes and centre hashes (crop-robust, see :func:`hashing.hamming_pairs_with_centre`);
-    dHash: full hashes. The distance to a representative is the smallest of the compared combinations."""
-    centre = kind == "phash"
+    """pHash: every view of an image (full, 5 % and 10 % centre, mirror: :mod:`cultura.curate.invariance`)
+    against every view of the other (:func:`hashing.pair_views`), which finds padded, cropped, slightly
+    rotated and mirrored copies; dHash: full hashes (of the content box). The distance to a representative
+    is the smallest of the compared combinations."""
+    views = kind == "phash"
 
     def params(opts):
         p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
-        if centre:
+        if views:
             p["centre_crop"] = hashing.CENTRE_CROP
+            p["views"] = ["full", "centre", *hashing.VARIANTS]
         return p
 
     def find(project, inv, opts):
-        full, has = (inv.phash, inv.has_phash) if kind == "phash" else (inv.dhash, inv.has_dhash)
         t = opts[f"{kind}_threshold"]
-        if centre:
-            has = has & inv.has_phash_centre
-            c = inv.phash_centre
+        if views:
+            has = inv.has_phash  # a missing view is 0 in the table: never compared
+            table = inv.phash_views()
 
             def search(idx, workers=None):
-                return hashing.hamming_pairs_with_centre(full[idx], c[idx], t, workers=workers)
+                return hashing.pair_views(table[idx], t, workers=workers)
         else:
+            full, has = inv.dhash, inv.has_dhash
+
             def search(idx, workers=None):
                 return hashing.hamming_pairs(full[idx], t, workers=workers)
         if opts.get("scope") == "within-concept":
@@ -422,11 +455,10 @@ def _hash_method(kind: str) -> Method:
 
         def distance(reps, members):
             reps = np.broadcast_to(reps, np.shape(members))
-            d = hashing.hamming_to_each(full[members], full[reps])
-            if centre:
-                d = np.minimum(d, np.minimum(hashing.hamming_to_each(inv.phash_centre[members], full[reps]),
-                                             hashing.hamming_to_each(full[members], inv.phash_centre[reps])))
-                d[members == reps] = 0
+            if not views:
+                return hashing.hamming_to_each(inv.dhash[members], inv.dhash[reps])
+            d = hashing.view_distances(table[members], table[reps])
+            d[members == reps] = 0
             return d
 
         return Found(pairs, distance)

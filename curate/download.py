@@ -126,6 +126,7 @@ class ImageInfo:
     phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
     dhash: str | None = None
     phash_centre: str | None = None
+    phash_variants: str | None = None
 
 
 @dataclass
@@ -146,7 +147,7 @@ class FetchResult:
     attempts: int = 0
     redirects: int = 0
     data: bytes | None = field(default=None, repr=False)
-    hashes: tuple | None = None      # (phash, dhash, phash_centre) from the validating decode
+    hashes: tuple | None = None      # (phash, dhash, phash_centre, phash_variants) from the validating decode
 
     @property
     def ok(self) -> bool:
@@ -231,13 +232,14 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
         try:
             hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
         except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
-            hashes = (None, None, None)
+            hashes = (None, None, None, None)
     if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
         raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
     if fmt == "mpo":
         fmt = "jpeg"
     return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest(),
-                     phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2])
+                     phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2],
+                     phash_variants=hashes[3])
 
 
 # ---------------------------------------------------------------------------------------------- fetching
@@ -480,7 +482,7 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
             return _fail(url, e, 1)
         return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
                            sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                           attempts=1, hashes=(info.phash, info.dhash, info.phash_centre))
+                           attempts=1, hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
     if scheme not in ("http", "https"):
         return _fail(url, _Failure("bad_url", f"unsupported URL scheme {scheme or '(none)'!r}"), 0)
     pre_check = not getattr(client, "_cultura_safe", False)
@@ -529,7 +531,7 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
     return FetchResult(url=url, status="downloaded", final_url=_redact(str(resp.url)),
                        http_status=resp.status_code, content_type=ctype, nbytes=len(data), data=data,
                        sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                       attempts=attempts, redirects=hops, hashes=(info.phash, info.dhash, info.phash_centre))
+                       attempts=attempts, redirects=hops, hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
 
 
 # ----------------------------------------------------------------------------------------------- the stage
@@ -548,7 +550,7 @@ class _Writer:
         ts = dbmod.now()
         if r.ok:
             self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
-                                *(r.hashes or (None, None, None)), ts))
+                                *(r.hashes or (None, None, None, None)), ts))
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -562,7 +564,7 @@ class _Writer:
             if self.images:
                 cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
                     "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-                    "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) ON CONFLICT (sha256) DO UPDATE "
+                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) ON CONFLICT (sha256) DO UPDATE "
                     "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
                     self.images)
                 self.new_images += max(cur.rowcount, 0)

@@ -37,7 +37,8 @@ class _HashActor:
         res = hashing.hash_images(paths, workers=1)
         errors = [res.errors.get(k, "") for k in range(len(paths))]
         return {"i": np.asarray(idx, dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
-                "phash_centre": res.phash_centre, "error": np.array(errors, dtype=object)}
+                "phash_centre": res.phash_centre, "phash_variants": res.phash_variants,
+                "error": np.array(errors, dtype=object)}
 
 
 def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None" = "local",
@@ -59,16 +60,18 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
     ph = np.zeros(n, dtype=np.uint64)
     dh = np.zeros(n, dtype=np.uint64)
     pc = np.zeros(n, dtype=np.uint64)
+    pv = np.zeros((n, len(hashing.VARIANTS)), dtype=np.uint64)
     errors: dict[int, str] = {}
     for batch in ray_map(groups, _HashActor, executor=ex):
         i = np.asarray(batch["i"], dtype=np.int64)
         ph[i] = np.asarray(batch["phash"]).astype(np.uint64)
         dh[i] = np.asarray(batch["dhash"]).astype(np.uint64)
         pc[i] = np.asarray(batch["phash_centre"]).astype(np.uint64)
+        pv[i] = np.asarray(list(batch["phash_variants"])).astype(np.uint64).reshape(len(i), -1)
         for k, err in zip(i.tolist(), batch["error"].tolist()):
             if err:
                 errors[k] = str(err)
-    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc)
+    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc, pv)
 
 
 __all__ = ["EXECUTORS", "hash_paths", "ray_init"]

@@ -31,7 +31,6 @@ Search
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import itertools
 import math
@@ -49,17 +48,21 @@ fftpack = lazy("scipy.fftpack")  # imported on first use (start-up)
 sparse = lazy("scipy.sparse")  # imported on first use (start-up)
 csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
 
-#: Names the hash definition; stored in dedup run parameters so a change of definition is a new run.
-HASH_VERSION = "imagehash-4.3/draft64/gap3"
+from . import invariance, lanczos
+
 #: JPEGs are decoded at a reduced scale that keeps at least this many pixels a side.
 DRAFT_SIZE = 64
-#: Pillow's ``reducing_gap`` for the resizes (box-reduce first while the scale factor exceeds it).
-REDUCING_GAP = 3.0
-#: Inputs with at most this many codes are searched with one brute-force faiss call.
+#: Names the hash definition; stored in dedup run parameters so a change of definition is a new run.
+HASH_VERSION = f"imagehash-4.3/draft{DRAFT_SIZE}/gap3/{invariance.VERSION}"
+#: Pillow's ``reducing_gap`` for the resizes (:mod:`cultura.curate.lanczos`).
+REDUCING_GAP = lanczos.REDUCING_GAP
+#: Inputs with at most this many codes are searched with brute force (faiss), above by the pigeonhole search.
 BRUTE_FORCE_MAX = 20_000
-#: The centre pHash is the pHash of the image with this share of each side's length cut off: a copy cropped
-#: by up to about this much per side has a full pHash close to its original's centre pHash.
-CENTRE_CROP = 0.05
+#: The centre pHash is the pHash of the content box with this share of each side's length cut off: a copy
+#: cropped by up to about this much per side has a full pHash close to its original's centre pHash.
+CENTRE_CROP = invariance.CENTRE_CROPS[0]
+#: The pHash views stored beside the full one in ``images.phash_variants`` (16 hex each, in this order).
+VARIANTS = ("mirror", "centre10")
 
 
 class HashingError(ValueError):
@@ -71,13 +74,15 @@ class HashingError(ValueError):
 class HashResult:
     """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors.
 
-    ``phash_centre``: the pHash of the centre region (:data:`CENTRE_CROP` cut off each side), from the same
-    decode."""
+    ``phash_centre``: the pHash of the content box's centre (:data:`CENTRE_CROP` cut off each side);
+    ``phash_variants``: ``(n, len(VARIANTS))`` uint64, the mirror pHash and the 10 % centre pHash
+    (:mod:`cultura.curate.invariance`); all from the same decode."""
 
     phash: np.ndarray
     dhash: np.ndarray
     errors: dict[int, str] = field(default_factory=dict)
     phash_centre: np.ndarray | None = None
+    phash_variants: np.ndarray | None = None
 
     @property
     def ok(self) -> np.ndarray:
@@ -86,10 +91,16 @@ class HashResult:
         mask[list(self.errors)] = False
         return mask
 
+    def views(self) -> np.ndarray:
+        """``(n, 2 + len(VARIANTS))`` uint64: full, centre and variant pHashes (see :func:`pair_views`)."""
+        n = len(self.phash)
+        pc = self.phash_centre if self.phash_centre is not None else np.zeros(n, np.uint64)
+        pv = self.phash_variants if self.phash_variants is not None else np.zeros((n, len(VARIANTS)), np.uint64)
+        return np.column_stack([self.phash, pc, pv]).astype(np.uint64)
 
-def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Decode one image (path, bytes or PIL image) to the 32x32 and 9x8 grey thumbnails the hashes need,
-    and the 32x32 thumbnail of its centre region (for the centre pHash)."""
+
+def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one image (path, bytes or PIL image) to its thumbnails (:func:`thumbnails`)."""
 
     if isinstance(item, Image.Image):
         return thumbnails(item.convert("L"))
@@ -107,175 +118,38 @@ def prepare_decode(im) -> None:
         im.draft("L", (DRAFT_SIZE, DRAFT_SIZE))
 
 
-def thumbnails(gray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pHash, dHash and centre-pHash thumbnails of a decoded grey (mode ``L``) image.
+def thumbnails(gray) -> tuple[np.ndarray, np.ndarray]:
+    """``(phash_thumbs, dhash_thumb)`` of a decoded grey (mode ``L``) image: ``(3, 32, 32)`` uint8 — the
+    content box (:func:`invariance.content_box`: uniform borders trimmed) and its two centre crops — and the
+    ``(8, 9)`` dHash thumbnail of the content box.
 
-    They are Pillow's ``gray.resize(size, LANCZOS, box=..., reducing_gap=REDUCING_GAP)``; the two 32x32 ones
-    are computed by :func:`_lanczos_pair` (equal bit for bit, about 3x cheaper), the 9x8 one by Pillow."""
+    They are Pillow's ``gray.resize(size, LANCZOS, box=..., reducing_gap=REDUCING_GAP)``; the 32x32 ones
+    are computed by :func:`lanczos.lanczos_boxes` (equal bit for bit, about 3x cheaper), the 9x8 one by
+    Pillow. On an image without a uniform border the content box is the whole image (imagehash's hashes)."""
 
-    w, h = gray.size
-    dx, dy = int(round(w * CENTRE_CROP)), int(round(h * CENTRE_CROP))
-    box = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else (0, 0, w, h)
-    p, c = _lanczos_pair(gray, (32, 32), box)
-    d = np.asarray(gray.resize((9, 8), Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP))
-    return p, d, c
-
-
-# ------------------------------------------------------------------ Pillow's 8-bit Lanczos resize, in numpy
-# Pillow (libImaging/Resample.c) resizes an 8-bit image in two separable passes with 22-bit fixed-point
-# integer coefficients, each pass rounding and clipping to uint8; it computes the coefficients (two sines
-# per tap) on every call and runs a scalar loop. Here the coefficients are computed the same way once per
-# geometry (cached) and each pass is a float64 matrix product with them: every product and partial sum is
-# an integer below 2**53, so the arithmetic is exact and the result is Pillow's bit for bit (tested against
-# ``Image.resize`` over thousands of sizes and boxes, tests/curate/test_hashing.py). Products are split into
-# row blocks below OpenBLAS's threading threshold: a multi-threaded BLAS call on matrices this small costs
-# 20x more CPU than it saves on a busy machine.
-_PRECISION_BITS = 22
-_LANCZOS_SUPPORT = 3.0
-_BLAS_BLOCK = 1 << 18   # rows x columns x inner size of one product (OpenBLAS threads above 2 * 4 * 65536)
+    box = invariance.content_box(np.asarray(gray))
+    p = np.stack(lanczos.lanczos_boxes(gray, (32, 32), invariance.views(box)))
+    d = np.asarray(gray.resize((9, 8), Image.Resampling.LANCZOS, box=box, reducing_gap=lanczos.REDUCING_GAP))
+    return p, d
 
 
-@functools.lru_cache(maxsize=512)
-def _lanczos_matrix(in_size: int, in0: float, in1: float, out_size: int) -> np.ndarray:
-    """``(out_size, in_size)`` float64 matrix of Pillow's integer Lanczos coefficients (``precompute_coeffs``
-    then ``normalize_coeffs_8bpc``) for the input span ``[in0, in1)``, which Pillow holds as C floats."""
-    in0, in1 = np.float32(in0), np.float32(in1)
-    scale = float(np.float32(in1 - in0)) / out_size
-    filterscale = max(scale, 1.0)
-    support = _LANCZOS_SUPPORT * filterscale
-    ksize = math.ceil(support) * 2 + 1
-    center = float(in0) + (np.arange(out_size) + 0.5) * scale
-    xmin = np.maximum(np.trunc(center - support + 0.5).astype(np.int64), 0)
-    count = np.minimum(np.trunc(center + support + 0.5).astype(np.int64), in_size) - xmin
-    taps = np.arange(ksize)
-    valid = taps[None, :] < count[:, None]
-    x = ((taps[None, :] + xmin[:, None]) - center[:, None] + 0.5) * (1.0 / filterscale)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        px, px3 = x * math.pi, (x / 3) * math.pi
-        lanczos = np.where(x == 0.0, 1.0, np.sin(px) / px) * np.where(x == 0.0, 1.0, np.sin(px3) / px3)
-    w = np.where(valid & (x >= -3.0) & (x < 3.0), lanczos, 0.0)
-    ww = np.cumsum(w, axis=1)[:, -1:]  # summed left to right, as the C loop does
-    w = w / np.where(ww == 0.0, 1.0, ww)
-    k = np.trunc(w * (1 << _PRECISION_BITS) + np.where(w < 0, -0.5, 0.5))
-    out = np.zeros((out_size, in_size))
-    cols = taps[None, :] + xmin[:, None]
-    out[np.nonzero(valid)[0], cols[valid]] = k[valid]
-    out.flags.writeable = False
-    return out
+def phash_views(thumbs: np.ndarray) -> np.ndarray:
+    """``(n, 4)`` uint64 pHashes of ``(n, 3, 32, 32)`` thumbnails from :func:`thumbnails`: full, 5 % centre,
+    mirror, 10 % centre (the column order of :meth:`HashResult.views`)."""
+    thumbs = np.asarray(thumbs)
+    if not len(thumbs):
+        return np.zeros((0, 4), dtype=np.uint64)
+    stack = np.stack([thumbs[:, 0], thumbs[:, 1], invariance.mirror(thumbs[:, 0]), thumbs[:, 2]], axis=1)
+    return phash_from_thumbs(stack.reshape(-1, 32, 32)).reshape(-1, 4)
 
 
-@functools.lru_cache(maxsize=512)
-def _horizontal(in_size: int, spans: tuple[tuple[float, float], ...], out_size: int) -> np.ndarray:
-    """The matrices of :func:`_lanczos_matrix` for each ``(in0, in1)`` of ``spans``, stacked and transposed:
-    ``(in_size, len(spans) * out_size)``, the right operand of a horizontal pass."""
-    out = np.ascontiguousarray(np.concatenate([_lanczos_matrix(in_size, a, b, out_size) for a, b in spans]).T)
-    out.flags.writeable = False
-    return out
-
-
-def _fixed_point(acc: np.ndarray) -> np.ndarray:
-    """Pillow's ``clip8`` of a pass's integer sums (round half up at 22 bits, clip to 0..255), in place."""
-    acc += 1 << (_PRECISION_BITS - 1)
-    acc *= 1.0 / (1 << _PRECISION_BITS)
-    np.floor(acc, out=acc)
-    return np.clip(acc, 0, 255, out=acc)
-
-
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` in row blocks small enough for single-threaded BLAS."""
-    rows = max(1, _BLAS_BLOCK // max(1, b.shape[0] * b.shape[1]))
-    if len(a) <= rows:
-        return a @ b
-    out = np.empty((len(a), b.shape[1]))
-    for s in range(0, len(a), rows):
-        np.matmul(a[s:s + rows], b, out=out[s:s + rows])
-    return out
-
-
-@functools.lru_cache(maxsize=4096)
-def _plan(size: tuple[int, int], box: tuple, shape: tuple[int, int]):
-    """Pillow's pass plan for one resize: ``(box as C floats, need_horizontal, need_vertical,
-    horizontal_first)`` (``ImagingResampleInner``)."""
-    in_h, in_w = shape
-    xsize, ysize = size
-    box = tuple(float(np.float32(v)) for v in box)
-    need_h = xsize != in_w or box[0] != 0 or box[2] != xsize
-    need_v = ysize != in_h or box[1] != 0 or box[3] != ysize
-    return box, need_h, need_v, not (in_h - ysize > 0 and in_h - ysize > (in_w - xsize) * 2)
-
-
-def _resample(a: np.ndarray, size: tuple[int, int], box: tuple) -> np.ndarray:
-    """``Image.im.resize(size, LANCZOS, box)`` (no reducing step) of a 2-D uint8 array, as uint8."""
-    in_h, in_w = a.shape
-    box, need_h, need_v, horizontal_first = _plan(size, box, a.shape)
-    x = a.astype(np.float64)
-    for axis in ((1, 0) if horizontal_first else (0, 1)):
-        if axis == 1 and need_h:
-            x = _fixed_point(_matmul(x, _horizontal(in_w, ((box[0], box[2]),), size[0])))
-        elif axis == 0 and need_v:
-            x = _fixed_point(_matmul(_lanczos_matrix(in_h, box[1], box[3], size[1]), x))
-    return x.astype(np.uint8)
-
-
-def _reduce_step(gray, size: tuple[int, int], box: tuple):
-    """``Image.resize``'s ``reducing_gap`` step: ``(image, box)`` to resample (Pillow's own ``reduce`` on
-    ``_get_safe_box``), or ``(gray, box)`` unchanged when the scale factor is below the gap."""
-    w, h = gray.size
-    fx = int((box[2] - box[0]) / size[0] / REDUCING_GAP) or 1
-    fy = int((box[3] - box[1]) / size[1] / REDUCING_GAP) or 1
-    if fx == 1 and fy == 1:
-        return gray, box
-    sx, sy = (box[2] - box[0]) / size[0], (box[3] - box[1]) / size[1]
-    support_x, support_y = (_LANCZOS_SUPPORT - 0.5) * sx, (_LANCZOS_SUPPORT - 0.5) * sy
-    rbox = (max(0, int(box[0] - support_x)), max(0, int(box[1] - support_y)),
-            min(w, math.ceil(box[2] + support_x)), min(h, math.ceil(box[3] + support_y)))
-    return gray.reduce((fx, fy), box=rbox), ((box[0] - rbox[0]) / fx, (box[1] - rbox[1]) / fy,
-                                             (box[2] - rbox[0]) / fx, (box[3] - rbox[1]) / fy)
-
-
-def _lanczos(gray, size: tuple[int, int], box=None) -> np.ndarray:
-    """``np.asarray(gray.resize(size, LANCZOS, box=box, reducing_gap=REDUCING_GAP))`` of a mode ``L`` image,
-    bit for bit."""
-    box = (0, 0, *gray.size) if box is None else tuple(box)
-    if gray.size == tuple(size) and box == (0, 0, *gray.size):
-        return np.asarray(gray)
-    src, box = _reduce_step(gray, size, box)
-    return _resample(np.asarray(src), size, box)
-
-
-def _lanczos_pair(gray, size: tuple[int, int], box: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """``(_lanczos(gray, size), _lanczos(gray, size, box))``. When neither needs a reducing step and both run
-    the same two passes, horizontal first (the usual case for the drafts hashed here), the two resizes are
-    two matrix products in all: one for both horizontal passes, one batched for both vertical ones."""
-    full = (0, 0, *gray.size)
-    shape = gray.size[::-1]
-    fplan, cplan = _plan(size, full, shape), _plan(size, tuple(box), shape)
-    if (fplan[1:] != (True, True, True) or cplan[1:] != (True, True, True)
-            or _reduce_step(gray, size, full)[0] is not gray or _reduce_step(gray, size, box)[0] is not gray):
-        return _lanczos(gray, size), _lanczos(gray, size, box)
-    (in_h, in_w), (fb, cb) = shape, (fplan[0], cplan[0])
-    a = np.asarray(gray, dtype=np.float64)
-    tmp = _fixed_point(_matmul(a, _horizontal(in_w, ((fb[0], fb[2]), (cb[0], cb[2])), size[0])))
-    both = _fixed_point(np.matmul(_vertical(in_h, ((fb[1], fb[3]), (cb[1], cb[3])), size[1]),
-                                  tmp.reshape(in_h, 2, size[0]).transpose(1, 0, 2))).astype(np.uint8)
-    return both[0], both[1]
-
-
-@functools.lru_cache(maxsize=512)
-def _vertical(in_size: int, spans: tuple[tuple[float, float], ...], out_size: int) -> np.ndarray:
-    """The matrices of :func:`_lanczos_matrix` for each ``(in0, in1)`` of ``spans``, stacked:
-    ``(len(spans), out_size, in_size)``, the left operands of a batched vertical pass."""
-    out = np.stack([_lanczos_matrix(in_size, a, b, out_size) for a, b in spans])
-    out.flags.writeable = False
-    return out
-
-
-def hashes_of_decoded(im) -> tuple[str, str, str]:
-    """``(phash, dhash, phash_centre)`` as 16-hex strings of an image decoded after :func:`prepare_decode`
-    (equal to what :func:`hash_images` gives for the same bytes)."""
-    p, d, c = thumbnails(im if im.mode == "L" else im.convert("L"))
-    ph, pc = to_hex(phash_from_thumbs(np.stack([p, c])))
-    return ph, to_hex(dhash_from_thumbs(d[None]))[0], pc
+def hashes_of_decoded(im) -> tuple[str, str, str, str]:
+    """``(phash, dhash, phash_centre, phash_variants)`` as hex strings of an image decoded after
+    :func:`prepare_decode` (equal to what :func:`hash_images` gives for the same bytes)."""
+    p, d = thumbnails(im if im.mode == "L" else im.convert("L"))
+    v = phash_views(p[None])[0]
+    return (to_hex(v[:1])[0], to_hex(dhash_from_thumbs(d[None]))[0], to_hex(v[1:2])[0],
+            variants_to_hex(v[None, 2:])[0])
 
 
 def _as_file(data):
@@ -330,6 +204,7 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     ph = np.zeros(n, dtype=np.uint64)
     dh = np.zeros(n, dtype=np.uint64)
     pc = np.zeros(n, dtype=np.uint64)
+    pv = np.zeros((n, len(VARIANTS)), dtype=np.uint64)
     errors: dict[int, str] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, n, chunk):
@@ -341,12 +216,12 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                     errors[start + i] = err
             if good:
                 idx = np.asarray(good) + start
-                ph[idx] = phash_from_thumbs(np.stack([results[i][0][0] for i in good]))
+                views = phash_views(np.stack([results[i][0][0] for i in good]))
+                ph[idx], pc[idx], pv[idx] = views[:, 0], views[:, 1], views[:, 2:]
                 dh[idx] = dhash_from_thumbs(np.stack([results[i][0][1] for i in good]))
-                pc[idx] = phash_from_thumbs(np.stack([results[i][0][2] for i in good]))
             if progress is not None:
                 progress(len(part))
-    return HashResult(ph, dh, errors, pc)
+    return HashResult(ph, dh, errors, pc, pv)
 
 
 def compute_hashes(paths_or_images: Iterable[Any], *,
@@ -378,6 +253,18 @@ def to_hex(hashes: np.ndarray) -> list[str]:
 def from_hex(values: Sequence[str]) -> np.ndarray:
     """16-character hex strings -> uint64 array."""
     return np.array([int(v, 16) for v in values], dtype=np.uint64)
+
+
+def variants_to_hex(variants: np.ndarray) -> list[str]:
+    """``(n, len(VARIANTS))`` uint64 -> the ``images.phash_variants`` strings (16 hex per variant, in order)."""
+    return ["".join(f"{int(h):016x}" for h in row) for row in np.asarray(variants, dtype=np.uint64)]
+
+
+def variants_from_hex(values: Sequence[str | None]) -> np.ndarray:
+    """``images.phash_variants`` strings (None or '' for missing: zeros) -> ``(n, len(VARIANTS))`` uint64."""
+    width = 16 * len(VARIANTS)
+    filled = "".join(v if v and len(v) == width else "0" * width for v in values)
+    return np.frombuffer(bytes.fromhex(filled), dtype=">u8").astype(np.uint64).reshape(-1, len(VARIANTS))
 
 
 # ---------------------------------------------------------------------------------------------- search
@@ -570,35 +457,53 @@ def hamming_pairs(hashes: np.ndarray, threshold: int, *, return_distances: bool 
     return (pairs, d[first].astype(np.int64)) if return_distances else pairs
 
 
-def hamming_pairs_with_centre(full: np.ndarray, centre: np.ndarray, threshold: int, *,
-                              workers: int | None = None) -> np.ndarray:
-    """Pairs ``(i, j)``, ``i < j``, whose full hashes are within ``threshold`` bits, or the full hash of one
-    within ``threshold`` bits of the centre hash of the other (a copy cropped by about :data:`CENTRE_CROP` per
-    side looks like its original's centre). Exact; sorted.
+def pair_views(views: np.ndarray, threshold: int, *, workers: int | None = None) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, of images some view of which is within ``threshold`` bits of some view of
+    the other; ``views`` is ``(n, k)`` uint64, one row per image (full, centre, mirror ... pHashes, see
+    :meth:`HashResult.views`), a view of 0 where the image lacks it (all-zero views never match).
+    Exact; sorted; each pair once.
 
-    Up to :data:`BRUTE_FORCE_MAX` codes: full x full (one triangle) plus centre x full by faiss brute force
-    (1.5x the work of full hashes alone); above, one :func:`hamming_pairs` over full and centre codes
-    together (the generalised pigeonhole search), pairs mapped back to their images.
+    One :func:`hamming_pairs` over the ``k * n`` codes (brute force or the pigeonhole search, as its size
+    says), pairs mapped back to their images: a copy cropped by ~5 % or ~10 % per side matches its
+    original's centre views, a mirrored copy its mirror view, a slightly rotated one (corners filled) its
+    centre views.
     """
-    h, threshold = _check(full, threshold)
-    c, _ = _check(centre, threshold)
-    n = len(h)
+    v = np.asarray(views)
+    if v.ndim == 1:
+        v = v[:, None]
+    if v.ndim != 2:
+        raise ValueError(f"views must be an (n, k) array of 64-bit hashes, got shape {v.shape}.")
+    n, k = v.shape
+    flat, threshold = _check(v.reshape(-1), threshold)
     if n < 2:
         return np.zeros((0, 2), dtype=np.int64)
-    if n <= BRUTE_FORCE_MAX:
-        same = hamming_pairs(h, threshold, workers=workers)
-        qi, di, _ = _range(_codes(h), _codes(c), threshold, threads=workers)
-        cross = np.stack([np.minimum(qi, di), np.maximum(qi, di)], axis=1)[qi != di]
-        both = np.concatenate([same, cross])
-    else:
-        owner = np.concatenate([np.arange(n), np.arange(n)])
-        p = hamming_pairs(np.concatenate([h, c]), threshold, workers=workers)
-        a, b = owner[p[:, 0]], owner[p[:, 1]]
-        both = np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1)[a != b]
-    if not len(both):
+    present = np.flatnonzero(flat != 0) if k > 1 else np.arange(len(flat))
+    owner = present // k
+    p = hamming_pairs(flat[present], threshold, workers=workers)
+    a, b = owner[p[:, 0]], owner[p[:, 1]]
+    keep = a != b
+    if not keep.any():
         return np.zeros((0, 2), dtype=np.int64)
-    key = np.unique(both[:, 0] * n + both[:, 1])
+    key = np.unique(np.minimum(a, b)[keep] * n + np.maximum(a, b)[keep])
     return np.stack([key // n, key % n], axis=1).astype(np.int64)
+
+
+def view_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise smallest Hamming distance between any view of ``a[i]`` and any view of ``b[i]`` (both
+    ``(m, k)`` uint64, as :func:`pair_views` compares them; missing (0) views ignored)."""
+    a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
+    d = np.bitwise_count(a[:, :, None] ^ b[:, None, :]).astype(np.int64)
+    d[np.broadcast_to((a == 0)[:, :, None] | (b == 0)[:, None, :], d.shape)] = 65
+    d = d.reshape(len(a), -1).min(axis=1) if d.size else np.zeros(len(a), dtype=np.int64)
+    return np.minimum(d, 64)
+
+
+def hamming_pairs_with_centre(full: np.ndarray, centre: np.ndarray, threshold: int, *,
+                              workers: int | None = None) -> np.ndarray:
+    """:func:`pair_views` of two views per image, the full and the centre pHash."""
+    h, threshold = _check(full, threshold)
+    c, _ = _check(centre, threshold)
+    return pair_views(np.stack([h, c], axis=1), threshold, workers=workers)
 
 
 def hamming_to(hashes: np.ndarray, ref: int) -> np.ndarray:

@@ -415,3 +415,14 @@ def m008_dedup_bulk_counter(db):
         CREATE TRIGGER trg_dedup_image_flags_0 AFTER INSERT ON image_flags WHEN NEW.flag != 'culture_conflict'
         BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;
     """)
+
+
+@core()
+def m009_phash_variants(db):
+    """``images.phash_variants``: the mirror and 10 % centre pHashes (curate/invariance.py), 16 hex each. Rows
+    hashed before have it NULL, so the next dedup hashes them again from one decode (all their hashes, now of
+    the content box with uniform borders trimmed), chunk by chunk: an interrupted run resumes."""
+    if "phash_variants" not in {c.name for c in db["images"].columns}:
+        db.execute("ALTER TABLE images ADD COLUMN phash_variants TEXT")
+    db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_variants AFTER UPDATE OF phash_variants ON images "
+               "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")

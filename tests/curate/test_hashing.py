@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import scipy.fftpack
-from cultura.curate import hashing
+from cultura.curate import hashing, invariance, lanczos
 from PIL import Image
 
 LANCZOS = Image.Resampling.LANCZOS
@@ -18,25 +18,26 @@ def pil_resize(gray, size, box=None):
     return np.asarray(gray.resize(size, LANCZOS, box=box, reducing_gap=hashing.REDUCING_GAP))
 
 
-def reference_hashes(data: bytes) -> tuple[str, str, str]:
-    """(phash, dhash, centre phash) as the code before the numpy resize computed them: three Pillow resizes
-    of the drafted grey decode, scipy DCTs and np.median."""
+def reference_hashes(data: bytes) -> tuple[str, str, str, str]:
+    """(phash, dhash, centre phash, variants) as the code before the numpy resize computed them: Pillow
+    resizes of the drafted grey decode's content box and its centre crops, scipy DCTs and np.median."""
     with Image.open(io.BytesIO(data)) as im:
         hashing.prepare_decode(im)
         gray = im.convert("L")
-    w, h = gray.size
-    dx, dy = round(w * hashing.CENTRE_CROP), round(h * hashing.CENTRE_CROP)
-    box = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
+    content = invariance.content_box(np.asarray(gray))
+    box, box10 = invariance.crop_box(content, 0.05), invariance.crop_box(content, 0.10)
 
     def phash(t):
         dct = scipy.fftpack.dct(scipy.fftpack.dct(t.astype(np.float64), axis=0), axis=1)
         low = dct[:8, :8].reshape(64)
         return "".join("1" if b else "0" for b in low > np.median(low))
 
-    d = pil_resize(gray, (9, 8))
-    bits = [phash(pil_resize(gray, (32, 32))), "".join("1" if b else "0" for b in (d[:, 1:] > d[:, :-1]).ravel()),
-            phash(pil_resize(gray, (32, 32), box))]
-    return tuple(f"{int(b, 2):016x}" for b in bits)
+    d = pil_resize(gray, (9, 8), content)
+    full = pil_resize(gray, (32, 32), content)
+    bits = [phash(full), "".join("1" if b else "0" for b in (d[:, 1:] > d[:, :-1]).ravel()),
+            phash(pil_resize(gray, (32, 32), box)), phash(full[:, ::-1]), phash(pil_resize(gray, (32, 32), box10))]
+    h = [f"{int(b, 2):016x}" for b in bits]
+    return h[0], h[1], h[2], h[3] + h[4]
 
 
 def encode(im, fmt="JPEG", **kw) -> bytes:
@@ -61,13 +62,13 @@ def test_numpy_lanczos_equals_pillow_over_sizes_and_boxes():
             boxes.append((x0, y0, rng.uniform(x0 + 1, w), rng.uniform(y0 + 1, h)))  # fractional
         for size in [(32, 32), (9, 8), (int(rng.integers(1, 60)), int(rng.integers(1, 60)))]:
             for box in boxes:
-                assert np.array_equal(hashing._lanczos(g, size, box), pil_resize(g, size, box)), (w, h, size, box)
+                assert np.array_equal(lanczos._lanczos(g, size, box), pil_resize(g, size, box)), (w, h, size, box)
                 checked += 1
-        p, d, c = hashing.thumbnails(g)
-        dx, dy = round(w * hashing.CENTRE_CROP), round(h * hashing.CENTRE_CROP)
-        cbox = (dx, dy, w - dx, h - dy) if w - 2 * dx > 0 and h - 2 * dy > 0 else None
-        assert np.array_equal(p, pil_resize(g, (32, 32))) and np.array_equal(d, pil_resize(g, (9, 8)))
-        assert np.array_equal(c, pil_resize(g, (32, 32), cbox)), (w, h)
+        p, d = hashing.thumbnails(g)
+        content = invariance.content_box(a)
+        assert np.array_equal(p[0], pil_resize(g, (32, 32), content)) and np.array_equal(d, pil_resize(g, (9, 8), content))
+        for k, share in enumerate(invariance.CENTRE_CROPS, 1):
+            assert np.array_equal(p[k], pil_resize(g, (32, 32), invariance.crop_box(content, share))), (w, h)
     assert checked > 1000
 
 
@@ -76,7 +77,7 @@ def test_coefficients_use_the_same_sine_as_pillow():
     checked against math.sin (the C library's) on the geometries hashed in practice."""
     for in_size, in0, in1, out in [(160, 0, 160, 32), (160, 8, 152, 32), (200, 0, 200, 32), (75, 0.25, 74.5, 32),
                                    (32, 0, 32, 9), (94, 5, 89, 32), (191, 0, 191, 32)]:
-        m = hashing._lanczos_matrix(in_size, in0, in1, out)
+        m = lanczos._lanczos_matrix(in_size, in0, in1, out)
         scale = float(np.float32(np.float32(in1) - np.float32(in0))) / out
         fs = max(scale, 1.0)
         support = 3.0 * fs
@@ -113,7 +114,8 @@ def test_hashes_equal_the_pillow_resize_implementation_on_real_photos():
         blobs.append(encode(im, "PNG"))  # no draft: full-size grey, the reducing step applies
     res = hashing.hash_images(blobs)
     assert not res.errors
-    got = list(zip(hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)))
+    got = list(zip(hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre),
+                   hashing.variants_to_hex(res.phash_variants)))
     assert got == [reference_hashes(b) for b in blobs]
     from cultura.curate.download import (
         sniff_image,  # the downloader's single-image path gives the same
@@ -121,10 +123,10 @@ def test_hashes_equal_the_pillow_resize_implementation_on_real_photos():
 
     for data, want in zip(blobs[::3], got[::3]):
         info = sniff_image(data, max_pixels=10**9, min_side=1)
-        assert (info.phash, info.dhash, info.phash_centre) == want
+        assert (info.phash, info.dhash, info.phash_centre, info.phash_variants) == want
 
 
 def test_matrix_products_stay_below_the_blas_threading_threshold():
     a = np.arange(191 * 120, dtype=np.float64).reshape(120, 191) % 251
-    k = np.ascontiguousarray(hashing._lanczos_matrix(191, 0, 191, 32).T)
-    assert np.array_equal(hashing._matmul(a, k), a @ k)
+    k = np.ascontiguousarray(lanczos._lanczos_matrix(191, 0, 191, 32).T)
+    assert np.array_equal(lanczos._matmul(a, k), a @ k)

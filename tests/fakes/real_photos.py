@@ -1,0 +1,89 @@
+"""Real photographs with planted copies, the way people re-post them (issue 23), for the dedup quality test
+and the calibration benchmark (benchmarks/bench_dedup_quality.py).
+
+20 photographs that ship with scikit-image and scikit-learn (no download): 13 scikit-image photographs, the
+stereo motorcycle's left view, scikit-learn's china and flower, and two non-overlapping crops each of the
+two largest (hubble_deep_field, retina), which count as distinct photographs. Each gets nine copies:
+JPEG q=30, resized to 50 %, 5 % and 10 % cut off each side, rotated 3 degrees (corners filled black),
+mirrored, greyscale, a watermark text, and a white border of 10 % of each side's length.
+"""
+from __future__ import annotations
+
+import io
+
+from PIL import Image, ImageDraw, ImageFont, ImageOps
+
+SKIMAGE = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "immunohistochemistry", "clock",
+           "cell", "brick", "gravel", "grass"]
+TRANSFORMS = ["jpeg_q30", "resize_50", "crop_5", "crop_10", "rotate_3", "mirror", "grayscale", "watermark",
+              "border_10"]
+
+
+def photos() -> dict[str, Image.Image]:
+    """The 20 photographs, RGB, by name."""
+    import skimage.data as skdata
+    from sklearn.datasets import load_sample_images
+
+    out = {n: Image.fromarray(getattr(skdata, n)()).convert("RGB") for n in SKIMAGE}
+    for n, a in zip(["china", "flower"], load_sample_images().images):
+        out[n] = Image.fromarray(a).convert("RGB")
+    out["motorcycle"] = Image.fromarray(skdata.stereo_motorcycle()[0]).convert("RGB")
+    hubble = Image.fromarray(skdata.hubble_deep_field()).convert("RGB")           # 1000 x 872
+    out["hubble_left"], out["hubble_right"] = hubble.crop((0, 0, 500, 872)), hubble.crop((500, 0, 1000, 872))
+    retina = Image.fromarray(skdata.retina()).convert("RGB")                      # 1411 x 1411
+    out["retina_left"], out["retina_right"] = retina.crop((120, 300, 700, 1100)), retina.crop((711, 300, 1291, 1100))
+    return out
+
+
+def encode(im: Image.Image, quality: int = 90) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def copies(im: Image.Image) -> dict[str, bytes]:
+    """``{"original": JPEG q=90, <each of TRANSFORMS>: JPEG bytes}`` (q=90 but for jpeg_q30)."""
+    w, h = im.size
+
+    def crop(share):
+        dx, dy = round(w * share), round(h * share)
+        return im.crop((dx, dy, w - dx, h - dy))
+
+    marked = im.copy()
+    font = ImageFont.load_default(size=max(12, h // 12))
+    ImageDraw.Draw(marked).text((w * 0.05, h * 0.8), "(c) cultura 2026", fill=(255, 255, 255), font=font,
+                                stroke_width=2, stroke_fill=(0, 0, 0))
+    bx, by = round(w * 0.1), round(h * 0.1)
+    return {"original": encode(im), "jpeg_q30": encode(im, 30),
+            "resize_50": encode(im.resize((w // 2, h // 2), Image.Resampling.LANCZOS)),
+            "crop_5": encode(crop(0.05)), "crop_10": encode(crop(0.10)),
+            "rotate_3": encode(im.rotate(3, resample=Image.Resampling.BICUBIC)),
+            "mirror": encode(ImageOps.mirror(im)), "grayscale": encode(im.convert("L")),
+            "watermark": encode(marked),
+            "border_10": encode(ImageOps.expand(im, border=(bx, by, bx, by), fill="white"))}
+
+
+def planted() -> dict[tuple[str, str], bytes]:
+    """``{(photo, "original" or transform): JPEG bytes}`` for all 20 photographs (200 images)."""
+    return {(name, kind): data for name, im in photos().items() for kind, data in copies(im).items()}
+
+
+def pair_scores(owner: dict[str, str], kind: dict[str, str], groups) -> dict:
+    """Quality of a grouping of the planted images: ``owner``/``kind`` map an image key to its photograph and
+    its kind (``original`` or a transform); ``groups`` is an iterable of sets of keys (clusters; pairs are
+    groups of two). Returns pair recall (true pairs put together) and precision over all pairs, and per
+    transform the share of photographs whose copy is with its original."""
+    together = set()
+    for g in groups:
+        g = sorted(g)
+        together |= {(a, b) for i, a in enumerate(g) for b in g[i + 1:]}
+    keys = sorted(owner)
+    true = {(a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if owner[a] == owner[b]}
+    hit = together & true
+    original = {owner[k]: k for k in keys if kind[k] == "original"}
+    per = {}
+    for t in TRANSFORMS:
+        copies_t = [k for k in keys if kind[k] == t]
+        per[t] = sum(tuple(sorted((original[owner[k]], k))) in together for k in copies_t) / max(len(copies_t), 1)
+    return {"recall": len(hit) / max(len(true), 1), "precision": len(hit) / len(together) if together else 1.0,
+            "false_pairs": len(together - true), "true_pairs": len(true), "per_transform": per}

@@ -28,6 +28,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
 
+from .accounts import connection_for
 from .annotators import get_annotators
 from .kinds import get_kind
 from .pull import current_annotations
@@ -230,5 +231,6 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                                       for it in items], ignore=True)
     conn = conn or connect(project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
-        n = push_project(conn, db, db["campaign_projects"].get(prow["id"]), c["kind"], image_base=image_base)
+        n = push_project(connection_for(project, adj, conn), db, db["campaign_projects"].get(prow["id"]), c["kind"],
+                         image_base=image_base)
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

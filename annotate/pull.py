@@ -18,6 +18,7 @@ import json
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 
+from .accounts import connection_for
 from .kinds import get_kind
 from .push import LabelStudioError
 from .server import Connection, connect
@@ -48,7 +49,8 @@ def _pull(project, *, campaign: str | None, conn: Connection | None) -> dict:
     total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,
              "missing_projects": []}
     for pid, ls_pid, title, kind, owner, purpose in prows:
-        r = conn.get(f"/api/projects/{ls_pid}/export", exportType="JSON")
+        pc = connection_for(project, db["annotators"].get(owner), conn) if owner else conn
+        r = pc.get(f"/api/projects/{ls_pid}/export", exportType="JSON")
         if r.status_code == 404:
             with transaction(db):
                 db["campaign_projects"].update(pid, {"status": "missing", "checked_at": now(),
@@ -62,7 +64,7 @@ def _pull(project, *, campaign: str | None, conn: Connection | None) -> dict:
                                    f"({title!r}).")
         tasks = r.json()
         for uid in {_user_id(a) for t in tasks for a in (t.get("annotations") or [])} - set(users) - {None}:
-            users[uid] = _external_annotator(conn, db, uid)
+            users[uid] = _external_annotator(pc, db, uid)
         n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users)
         for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks"):
             total[k] += n[k]

@@ -23,6 +23,7 @@ from cultura.db.leases import db_root, stage_lock
 from cultura.db.pool import image_exclusions
 from cultura.errors import CulturaError, unknown
 
+from .accounts import connection_for
 from . import priority
 from .annotators import get_annotators
 from .items import browser_loadable, build_items, image_url, task_data
@@ -478,8 +479,10 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
                                                                  [campaign["id"]], order_by="id")]
     for prow in prows:
         try:
-            created += push_project(conn, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
-            updated += refresh_task_data(conn, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
+            # a blind annotator's projects live in their own organization: made with their own token
+            pc = connection_for(project, db["annotators"].get(prow["annotator_id"]), conn)
+            created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
+            updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
         except ProjectMissing as e:
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,

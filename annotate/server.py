@@ -142,10 +142,14 @@ def write_secrets(project, data: dict) -> Path:
     return p
 
 
-def use_server(project, url: str, api_key: str) -> Connection:
-    """Record an existing server (e.g. a shared one, or a test fixture's) as this project's Label Studio."""
+def use_server(project, url: str, api_key: str, *, data_dir: str | Path | None = None) -> Connection:
+    """Record an existing server (e.g. a shared one, or a test fixture's) as this project's Label Studio.
+    ``data_dir``: its data dir, when on this machine: annotators then get blind accounts
+    (:mod:`cultura.annotate.accounts`)."""
     data = read_secrets(project) or {}
     data.update({"url": url.rstrip("/"), "api_key": api_key, "external": True})
+    if data_dir is not None:
+        data["data_dir"] = str(Path(data_dir).resolve())
     write_secrets(project, data)
     return Connection(url.rstrip("/"), api_key)
 

@@ -13,6 +13,7 @@ import random
 
 from cultura.errors import CulturaError
 
+from .accounts import connection_for
 from .kinds import get_kind
 from .pull import pull
 from .server import Connection, connect
@@ -42,7 +43,7 @@ def simulate_annotations(project, campaign: str, *, disagreement: float = 0.1, s
     conn = conn or connect(project)
     pull(project, campaign=campaign, conn=conn)  # so tasks annotated earlier are known and skipped
     rows = db.execute(
-        """SELECT a.ls_task_id, an.ls_user_id, i.kind, i.item_key, i.payload, i.gold FROM assignments a
+        """SELECT a.ls_task_id, an.ls_user_id, an.id, i.kind, i.item_key, i.payload, i.gold FROM assignments a
            JOIN annotators an ON an.id = a.annotator_id JOIN annotation_items i ON i.id = a.item_id
            JOIN campaigns c ON c.id = i.campaign_id
            WHERE c.name = ? AND a.purpose = ? AND a.ls_task_id IS NOT NULL
@@ -50,7 +51,7 @@ def simulate_annotations(project, campaign: str, *, disagreement: float = 0.1, s
            ORDER BY a.id""", [campaign, purpose]).fetchall()
     rng = random.Random(seed)
     n = 0
-    for task, uid, kind, key, payload, gold in rows:
+    for task, uid, aid, kind, key, payload, gold in rows:
         spec = get_kind(kind)
         truth = _truth(kind, key, json.loads(payload), json.loads(gold) if gold else None,
                        random.Random(f"{seed}:{key}"))
@@ -61,7 +62,8 @@ def simulate_annotations(project, campaign: str, *, disagreement: float = 0.1, s
             else:
                 others = [x for x in spec.labels if x != truth]
                 label = rng.choice(others) if others else truth
-        conn.client.annotations.create(task, result=spec.result_for(label), completed_by=uid,
+        # as the annotator themself when they have a blind account (the task is in their organization)
+        connection_for(project, db["annotators"].get(aid), conn).client.annotations.create(task, result=spec.result_for(label), completed_by=uid,
                                        lead_time=round(rng.uniform(2, 20), 2))
         n += 1
     return {"campaign": campaign, "simulated_annotations": n, "note": SIMULATED_NOTE}

@@ -1,0 +1,100 @@
+"""Blind by construction, on the real Label Studio: annotators log in with their OWN credentials (no admin
+token), answer through the HTTP API, and see neither another annotator's projects, tasks nor annotations —
+by listing or by typing ids by hand."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from cultura.annotate import annotators as ann_mod, pull as pull_mod, push as push_mod
+from cultura.annotate.accounts import read_tokens, tokens_path
+from cultura.annotate.kinds import get_kind
+from cultura.annotate.server import use_server
+from cultura.cli import cli
+from tests.fakes.labelstudio import add_images, labelstudio  # noqa: F401
+from tests.fakes.ls_annotator import AnnotatorSession
+
+pytestmark = pytest.mark.labelstudio
+
+
+@pytest.fixture
+def blindproject(project, labelstudio):
+    use_server(project, labelstudio.url, labelstudio.api_key, data_dir=labelstudio.data_dir)
+    project.tag = uuid.uuid4().hex[:6]
+    return project
+
+
+def _email(p, name):
+    return f"{name}.{p.tag}@example.org"
+
+
+def test_annotators_are_blind_to_each_other(blindproject, labelstudio):
+    p, db = blindproject, blindproject.db
+    add_images(p, "rice", "JP", 6)
+    for n in ("ann", "bob", "cat"):
+        assert ann_mod.add_annotator(p, n, email=_email(p, n), country="JP")["blind"] is True
+    # tokens are secrets: 0600 file, never in the database
+    assert oct(tokens_path(p).stat().st_mode & 0o777) == "0o600"
+    toks = read_tokens(p)
+    assert len(toks) == 3 and not any(t in json.dumps(list(db["annotators"].rows)) for t in toks.values())
+
+    t0 = time.monotonic()
+    res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "annotators", "password", "ann",
+                                   "--password", "pw-ann-123456", "--json"])
+    assert res.exit_code == 0, res.output
+    assert time.monotonic() - t0 < 60   # was ~30 s of Label Studio's CLI start-up; guards a hang only
+    for n in ("bob", "cat"):
+        ann_mod.set_password(p, n, f"pw-{n}-123456")
+
+    push = push_mod.push(p, "filter", overlap=2)
+    assert push["tasks_created"] == 12
+    mine = {r["name"]: [] for r in db["annotators"].rows}
+    for name, ls_pid in db.execute("SELECT an.name, p.ls_project_id FROM campaign_projects p JOIN annotators an "
+                                   "ON an.id = p.annotator_id"):
+        mine[name].append(ls_pid)
+
+    sessions = {n: AnnotatorSession.login(labelstudio.url, _email(p, n), f"pw-{n}-123456")
+                for n in ("ann", "bob", "cat")}
+    spec = get_kind("filter")
+    answered = {}
+    for n, s in sessions.items():
+        assert s.whoami()["email"] == _email(p, n)
+        # listing: only their own project(s) and tasks; the user list holds only themselves
+        assert sorted(x["id"] for x in s.projects()) == sorted(mine[n])
+        tasks = s.my_tasks()
+        assert len(tasks) == 4
+        # the user list names only themselves (members fenced out of their organization show as 'Deleted')
+        users = json.dumps(s.get("/api/users").json())
+        assert _email(p, n) in users and not any(_email(p, o) in users or f'"{o}"' in users
+                                                 for o in sessions if o != n)
+        answered[n] = [s.answer(t["id"], spec.result_for("keep" if i % 2 else "remove"), 3.0 + i)
+                       for i, t in enumerate(tasks)]
+
+    # direct access typed by hand: every other annotator's project, task and annotation is refused
+    for n, s in sessions.items():
+        for other in set(sessions) - {n}:
+            for pid in mine[other]:
+                assert s.try_get(f"/api/projects/{pid}") in (403, 404)
+                assert s.try_get(f"/api/projects/{pid}/export", exportType="JSON") in (403, 404)
+                assert s.tasks(pid) == []
+            for a in answered[other]:
+                assert s.try_get(f"/api/tasks/{a['task']}") in (403, 404)
+                assert s.try_get(f"/api/annotations/{a['id']}") in (403, 404)
+                assert s.try_get(f"/api/tasks/{a['task']}/annotations") in (403, 404)
+        # and their own stay reachable (the refusals above are not a broken session)
+        a = answered[n][0]
+        assert s.try_get(f"/api/annotations/{a['id']}") == 200
+        # their own token works the same way as their session
+        assert s.token() == read_tokens(p)[_email(p, n)]
+
+    got = pull_mod.pull(p)
+    assert got["new"] == 12
+    by = dict(db.execute("SELECT an.name, COUNT(*) FROM annotations x JOIN annotators an ON an.id = x.annotator_id "
+                         "GROUP BY 1").fetchall())
+    assert by == {"ann": 4, "bob": 4, "cat": 4}
+    for s in sessions.values():
+        s.close()

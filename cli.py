@@ -6,6 +6,7 @@ style: module-level click commands listed in ``COMMANDS``) and are imported dire
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import click
@@ -15,7 +16,7 @@ from .console import Ctx, cli_error, invoked_command
 from .curate import caire_commands
 from .curate import commands as curate_commands
 from .curate.build import commands as build_commands
-from .errors import CulturaError
+from .errors import CulturaError, storage_error, storage_failure
 from .evaluate import commands as evaluate_commands
 from .evaluate.suites.attribution import commands as attribution_commands
 from .evaluate.suites.llm_bias import commands as llm_bias_commands
@@ -31,12 +32,41 @@ class CulturaGroup(click.Group):
             return super().invoke(ctx)
         except CulturaError as e:
             raise cli_error(e, args, invoked_command(self, args)) from None
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) and "busy" not in str(e):
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            failure = storage_failure(e)
+            if failure is not None:  # a full disk, a quota, ulimit -f, an I/O error: one sentence, exit 1
+                what, path = failure
+                raise cli_error(storage_error(_stage(self, args), what, path or _storage_path(ctx)), args,
+                                invoked_command(self, args)) from None
+            if not isinstance(e, sqlite3.OperationalError) or ("locked" not in str(e) and "busy" not in str(e)):
                 raise
             raise cli_error(CulturaError(
                 "The project database stayed locked by another cultura process for longer than the busy timeout "
                 "(30 s); wait for that process to finish, then rerun."), args, invoked_command(self, args)) from None
+
+
+def _stage(root: click.Group, args: list[str]) -> str:
+    """``cultura images download``: the command path that ``args`` invoke."""
+    names, cmd = ["cultura"], root
+    for a in args:
+        if isinstance(cmd, click.Group) and a in cmd.commands:
+            cmd = cmd.commands[a]
+            names.append(a)
+    return " ".join(names)
+
+
+def _storage_path(ctx) -> str:
+    """Where a storage failure without a file name happened: SQLite's errors name no file, so the project's
+    database (else the project folder, else the working folder)."""
+    obj = ctx.obj
+    project = getattr(obj, "_project", None)
+    if project is not None:
+        return str(project.db_path)
+    if getattr(obj, "project_dir", None):
+        return str(obj.project_dir)
+    return os.getcwd()
 
 
 @click.group(cls=CulturaGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,6 +5,8 @@ Library code raises these; the CLI turns them into one clear sentence and a non-
 from __future__ import annotations
 
 import difflib
+import errno
+import sqlite3
 from typing import Iterable
 
 
@@ -53,3 +55,44 @@ class SuiteSkipped(CulturaError):
     """Raised by a suite when the project holds no data it can evaluate (no benchmark of its kind, no caption
     pool, no portrait set). Under ``--suite all`` the run is recorded as ``skipped`` with this reason; asked for
     by name, it is an error that says what to build or import first."""
+
+
+# ------------------------------------------------------------------------------------------ full disk, I/O
+
+#: errno -> what happened, for the storage failures every stage may meet (a full disk, a quota, ``ulimit -f``,
+#: a failing device, a read-only mount).
+_STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+                   errno.EFBIG: "a file reached the size limit (ulimit -f or the file system's)",
+                   errno.EIO: "an I/O error", errno.EROFS: "the file system is read-only"}
+#: SQLite primary result codes -> what happened (``sqlite3.Error.sqlite_errorcode & 0xff``)
+_SQLITE_CODES = {13: "the disk is full", 10: "an I/O error"}  # SQLITE_FULL, SQLITE_IOERR
+
+
+def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
+    """``(what happened, path or None)`` when ``exc`` or an exception it was raised from or during is a full disk,
+    a quota, a file-size limit, an I/O error or a read-only file system (``OSError`` or SQLite's "database or
+    disk is full" / "disk I/O error"); else ``None``."""
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen and len(seen) < 20:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
+            return _STORAGE_ERRNOS[e.errno], e.filename if isinstance(e.filename, str) else None
+        if isinstance(e, sqlite3.Error):
+            code = getattr(e, "sqlite_errorcode", None)
+            text = str(e).lower()
+            if code is not None and code & 0xFF in _SQLITE_CODES:
+                return _SQLITE_CODES[code & 0xFF], None
+            if "disk is full" in text:
+                return "the disk is full", None
+            if "disk i/o error" in text:
+                return "an I/O error", None
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def storage_error(stage: str, what: str, path) -> CulturaError:
+    """The one sentence for a storage failure in ``stage`` (``"cultura images download"``) at ``path``."""
+    fix = "free space, then rerun" if "full" in what or "quota" in what or "size limit" in what else \
+        "check the disk (and free space), then rerun"
+    return CulturaError(f"{stage} stopped: {what} while writing {path}; {fix} (what was committed before is "
+                        "kept, and the stage resumes where it stopped).")

@@ -16,6 +16,7 @@ HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "s
          "openai", "ddgs", "imagededup", "pandas", "pyarrow", "statsmodels", "mlcroissant", "geopandas",
          "cartopy", "plotly", "skimage", "cv2", "sklearn.manifold", "torchvision", "PIL.ImageFont")
 CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
+        "cultura.names",
         "cultura.cultures",
         "cultura.data", "cultura.executor")
 SHARED_EVALUATE = ("cultura.evaluate.common", "cultura.evaluate.data", "cultura.evaluate.stats",

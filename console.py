@@ -16,7 +16,7 @@ from rich.table import Table
 
 from .errors import CulturaError, ProjectNotFound
 from .executor import EXECUTORS
-from .redact import scrub
+from .redact import scrub, strip_urls
 from .project import Project, find_project
 
 console = Console(stderr=True)
@@ -61,7 +61,8 @@ def executor_option(section: str):
 
 
 def emit_json(data) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    # no user:password@ of any URL is ever printed (push's image base, a server's address, a source page)
+    click.echo(json.dumps(strip_urls(data), indent=2, ensure_ascii=False, default=str))
 
 
 def columns_of(rows: list[dict]) -> list[str]:
@@ -79,7 +80,7 @@ def table(title: str | None, rows: list[dict], columns: list[str] | None = None)
     for c in columns:
         t.add_column(escape(str(c)), overflow="fold")
     for r in rows:
-        t.add_row(*["" if r.get(c) is None else escape(str(r.get(c))) for c in columns])
+        t.add_row(*["" if r.get(c) is None else escape(strip_urls(str(r.get(c)))) for c in columns])
     out.print(t)
 
 

@@ -21,6 +21,7 @@ import httpx
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
 from cultura.errors import CulturaError, unknown
+from cultura.redact import strip_userinfo
 
 from . import priority
 from .annotators import get_annotators
@@ -455,4 +456,4 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
             "gold_items": len(gold_keys), **counts, "tasks_created": created, "tasks_updated": updated,
-            "image_base": image_base, "missing_projects": missing}
+            "image_base": strip_userinfo(image_base), "missing_projects": missing}

@@ -237,10 +237,10 @@ def test_label_studio_data_dir_is_private_and_seed_credentials_do_not_travel(pro
         own = read_secrets(project)
         assert own["api_key"] != seed_creds["api_key"] and own["password"] != seed_creds["password"]
         r = httpx.get(st["url"] + "/api/current-user/whoami",
-                      headers={"Authorization": f"Token {seed_creds['api_key']}"}, timeout=30)
+                      headers={"Authorization": f"Token {seed_creds['api_key']}"}, timeout=600)
         assert r.status_code == 401, "the seed's admin token still opens the project's Label Studio"
         r = httpx.get(st["url"] + "/api/current-user/whoami",
-                      headers={"Authorization": f"Token {own['api_key']}"}, timeout=30)
+                      headers={"Authorization": f"Token {own['api_key']}"}, timeout=600)
         assert r.status_code == 200
         assert _mode(ddir) == 0o700
         for p in ddir.rglob("*"):

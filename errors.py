@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import difflib
 import errno
+import os
+import shutil
 import sqlite3
 from typing import Iterable
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None
 
 
 class CulturaError(Exception):
@@ -90,9 +97,37 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
     return None
 
 
+#: Below this many free bytes a device counts as full when SQLite reports only "disk I/O error" (it does so when
+#: it cannot grow its shared-memory file or write its WAL on a full tmpfs, or under ``ulimit -f``).
+NEARLY_FULL = 4 << 20
+
+
+def _diagnose(what: str, path) -> str:
+    """Refine SQLite's bare "disk I/O error": a file-size limit in force, or a (nearly) full device at ``path``."""
+    if what != "an I/O error":
+        return what
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0] if resource is not None else None
+    except (OSError, ValueError):
+        soft = None
+    if soft is not None and soft != resource.RLIM_INFINITY:
+        return f"a file reached the size limit (ulimit -f: {soft:,} bytes)"
+    if path:
+        p = os.path.abspath(str(path))
+        while p and not os.path.exists(p) and os.path.dirname(p) != p:
+            p = os.path.dirname(p)
+        try:
+            if shutil.disk_usage(p).free < NEARLY_FULL:
+                return "the disk is full"
+        except OSError:
+            pass
+    return what
+
+
 def storage_error(stage: str, what: str, path) -> CulturaError:
     """The one sentence for a storage failure in ``stage`` (``"cultura images download"``) at ``path``."""
-    fix = "free space, then rerun" if "full" in what or "quota" in what or "size limit" in what else \
-        "check the disk (and free space), then rerun"
-    return CulturaError(f"{stage} stopped: {what} while writing {path}; {fix} (what was committed before is "
-                        "kept, and the stage resumes where it stopped).")
+    what = _diagnose(what, path)
+    tail = " (if space is not short, check the device: an I/O error may mean a failing disk)" \
+        if what.startswith("an I/O error") or "read-only" in what else ""
+    return CulturaError(f"{stage} stopped: {what} while writing {path}; free space, then rerun{tail} (what was "
+                        "committed before is kept, and the stage resumes where it stopped).")

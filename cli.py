@@ -11,6 +11,7 @@ to its command's own help and checks what each command imports.
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
 from collections.abc import Iterator, MutableMapping
 
@@ -18,7 +19,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from .console import Ctx, cli_error, invoked_command, json_usage_error
-from .errors import CulturaError, missing_extra
+from .errors import CulturaError, missing_extra, storage_error, storage_failure
 
 #: Top-level command → (module defining it in ``COMMANDS``, its one-line help as ``cultura --help`` shows it).
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
@@ -131,18 +132,37 @@ class CulturaGroup(click.Group):
             raise cli_error(e, args, invoked_command(self, args)) from None
         except click.ClickException as e:
             raise json_usage_error(e, args) from None
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except ImportError as e:  # an optional library of an extra that is not installed
             command = invoked_command(self, args)
             error = missing_extra(e, f"'cultura {command_path(self, args)}'")
             if error is None:
                 raise
             raise cli_error(error, args, command) from None
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) and "busy" not in str(e):
+        except Exception as e:
+            failure = storage_failure(e)
+            if failure is not None:  # a full disk, a quota, ulimit -f, an I/O error: one sentence, exit 1
+                what, path = failure
+                raise cli_error(storage_error(f"cultura {command_path(self, args)}".strip(), what,
+                                              path or _storage_path(ctx)), args, invoked_command(self, args)) from None
+            if not isinstance(e, sqlite3.OperationalError) or ("locked" not in str(e) and "busy" not in str(e)):
                 raise
             raise cli_error(CulturaError(
                 "The project database stayed locked by another cultura process for longer than the busy timeout "
                 "(30 s); wait for that process to finish, then rerun."), args, invoked_command(self, args)) from None
+
+
+def _storage_path(ctx) -> str:
+    """Where a storage failure without a file name happened: SQLite's errors name no file, so the project's
+    database (else the project folder, else the working folder)."""
+    obj = ctx.obj
+    project = getattr(obj, "_project", None)
+    if project is not None:
+        return str(project.db_path)
+    if getattr(obj, "project_dir", None):
+        return str(obj.project_dir)
+    return os.getcwd()
 
 
 @click.group(cls=CulturaGroup, context_settings={"help_option_names": ["-h", "--help"]})

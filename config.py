@@ -1,7 +1,9 @@
 """``cultura.toml``: the project configuration, validated strictly.
 
 Every section is a pydantic model with ``extra="forbid"``: a mistyped key is an error that gives its path and
-the valid keys. Secrets are never read from this file: API keys come from the environment (or 0600 files).
+the valid keys. Numbers are finite (``inf`` and ``nan`` are refused like any out-of-range value) and the file is
+shallow (arrays and tables nested at most :data:`MAX_DEPTH` levels: a deeper one is one sentence, not a
+``RecursionError``). Secrets are never read from this file: API keys come from the environment (or 0600 files).
 """
 from __future__ import annotations
 
@@ -14,10 +16,15 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .names import endpoint_url_problem
+
+
+#: Deepest nesting of arrays/tables accepted in cultura.toml (the real file nests 3 levels).
+MAX_DEPTH = 32
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ProjectSection(_Section):
@@ -35,6 +42,16 @@ class LLMSection(_Section):
     timeout: float = Field(60.0, gt=0)
     temperature: float = Field(0.7, ge=0, le=2)
     json_mode: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+
+    @field_validator("base_url")
+    @classmethod
+    def _parsable(cls, v):
+        if v is not None:
+            problem = endpoint_url_problem(v)
+            if problem:  # pydantic reports a ValueError with the key's path
+                raise ValueError(f"not a valid URL ({problem}); give the server's http(s) base URL, e.g. "
+                                 "http://127.0.0.1:8000/v1")
+        return v
 
 
 class SearchSection(_Section):
@@ -186,7 +203,29 @@ def _explain(e: ValidationError, source: str) -> str:
     return f"Invalid configuration in {source}: " + "; ".join(lines) + ". Fix the file and rerun."
 
 
+def _too_deep(data, limit: int = MAX_DEPTH) -> str | None:
+    """The dotted path where ``data`` nests deeper than ``limit`` levels, else ``None`` (iterative: a hostile
+    file cannot exhaust the stack here)."""
+    stack = [(data, 0, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > limit:
+                return path or "(top)"
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend((v, depth + 1, f"{path}.{k}" if path else str(k)) for k, v in items)
+    return None
+
+
+def _shallow(data, source: str) -> None:
+    where = _too_deep(data)
+    if where is not None:
+        raise ConfigError(f"Invalid configuration in {source}: '{where[:80]}' nests arrays or tables more than "
+                          f"{MAX_DEPTH} levels deep; flatten it and rerun.")
+
+
 def parse_config(data: dict, source: str = "cultura.toml") -> Config:
+    _shallow(data, source)
     try:
         return Config.model_validate(data)
     except ValidationError as e:
@@ -203,6 +242,9 @@ def load_config(path: Path) -> Config:
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}). Save it as UTF-8 and "
                           "rerun.") from None
+    except RecursionError:  # tomllib recurses once per nested array/inline table
+        raise ConfigError(f"Invalid configuration in {path}: arrays or tables are nested more than {MAX_DEPTH} "
+                          "levels deep (too deep to parse); flatten them and rerun.") from None
     return parse_config(data, str(path))
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .errors import CulturaError, ProjectNotFound
 from .executor import EXECUTORS
-from .redact import scrub
+from .redact import scrub, strip_urls
 from .project import Project, find_project
 
 console = Console(stderr=True)
@@ -94,7 +94,8 @@ def executor_option(section: str):
 
 
 def emit_json(data) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    # no user:password@ of any URL is ever printed (push's image base, a server's address, a source page)
+    click.echo(json.dumps(strip_urls(data), indent=2, ensure_ascii=False, default=str))
 
 
 def columns_of(rows: list[dict]) -> list[str]:
@@ -119,14 +120,6 @@ def table(title: str | None, rows: list[dict], columns: list[str] | None = None)
         t.add_column(escape(str(c)), overflow="fold")
     notes: list[str] = []
     for r in rows:
-        cells = []
-        for c in columns:
-            text = "" if r.get(c) is None else str(r.get(c))
-            if len(text) > LONG_CELL:
-                notes.append(f"[{len(notes) + 1}] {c}: {text}")
-                text = f"see [{len(notes)}]"
-            cells.append(escape(text))
-        t.add_row(*cells)
     out.print(t)
     for note in notes:
         out.print(note, markup=False, highlight=False, soft_wrap=True)

@@ -5,7 +5,16 @@ Library code raises these; the CLI turns them into one clear sentence and a non-
 from __future__ import annotations
 
 import difflib
+import errno
+import os
+import shutil
+import sqlite3
 from typing import Iterable
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None
 
 
 class CulturaError(Exception):
@@ -79,3 +88,71 @@ def missing_extra(exc: ImportError, what: str = "This command") -> MissingExtra 
         return None
     return MissingExtra(f"{what} needs {top}, which is not installed: run pip install 'cultura[{EXTRAS[top]}]' "
                         f"(or 'cultura[all]').")
+
+# ------------------------------------------------------------------------------------------ full disk, I/O
+
+#: errno -> what happened, for the storage failures every stage may meet (a full disk, a quota, ``ulimit -f``,
+#: a failing device, a read-only mount).
+_STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+                   errno.EFBIG: "a file reached the size limit (ulimit -f or the file system's)",
+                   errno.EIO: "an I/O error", errno.EROFS: "the file system is read-only"}
+#: SQLite primary result codes -> what happened (``sqlite3.Error.sqlite_errorcode & 0xff``)
+_SQLITE_CODES = {13: "the disk is full", 10: "an I/O error"}  # SQLITE_FULL, SQLITE_IOERR
+
+
+def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
+    """``(what happened, path or None)`` when ``exc`` or an exception it was raised from or during is a full disk,
+    a quota, a file-size limit, an I/O error or a read-only file system (``OSError`` or SQLite's "database or
+    disk is full" / "disk I/O error"); else ``None``."""
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen and len(seen) < 20:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
+            return _STORAGE_ERRNOS[e.errno], e.filename if isinstance(e.filename, str) else None
+        if isinstance(e, sqlite3.Error):
+            code = getattr(e, "sqlite_errorcode", None)
+            text = str(e).lower()
+            if code is not None and code & 0xFF in _SQLITE_CODES:
+                return _SQLITE_CODES[code & 0xFF], None
+            if "disk is full" in text:
+                return "the disk is full", None
+            if "disk i/o error" in text:
+                return "an I/O error", None
+        e = e.__cause__ or e.__context__
+    return None
+
+
+#: Below this many free bytes a device counts as full when SQLite reports only "disk I/O error" (it does so when
+#: it cannot grow its shared-memory file or write its WAL on a full tmpfs, or under ``ulimit -f``).
+NEARLY_FULL = 4 << 20
+
+
+def _diagnose(what: str, path) -> str:
+    """Refine SQLite's bare "disk I/O error": a file-size limit in force, or a (nearly) full device at ``path``."""
+    if what != "an I/O error":
+        return what
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0] if resource is not None else None
+    except (OSError, ValueError):
+        soft = None
+    if soft is not None and soft != resource.RLIM_INFINITY:
+        return f"a file reached the size limit (ulimit -f: {soft:,} bytes)"
+    if path:
+        p = os.path.abspath(str(path))
+        while p and not os.path.exists(p) and os.path.dirname(p) != p:
+            p = os.path.dirname(p)
+        try:
+            if shutil.disk_usage(p).free < NEARLY_FULL:
+                return "the disk is full"
+        except OSError:
+            pass
+    return what
+
+
+def storage_error(stage: str, what: str, path) -> CulturaError:
+    """The one sentence for a storage failure in ``stage`` (``"cultura images download"``) at ``path``."""
+    what = _diagnose(what, path)
+    tail = " (if space is not short, check the device: an I/O error may mean a failing disk)" \
+        if what.startswith("an I/O error") or "read-only" in what else ""
+    return CulturaError(f"{stage} stopped: {what} while writing {path}; free space, then rerun{tail} (what was "
+                        "committed before is kept, and the stage resumes where it stopped).")

@@ -25,7 +25,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["REDACTED", "strip_userinfo", "scrub", "scrub_obj", "known_secrets", "register_secret"]
+__all__ = ["REDACTED", "strip_userinfo", "strip_urls", "scrub", "scrub_obj", "known_secrets", "register_secret"]
 
 REDACTED = "[redacted]"
 
@@ -121,6 +121,19 @@ def scrub(text: Any, *, secrets: Iterable[str] | None = None) -> Any:
     for pat in _PATTERNS:
         text = pat.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def strip_urls(obj: Any) -> Any:
+    """``obj`` (a string or a JSON-like structure) with ``user:password@`` removed from every URL inside its
+    strings (keys included). Cheap enough for every printed table or JSON document: strings without ``://``
+    and ``@`` are returned as they are. What a command prints goes through this (``cultura.console``)."""
+    if isinstance(obj, str):
+        return _URL_USERINFO.sub(r"\1", obj) if "@" in obj and "://" in obj else obj
+    if isinstance(obj, dict):
+        return {strip_urls(k): strip_urls(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(strip_urls(x) for x in obj)
+    return obj
 
 
 def scrub_obj(obj: Any, *, secrets: Iterable[str] | None = None) -> Any:

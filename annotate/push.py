@@ -22,6 +22,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
 from cultura.db.pool import image_exclusions
 from cultura.errors import CulturaError, unknown
+from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
 from . import priority
@@ -486,5 +487,5 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
         except ProjectMissing as e:
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
-            "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created, "tasks_updated": updated,
-            "image_base": image_base, "missing_projects": missing}
+            "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created,
+            "tasks_updated": updated, "image_base": strip_userinfo(image_base), "missing_projects": missing}

@@ -49,6 +49,7 @@ from .. import db as dbmod
 from ..cultures import add_culture_label, registered_labels, resolve_culture
 from ..db import transaction
 from ..errors import CulturaError
+from ..names import BadName, clean_name
 from .importers import link_image, read_table, resolve_country, store_image
 
 IMAGE_COLS = ("image", "image_path", "file", "path", "img")
@@ -159,9 +160,16 @@ def import_caire_specific(project, table, *, images=None, kb: str = "default") -
     known = {lab.key for lab in registered_labels(project)}
     counts, failures, unmatched = defaultdict(int), [], set()
     for i, r in enumerate(rows, 1):
-        concept = str(r.get(cc_) or "").strip()
+        try:  # the one name validator (cultura.names); the case is kept (it is matched to KB lemmas)
+            concept = clean_name(r.get(cc_))
+        except BadName as e:
+            concept, bad = "", e.reason
+        else:
+            bad = None
         key = f"{i}|{concept}"
         try:
+            if bad:
+                raise ValueError(bad)
             data = image_bytes(r.get(ic), imgdir)
             sha = store_image(project, data)
         except ValueError as e:
@@ -216,12 +224,17 @@ def import_caire_universal(project, table, *, images=None, split: str | None = N
     for i, r in enumerate(rows, 1):
         if split and split_c and str(r.get(split_c) or "").strip().lower() != split.lower():
             continue
-        concept = str(r.get(cc_) or "").strip()
+        try:  # the one name validator (cultura.names); the case is kept as the set writes it
+            concept, bad = clean_name(r.get(cc_)), None
+        except BadName as e:
+            concept, bad = "", e.reason
         prompt_cc = resolve_country(project.registry, r.get(pc))
         cell = r.get(ic)
         ident = (hashlib.sha256(cell["bytes"]).hexdigest() if isinstance(cell, dict) and cell.get("bytes")
                  else str(cell.get("path") if isinstance(cell, dict) else cell)[:200])
         try:
+            if bad:
+                raise ValueError(bad)
             if not concept or prompt_cc is None:
                 raise ValueError(f"unknown prompt country {r.get(pc)!r}" if concept else "no concept")
             if ident not in stored:

@@ -22,12 +22,21 @@ from ..lazy import lazy
 sparse = lazy("scipy.sparse")  # imported on first use (start-up)
 csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
 
+from ..names import MAX_TERM_CHARS, BadName, clean_name, concept_name
+
 PRESETS = {"3xcm": "concepts_3xcm.csv", "globalrg": "concepts_globalrg.csv"}
 
 
 def normalise(name: str) -> str:
-    """Canonical concept name: trimmed, single-spaced, lower-case."""
-    return " ".join(str(name).split()).lower()
+    """Canonical concept name: Unicode NFC, trimmed, single-spaced, lower-case, checked by the one name
+    validator (:mod:`cultura.names`: no control/bidi/zero-width characters, not path-like, no formula start, a
+    length cap); a refused name raises :class:`~cultura.names.BadName` with one sentence."""
+    return concept_name(name)
+
+
+def _term(raw, *, where: str = "") -> str:
+    """A native term: NFC, whitespace collapsed, checked like a name (cap :data:`MAX_TERM_CHARS`)."""
+    return clean_name(raw, what=f"{where}term", max_chars=MAX_TERM_CHARS, param="term")
 
 
 # ---------------------------------------------------------------- manual curation and presets
@@ -111,7 +120,10 @@ class GeneratedConcept(BaseModel):
     @field_validator("concept")
     @classmethod
     def _name(cls, v):
-        v = normalise(v)
+        try:
+            v = normalise(v)
+        except BadName as e:  # pydantic turns a ValueError into a validation retry
+            raise ValueError(e.reason) from None
         if not v:
             raise ValueError("empty concept name")
         return v
@@ -269,7 +281,13 @@ def translate_concepts(project, *, model: str | None = None, overwrite: bool = F
             if obj is None:
                 failed += len(part)
                 continue
-            got = {normalise(k): v.strip() for k, v in obj.terms.items() if v and v.strip()}
+            got = {}
+            for k, v in obj.terms.items():
+                try:  # a reply key or term the validator refuses counts as a failed translation
+                    got[normalise(k)] = _term(v)
+                except BadName:
+                    continue
+            got = {k: v for k, v in got.items() if k and v}
             with transaction(db):
                 for c in part:
                     if c["name"] in got:
@@ -313,10 +331,11 @@ def set_term(project, concept, country: str, term: str, *, language: str | None 
                            f"({', '.join(x.code for x in project.countries)}). Add it to cultura.toml first.")
     row = get_concept(project.db, concept)
     lang = language or c.language
-    if not term.strip():
-        raise CulturaError("The term is empty. Give the native word or phrase.")
-    _store_term(project.db, row["id"], c.code, lang, term.strip(), "manual")
-    return {"concept": row["name"], "country": c.code, "language": lang, "term": term.strip()}
+    term = _term(term)
+    if not term:
+        raise CulturaError("The term is empty. Give the native word or phrase.", param="term")
+    _store_term(project.db, row["id"], c.code, lang, term, "manual")
+    return {"concept": row["name"], "country": c.code, "language": lang, "term": term}
 
 
 def set_terms_from_file(project, path) -> dict:
@@ -327,8 +346,7 @@ def set_terms_from_file(project, path) -> dict:
     if not p.is_file():
         raise CulturaError(f"No file {str(p)!r}. Give a CSV/TSV with columns concept, country, term[, language].")
     delim = "\t" if p.suffix.lower() in (".tsv", ".tab") else ","
-    with p.open(encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter=delim))
+    rows = _read_term_rows(p, delim)
     need = {"concept", "country", "term"}
     cols = set(rows[0]) if rows else set()
     if not rows or not need <= cols:
@@ -341,9 +359,9 @@ def set_terms_from_file(project, path) -> dict:
             if c.code not in {x.code for x in project.countries}:
                 raise CulturaError(f"{c.code} is not one of this project's countries")
             row = get_concept(project.db, r["concept"])
+            term = _term(r.get("term"))
         except CulturaError as e:
             raise CulturaError(f"{p.name} line {n}: {e}") from None
-        term = (r.get("term") or "").strip()
         if not term:
             raise CulturaError(f"{p.name} line {n}: the term is empty.")
         checked.append((row["id"], c.code, (r.get("language") or "").strip() or c.language, term))
@@ -351,6 +369,25 @@ def set_terms_from_file(project, path) -> dict:
         for cid, cc, lang, term in checked:
             _store_term(project.db, cid, cc, lang, term, "manual")
     return {"terms": len(checked), "file": str(p)}
+
+
+def _read_term_rows(p: Path, delim: str) -> list[dict]:
+    """The rows of a terms file; a malformed line (a field over the csv module's 128 KiB limit, a NUL byte, an
+    unclosed quote) or text that is not UTF-8 is one sentence naming the line, never a ``_csv.Error``."""
+    rows, line = [], 1
+    try:
+        with p.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f, delimiter=delim)
+            for r in reader:
+                rows.append(r)
+                line = reader.line_num
+    except csv.Error as e:
+        raise CulturaError(f"{p.name} line {line + 1}: cannot be read as {'TSV' if delim == chr(9) else 'CSV'} "
+                           f"({e}); fix that line and rerun.") from None
+    except UnicodeDecodeError as e:
+        raise CulturaError(f"{p.name} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8 and "
+                           "rerun.") from None
+    return rows
 
 
 def list_terms(project, *, country: str | None = None) -> list[dict]:

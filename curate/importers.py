@@ -25,6 +25,7 @@ from pathlib import Path
 from .. import db as dbmod
 from ..db.readers import TableReadError, read_rows
 from ..errors import CulturaError
+from ..names import check_concept
 from ..db import transaction
 from ..db.blobs import blob_writer, store_blob
 from .download import validate_image
@@ -228,7 +229,7 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
             _finish_row(db, "globalrg", src, _content_key("", row), "", "empty image field", None, counts, failures)
             continue
         country = resolve_country(reg, row.get(cc))
-        concept = str(row.get(kc) or "").strip().lower()
+        concept, bad_name = check_concept(row.get(kc))  # the one name validator (cultura.names)
         # one image may be listed for several regions/concepts; the row's content decides "already imported"
         rkey = _content_key(f"{key}|{row.get(cc)}|{concept}", row)
         if _done(db, "globalrg", src, rkey):
@@ -238,6 +239,8 @@ def import_globalrg(project, table, images, *, image_column=None, country_column
         f = _safe_file(images, key)
         if country is None:
             reason = f"unknown country {row.get(cc)!r}"
+        elif bad_name:
+            reason = bad_name
         elif not concept:
             reason = "empty concept"
         elif f is None:
@@ -302,8 +305,11 @@ def import_captions(project, captions, images) -> dict:
         caps = _captions_of(line, languages)
         f = _safe_file(images, str(line.get("file") or line.get("image") or key))
         reason, sha = None, None
+        concept, bad_name = check_concept(line.get("concept"))
         if not caps:
             reason = "no captions"
+        elif bad_name:
+            reason = bad_name
         elif f is None:
             reason = f"image file {key!r} not found in {images}"
         else:
@@ -316,8 +322,8 @@ def import_captions(project, captions, images) -> dict:
                                                    "source": "import:captions", "created_at": dbmod.now()},
                                                   pk=("image_sha256", "language", "idx", "source"))
                     country = resolve_country(reg, line.get("country"))
-                    if country and line.get("concept"):
-                        link_image(project, sha, str(line["concept"]).strip().lower(), country, "captions",
+                    if country and concept:
+                        link_image(project, sha, concept, country, "captions",
                                    key, src)
                     _finish_row(db, "captions", src, row_key, key, None, sha, counts, failures)
                 counts["captions"] += sum(len(v) for v in caps.values())

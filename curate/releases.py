@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .. import db as dbmod
 from ..db import transaction
+from ..names import check_concept
 from .build.build import content_hash
 from .importers import (DatasetImportError, _column, _done, _finish_row, _safe_file, _summary, link_image,
                         read_table, resolve_country, store_image)
@@ -95,7 +96,7 @@ def _import_images(project, table, kind: str, *, images_dir=None, columns=None) 
     counts, failures = defaultdict(int), []
     for i, row in enumerate(rows):
         key = _image_key(row.get(ic), i)
-        concept = str(row.get(kc) or "").strip().lower()
+        concept, bad_name = check_concept(row.get(kc))  # the one name validator (cultura.names)
         rkey = f"{key}|{row.get(cc)}|{concept}"  # an image may be listed for several countries/concepts
         if _done(db, kind, src, rkey):
             counts["already"] += 1
@@ -106,6 +107,8 @@ def _import_images(project, table, kind: str, *, images_dir=None, columns=None) 
             reason = f"unknown country {row.get(cc)!r}"
         elif country not in {c.code for c in project.countries}:
             reason = f"country {country} is not one of the project's countries (add it in cultura.toml)"
+        elif bad_name:
+            reason = bad_name
         elif not concept:
             reason = "empty concept"
         else:
@@ -193,7 +196,7 @@ def import_3xcm_benchmark(project, table, *, name: str = "3xcm", version: int | 
             return concept_ids[cname]
 
         for i, row in enumerate(rows):
-            cname = str(row.get(kc) or "").strip().lower()
+            cname, bad_name = check_concept(row.get(kc))
             qtext = str(row.get(qc) or "").strip()
             if qcc is not None:
                 qcountry = resolve_country(reg, row.get(qcc))
@@ -202,7 +205,9 @@ def import_3xcm_benchmark(project, table, *, name: str = "3xcm", version: int | 
                 qcountry = cands[0] if len(cands) == 1 else None
             dcountry = resolve_country(reg, row.get(dc)) if dc else None
             reason = None
-            if not cname or not qtext:
+            if bad_name:
+                reason = bad_name
+            elif not cname or not qtext:
                 reason = "empty concept or query"
             elif qcountry is None or qcountry not in project_codes:
                 reason = (f"query country/language {row.get(qcc) if qcc else row.get(qlc)!r} is not one project "
@@ -221,7 +226,10 @@ def import_3xcm_benchmark(project, table, *, name: str = "3xcm", version: int | 
                     ck = columns.get(f"{r}_country") or lower.get(f"{r}_country")
                     kk = columns.get(f"{r}_concept") or lower.get(f"{r}_concept")
                     ccountry = resolve_country(reg, row.get(ck)) if ck else None
-                    cconcept = str(row.get(kk) or "").strip().lower() if kk else ""
+                    cconcept, bad_name = check_concept(row.get(kk)) if kk else ("", None)
+                    if bad_name:
+                        reason = f"{r}: {bad_name}"
+                        break
                     link = _linked(db, sha) if not (ccountry and cconcept) else None
                     if not ccountry and link:
                         ccountry = link[1]

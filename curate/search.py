@@ -12,6 +12,7 @@ crash never leaves half a query. Bad input rows go to ``ingest_rejects`` with a 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -24,6 +25,7 @@ from rich.progress import track
 from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
+from ..names import BadName, check_concept
 from ..redact import known_secrets, scrub, scrub_obj, strip_userinfo
 from .concepts import add_concepts, get_concept, normalise
 
@@ -134,11 +136,46 @@ def check_url(url, *, schemes=("http", "https")) -> str | None:
     return None
 
 
+#: Largest rank a ``urls:`` row may give (SQLite stores 64-bit integers; a rank is a position in a list).
+MAX_RANK = 2**31 - 1
+
+
 def _int(v):
+    """``v`` as an integer within +-:data:`MAX_RANK`, else ``None`` (a provider's width/height are informational:
+    an absurd value is dropped, never an ``OverflowError`` from SQLite)."""
     try:
-        return int(v) if v not in (None, "") else None
-    except (TypeError, ValueError):
+        n = int(v) if v not in (None, "") else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is None or abs(n) <= MAX_RANK else None
+
+
+def _rank(v) -> tuple[int | None, str | None]:
+    """A ``urls:`` row's rank: ``(rank, None)`` (``None`` or 0 when not given: the row's position decides), or
+    ``(None, reason)`` for a value that is not a whole number in 0..:data:`MAX_RANK` (1e20, 2**63, 1e308, -3,
+    "abc", NaN)."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None, None
+    shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:40] + "…"
+    n = None
+    if isinstance(v, (int, str)) and not isinstance(v, bool):
+        try:
+            n = int(v)
+        except ValueError:
+            pass
+    if n is None and not isinstance(v, bool):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None, f"rank {shown} is not a whole number"
+        if not math.isfinite(f) or f != int(f):
+            return None, f"rank {shown} is not a whole number"
+        n = int(f)
+    if n is None:
+        return None, f"rank {shown} is not a whole number"
+    if not 0 <= n <= MAX_RANK:
+        return None, f"rank {shown} is out of range (1 to {MAX_RANK:,})"
+    return n, None
 
 
 def _reject(db, source: str, line: int | None, raw, reason: str) -> bool:
@@ -305,12 +342,17 @@ class UrlsProvider(Provider):
                 reason = row.get(ERROR)
                 url = str(row.get("url") or "").strip()
                 country_code = str(row.get("country") or "").strip().upper()
-                concept = normalise(str(row.get("concept") or ""))
+                concept, bad_name = check_concept(row.get("concept"))
+                rank, bad_rank = _rank(row.get("rank"))
                 if not reason:
                     if (reason := check_url(url)):
                         pass
+                    elif bad_name:
+                        reason = bad_name
                     elif not concept:
                         reason = "missing concept"
+                    elif bad_rank:
+                        reason = bad_rank
                     elif country_code not in codes:
                         reason = (f"country {country_code or '(empty)'} is not a project country "
                                   f"({', '.join(sorted(codes))})")
@@ -326,7 +368,7 @@ class UrlsProvider(Provider):
                 grouped.setdefault(qid, []).append({
                     **{k: v for k, v in row.items() if k != "url"},
                     "image": url, "title": row.get("title"), "url": row.get("source_page"),
-                    "rank": _int(row.get("rank")), "width": row.get("width"), "height": row.get("height")})
+                    "rank": rank, "width": row.get("width"), "height": row.get("height")})
         done = skipped = n = 0
         for qid, results in grouped.items():
             results.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
@@ -394,7 +436,12 @@ class FolderProvider(Provider):
                     for o in others:
                         _reject(db, source, None, {"path": str(o)}, f"not an image file type ({o.suffix or 'none'})")
                     counts["rejected"] += len(others)
-                    concept = normalise(kdir.name.replace("_", " "))
+                    try:
+                        concept = normalise(kdir.name.replace("_", " "))
+                    except BadName as e:  # the folder's name is refused: a reject row, the others go on
+                        _reject(db, source, None, {"path": str(kdir)}, f"folder {e.reason}")
+                        counts["rejected"] += 1
+                        continue
                     add_concepts(project, [concept], source="import:folder")
                     cid = get_concept(db, concept)["id"]
                     qid = _query_for(db, project, cid, country, None, f"folder:{cdir.name}/{kdir.name}", "folder")
@@ -476,6 +523,8 @@ def ingest_img2dataset(project, directory: str | Path) -> dict:
                 reason = "image file is a symlink out of the folder (not followed)"
             elif not meta.get("concept"):
                 reason = "missing additional column 'concept'"
+            elif check_concept(meta["concept"])[1]:
+                reason = check_concept(meta["concept"])[1]
             elif str(meta.get("country", "")).upper() not in codes:
                 reason = f"country {meta.get('country')!r} is not a project country"
             if reason:

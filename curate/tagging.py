@@ -21,7 +21,8 @@ from ..executor import current_executor, use_executor
 from ..models.embedders import cache_images, embed_images_cached, embed_texts_cached, get_embedder
 from ..models.embedders.base import ModelUnavailable
 from ..models.llm import LLM, render_prompt
-from .concepts import active_concepts, normalise
+from ..names import check_concept
+from .concepts import active_concepts
 
 CLIP_TEMPLATE = "a photo of a {}"
 
@@ -77,7 +78,8 @@ def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = Fals
                 _mark(db, row["sha256"], source, "failed", error=err)
                 failed += 1
                 continue
-            tags = [normalise(t) for t in obj.tags]
+            # a reply tag the name validator refuses (a control character, 10 kB of text) matches no concept
+            tags = [check_concept(t)[0] or str(t)[:80] for t in obj.tags]
             kept = [t for t in dict.fromkeys(tags) if t in known]
             for rank, t in enumerate(kept, start=1):
                 db["image_tags"].upsert({"sha256": row["sha256"], "tag": t, "score": 1.0 / rank, "source": source,

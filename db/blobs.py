@@ -88,8 +88,10 @@ def store_blob(project, data: bytes, fmt: str, *, sha256: str | None = None) -> 
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # write() errors name no file: say which (full disk)
+            e.filename = str(tmp)
         raise
     return sha, rel
 

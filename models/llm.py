@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..db import dumps, now, transaction
 from ..errors import CulturaError
+from ..names import check_endpoint_url
 from ..redact import scrub, strip_userinfo
 from ..templates import render_template
 
@@ -57,8 +58,12 @@ def api_key() -> str:
 
 
 def base_url(explicit: str | None = None) -> str | None:
-    """The endpoint: ``explicit`` (config or option), else ``OPENAI_BASE_URL``, else the SDK default."""
-    return explicit or os.environ.get("OPENAI_BASE_URL") or None
+    """The endpoint: ``explicit`` (config or option), else ``OPENAI_BASE_URL``, else the SDK default. A URL
+    that does not parse is one sentence naming where it came from (:func:`cultura.names.check_endpoint_url`)."""
+    if explicit:
+        return check_endpoint_url(explicit, source="llm.base_url", param="base_url")
+    env = os.environ.get("OPENAI_BASE_URL")
+    return check_endpoint_url(env, source="OPENAI_BASE_URL") if env else None
 
 
 def make_client(url: str | None = None, *, timeout: float = 60.0):
@@ -80,7 +85,9 @@ class OpenAIEndpoint:
     def host(self) -> str:
 
         # the endpoint's host[:port] only: never the user:password@ a base URL may carry
-        return urlsplit(strip_userinfo(self.base_url)).netloc if self.base_url else "api.openai.com"
+        if not self.base_url:
+            return "api.openai.com"
+        return urlsplit(strip_userinfo(check_endpoint_url(self.base_url, source="base_url", param="base_url"))).netloc
 
     @property
     def client(self):

@@ -17,7 +17,7 @@ HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "s
          "cartopy", "plotly", "skimage", "cv2", "sklearn", "scipy", "krippendorff", "safetensors", "crowdkit",
          "torchvision", "PIL.ImageFont")
 CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
-        "cultura.cultures", "cultura.lazy",
+        "cultura.cultures", "cultura.lazy", "cultura.names",
         "cultura.data", "cultura.executor")
 SHARED_EVALUATE = ("cultura.evaluate.common", "cultura.evaluate.data", "cultura.evaluate.stats",
                    "cultura.evaluate.stats_extra", "cultura.evaluate.reportkit", "cultura.evaluate.metrics",

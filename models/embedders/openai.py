@@ -18,6 +18,7 @@ import io
 import os
 
 from ...errors import CulturaError
+from ...names import check_endpoint_url
 from ...redact import scrub, strip_userinfo
 from .base import Embedder, ModelCapabilityError, ModelUnavailable
 
@@ -52,7 +53,9 @@ class OpenAIEmbedder(Embedder):
         self.image_mode = images
         self.image_format = image_format
         self.dimensions = dimensions
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.base_url = (check_endpoint_url(base_url, source="base_url", param="base_url") if base_url else
+                         check_endpoint_url(os.environ["OPENAI_BASE_URL"], source="OPENAI_BASE_URL")
+                         if os.environ.get("OPENAI_BASE_URL") else "https://api.openai.com/v1")
         self.device = "remote"
         self._openai = openai
         self.client = openai.OpenAI(base_url=self.base_url,

@@ -323,17 +323,17 @@ def test_screenshot_every_template_renders_in_the_real_ui(project, labelstudio, 
             page.fill("input[name=email]", labelstudio.username)
             page.fill("input[name=password]", labelstudio.password)
             page.click("button[type=submit]")
-            page.wait_for_url(lambda u: "/user/login" not in u, timeout=60_000)
+            page.wait_for_url(lambda u: "/user/login" not in u, timeout=600_000)
             for kind, (pid, tid) in opened.items():
                 page.goto(f"{labelstudio.url}/projects/{pid}/data?task={tid}")
                 for text in EXPECTED_CONTROLS[kind]:  # a choice control (label with a checkbox/radio)
-                    page.locator("label", has_text=text).first.wait_for(state="visible", timeout=60_000)
+                    page.locator("label", has_text=text).first.wait_for(state="visible", timeout=600_000)
                 # wait for the state asserted (the inputs render after their labels; under load later)
                 choices = page.locator("label input[type=checkbox], label input[type=radio]")
-                choices.nth(1).wait_for(state="attached", timeout=60_000)
+                choices.nth(1).wait_for(state="attached", timeout=600_000)
                 assert choices.count() >= 2
                 if kind in ("filter", "relevance"):  # the blob reached the editor (no CORS/URL error)
-                    page.locator("text=Downloading image").wait_for(state="hidden", timeout=30_000)
+                    page.locator("text=Downloading image").wait_for(state="hidden", timeout=600_000)
                     assert page.locator("text=There was an issue loading URL").count() == 0
                 try:
                     page.wait_for_load_state("networkidle", timeout=5_000)

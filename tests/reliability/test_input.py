@@ -206,3 +206,189 @@ def test_ddgs_results_pass_the_url_validator(project):
 ])
 def test_check_url(url, reason):
     assert check_url(url) == reason
+
+
+# ------------------------------------------------------------------------------------------ names at the door
+# issue 19: one validator (cultura.names) for every name that enters a project; a refused name in a file is a
+# reject row with its reason and never aborts the file.
+
+HOSTILE_NAMES = [  # (name, the reason's words)
+    ("bus\x00stop", "contains the control character U+0000"),
+    ("bus\u202estop", "contains the bidirectional control character U+202E"),
+    ("\u200b", "contains the invisible format character U+200B"),
+    ("\u200d", "contains the zero-width joiner U+200D outside a word"),
+    ("x" * 10_000_000, "is 10,000,000 characters long (at most 200)"),
+    ("../../etc/passwd", "looks like a file path"),
+    ("=HYPERLINK(\"http://evil.example\")", "starts with '=', which spreadsheets run as a formula"),
+    ("@SUM(1+1)", "starts with '@', which spreadsheets run as a formula"),
+]
+
+
+def _cli(project, *args, **kw):
+    return CliRunner().invoke(cli, ["--project", str(project.root), *args], **kw)
+
+
+def _concepts(project):
+    return sorted(r["name"] for r in project.db["concepts"].rows)
+
+
+def test_nfc_and_nfd_cafe_are_one_concept_and_lookups_find_it(project):
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    r = _cli(project, "concepts", "add", nfc, nfd, "  Caf\u00e9\t ", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["added"] == 1 and _concepts(project) == [nfc]
+    r = _cli(project, "concepts", "set-term", nfd, "JP", "\u30ab\u30d5\u30a7")  # found through its NFD spelling
+    assert r.exit_code == 0, r.output
+    assert project.db.execute("SELECT term FROM terms WHERE country = 'JP'").fetchone()[0] == "\u30ab\u30d5\u30a7"
+
+
+@pytest.mark.parametrize("name,reason", HOSTILE_NAMES[:4] + HOSTILE_NAMES[5:],
+                         ids=["nul", "rlo", "zwsp", "zwj", "path", "formula", "at-formula"])
+def test_concepts_add_refuses_a_hostile_name_with_one_sentence(project, name, reason):
+    r = _cli(project, "concepts", "add", "rice", name)
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert f"{reason}; fix it in the input and rerun." in r.output, r.output
+    assert _concepts(project) == []  # nothing of the command was written
+
+
+def test_urls_rows_with_hostile_names_and_ranks_are_rejects_and_the_rest_is_ingested(project, tmp_path):
+    rows = [{"url": f"https://a.example/{i}.jpg", "concept": name, "country": "JP"}
+            for i, (name, _) in enumerate(HOSTILE_NAMES)]
+    rows += [{"url": "https://a.example/r1.jpg", "concept": "bus", "country": "JP", "rank": 1e20},
+             {"url": "https://a.example/r2.jpg", "concept": "bus", "country": "JP", "rank": 2**63},
+             {"url": "https://a.example/r3.jpg", "concept": "bus", "country": "JP", "rank": 1e308},
+             {"url": "https://a.example/r4.jpg", "concept": "bus", "country": "JP", "rank": -3},
+             {"url": "https://a.example/r5.jpg", "concept": "bus", "country": "JP", "rank": "abc"},
+             {"url": "https://a.example/ok1.jpg", "concept": "cafe\u0301", "country": "JP", "rank": 2},
+             {"url": "https://a.example/ok2.jpg", "concept": "Caf\u00e9", "country": "JP", "rank": 1.0}]
+    f = _jsonl(tmp_path / "urls.jsonl", rows)
+    r = _cli(project, "images", "search", "--provider", f"urls:{f}", "--json")
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    out = json.loads(r.output)
+    assert out["rejected"] == len(HOSTILE_NAMES) + 5 and out["results"] == 2, out
+    got = {json.loads(x["raw"]).get("url"): x["reason"] for x in project.db["ingest_rejects"].rows}
+    for i, (_, reason) in enumerate(HOSTILE_NAMES):
+        assert got[f"https://a.example/{i}.jpg"] == f"concept name {reason}"
+    assert got["https://a.example/r1.jpg"] == "rank 1e+20 is out of range (1 to 2,147,483,647)"
+    assert got["https://a.example/r2.jpg"] == "rank 9223372036854775808 is out of range (1 to 2,147,483,647)"
+    assert got["https://a.example/r3.jpg"] == "rank 1e+308 is out of range (1 to 2,147,483,647)"
+    assert got["https://a.example/r4.jpg"] == "rank -3 is out of range (1 to 2,147,483,647)"
+    assert got["https://a.example/r5.jpg"] == "rank 'abc' is not a whole number"
+    assert _concepts(project) == ["caf\u00e9"]  # NFC and NFD rows: one concept, both results under it
+    ranks = project.db.execute("SELECT sr.rank, sr.url FROM search_results sr ORDER BY sr.rank").fetchall()
+    assert ranks == [(1, "https://a.example/ok2.jpg"), (2, "https://a.example/ok1.jpg")]
+    raw = project.db.execute("SELECT max(length(raw)) FROM ingest_rejects").fetchone()[0]
+    assert raw > 10_000_000  # the row is kept as it came (nothing is silently dropped), never as a concept
+    # a CSV gives the same verdicts (its numbers arrive as text)
+    csvf = tmp_path / "u.csv"
+    csvf.write_text("url,concept,country,rank\nhttps://b.example/1.jpg,bus,JP,1e20\n"
+                    "https://b.example/2.jpg,bus,JP,9223372036854775808\nhttps://b.example/3.jpg,bus,JP,3\n",
+                    encoding="utf-8")
+    out = json.loads(_cli(project, "images", "search", "--provider", f"urls:{csvf}", "--json").output)
+    assert out["rejected"] == 2 and out["results"] == 1, out
+
+
+def test_folder_and_img2dataset_names_pass_the_validator(project, tmp_path):
+    root = tmp_path / "imgs"
+    for name in ("bus", "=cmd", "bus\u202eexe", "cafe\u0301"):
+        (root / "JP" / name).mkdir(parents=True)
+        (root / "JP" / name / "a.jpg").write_bytes(name.encode())
+    r = search_images(project, provider=f"folder:{root}", progress=False)
+    assert r["results"] == 2 and r["rejected"] == 2, r
+    assert sorted(x["reason"] for x in project.db["ingest_rejects"].rows) == [
+        "folder concept name contains the bidirectional control character U+202E",
+        "folder concept name starts with '=', which spreadsheets run as a formula"]
+    assert _concepts(project) == ["bus", "caf\u00e9"]
+    shard = tmp_path / "out" / "00000"
+    shard.mkdir(parents=True)
+    (shard / "000000000.jpg").write_bytes(b"x")
+    (shard / "000000000.json").write_text(json.dumps({"url": "https://x.example/c.jpg", "status": "success",
+                                                      "concept": "../../etc", "country": "JP"}))
+    r = ingest_img2dataset(project, tmp_path / "out")
+    assert r["rejected"] == 1 and r["results"] == 0
+    assert project.db.execute("SELECT count(*) FROM ingest_rejects WHERE reason = "
+                              "'concept name looks like a file path'").fetchone()[0] == 1
+
+
+def test_importers_record_hostile_names_as_failed_rows(project, tmp_path):
+    from cultura.curate.caire import import_caire_universal
+    from cultura.curate.releases import import_3xcm_images
+
+    rng = np.random.default_rng(5)
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    names = ["ok rice", *[n for n, _ in HOSTILE_NAMES if len(n) < 1000]]
+    for i in range(len(names)):
+        (imgs / f"img{i}.png").write_bytes(tiny_png(rng))
+    rows = [{"image": f"img{i}.png", "country": "JP", "concept": n} for i, n in enumerate(names)]
+    want = sorted(f"concept name {r}" for n, r in HOSTILE_NAMES if len(n) < 1000)
+    r = import_globalrg(project, _jsonl(tmp_path / "g.jsonl", rows), imgs)
+    assert r["imported"] == 1 and r["failed"] == len(names) - 1, r
+    assert sorted(f["reason"] for f in r["failures"]) == want
+    r = import_3xcm_images(project, _jsonl(tmp_path / "x.jsonl", rows), images_dir=imgs)
+    assert sorted(f["reason"] for f in r["failures"]) == want and r["failed"] == len(names) - 1, r
+    caps = [{"image_id": f"img{i}", "captions": {"en": ["a photo"]}, "concept": n, "country": "JP"}
+            for i, n in enumerate(names)]
+    r = import_captions(project, _jsonl(tmp_path / "caps.jsonl", caps), imgs)
+    assert sorted(f["reason"] for f in r["failures"]) == want, r
+    uni = [{"image": f"img{i}.png", "concept": n, "country": "JP", "rater_country": "JP", "rating": 3}
+           for i, n in enumerate(names)]
+    r = import_caire_universal(project, _jsonl(tmp_path / "u.jsonl", uni), images=imgs)
+    assert sorted(f["reason"] for f in r["failures"]) == want, r
+    assert _concepts(project) == ["ok rice"]
+    failed = project.db.execute("SELECT count(*) FROM import_rows WHERE status = 'failed'").fetchone()[0]
+    assert failed >= 3 * (len(names) - 1)
+
+
+def test_set_term_checks_terms_and_an_oversized_field_is_one_sentence(project, tmp_path):
+    assert _cli(project, "concepts", "add", "bus").exit_code == 0
+    r = _cli(project, "concepts", "set-term", "bus", "JP", "\u30d0\u202e\u30b9")
+    assert r.exit_code == 1 and "term '\\u30d0\\u202e\\u30b9' contains the bidirectional control character " \
+        "U+202E; fix it in the input and rerun." in r.output, r.output
+    f = tmp_path / "terms.tsv"
+    f.write_text("concept\tcountry\tterm\nbus\tJP\t" + "\u30d0" * 200_000 + "\n", encoding="utf-8")  # > 128 KiB
+    r = _cli(project, "concepts", "set-term", "--from", str(f))
+    assert r.exit_code == 1 and "Traceback" not in r.output and "_csv.Error" not in r.output, r.output
+    assert "terms.tsv line 2: cannot be read as TSV (field larger than field limit (131072)); fix that line and " \
+           "rerun." in " ".join(r.output.split()), r.output
+    f.write_text("concept\tcountry\tterm\nbus\tJP\t\u30d0\u30b9\nbus\tTH\t=1+1\n", encoding="utf-8")
+    r = _cli(project, "concepts", "set-term", "--from", str(f))
+    assert r.exit_code == 1 and "terms.tsv line 3: The term '=1+1' starts with '='" in " ".join(r.output.split())
+    assert project.db["terms"].count == 0  # checked first, nothing written
+    f.write_text("concept\tcountry\tterm\ncafe\u0301\tJP\t\u30ab\u30d5\u30a7\n", encoding="utf-8")
+    assert _cli(project, "concepts", "add", "caf\u00e9").exit_code == 0
+    r = _cli(project, "concepts", "set-term", "--from", str(f), "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["terms"] == 1, r.output
+
+
+# ------------------------------------------------------------------------------------------ config and URLs
+
+@pytest.mark.parametrize("text,sentence", [
+    ("[download]\ntotal_timeout = inf\n", "'download.total_timeout': Input should be a finite number (got inf)"),
+    ("[download]\ntotal_timeout = nan\n", "'download.total_timeout': Input should be a finite number (got nan)"),
+    ("[tag]\nmin_score = -inf\n", "'tag.min_score': Input should be a finite number (got -inf)"),
+    ("[evaluate]\nprevalence = { ks = " + "[" * 3000 + "]" * 3000 + " }\n",
+     "arrays or tables are nested more than 32 levels deep (too deep to parse); flatten them and rerun."),
+    ("[evaluate]\nprevalence = { ks = " + "[" * 40 + "]" * 40 + " }\n",
+     "nests arrays or tables more than 32 levels deep; flatten it and rerun."),
+    ("[llm]\nbase_url = \"http://[::1\"\n", "'llm.base_url': Value error, not a valid URL (Invalid IPv6 URL)"),
+], ids=["inf", "nan", "-inf", "3000-deep", "40-deep", "base-url"])
+def test_config_values_are_finite_shallow_and_parsed(project, text, sentence):
+    (project.root / "cultura.toml").write_text("[project]\ncountries = [\"JP\", \"US\"]\n\n" + text)
+    r = _cli(project, "status")
+    assert r.exit_code == 1 and "Traceback" not in r.output and "RecursionError" not in r.output, r.output
+    assert sentence in " ".join(r.output.split()), r.output
+
+
+@pytest.mark.parametrize("url,problem", [("http://[::1", "Invalid IPv6 URL"),
+                                         ("http://user:hunter22@[::1", "Invalid IPv6 URL"),
+                                         ("localhost:8000/v1", "it is not http:// or https://"),
+                                         ("http://h:99999/v1", "Port out of range 0-65535")])
+def test_a_bad_openai_base_url_is_one_sentence(project, monkeypatch, url, problem):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-123456")
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    r = _cli(project, "concepts", "generate", "--n", "3")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 1 and "Traceback" not in r.output and "InvalidURL" not in r.output, r.output
+    assert f"is not a valid URL ({problem}); set it to the server's http(s) base URL" in text, r.output
+    assert text.count("OPENAI_BASE_URL") == 1 and "hunter22" not in text

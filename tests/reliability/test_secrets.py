@@ -237,10 +237,10 @@ def test_label_studio_data_dir_is_private_and_seed_credentials_do_not_travel(pro
         own = read_secrets(project)
         assert own["api_key"] != seed_creds["api_key"] and own["password"] != seed_creds["password"]
         r = httpx.get(st["url"] + "/api/current-user/whoami",
-                      headers={"Authorization": f"Token {seed_creds['api_key']}"}, timeout=30)
+                      headers={"Authorization": f"Token {seed_creds['api_key']}"}, timeout=600)
         assert r.status_code == 401, "the seed's admin token still opens the project's Label Studio"
         r = httpx.get(st["url"] + "/api/current-user/whoami",
-                      headers={"Authorization": f"Token {own['api_key']}"}, timeout=30)
+                      headers={"Authorization": f"Token {own['api_key']}"}, timeout=600)
         assert r.status_code == 200
         assert _mode(ddir) == 0o700
         for p in ddir.rglob("*"):
@@ -260,3 +260,53 @@ def test_label_studio_task_data_never_carries_url_credentials():
         == "http://img.example/a.jpg"
     assert image_url({"path": "blobs/ab/x.jpg"}, f"http://u:{CANARY_PASS}@127.0.0.1:8081/") \
         == "http://127.0.0.1:8081/blobs/ab/x.jpg"
+
+
+# ------------------------------------------------------------------------------------------ printed URLs (issue 19)
+
+def test_every_printed_table_and_json_strips_url_credentials(capsys):
+    """What any command prints goes through the console: user:password@ never reaches stdout, in a table cell,
+    a JSON value or a JSON key; text without a URL is printed exactly."""
+    from cultura.console import listing, summary
+
+    url = f"http://{CANARY_USER}:{CANARY_IMGPASS}@127.0.0.1:8081/blobs"
+    data = {"image_base": url, "urls": [url, "mailto:a@b.example", "a@b"], url: 1}
+    for as_json in (True, False):
+        summary("annotate push filter", data, as_json)
+        listing("servers", [{"url": url, "note": f"see {url}/x"}], as_json)
+        out = capsys.readouterr().out
+        assert CANARY_IMGPASS not in out and CANARY_USER not in out, out
+        assert "127.0.0.1:8081/blobs" in out and "mailto:a@b.example" in out and "a@b" in out
+    assert json.loads(_json_of(lambda: summary("t", data, True), capsys))["image_base"] == \
+        "http://127.0.0.1:8081/blobs"
+
+
+def _json_of(fn, capsys) -> str:
+    fn()
+    return capsys.readouterr().out
+
+
+@pytest.mark.labelstudio
+def test_push_image_base_credentials_are_never_printed(project, labelstudio):
+    """``annotate push --image-base http://user:pass@host:port`` printed the credentials in its summary (issue
+    19); the tasks already got the stripped URL. Now neither the table, nor --json, nor the tasks carry them."""
+    import uuid
+
+    from cultura.annotate import annotators as ann_mod
+    from cultura.annotate.server import use_server
+    from cultura.cli import cli
+    from tests.fakes.labelstudio import add_images
+
+    use_server(project, labelstudio.url, labelstudio.api_key)
+    tag = uuid.uuid4().hex[:6]
+    add_images(project, "rice", "JP", 2)
+    ann_mod.add_annotator(project, "ann", email=f"ann.{tag}@example.org", country="JP")
+    base = f"http://{CANARY_USER}:{CANARY_IMGPASS}@127.0.0.1:8081"
+    for extra in ([], ["--json"]):
+        r = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "push", "filter", "--overlap",
+                                     "1", "--batch", f"b{len(extra)}", "--image-base", base, *extra])
+        assert r.exit_code == 0, r.output
+        assert CANARY_IMGPASS not in r.output and CANARY_USER not in r.output, r.output
+        assert "127.0.0.1:8081" in r.output
+    assert json.loads(r.output)["image_base"] == "http://127.0.0.1:8081"
+    assert leaks(project.root, [CANARY_USER, CANARY_IMGPASS]) == []

@@ -18,11 +18,10 @@ from ..errors import CulturaError, unknown
 from ..models.embedders import get_embedder
 from ..models.llm import LLM
 from ..lazy import lazy
+from ..names import MAX_TERM_CHARS, BadName, clean_name, concept_name
 
 sparse = lazy("scipy.sparse")  # imported on first use (start-up)
 csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
-
-from ..names import MAX_TERM_CHARS, BadName, clean_name, concept_name
 
 PRESETS = {"3xcm": "concepts_3xcm.csv", "globalrg": "concepts_globalrg.csv"}
 

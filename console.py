@@ -120,6 +120,14 @@ def table(title: str | None, rows: list[dict], columns: list[str] | None = None)
         t.add_column(escape(str(c)), overflow="fold")
     notes: list[str] = []
     for r in rows:
+        cells = []
+        for c in columns:
+            text = "" if r.get(c) is None else strip_urls(str(r.get(c)))
+            if len(text) > LONG_CELL:
+                notes.append(f"[{len(notes) + 1}] {c}: {text}")
+                text = f"see [{len(notes)}]"
+            cells.append(escape(text))
+        t.add_row(*cells)
     out.print(t)
     for note in notes:
         out.print(note, markup=False, highlight=False, soft_wrap=True)

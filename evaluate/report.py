@@ -1,6 +1,7 @@
 """The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV,
-and for a paper: every figure as its own PNG (300 dpi) and SVG file (``OUT_figures/``) and every table as a
-booktabs LaTeX file (``OUT_latex/``). Footnotes appear once per section; figures use a font fallback list so
+and for a paper: every figure as its own PNG (300 dpi), SVG and PDF file (fonts embedded; ``OUT_figures/``,
+named by what it shows and the seed figure it follows) and every table as a booktabs LaTeX file
+(``OUT_latex/``, with ``all-tables.tex`` that compiles them all; :mod:`cultura.evaluate.latex`). Footnotes appear once per section; figures use a font fallback list so
 CJK, Thai and Devanagari labels render; the HTML prints wide tables in full.
 
 Each suite brings its own section: the ``section`` of its registered :class:`~cultura.evaluate.suites.Suite`
@@ -228,10 +229,12 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
     fig_dir.mkdir(exist_ok=True)
     count: dict[str, int] = {}
     for f in report.get("figures", []):
-        count[f["section"]] = count.get(f["section"], 0) + 1
-        stem = fig_dir / f"{slug(f['section'])}-{count[f['section']]}"
-        stem.with_suffix(".png").write_bytes(f["png"])
-        stem.with_suffix(".svg").write_bytes(f["svg"])
+        base = f"{slug(f['section'])}-{slug(f['name'])}" if f.get("name") else f"{slug(f['section'])}-figure"
+        count[base] = count.get(base, 0) + 1
+        stem = fig_dir / (base if count[base] == 1 else f"{base}-{count[base]}")
+        for ext in ("png", "svg", "pdf"):
+            if f.get(ext):
+                stem.with_name(f"{stem.name}.{ext}").write_bytes(f[ext])
     return {"html": out, "markdown": md, "csv_dir": csv_dir, "latex_dir": tex_dir, "figures_dir": fig_dir}
 
 

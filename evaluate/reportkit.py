@@ -286,21 +286,70 @@ def collect_figures(section: str | None = None, sink: list | None = None):
             _FIGURES.reset(t1)
 
 
-def figure_uri(fig) -> str:
+def figure_uri(fig, name: str | None = None) -> str:
     """A matplotlib figure as a PNG data URI (the figure is closed). While a report is being written the figure
-    is also kept as PNG (300 dpi) and SVG for the per-figure files."""
+    is also kept as PNG (300 dpi), SVG and PDF (fonts embedded) for the per-figure files, named ``name`` (what
+    it shows and the seed figure it follows, e.g. ``self-preference-random-rounds-seed000-fig19``), and
+    checked by :func:`figure_problems`."""
     import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     sink = _FIGURES.get()
     if sink is not None:
-        hi, svg = io.BytesIO(), io.BytesIO()
+        hi, svg, pdf = io.BytesIO(), io.BytesIO(), io.BytesIO()
         fig.savefig(hi, format="png", dpi=300, bbox_inches="tight")
-        fig.savefig(svg, format="svg", bbox_inches="tight")
-        sink.append({"section": _SECTION.get(), "png": hi.getvalue(), "svg": svg.getvalue()})
+        # SVG with glyphs as paths and PDF with TrueType (Type 42) fonts embedded: both open anywhere
+        with matplotlib_rc({"svg.fonttype": "path", "pdf.fonttype": 42}):
+            fig.savefig(svg, format="svg", bbox_inches="tight")
+            fig.savefig(pdf, format="pdf", bbox_inches="tight")
+        sink.append({"section": _SECTION.get(), "name": name, "png": hi.getvalue(), "svg": svg.getvalue(),
+                     "pdf": pdf.getvalue(), "problems": figure_problems(fig)})
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def matplotlib_rc(rc: dict):
+    """``matplotlib.rc_context(rc)``."""
+    import matplotlib  # deferred: heavy optional dependency, loaded on first use
+
+    return matplotlib.rc_context(rc)
+
+
+def figure_problems(fig) -> list[str]:
+    """What would make ``fig`` unfit for a paper: an axis with tick labels but no title, a colour bar without a
+    label, texts (tick labels, labels, legends, annotations) whose boxes overlap. Empty when fit."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    out = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison:
+            continue
+        cbar = getattr(ax, "_colorbar", None)
+        for name, axis, label in (("x", ax.xaxis, ax.get_xlabel()), ("y", ax.yaxis, ax.get_ylabel())):
+            ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            if ticks and not label.strip() and axis.get_visible():
+                out.append(f"axes {i}{' (colour bar)' if cbar is not None else ''}: the {name} axis has no title")
+    texts = []
+    for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent")):
+        try:
+            if not t.get_visible() or not t.get_text().strip() or (t.get_alpha() is not None and t.get_alpha() == 0):
+                continue
+            if t.axes is not None and not t.axes.get_visible():
+                continue
+            bb = t.get_window_extent(r)
+        except (RuntimeError, ValueError, AttributeError, TypeError):
+            continue
+        if bb.width > 0 and bb.height > 0:
+            texts.append((t.get_text(), bb))
+    for a in range(len(texts)):
+        for b in range(a + 1, len(texts)):
+            (ta, ba), (tb, bb) = texts[a], texts[b]
+            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if w > 1.0 and h > 1.0:
+                out.append(f"texts overlap: {ta!r} and {tb!r}")
+    return out
 
 
 def dedupe_notes(html: str) -> str:

@@ -153,7 +153,7 @@ def heatmap_figure(rows, model) -> str | None:
         ax.set_title(r["group"]["concept"], fontsize=10)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, f"image-similarity-by-country-{model}-seed002-fig1")
 
 
 def alignment_figure(rows, model) -> tuple[str | None, Table]:
@@ -187,7 +187,7 @@ def alignment_figure(rows, model) -> tuple[str | None, Table]:
 
     ax.legend(handles=[Patch(color=IN_COLOR, label="G"), Patch(color=OUT_COLOR, label="not G")], fontsize=8)
     fig.tight_layout()
-    return figure_uri(fig), t
+    return figure_uri(fig, f"alignment-rank-bars-{model}-seed002-fig4"), t
 
 
 TILE_DEG = 7.0  # grid step of the tile map, in degrees
@@ -267,7 +267,7 @@ def alignment_map(rows, model) -> tuple[str | None, list[str]]:
     cb.ax.invert_yaxis()
     ax.set_title(f"Average text–image alignment rank by country — {model}", fontsize=10)
     fig.tight_layout()
-    return figure_uri(fig), missing
+    return figure_uri(fig, f"alignment-rank-map-{model}-seed002-fig4"), missing
 
 
 def projection_figure(rows, model) -> str | None:
@@ -299,7 +299,7 @@ def projection_figure(rows, model) -> str | None:
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, f"images-and-caption-2d-{model}-seed002-fig3")
 
 
 def left_out(excluded) -> str:

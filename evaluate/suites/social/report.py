@@ -153,7 +153,7 @@ def status_table(rows) -> Table:
                  n_column=False)
 
 
-def partition_figure(idx, models, dataset, metric, partition: dict, title: str) -> str | None:
+def partition_figure(idx, models, dataset, metric, partition: dict, title: str, name: str | None = None) -> str | None:
     """Seed 003 Figures 1–4: one panel per stratum, bars per language for every model × axis."""
     strata = [(name, langs) for name, langs in partition.items()]
     have = {k[3] for k in idx if k[1] == metric and k[2] == dataset}
@@ -182,7 +182,7 @@ def partition_figure(idx, models, dataset, metric, partition: dict, title: str) 
     fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, name)
 
 
 def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
@@ -256,8 +256,10 @@ def render_social(rows, project) -> ReportSection:
         for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew"),
                              ("skl", "Gender symmetric KL")):
             for pname, label in (("resource", "resource level"), ("grammatical_gender", "grammatical system")):
+                figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
                 uri = partition_figure(idx, models, ds, metric, partitions.get(pname, {}),
-                                       f"{what} on {ds} by {label}")
+                                       f"{what} on {ds} by {label}",
+                                       f"{metric}-{ds}-by-{pname}-seed003-fig{'5-6' if metric == 'skl' else '1-4'}")
                 if uri:
                     figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
                     parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures {figs} shape); "

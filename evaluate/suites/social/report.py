@@ -194,11 +194,12 @@ def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
                      t.get("n", ""), t.get("test", ""), Cell(t.get("statistic"), digits=2), Cell(t.get("p"), digits=4),
                      Cell(t.get("p_holm"), digits=4), Cell(t.get("p_fdr_bh"), digits=4),
                      f"{t.get('effect_name', '')} = {t['effect']:.2f}" if t.get("effect") is not None and
-                     math.isfinite(t["effect"]) else "", t["family"]])
+                     math.isfinite(t["effect"]) else "", t.get("direction", ""), t["family"]])
     return Table(["Table", "DS", "Axis", "Comparison", "n", "Test", "Stat", "p", "p (Holm)", "p (BH)", "effect",
-                  "family"], body, n_column=False,
-                 caption="Significance tests over languages (seed 003 App. D, Table 11 shape): paired Wilcoxon "
-                         "(r = Z/√n) and sign tests between models, low vs high resource and gendered vs "
+                  "direction", "family"], body, n_column=False,
+                 caption="Significance tests over languages (seed 003 App. D, Tables 8–11 shape): paired Wilcoxon "
+                         "(r = Z/√n with Z of W = min(W+, W−), so r ≤ 0 as the paper prints it; which side is larger "
+                         "is the direction column) and sign tests between models, low vs high resource and gendered vs "
                          "genderless languages (Shapiro/Levene screening → t with Cohen's d, else Mann–Whitney "
                          "with A12), Kruskal–Wallis (ε²). Holm and BH are applied within each family.")
 

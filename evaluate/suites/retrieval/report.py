@@ -160,6 +160,17 @@ def _stacked(rows, models, roles, countries, title, name: str = "win-rates-by-co
 
 # -- prevalence ------------------------------------------------------------------------------------------
 
+def _no_relevant_note(rows) -> str:
+    """How many query images had no relevant caption (left out of Acc@k and NDCG@k, or scored 0)."""
+    n = max((int(r["details"].get("n_no_relevant") or 0) for r in rows if r["metric"].startswith("acc@")), default=0)
+    if not n:
+        return ""
+    zero = any(r["details"].get("no_relevant") == "zero" for r in rows if r["metric"].startswith("acc@"))
+    return (f" {n} query image{'s' if n > 1 else ''} had no relevant caption in the pool: "
+            + ("scored 0 and averaged in (no_relevant=zero, sklearn's reading)." if zero else
+               "Acc@k and NDCG@k are undefined for them, so they are left out (n counts the rest)."))
+
+
 def render_prevalence(rows, project) -> ReportSection:
     models = _models(rows)
     t1_lines = [[m, Cell.of(_pick(rows, m, "acc@5")), Cell.of(_pick(rows, m, "lbkl@10")),
@@ -167,7 +178,8 @@ def render_prevalence(rows, project) -> ReportSection:
     avg = _average_rows(t1_lines, rows)
     t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + avg,
                caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
-                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else ""))
+                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else "")
+                       + _no_relevant_note(rows))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
     for k in ks:

@@ -11,7 +11,11 @@ from sklearn.metrics import ndcg_score
 
 from cultura.errors import CulturaError
 from cultura.evaluate.data import CaptionPool
+from cultura.evaluate.runner import run_evaluation
 from cultura.evaluate.suites.retrieval.prevalence import prevalence_rows
+from cultura.models.embedders import FakeEmbedder
+
+from tests.fakes.benchmark_world import LANG, make_benchmarks
 
 
 def _pool():
@@ -62,3 +66,35 @@ def test_no_query_with_a_relevant_document_gives_nan_with_a_reason():
     rows = {r["metric"]: r for r in prevalence_rows(pool, idx, val, ks=[5], tiers={}, n_resamples=20)}
     assert math.isnan(rows["ndcg@5"]["value"]) and rows["ndcg@5"]["n"] == 0
     assert "none of the 3 query images has a relevant caption" in rows["ndcg@5"]["details"]["reason"]
+
+
+class LanguageRecorder(FakeEmbedder):
+    """A language-aware fake (as NLLB-CLIP) recording the language each text is embedded in."""
+
+    variant = "language-recorder"
+    language_aware = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = []
+
+    def _embed_text_batch(self, texts, language=None):
+        self.seen += [(language, t) for t in texts]
+        return super()._embed_text_batch(texts)
+
+
+def test_retrieval_suites_encode_each_query_in_its_language(project):
+    """Seed 000's suites query in the country's language; NLLB-CLIP's text encoder takes the source language,
+    so each query text must reach it with its own language (not the default eng_Latn for all)."""
+    make_benchmarks(project)
+    lang_of = {}
+    for text, lang in project.db.execute("SELECT text, language FROM benchmark_queries"):
+        lang_of.setdefault(text, set()).add(lang)
+    e = LanguageRecorder(dim=16)
+    recs = run_evaluation(project, [e], "prevalence,association,descriptor",
+                          options={"n_resamples": 20, "projection": "pca", "ks": [5]})
+    assert all(r.status == "done" for r in recs), [(r.suite, r.reason) for r in recs]
+    assert e.seen and all(lang is not None for lang, _ in e.seen)
+    assert {lang for lang, _ in e.seen} == set(LANG.values())
+    wrong = [(lang, t) for lang, t in e.seen if t in lang_of and lang not in lang_of[t]]
+    assert not wrong, wrong[:5]

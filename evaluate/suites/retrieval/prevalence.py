@@ -142,13 +142,28 @@ def topk_chunked(queries: np.ndarray, docs: np.ndarray, k: int, *, query_chunk: 
 
 
 def streamed_topk(project, embedder, queries: np.ndarray, texts: list[str], k: int, *,
-                  query_chunk: int = IMAGE_CHUNK, doc_chunk: int = TEXT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+                  query_chunk: int = IMAGE_CHUNK, doc_chunk: int = TEXT_CHUNK,
+                  languages=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`topk_chunked` of ``queries`` against the texts' embeddings, read from the embedding cache
     ``max(CACHE_BLOCK, doc_chunk)`` texts at a time (:func:`text_blocks`, misses embedded and stored block by
-    block) straight into the running top-k: the caption matrix is never held (one block of vectors is)."""
+    block) straight into the running top-k: the caption matrix is never held (one block of vectors is).
+    ``languages`` (each caption's language) reaches a language-aware encoder (NLLB-CLIP): the pool is read in
+    runs of one language, in pool order, so ranking ties still go by pool order."""
     top = RunningTopK(queries, len(texts), k, query_chunk=query_chunk, doc_chunk=doc_chunk)
-    for start, block in text_blocks(project, embedder, texts, max(CACHE_BLOCK, int(doc_chunk))):
-        top.add(start, block)
+    block = max(CACHE_BLOCK, int(doc_chunk))
+    if languages is None or not getattr(embedder, "language_aware", False):
+        for start, vecs in text_blocks(project, embedder, texts, block):
+            top.add(start, vecs)
+        return top.result()
+    langs = [str(x) for x in languages]
+    a = 0
+    while a < len(texts):
+        b = a
+        while b < len(texts) and langs[b] == langs[a]:
+            b += 1
+        for start, vecs in text_blocks(project, embedder, texts[a:b], block, language=langs[a]):
+            top.add(a + start, vecs)
+        a = b
     return top.result()
 
 
@@ -221,7 +236,8 @@ def prevalence(project, embedder, *, benchmark=None, options: dict) -> list[dict
         img = embed_images(project, embedder, pool.image_sha256)
         top_idx, top_val = streamed_topk(project, embedder, img, pool.texts, k_max,
                                          query_chunk=int(opts.get("image_chunk", IMAGE_CHUNK)),
-                                         doc_chunk=int(opts.get("text_chunk", TEXT_CHUNK)))
+                                         doc_chunk=int(opts.get("text_chunk", TEXT_CHUNK)),
+                                         languages=pool.languages)
     return prevalence_rows(pool, top_idx, top_val, ks=ks, tiers=language_tiers(project, set(pool.languages)),
                            freq_k=int(opts.get("freq_k", 10)), prior=opts.get("prior", "uniform"),
                            n_resamples=n_res, seed=seed, no_relevant=str(opts.get("no_relevant", "exclude")))

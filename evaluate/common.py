@@ -29,6 +29,26 @@ def embed_texts(project, embedder, texts, *, language: str | None = None) -> np.
     return np.asarray(embed_texts_cached(project, embedder, texts, language=language), dtype=np.float32)
 
 
+def embed_texts_by_language(project, embedder, texts, languages) -> np.ndarray:
+    """:func:`embed_texts` of texts in several languages, each encoded with its own language (``languages[i]``
+    is the language of ``texts[i]``): a language-aware model (NLLB-CLIP) gets each language's source tag
+    instead of its default (``eng_Latn``); other models are called once, as before."""
+    texts = list(texts)
+    langs = [None if lang is None else str(lang) for lang in languages]
+    if len(langs) != len(texts):
+        raise ValueError(f"languages must give one language per text ({len(texts)}), got {len(langs)}.")
+    if not getattr(embedder, "language_aware", False) or len(set(langs)) <= 1:
+        return embed_texts(project, embedder, texts, language=langs[0] if langs else None)
+    out = None
+    for lang in dict.fromkeys(langs):
+        idx = [i for i, x in enumerate(langs) if x == lang]
+        vecs = embed_texts(project, embedder, [texts[i] for i in idx], language=lang)
+        if out is None:
+            out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+        out[idx] = vecs
+    return out
+
+
 def text_blocks(project, embedder, texts, block: int, *, language: str | None = None):
     """``(start, vectors)`` for consecutive blocks of ``block`` texts, through the cache like
     :func:`embed_texts`. Streams: one ``(block, dim)`` float32 buffer is filled again for every block, so a block

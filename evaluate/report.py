@@ -1,6 +1,7 @@
 """The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV,
-and for a paper: every figure as its own PNG (300 dpi) and SVG file (``OUT_figures/``) and every table as a
-booktabs LaTeX file (``OUT_latex/``). Footnotes appear once per section; figures use a font fallback list so
+and for a paper: every figure as its own PNG (300 dpi), SVG and PDF file (fonts embedded; ``OUT_figures/``,
+named by what it shows and the seed figure it follows) and every table as a booktabs LaTeX file
+(``OUT_latex/``, with ``all-tables.tex`` that compiles them all; :mod:`cultura.evaluate.latex`). Footnotes appear once per section; figures use a font fallback list so
 CJK, Thai and Devanagari labels render; the HTML prints wide tables in full.
 
 Each suite brings its own section: the ``section`` of its registered :class:`~cultura.evaluate.suites.Suite`
@@ -32,8 +33,9 @@ from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
 from ..errors import CulturaError
 from ..templates import render_template
 from ..models.tiny import is_random_init
-from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, latex_table,
-                        model_label, slug)
+from . import latex
+from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, model_label,
+                        slug)
 from .results import git_revision, list_runs, load_results
 from .suites import load_suites
 
@@ -94,12 +96,12 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
 
 
 def _dedupe_md_notes(md: str) -> str:
-    """Each Markdown footnote line (``† …``) once per section."""
+    """Each Markdown footnote line (``† …``, ``‡ …``) once per section."""
     seen: set[str] = set()
     out = []
     for line in md.splitlines():
         key = line.strip()
-        if key.startswith("†"):
+        if key[:1] in "†‡§¶‖" and key:
             if key in seen:
                 continue
             seen.add(key)
@@ -222,6 +224,7 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
     _atomic_write(md, render_markdown(report))
     tex_dir = out.with_name(out.stem + "_latex")
     tex_dir.mkdir(exist_ok=True)
+    tex_files = []
     for suite, sec in report["sections"]:
         for name, rows in sec.csv_tables.items():
             if not rows:
@@ -231,18 +234,33 @@ def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
             w = csv.DictWriter(buf, fieldnames=cols)
             w.writeheader()
             w.writerows(rows)
-            _atomic_write(csv_dir / f"{slug(suite)}-{slug(name)}.csv", buf.getvalue())
-            _atomic_write(tex_dir / f"{slug(suite)}-{slug(name)}.tex",
-                          latex_table(rows, caption=f"{sec.title}: {name}", label=f"tab:{slug(suite)}-{slug(name)}"))
+            stem = f"{slug(suite)}-{slug(name)}"
+            _atomic_write(csv_dir / f"{stem}.csv", buf.getvalue())
+            _atomic_write(tex_dir / f"{stem}.tex", paper_table(sec, name, rows, label=f"tab:{stem}"))
+            tex_files.append(stem)
+    _atomic_write(tex_dir / "all-tables.tex", latex.document(tex_files))
     fig_dir = out.with_name(out.stem + "_figures")
     fig_dir.mkdir(exist_ok=True)
     count: dict[str, int] = {}
     for f in report.get("figures", []):
-        count[f["section"]] = count.get(f["section"], 0) + 1
-        stem = fig_dir / f"{slug(f['section'])}-{count[f['section']]}"
-        stem.with_suffix(".png").write_bytes(f["png"])
-        stem.with_suffix(".svg").write_bytes(f["svg"])
+        base = f"{slug(f['section'])}-{slug(f['name'])}" if f.get("name") else f"{slug(f['section'])}-figure"
+        count[base] = count.get(base, 0) + 1
+        stem = fig_dir / (base if count[base] == 1 else f"{base}-{count[base]}")
+        for ext in ("png", "svg", "pdf"):
+            if f.get(ext):
+                stem.with_name(f"{stem.name}.{ext}").write_bytes(f[ext])
     return {"html": out, "markdown": md, "csv_dir": csv_dir, "latex_dir": tex_dir, "figures_dir": fig_dir}
+
+
+def paper_table(sec: ReportSection, name: str, rows: list[dict], *, label: str = "") -> str:
+    """One CSV table of a section as a booktabs LaTeX table: from its :class:`Table` when the rows remember it
+    (the same texts as the HTML), else from the rows; the caption names the section and the measure."""
+    t = getattr(rows, "table", None)
+    if t is not None:
+        cap = t.caption or f"{sec.title}: {name.replace('_', ' ')}."
+        return latex.from_table(t, caption=cap, label=label)
+    return latex.from_rows(rows, caption=f"{sec.title}: {name.replace('_', ' ')} (every row of the CSV "
+                                         f"{label.removeprefix('tab:')}.csv).", label=label)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -75,7 +75,7 @@ class Cell:
     def undefined(self) -> bool:
         return self.value is None or not math.isfinite(self.value)
 
-    def html(self) -> str:
+    def html(self, mark: str | None = None) -> str:
         v = htmlmod.escape(self._num(self.value))
         title = htmlmod.escape(self.reason or "", quote=True)
         cls = "v inf" if self.undefined else "v"
@@ -85,7 +85,7 @@ class Cell:
             out += f'<span class="ci">[{htmlmod.escape(self._num(self.ci_low))}, ' \
                    f'{htmlmod.escape(self._num(self.ci_high))}]</span>'
         elif self.undefined and self.reason:
-            out += '<sup class="note">†</sup>'
+            out += f'<sup class="note">{htmlmod.escape(mark or "†")}</sup>'
         return out
 
     def csv(self) -> dict:
@@ -112,7 +112,8 @@ class Table:
     caption: str = ""
     n_column: bool = True
 
-    def notes(self) -> list[str]:
+    def reasons(self) -> list[str]:
+        """The reasons of this table's undefined cells, in order of first appearance."""
         seen = []
         for row in self.rows:
             for c in row:
@@ -120,37 +121,61 @@ class Table:
                     seen.append(c.reason)
         return seen
 
+    def notes(self) -> list[tuple[str, str]]:
+        """(mark, note) per meaning: near-identical reasons share one note (:func:`merge_notes`); marks are
+        unique within a report section (†, ‡, §, ¶, ‖, ††, …)."""
+        return [(mark, text) for text, _members, mark in self._noted()]
+
+    def _noted(self) -> list[tuple[str, list[str], str]]:
+        marks = _MARKS.get()
+        local: dict[str, int] = {}
+        out = []
+        for text, members in merge_notes(self.reasons()):
+            reg = marks if marks is not None else local
+            i = reg.setdefault(text, len(reg))
+            out.append((text, members, note_mark(i)))
+        return out
+
+    def _mark_of(self) -> dict[str, str]:
+        return {r: mark for _text, members, mark in self._noted() for r in members}
+
     def _n(self, row) -> str:
         ns = sorted({c.n for c in row if isinstance(c, Cell) and c.n is not None})
         return "/".join(str(n) for n in ns)
 
     def html(self) -> str:
+        marks = self._mark_of()
         head = "".join(f"<th>{htmlmod.escape(c)}</th>" for c in self.columns) + ("<th>n</th>" if self.n_column else "")
         body = []
         for row in self.rows:
-            tds = "".join(f"<td>{c.html()}</td>" if isinstance(c, Cell) else f"<td>{htmlmod.escape(str(c))}</td>"
-                          for c in row)
+            tds = "".join(f"<td>{c.html(marks.get(c.reason))}</td>" if isinstance(c, Cell)
+                          else f"<td>{htmlmod.escape(plain(c))}</td>" for c in row)
             if self.n_column:
                 tds += f'<td class="n">{self._n(row)}</td>'
             body.append(f"<tr>{tds}</tr>")
         cap = f"<caption>{htmlmod.escape(self.caption)}</caption>" if self.caption else ""
-        notes = "".join(f'<p class="note">† {htmlmod.escape(n)}</p>' for n in self.notes())
+        notes = "".join(f'<p class="note">{htmlmod.escape(m)} {htmlmod.escape(n)}</p>' for m, n in self.notes())
         return f'<table>{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{notes}'
 
     def markdown(self) -> str:
+        marks = self._mark_of()
         cols = self.columns + (["n"] if self.n_column else [])
         lines = [f"*{self.caption}*", ""] if self.caption else []
         lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for row in self.rows:
-            cells = [c.text() if isinstance(c, Cell) else str(c) for c in row]
+            cells = [c.text() + (marks.get(c.reason, "") if c.undefined else "") if isinstance(c, Cell)
+                     else plain(c) for c in row]
             if self.n_column:
                 cells.append(self._n(row))
             lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-        lines += [f"\n† {n}" for n in self.notes()]
+        lines += [f"\n{m} {n}" for m, n in self.notes()]
         return "\n".join(lines) + "\n"
 
-    def csv_rows(self) -> list[dict]:
-        out = []
+    def csv_rows(self) -> "TableRows":
+        """Every column for machines: a Cell's value, ci_low, ci_high, n and reason each get a column. The list
+        remembers its table (``.table``) so the report can write the same table for a paper."""
+        out = TableRows()
+        out.table = self
         for row in self.rows:
             d = {}
             for col, c in zip(self.columns, row):
@@ -163,6 +188,60 @@ class Table:
         return out
 
 
+class TableRows(list):
+    """CSV rows of a :class:`Table` that remember it (``.table``), for the LaTeX writer."""
+
+    table: "Table | None" = None
+
+
+def plain(x) -> str:
+    """A plain (non-Cell) table value as text: a non-finite float reads n/a or ∞ like a Cell, never nan/inf."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return Cell(x).text()
+    return "" if x is None else str(x)
+
+
+_NOTE_MARKS = "†‡§¶‖"
+
+
+def note_mark(i: int) -> str:
+    """The i-th note mark: †, ‡, §, ¶, ‖, then doubled (††, ‡‡, …)."""
+    return _NOTE_MARKS[i % len(_NOTE_MARKS)] * (i // len(_NOTE_MARKS) + 1)
+
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def merge_notes(reasons: list[str]) -> list[tuple[str, list[str]]]:
+    """Near-identical reasons as one note: reasons that differ only in one word (say a language code, wherever
+    it appears) become one note listing the words in braces — "the {es, fi, fr} inventory has no … prompts; add
+    them to inventories/{es, fi, fr}.toml". Returns (note text, the reasons it stands for), in order."""
+    uniq = list(dict.fromkeys(r for r in reasons if r))
+    by_template: dict[str, list[tuple[str, str]]] = {}
+    for r in uniq:
+        for w in dict.fromkeys(_WORD.findall(r)):
+            if len(w) > 24:
+                continue
+            tpl = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])", "\0", r)
+            by_template.setdefault(tpl, []).append((r, w))
+    done: set[str] = set()
+    out = []
+    for r in uniq:
+        if r in done:
+            continue
+        best = max(((tpl, [(m, w) for m, w in members if m not in done]) for tpl, members in by_template.items()
+                    if any(m == r for m, _ in members)), key=lambda kv: len(kv[1]), default=None)
+        if best is None or len(best[1]) < 2:
+            out.append((r, [r]))
+            done.add(r)
+            continue
+        tpl, members = best
+        words = list(dict.fromkeys(w for _, w in members))
+        out.append((tpl.replace("\0", "{" + ", ".join(words) + "}"), [m for m, _ in members]))
+        done.update(m for m, _ in members)
+    return out
+
+
 #: Fonts tried in order for every figure, so CJK, Thai and Devanagari labels render (Debian: fonts-noto-cjk,
 #: fonts-thai-tlwg, fonts-noto-core, installed by 'make setup'); matplotlib falls back glyph by glyph.
 FONT_FALLBACK = ["DejaVu Sans", "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans Thai",
@@ -172,6 +251,8 @@ FONT_FALLBACK = ["DejaVu Sans", "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK 
 #: saved as its own file beside the HTML (set by :func:`collect_figures`).
 _FIGURES: ContextVar[list | None] = ContextVar("cultura_report_figures", default=None)
 _SECTION: ContextVar[str] = ContextVar("cultura_report_section", default="figure")
+#: note text → mark index within the report section being written (marks unique per section)
+_MARKS: ContextVar[dict | None] = ContextVar("cultura_report_marks", default=None)
 
 
 def font_rc() -> dict:
@@ -193,66 +274,82 @@ def collect_figures(section: str | None = None, sink: list | None = None):
 
     t1 = _FIGURES.set(sink) if sink is not None else None
     t2 = _SECTION.set(section) if section else None
+    t3 = _MARKS.set({})
     try:
         with matplotlib.rc_context(font_rc()):
             yield sink
     finally:
+        _MARKS.reset(t3)
         if t2 is not None:
             _SECTION.reset(t2)
         if t1 is not None:
             _FIGURES.reset(t1)
 
 
-def figure_uri(fig) -> str:
+def figure_uri(fig, name: str | None = None) -> str:
     """A matplotlib figure as a PNG data URI (the figure is closed). While a report is being written the figure
-    is also kept as PNG (300 dpi) and SVG for the per-figure files."""
+    is also kept as PNG (300 dpi), SVG and PDF (fonts embedded) for the per-figure files, named ``name`` (what
+    it shows and the seed figure it follows, e.g. ``self-preference-random-rounds-seed000-fig19``), and
+    checked by :func:`figure_problems`."""
     import matplotlib.pyplot as plt  # deferred: heavy optional dependency, loaded on first use
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     sink = _FIGURES.get()
     if sink is not None:
-        hi, svg = io.BytesIO(), io.BytesIO()
+        hi, svg, pdf = io.BytesIO(), io.BytesIO(), io.BytesIO()
         fig.savefig(hi, format="png", dpi=300, bbox_inches="tight")
-        fig.savefig(svg, format="svg", bbox_inches="tight")
-        sink.append({"section": _SECTION.get(), "png": hi.getvalue(), "svg": svg.getvalue()})
+        # SVG with glyphs as paths and PDF with TrueType (Type 42) fonts embedded: both open anywhere
+        with matplotlib_rc({"svg.fonttype": "path", "pdf.fonttype": 42}):
+            fig.savefig(svg, format="svg", bbox_inches="tight")
+            fig.savefig(pdf, format="pdf", bbox_inches="tight")
+        sink.append({"section": _SECTION.get(), "name": name, "png": hi.getvalue(), "svg": svg.getvalue(),
+                     "pdf": pdf.getvalue(), "problems": figure_problems(fig)})
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+def matplotlib_rc(rc: dict):
+    """``matplotlib.rc_context(rc)``."""
+    import matplotlib  # deferred: heavy optional dependency, loaded on first use
+
+    return matplotlib.rc_context(rc)
 
 
-def latex_escape(text) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
-
-
-def latex_table(rows: list[dict], caption: str = "", label: str = "") -> str:
-    """A booktabs LaTeX table of ``rows`` (columns: the union of their keys); numbers to 3 decimals."""
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-
-    def cell(v):
-        if v is None or v == "":
-            return ""
-        if isinstance(v, float):
-            if math.isnan(v):
-                return "n/a"
-            if math.isinf(v):
-                return "$\\infty$" if v > 0 else "$-\\infty$"
-            return f"{v:.3f}"
-        return latex_escape(v)
-    lines = ["\\begin{table}[t]", "\\centering", "\\small",
-             "\\begin{tabular}{" + "l" * min(2, len(cols)) + "r" * max(0, len(cols) - 2) + "}", "\\toprule",
-             " & ".join(latex_escape(c) for c in cols) + " \\\\", "\\midrule"]
-    lines += [" & ".join(cell(r.get(c)) for c in cols) + " \\\\" for r in rows]
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    if caption:
-        lines.append(f"\\caption{{{latex_escape(caption)}}}")
-    if label:
-        lines.append(f"\\label{{{label}}}")
-    lines.append("\\end{table}")
-    return "\n".join(lines) + "\n"
+def figure_problems(fig) -> list[str]:
+    """What would make ``fig`` unfit for a paper: an axis with tick labels but no title, a colour bar without a
+    label, texts (tick labels, labels, legends, annotations) whose boxes overlap. Empty when fit."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    out = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison:
+            continue
+        cbar = getattr(ax, "_colorbar", None)
+        for name, axis, label in (("x", ax.xaxis, ax.get_xlabel()), ("y", ax.yaxis, ax.get_ylabel())):
+            ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            if ticks and not label.strip() and axis.get_visible():
+                out.append(f"axes {i}{' (colour bar)' if cbar is not None else ''}: the {name} axis has no title")
+    texts = []
+    for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent")):
+        try:
+            if not t.get_visible() or not t.get_text().strip() or (t.get_alpha() is not None and t.get_alpha() == 0):
+                continue
+            if t.axes is not None and not t.axes.get_visible():
+                continue
+            bb = t.get_window_extent(r)
+        except (RuntimeError, ValueError, AttributeError, TypeError):
+            continue
+        if bb.width > 0 and bb.height > 0:
+            texts.append((t.get_text(), bb))
+    for a in range(len(texts)):
+        for b in range(a + 1, len(texts)):
+            (ta, ba), (tb, bb) = texts[a], texts[b]
+            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if w > 1.0 and h > 1.0:
+                out.append(f"texts overlap: {ta!r} and {tb!r}")
+    return out
 
 
 def dedupe_notes(html: str) -> str:

@@ -66,8 +66,13 @@ def _json_safe(obj):
 
 
 def _from_json(x):
+    """Back from :func:`_json_safe`: "inf"/"-inf"/"nan" → floats, inside lists and dicts too."""
     if isinstance(x, str) and x in ("inf", "-inf", "nan"):
         return float(x)
+    if isinstance(x, list):
+        return [_from_json(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _from_json(v) for k, v in x.items()}
     return x
 
 

@@ -248,14 +248,18 @@ def paired_chi2(wins_a: int, wins_b: int, n_trials: int) -> TestResult:
 
 
 def wilcoxon_signed_rank(
-    x: Any, y: Any = None, *, alternative: str = "two-sided", zero_method: str = "wilcox"
+    x: Any, y: Any = None, *, alternative: str = "two-sided", zero_method: str = "wilcox", r_sign: str = "paper"
 ) -> TestResult:
     """Wilcoxon signed-rank test (``scipy.stats.wilcoxon``) with effect size ``r = Z / sqrt(n)``.
 
-    ``statistic`` and ``p`` come from scipy's default method (exact for small samples without ties); ``Z`` is
-    scipy's normal-approximation z of the positive-rank sum (``method="approx"``), so ``r > 0`` when x tends to
-    exceed y; n = number of non-zero differences (zeros dropped, ``zero_method="wilcox"``). Seed 003 App. D
-    ("r = Z/√n. Ties were dropped by Wilcoxon"); spec §8.
+    ``statistic`` and ``p`` come from scipy's default method (exact for small samples without ties); n = number
+    of non-zero differences (zeros dropped, ``zero_method="wilcox"``). Seed 003 App. D ("r = Z/√n. Ties were
+    dropped by Wilcoxon"); spec §8.
+
+    ``r_sign="paper"`` (default): Z is the normal-approximation z of W = min(W+, W−), so r ≤ 0 whichever side is
+    larger, as seed 003 prints it (Table 8: "SIGLIP2 vs NLLB | 10 | 8.0 | .0488 | -0.629" with SIGLIP2 > NLLB);
+    the side is ``extra["direction"]`` ("x > y", "x < y" or "none"). ``r_sign="direction"``: Z of W+, so
+    r > 0 when x tends to exceed y. Both readings are always in ``extra`` (``r_paper``, ``r_direction``).
 
     >>> r = wilcoxon_signed_rank([1.2, 2.3, 3.1, 4.8, 5.0, 6.4], [1.0, 2.0, 3.0, 4.0, 5.5, 6.0])
     >>> r.effect_name, r.n
@@ -264,13 +268,21 @@ def wilcoxon_signed_rank(
     _alternative(alternative)
     if zero_method not in ("wilcox", "pratt", "zsplit"):
         raise StatsInputError(f"zero_method must be 'wilcox', 'pratt' or 'zsplit', got {zero_method!r}.")
+    if r_sign not in ("paper", "direction"):
+        raise StatsInputError(f"r_sign must be 'paper' or 'direction', got {r_sign!r}.")
     d = _differences(x, y, min_n=2)
     res = stats.wilcoxon(d, alternative=alternative, zero_method=zero_method)
     approx = stats.wilcoxon(d, alternative="greater", zero_method=zero_method, method="approx")
     n = int(np.count_nonzero(d)) if zero_method == "wilcox" else int(d.size)
-    z = float(approx.zstatistic)
-    return TestResult(float(res.statistic), float(res.pvalue), z / np.sqrt(n), "r", n, "scipy.stats.wilcoxon",
-                      {"z": z, "alternative": alternative, "zero_method": zero_method, "n_pairs": int(d.size)})
+    z = float(approx.zstatistic)  # z of W+; W+ + W− = n(n+1)/2, so the z of min(W+, W−) is −|z|
+    z_min = -abs(z)
+    r_paper, r_dir = z_min / np.sqrt(n), z / np.sqrt(n)
+    direction = "x > y" if z > 0 else ("x < y" if z < 0 else "none")
+    return TestResult(float(res.statistic), float(res.pvalue), float(r_paper if r_sign == "paper" else r_dir), "r",
+                      n, "scipy.stats.wilcoxon",
+                      {"z": z_min if r_sign == "paper" else z, "z_w_plus": z, "r_paper": float(r_paper),
+                       "r_direction": float(r_dir), "direction": direction, "r_sign": r_sign,
+                       "alternative": alternative, "zero_method": zero_method, "n_pairs": int(d.size)})
 
 
 def mann_whitney(a: Any, b: Any, *, alternative: str = "two-sided") -> TestResult:

@@ -31,7 +31,8 @@ def accuracy_at_k(y_true: Any, y_score: Any, *, k: int = 5) -> float:
 
     ``Acc@k = (1/|Q|) sum_q [exists i <= k : rel(q, doc_(i)) = 1]``, documents ranked by descending score.
     Ties in ``y_score`` are broken by document order (stable sort); a ``k`` larger than the number of
-    documents counts every document. Seed 000 §4 (Acc@5), spec §1.
+    documents counts every document. Seed 000 §4 (Acc@5), spec §1. A query with no relevant document counts as a
+    miss here; the prevalence suite leaves such queries out (undefined) and counts them.
 
     >>> accuracy_at_k([[0, 1, 0], [1, 0, 0]], [[0.9, 0.8, 0.1], [0.1, 0.2, 0.3]], k=2)
     0.5
@@ -57,7 +58,8 @@ def ndcg_at_k(y_true: Any, y_score: Any, *, k: int = 10) -> float:
     query's relevant documents first, so with binary relevance ``IDCG@k = sum_{i <= min(R, k)} 1/log2(i+1)``
     (R = relevant documents in the pool). Tied scores get the average gain of their tie group, and a query with
     no relevant document scores 0 — both exactly as ``sklearn.metrics.ndcg_score``, which this equals
-    (spec §1 requires it; tested). Seed 000 §4 (NDCG@10).
+    (spec §1 requires it; tested). Seed 000 §4 (NDCG@10). For such a query NDCG is undefined: pass only the
+    queries with a relevant document (the prevalence suite does, and counts the others).
 
     >>> round(ndcg_at_k([[1, 0, 1]], [[0.9, 0.8, 0.1]], k=3), 4)
     0.9197

@@ -141,9 +141,10 @@ def test_run_evaluate_priority(world, openai_stub):
     from sklearn.metrics import f1_score, precision_score
     assert ev["n"] == 6
     assert ev["pearson"] == pytest.approx(pearsonr(pred, hum).statistic)
-    assert ev["threshold"] == 4.0  # seed 004 Table 1's "> 3" = App. C.7's threshold 4 (score >= 4)
-    assert ev["precision"] == pytest.approx(precision_score(hum >= 4, pred >= 4))
-    assert ev["f1"] == pytest.approx(f1_score(hum >= 4, pred >= 4))
+    assert ev["threshold"] == 3.0 and ev["rule"] == "score > 3"  # seed 004 Table 1's "greater than 3"
+    assert ev["precision"] == pytest.approx(precision_score(hum > 3, pred > 3))
+    assert ev["f1"] == pytest.approx(f1_score(hum > 3, pred > 3))
+    assert ev["by_threshold"][4.0]["f1"] == pytest.approx(f1_score(hum >= 4, pred >= 4))  # App. C.7
     assert ev["per_country"]["JP"]["n"] == 3
 
     prio = attribution_priority(project)
@@ -195,3 +196,21 @@ def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
     monkeypatch.setattr(ev, "judge_uncertainty", lambda project: [])
     with pytest.raises(CulturaError, match="cultura attribution run"):
         push_mod.prioritised(None, "relevance", items, "attribution")
+
+
+def test_binarisation_is_seed_004_scores_greater_than_3():
+    """Seed 004 §5.4: "we convert all metrics' outputs into binary judgments by assigning scores greater than 3
+    on the five-point scale (relevant, highly relevant) to positive label 1, and the others 0." A continuous
+    expected score of 3.6 is relevant, 3.0 is not; ``rule="ge"`` is the other reading (score >= t, App. C.7)."""
+    from cultura.evaluate.suites.attribution.evaluation import binarise, binary_metrics, relevance_agreement
+
+    assert binarise([3.0, 3.6, 4.0, 2.9]).tolist() == [False, True, True, False]
+    assert binarise([3.0, 3.6, 4.0], threshold=4, rule="ge").tolist() == [False, False, True]
+    m = binary_metrics([3.6, 3.2, 1.0, 4.8], [4, 5, 4, 1])
+    assert (m["precision"], m["recall"], m["rule"]) == (2 / 3, 2 / 3, "score > 3")
+    ge = binary_metrics([3.6, 3.2, 1.0, 4.8], [4, 5, 4, 1], threshold=4, rule="ge")
+    assert (ge["precision"], ge["recall"]) == (0.0, 0.0)
+    r = relevance_agreement([3.6, 3.2, 1.0, 4.8], [4, 5, 4, 1], ["JP"] * 4, aggregation="pooled")
+    assert r["rule"] == "score > 3" and r["by_threshold"][4.0]["rule"] == "score >= 4"
+    with pytest.raises(ValueError, match="rule"):
+        binarise([1.0], rule="gte")

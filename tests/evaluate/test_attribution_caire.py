@@ -91,21 +91,21 @@ def test_identical_image_links_to_its_own_entity(photo_world):
 # ----------------------------------------------------------------------------- item 2: thresholds (App. C.7)
 
 def test_threshold_is_score_at_least_t_with_recall():
-    """App. C.7: threshold t means score >= t. A pair scored exactly 4.0 is relevant at t = 4 (it was not
-    under the old "> t"), and recall is reported beside precision and F1."""
+    """App. C.7: threshold t means score >= t (rule "ge"). A pair scored exactly 4.0 is relevant at t = 4, and
+    recall is reported beside precision and F1. The main rule stays Table 1's "greater than 3"."""
     from sklearn.metrics import f1_score, precision_score, recall_score
 
     from cultura.evaluate.suites.attribution.evaluation import binary_metrics, relevance_agreement
 
     pred = np.array([4.0, 3.99, 5.0, 2.0, 4.0, 1.0])
     human = np.array([4.0, 4.5, 1.0, 4.0, 2.0, 1.0])
-    m = binary_metrics(pred, human, threshold=4)
+    m = binary_metrics(pred, human, threshold=4, rule="ge")
     assert m["n_positive_pred"] == 3 and m["n_positive_human"] == 3
     assert m["precision"] == pytest.approx(precision_score(human >= 4, pred >= 4)) == pytest.approx(1 / 3)
     assert m["recall"] == pytest.approx(recall_score(human >= 4, pred >= 4))
     assert m["f1"] == pytest.approx(f1_score(human >= 4, pred >= 4))
     r = relevance_agreement(pred, human, ["JP"] * 6, aggregation="pooled")
-    assert r["threshold"] == 4.0 and set(r["by_threshold"]) == {2.0, 3.0, 4.0, 5.0}
+    assert r["threshold"] == 3.0 and r["rule"] == "score > 3" and set(r["by_threshold"]) == {2.0, 3.0, 4.0, 5.0}
     for t, bm in r["by_threshold"].items():  # undefined (no relevant pair) is NaN, never 0
         assert bm["recall"] == pytest.approx(recall_score(human >= t, pred >= t, zero_division=np.nan),
                                              nan_ok=True)
@@ -430,13 +430,13 @@ def test_suite_reports_every_caire_table(photo_world, tiny_lm, tmp_path):
     rows = load_results(project, suite="attribution")
     scorers = {r["group"].get("scorer") for r in rows if r["metric"] == "f1"}
     assert scorers == {"caire", "caire-gold", "baseline", "loglik"}
-    assert {r["group"]["threshold"] for r in rows if r["metric"] == "recall"} == {"2", "3", "4", "5"}
+    assert {r["group"]["threshold"] for r in rows if r["metric"] == "recall"} == {"> 3", "2", "3", "4", "5"}
     acc = [r for r in rows if r["metric"] == "linking_acc"]
     assert {r["group"]["k"] for r in acc} == {"1", "5", "10", "20"} and len(acc) == 24
     (ratio,) = [r for r in rows if r["metric"] == "f1_ratio_to_gold"]
     assert ratio["details"]["f1_gold"] > 0
     section = dict(build_report(project)["sections"])["attribution"]
-    for phrase in ("score &gt;= 4", "Table 1", "App. C.7", "Table 3 shape", "Table 11", "pooled"):
+    for phrase in ("score &gt; 3", "Table 1", "App. C.7", "Table 3 shape", "Table 11", "pooled"):
         assert phrase in section.html, phrase
 
 
@@ -486,7 +486,7 @@ def test_import_caire_specific_set_from_parquet(project, tmp_path):
     ev = json.loads(_cli(project, "attribution", "evaluate", "--aggregation", "pooled", "--json").output)
     res = {x["judge"]: x for x in ev["results"]}
     assert res["stub-judge:seed=0"]["n"] == 6 and res["baseline"]["n"] == 6
-    assert res["stub-judge:seed=0"]["threshold"] == 4.0 and "recall" in res["baseline"]
+    assert res["stub-judge:seed=0"]["threshold"] == 3.0 and "recall" in res["baseline"]
 
 
 def test_import_caire_universal_set_long_and_wide(project, tmp_path):

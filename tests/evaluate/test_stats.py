@@ -73,7 +73,28 @@ def test_wilcoxon_equals_scipy_and_r_is_z_over_sqrt_n(alt):
     assert (r.statistic, r.p) == pytest.approx((ref.statistic, ref.pvalue))
     z_two = stats.wilcoxon(Y, X, method="approx").zstatistic
     assert abs(r.effect_size) == pytest.approx(abs(z_two) / math.sqrt(20))
-    assert r.effect_size > 0  # Y tends to exceed X
+    # the paper's r is the Z of min(W+, W−): never positive; the side is reported separately
+    assert r.effect_size < 0 and r.extra["direction"] == "x > y"  # Y tends to exceed X
+    d = S.wilcoxon_signed_rank(Y, X, alternative=alt, r_sign="direction")
+    assert d.effect_size == pytest.approx(-r.effect_size) and d.extra["r_paper"] == pytest.approx(r.effect_size)
+
+
+def test_wilcoxon_r_is_printed_as_seed_003_table_8():
+    """Seed 003 App. D, Table 8: "Gender max-skew (T2) | FF | c | SIGLIP2 vs NLLB | 10 | 8.0 | .0488 | -0.629"
+    (and "PATA | c | SIGLIP2 vs NLLB | 10 | 0.0 | .0020 | -0.886", "PATA | com | CAPIVARA vs mCLIP | 10 | 3.0 |
+    .0098 | -0.790"): r = Z/√n with Z of W = min(W+, W−), negative although the first model is larger."""
+    for negative, w, p, r_paper in (({1, 3, 4}, 8.0, 0.0488, -0.629), (set(), 0.0, 0.0020, -0.886),
+                                    ({1, 2}, 3.0, 0.0098, -0.790)):
+        diffs = [-k if k in negative else k for k in range(1, 11)]  # SIGLIP2 − NLLB, mostly positive
+        siglip2 = [10.0 + k for k in diffs]
+        nllb = [10.0] * 10
+        r = S.wilcoxon_signed_rank(siglip2, nllb)
+        assert (r.n, r.statistic) == (10, w)
+        assert round(r.p, 4) == p and round(r.effect_size, 3) == r_paper
+        assert r.extra["direction"] == "x > y"
+        assert round(S.wilcoxon_signed_rank(siglip2, nllb, r_sign="direction").effect_size, 3) == -r_paper
+    with pytest.raises(S.StatsInputError, match="r_sign"):
+        S.wilcoxon_signed_rank([1.0, 2.0, 3.0], [0.0, 0.0, 0.0], r_sign="signed")
 
 
 def test_wilcoxon_drops_zero_differences():

@@ -186,16 +186,19 @@ def attribution_linking(ctx, encoder, kb_name, methods, k, executor, as_json):
 @attribution.command("evaluate")
 @click.option("--ratings", type=click.Path(exists=True, dir_okay=False), default=None,
               help="CAIRe-style ratings file (sha256, country, rating) instead of the relevance campaign.")
-@click.option("--threshold", type=float, default=4.0, show_default=True,
-              help="Relevant when score >= this (seed 004 App. C.7; 4 = Table 1's 'greater than 3').")
+@click.option("--threshold", type=float, default=3.0, show_default=True,
+              help="Relevance threshold: with --rule gt relevant when score > this (seed 004 Table 1: > 3).")
+@click.option("--rule", type=click.Choice(["gt", "ge"]), default="gt", show_default=True,
+              help="gt: score > threshold (seed 004 §5.4, the paper's rule); ge: score >= threshold (App. C.7).")
 @click.option("--aggregation", type=click.Choice(["per_concept", "pooled"]), default="per_concept",
               show_default=True, help="Pearson per concept within each country, averaged (Table 2), or pooled.")
 @json_option
 @pass_ctx
-def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
-    """Precision, recall, F1 (score >= threshold) and Pearson of the stored scores against human ratings."""
+def attribution_evaluate(ctx, ratings, threshold, rule, aggregation, as_json):
+    """Precision, recall, F1 (score > threshold) and Pearson of the stored scores against human ratings."""
 
-    rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold, aggregation=aggregation)
+    rows = evaluate_attribution(ctx.project, ratings=ratings, threshold=threshold, aggregation=aggregation,
+                                rule=rule)
     ratios = upper_bound_ratios(rows)
     if as_json:
         emit_json({"results": rows, "gold_upper_bound": ratios})
@@ -203,7 +206,7 @@ def attribution_evaluate(ctx, ratings, threshold, aggregation, as_json):
     if ratios:
         table("F1 with retrieved pages / F1 with gold pages, % (seed 004 App. C.5, Table 11)", ratios,
               ["judge", "encoder", "f1_retrieved", "f1_gold", "ratio"])
-    table(f"Attribution vs human ratings (relevant: score >= {threshold:g}; Pearson {aggregation.replace('_', ' ')})",
+    table(f"Attribution vs human ratings (relevant: score {'>' if rule == 'gt' else '>='} {threshold:g}; Pearson {aggregation.replace('_', ' ')})",
           [{k: v for k, v in r.items() if k not in ("per_country", "by_threshold")} for r in rows],
           ["judge", "encoder", "context", "n", "precision", "recall", "f1", "pearson"])
 

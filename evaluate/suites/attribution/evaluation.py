@@ -7,9 +7,11 @@ an imported CAIRe-style ratings file (columns ``sha256``, ``country`` (a culture
 ``concept``; several rows per pair are averaged; binary gold labels as a ``relevant`` column of 0/1 become
 ratings 5/1).
 
-- binary relevance at ``score >= t`` on both sides (seed 004 App. C.7's convention; Table 1's "greater than
-  3" is t = 4, the default) → precision, recall and F1 over all (image, label) pairs (``sklearn.metrics``),
-  at t and at C.7's thresholds 2..5;
+- binary relevance by seed 004 §5.4's rule by default, ``score > 3`` on both sides ("assigning scores greater
+  than 3 on the five-point scale (relevant, highly relevant) to positive label 1"; a continuous expected score
+  of 3.6 is relevant), or ``score >= t`` (``rule="ge"``) → precision, recall and F1 over all (image, label)
+  pairs (``sklearn.metrics``), and at C.7's thresholds 2..5 in C.7's convention ``score >= t`` (its
+  Threshold=5 column is not all zero, so it cannot be "> 5");
 - Pearson correlation of the scores with the mean human ratings per country, by default averaged over the
   concepts within each country (Table 2: "correlation scores averaged over all concepts within specific
   countries"; the overall value is the mean over countries), or pooled over a country's pairs
@@ -86,25 +88,42 @@ def human_ratings(project, *, source: str | Path | None = None) -> dict[tuple[st
     return out
 
 
-#: Binary relevance threshold of seed 004 Table 1 ("scores greater than 3 ... to positive label 1"), written
-#: in App. C.7's convention: relevant when score >= t, so Table 1 is t = 4.
-DEFAULT_THRESHOLD = 4.0
+#: Binary relevance of seed 004 §5.4 / Table 1: "scores greater than 3 ... to positive label 1" (score > 3).
+DEFAULT_THRESHOLD = 3.0
+#: "gt": relevant when score > threshold (the paper's Table 1); "ge": score >= threshold (App. C.7's columns).
+RULES = {"gt": ">", "ge": ">="}
+DEFAULT_RULE = "gt"
 #: The thresholds of seed 004 App. C.7 (Table "Alternate Thresholds").
 C7_THRESHOLDS = (2.0, 3.0, 4.0, 5.0)
 AGGREGATIONS = ("per_concept", "pooled")
 
 
-def binary_metrics(pred, human, *, threshold: float = DEFAULT_THRESHOLD) -> dict:
-    """Precision, recall and F1 of binary relevance at ``score >= threshold`` on both sides (seed 004 App.
-    C.7's convention; ``sklearn.metrics``; NaN where undefined).
+def binarise(scores, threshold: float = DEFAULT_THRESHOLD, rule: str = DEFAULT_RULE) -> np.ndarray:
+    """Relevant (True) when ``score > threshold`` (``rule="gt"``, seed 004 Table 1) or ``score >= threshold``
+    (``rule="ge"``, App. C.7)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {sorted(RULES)}, got {rule!r}.")
+    s = np.asarray(scores, dtype=float)
+    return s > threshold if rule == "gt" else s >= threshold
 
-    >>> binary_metrics([4.0, 3.9, 5.0], [4, 4, 1], threshold=4)["recall"]
+
+def rule_text(threshold: float, rule: str) -> str:
+    return f"score {RULES[rule]} {threshold:g}"
+
+
+def binary_metrics(pred, human, *, threshold: float = DEFAULT_THRESHOLD, rule: str = DEFAULT_RULE) -> dict:
+    """Precision, recall and F1 of binary relevance on both sides (:func:`binarise`: ``score > 3`` by default,
+    seed 004 §5.4; ``sklearn.metrics``; NaN where undefined).
+
+    >>> binary_metrics([4.0, 3.6, 5.0], [4, 4, 1])["recall"]   # 3.6 > 3 is relevant
+    1.0
+    >>> binary_metrics([4.0, 3.6, 5.0], [4, 4, 1], threshold=4, rule="ge")["recall"]
     0.5
     """
 
-    yt = np.asarray(human, dtype=float) >= threshold
-    yp = np.asarray(pred, dtype=float) >= threshold
-    return {"threshold": float(threshold),
+    yt = binarise(human, threshold, rule)
+    yp = binarise(pred, threshold, rule)
+    return {"threshold": float(threshold), "rule": rule_text(threshold, rule),
             "precision": float(skm.precision_score(yt, yp, zero_division=np.nan)),
             "recall": float(skm.recall_score(yt, yp, zero_division=np.nan)),
             "f1": float(skm.f1_score(yt, yp, zero_division=np.nan)),
@@ -155,9 +174,10 @@ def per_concept_pearson(pred, human, concepts) -> dict:
 
 
 def relevance_agreement(pred, human, countries, *, threshold: float = DEFAULT_THRESHOLD, concepts=None,
-                        aggregation: str = "per_concept", thresholds=C7_THRESHOLDS) -> dict:
-    """Binary precision / recall / F1 at ``score >= threshold`` (seed 004 Table 1 at t = 4, App. C.7 at
-    ``thresholds``) and Pearson r per country and on average (Table 2).
+                        aggregation: str = "per_concept", thresholds=C7_THRESHOLDS, rule: str = DEFAULT_RULE) -> dict:
+    """Binary precision / recall / F1 at ``score > threshold`` (seed 004 Table 1; ``rule="ge"``: >=), at App.
+    C.7's ``thresholds`` (``score >= t``, in ``by_threshold``) and Pearson r per country and on average
+    (Table 2).
 
     ``pred`` and ``human`` are 1-D scores of the same (image, culture label) pairs, ``countries`` their labels,
     ``concepts`` (needed for ``aggregation="per_concept"``) the concept of each pair's image.
@@ -171,8 +191,8 @@ def relevance_agreement(pred, human, countries, *, threshold: float = DEFAULT_TH
     "per_country": {cc: {"pearson", "p", "n", "reason", "ci", "pooled", "n_concepts"}}}``.
 
     >>> r = relevance_agreement([4.5, 1.2, 3.8, 2.0], [5, 1, 4, 2], ["JP", "JP", "TH", "TH"], aggregation="pooled")
-    >>> r["precision"], r["recall"], round(r["pearson"], 3)   # 3.8 is not relevant at t = 4
-    (1.0, 0.5, 0.999)
+    >>> r["precision"], r["recall"], round(r["pearson"], 3)   # 3.8 > 3 is relevant
+    (1.0, 1.0, 0.999)
     """
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}.")
@@ -187,9 +207,9 @@ def relevance_agreement(pred, human, countries, *, threshold: float = DEFAULT_TH
     if aggregation == "per_concept" and sets is None:
         raise ValueError("aggregation='per_concept' needs concepts (the concept of each pair's image); pass "
                          "concepts=... or aggregation='pooled'.")
-    out = {**binary_metrics(p, h, threshold=threshold), "n": int(len(p)), "aggregation": aggregation,
-           "by_threshold": {float(t): binary_metrics(p, h, threshold=t)
-                            for t in sorted({float(threshold), *map(float, thresholds or ())})}}
+    out = {**binary_metrics(p, h, threshold=threshold, rule=rule), "n": int(len(p)), "aggregation": aggregation,
+           "by_threshold": {float(t): binary_metrics(p, h, threshold=t, rule="ge")
+                            for t in sorted(map(float, thresholds or ()))}}
     r, pv, reason, lo, hi = _pearson(p, h)
     out["pearson_pooled"] = r
     if aggregation == "pooled":
@@ -269,11 +289,11 @@ def image_concepts(project, *, source: str | Path | None = None) -> dict[str, tu
 def evaluate_attribution(project, *, judge: str | None = None, encoder: str | None = None, kb: str | None = None,
                          context: str | None = None, ratings: str | Path | None = None,
                          threshold: float = DEFAULT_THRESHOLD, aggregation: str = "per_concept",
-                         thresholds=C7_THRESHOLDS) -> list[dict]:
+                         thresholds=C7_THRESHOLDS, rule: str = DEFAULT_RULE) -> list[dict]:
     """One result per (judge, encoder, kb, context) configuration found in ``attribution_scores``:
     ``{"judge", "encoder", "kb", "context", **relevance_agreement(...)}`` over the pairs with a human
     rating (configurations without any rated pair are reported with ``n = 0`` and a reason). Relevance is
-    ``score >= threshold``; Pearson is aggregated per concept within each country unless
+    ``score > threshold`` (``rule="ge"``: >=); Pearson is aggregated per concept within each country unless
     ``aggregation="pooled"``."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}.")
@@ -296,7 +316,7 @@ def evaluate_attribution(project, *, judge: str | None = None, encoder: str | No
         p, h, cc, con = zip(*pairs)
         out.append({**base, **relevance_agreement(p, h, cc, threshold=threshold, aggregation=aggregation,
                                                   concepts=con if aggregation == "per_concept" else None,
-                                                  thresholds=thresholds)})
+                                                  thresholds=thresholds, rule=rule)})
     return out
 
 

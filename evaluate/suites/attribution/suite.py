@@ -4,27 +4,29 @@ The runner's model is the vision-language encoder used for the KB index, entity 
 baseline. The judge comes from the options (``--option attribution.judge=openai:MODEL``, ``openai-vision:MODEL``
 or ``stub``) or ``[evaluate.attribution] judge = ...``. Options: ``judge`` (required), ``kb`` ("default"),
 ``k`` (20), ``method`` (lemma|gloss|frequency), ``context`` (entity|titles), ``labels`` / ``countries`` (culture labels: codes, registered or free-text labels; default: the
-project's), ``ratings`` (a CAIRe-style ratings file instead of the relevance campaign), ``threshold`` (4:
-relevant when score >= 4, i.e. Table 1's "> 3"), ``aggregation`` (per_concept | pooled),
+project's), ``ratings`` (a CAIRe-style ratings file instead of the relevance campaign), ``threshold`` (3) and
+``rule`` (gt: relevant when score > threshold, seed 004 §5.4's "scores greater than 3"; ge: score >=
+threshold), ``aggregation`` (per_concept | pooled),
 ``baseline`` (true: the encoder-probe baseline), ``vlm_baseline`` (a judge spec such as
 ``openai-vision-cot:MODEL``: Baseline 2 without retrieval), ``loglik`` (an LM scorer spec: App. B.1 with
 ``alpha`` / ``tau``), ``gold_upper_bound`` and ``linking_accuracy`` (true; used when gold entities exist),
 ``limit`` (pairs to judge per run).
 
 Rows (group ``scorer`` = caire | baseline): ``n_scored``, ``n_failed``; per country ``mean_score``; against the
-human ratings ``precision``, ``recall`` and ``f1`` (binary at score >= t, grouped by ``threshold`` for t = the
-option and App. C.7's 2..5) and ``pearson`` overall and per country (per-concept averaged by default; seed 004
+human ratings ``precision``, ``recall`` and ``f1`` (the main rule grouped by ``threshold`` "> 3",
+and App. C.7's score >= t for t = 2..5 grouped by "2".."5") and ``pearson`` overall and per country (per-concept averaged by default; seed 004
 Tables 1–2), each with n.
 """
 from __future__ import annotations
 
 import math
 
+from ....errors import CulturaError
 from ....models.judges import get_judge
 from ...reportkit import Cell, ReportSection, Table, model_label
 from ..registry import Suite, SuiteSkipped, row
 from .baseline import run_baseline
-from .evaluation import C7_THRESHOLDS, DEFAULT_THRESHOLD, evaluate_attribution, load_scores
+from .evaluation import C7_THRESHOLDS, DEFAULT_RULE, DEFAULT_THRESHOLD, RULES, evaluate_attribution, load_scores
 from .gold import load_gold
 from .kb import build_kb_index, list_kb
 from .linking import linking_accuracy
@@ -84,6 +86,10 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
                     details={**det, "meaning": "judge rows where a score digit 1-5 was not among the returned "
                                                "alternatives (probability taken as 0)"}))
     threshold = float(o.get("threshold", DEFAULT_THRESHOLD))
+    rule = str(o.get("rule", DEFAULT_RULE))
+    if rule not in RULES:
+        raise CulturaError(f"rule must be one of {', '.join(sorted(RULES))} (gt: relevant when score > threshold, "
+                           f"seed 004 Table 1; ge: score >= threshold), got {rule!r}.", param="rule")
     aggregation = o.get("aggregation", "per_concept")
     if gold and _flag(o.get("linking_accuracy", True)):
         index = build_kb_index(project, embedder, kb, with_text=True)
@@ -103,19 +109,22 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
             rows.append(row(NAME, "mean_score", sum(vals) / len(vals), n=len(vals),
                             group={"scorer": scorer, "country": cc}, details=det))
         for ev in evaluate_attribution(project, ratings=o.get("ratings"), threshold=threshold,
-                                       aggregation=aggregation, **cfg_):
+                                       aggregation=aggregation, rule=rule, **cfg_):
             g = {"scorer": scorer}
             if ev["n"] == 0:
                 rows.append(row(NAME, "pearson", math.nan, n=0, group=g,
                                 details={**det, "aggregation": aggregation, "reason": ev["reason"]}))
                 continue
-            for t, bm in ev["by_threshold"].items():
-                d = {**det, "threshold": t, "rule": f"score >= {t:g}", "main": t == threshold,
+            # the main rule (seed 004 Table 1: score > 3) and App. C.7's columns (score >= t), told apart by
+            # the group's threshold label ("> 3" vs "3") and details["main"]
+            levels = [(ev, True, f"{RULES[rule]} {ev['threshold']:g}")] + \
+                [(bm, False, f"{t:g}") for t, bm in ev["by_threshold"].items()]
+            for bm, is_main, tag in levels:
+                d = {**det, "threshold": bm["threshold"], "rule": bm["rule"], "main": is_main,
                      "n_positive_pred": bm["n_positive_pred"], "n_positive_human": bm["n_positive_human"]}
                 for m in ("precision", "recall", "f1"):
-                    rows.append(row(NAME, m, bm[m], n=ev["n"], group={**g, "threshold": f"{t:g}"}, details=d))
-                if t == threshold:
-                    main_f1[scorer] = (bm["f1"], ev["n"])
+                    rows.append(row(NAME, m, bm[m], n=ev["n"], group={**g, "threshold": tag}, details=d))
+            main_f1[scorer] = (ev["f1"], ev["n"])
             d = {**det, "aggregation": aggregation}
             lo, hi = ev["pearson_ci"]
             rows.append(row(NAME, "pearson", ev["pearson"], ci_low=lo, ci_high=hi, n=ev["n"], group=g,
@@ -161,25 +170,29 @@ def render_attribution(results, project):
     countries = sorted({r["group"]["country"] for r in pr if "country" in r["group"]})
     labels = sorted({label(r) for r in results if r["metric"] in ("pearson", "precision", "f1", "mean_score")})
     binary = [r for r in results if r["metric"] in ("precision", "recall", "f1")]
-    main_t = next((r["details"]["threshold"] for r in binary if r["details"].get("main")), DEFAULT_THRESHOLD)
-    ts = sorted({float(r["details"]["threshold"]) for r in binary} or set(C7_THRESHOLDS))
+    main_rule = next((r["details"].get("rule") for r in binary if r["details"].get("main")),
+                     f"score > {DEFAULT_THRESHOLD:g}")
+    ts = sorted({float(r["details"]["threshold"]) for r in binary if not r["details"].get("main")}
+                or set(C7_THRESHOLDS))
     t1_rows, t2_rows, t7_rows = [], [], []
     for lab in labels:
         mine = [r for r in results if label(r) == lab]
         get = lambda m, cc=None: next((r for r in mine if r["metric"] == m and r["group"].get("country") == cc), None)  # noqa: E731
 
         def getb(m, t, mine=mine):
-            return next((r for r in mine if r["metric"] == m and float(r["details"].get("threshold", -1)) == t), None)
+            """the main rule's row (t None) or App. C.7's row at t"""
+            return next((r for r in mine if r["metric"] == m and bool(r["details"].get("main")) == (t is None)
+                         and (t is None or float(r["details"].get("threshold", -1)) == t)), None)
 
         t2_rows.append([lab, *[Cell.of(get("pearson", cc)) for cc in countries], Cell.of(get("pearson"))])
-        t1_rows.append([lab, Cell.of(getb("precision", main_t)), Cell.of(getb("recall", main_t)),
-                        Cell.of(getb("f1", main_t))])
+        t1_rows.append([lab, Cell.of(getb("precision", None)), Cell.of(getb("recall", None)),
+                        Cell.of(getb("f1", None))])
         t7_rows.append([lab, *[Cell.of(getb(m, t)) for t in ts for m in ("f1", "precision", "recall")]])
     t2 = Table(["scorer", *countries, "all"], t2_rows,
                caption=f"Pearson r with mean human relevance ratings, {_agg_label(results)} (seed 004 Table 2 shape)")
     t1 = Table(["scorer", "precision", "recall", "F1"], t1_rows,
-               caption=f"Binary relevance: relevant when score >= {main_t:g} on both sides (seed 004 Table 1 "
-                       f"= score > 3 = threshold 4 of App. C.7)")
+               caption=f"Binary relevance: relevant when {main_rule} on both sides (seed 004 Table 1 / §5.4: "
+                       "\"scores greater than 3 ... to positive label 1\")")
     t7 = Table(["scorer", *[f"{m} (>= {t:g})" for t in ts for m in ("F1", "P", "R")]], t7_rows,
                caption="Binary relevance at each threshold t, relevant when score >= t (seed 004 App. C.7 shape)")
     extra = []
@@ -202,8 +215,9 @@ def render_attribution(results, project):
                                                                 r["group"].get("country") == cc), None))
                                                  for cc in countries]] for lab in labels],
                caption="Mean relevance score (1-5) per culture label")
-    note = ("<p>Judge scores are the expectation over the five score tokens (seed 004 eq. 3). Thresholds follow "
-            "App. C.7: a pair is relevant when its score is &ge; t.</p>")
+    note = ("<p>Judge scores are the expectation over the five score tokens (seed 004 eq. 3). Binary relevance "
+            "follows §5.4 (a pair is relevant when its score is greater than 3); the threshold table follows "
+            "App. C.7 (relevant when the score is &ge; t).</p>")
     return ReportSection(title="Cultural attribution of images (CAIRe)",
                          html=note + t2.html() + t1.html() + t7.html() + "".join(t.html() for t in extra) + t3.html(),
                          markdown="\n\n".join([t2.markdown(), t1.markdown(), t7.markdown(),

@@ -153,7 +153,7 @@ def heatmap_figure(rows, model) -> str | None:
         ax.set_title(r["group"]["concept"], fontsize=10)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, f"image-similarity-by-country-{model}-seed002-fig1")
 
 
 def alignment_figure(rows, model) -> tuple[str | None, Table]:
@@ -187,7 +187,7 @@ def alignment_figure(rows, model) -> tuple[str | None, Table]:
 
     ax.legend(handles=[Patch(color=IN_COLOR, label="G"), Patch(color=OUT_COLOR, label="not G")], fontsize=8)
     fig.tight_layout()
-    return figure_uri(fig), t
+    return figure_uri(fig, f"alignment-rank-bars-{model}-seed002-fig4"), t
 
 
 TILE_DEG = 7.0  # grid step of the tile map, in degrees
@@ -267,7 +267,7 @@ def alignment_map(rows, model) -> tuple[str | None, list[str]]:
     cb.ax.invert_yaxis()
     ax.set_title(f"Average text–image alignment rank by country — {model}", fontsize=10)
     fig.tight_layout()
-    return figure_uri(fig), missing
+    return figure_uri(fig, f"alignment-rank-map-{model}-seed002-fig4"), missing
 
 
 def projection_figure(rows, model) -> str | None:
@@ -299,7 +299,25 @@ def projection_figure(rows, model) -> str | None:
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, f"images-and-caption-2d-{model}-seed002-fig3")
+
+
+def left_out(excluded) -> str:
+    """What the image sets left out, in words ("left out: 2 duplicates dropped, 1 multi-country")."""
+    if not isinstance(excluded, dict):
+        return "left out: not recorded"
+    parts = [f"{n} {k.replace('_', ' ')}" for k, n in excluded.items() if n]
+    return "left out: " + (", ".join(parts) if parts else "none")
+
+
+def stacked(tables: list[tuple[str, Table]]) -> Table:
+    """One table of several models' tables (a leading model column), for the CSV and the paper table."""
+    if not tables:
+        return Table(["model"], [])
+    first = tables[0][1]
+    caps = {t.caption.split(": ", 1)[-1] for _, t in tables}
+    return Table(["model", *first.columns], [[m, *row] for m, t in tables for row in t.rows],
+                 caption=caps.pop() if len(caps) == 1 else first.caption, n_column=first.n_column)
 
 
 def render_latent(rows, project) -> ReportSection:
@@ -309,7 +327,7 @@ def render_latent(rows, project) -> ReportSection:
     if meta:
         d = meta["details"]
         out.text(f"Images: {int(meta['value'])} in {meta['n']} concepts; grouping {d.get('grouping')} "
-                 f"(G = {d.get('in_group')}); left out: {d.get('excluded')}.")
+                 f"(G = {d.get('in_group')}); {left_out(d.get('excluded'))}.")
     t3_all, t4_all, al_all = [], [], []
     for model in _models(rows):
         t3, t4 = table3(rows, model), table4(rows, model)
@@ -334,9 +352,10 @@ def render_latent(rows, project) -> ReportSection:
         out.figure(projection_figure(rows, model), f"{model}: images (circle = G, triangle = not G) and the "
                                                    "caption (star) in 2-D, with k-means regions (seed 002 Figure 3 "
                                                    "shape).")
-        t3_all += [{"model": model, **r} for r in t3.csv_rows()]
-        t4_all += [{"model": model, **r} for r in t4.csv_rows()]
-        al_all += [{"model": model, **r} for r in tal.csv_rows()]
-    csv = {"table3": t3_all, "table4": t4_all, "alignment": al_all}
+        t3_all.append((model, t3))
+        t4_all.append((model, t4))
+        al_all.append((model, tal))
+    csv = {"table3": stacked(t3_all).csv_rows(), "table4": stacked(t4_all).csv_rows(),
+           "alignment": stacked(al_all).csv_rows()}
     parts_h, parts_md = out.html, out.md
     return ReportSection("Latent-space probes (seed 002)", "\n".join(parts_h), "\n\n".join(parts_md), csv)

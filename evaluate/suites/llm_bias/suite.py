@@ -270,7 +270,7 @@ def cbs_vs_coverage(results, model_of, *, kind: str = "grounded"):
     ax.set_ylabel(f"CBS, {kind} contexts (%) ↓")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return figure_uri(fig), points
+    return figure_uri(fig, "cbs-vs-script-coverage-seed001-fig13"), points
 
 
 ENGLISH_COLUMN = "English (parallel)"

@@ -25,8 +25,8 @@ import numpy as np
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
 from ..registry import Suite, row
 from .report import render_association
-from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, per_trial_wins, project_2d,
-                     sample_points)
+from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, embed_texts_by_language,
+                       per_trial_wins, project_2d, sample_points)
 from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, pairwise_maxsim,
                                               text_tokens_cached)
@@ -55,18 +55,20 @@ def trial_similarities(project, embedder, trials) -> np.ndarray:
     """(trials × roles) cosine similarities of each trial's query with each of its candidate images."""
     if len(trials) == 0:
         return np.zeros((0, len(trials.roles)))
-    return query_image_scores(project, embedder, trials.texts, trials.sha256)
+    return query_image_scores(project, embedder, trials.texts, trials.sha256, languages=trials.query_language)
 
 
-def query_image_scores(project, embedder, texts, sha256: np.ndarray) -> np.ndarray:
+def query_image_scores(project, embedder, texts, sha256: np.ndarray, *, languages=None) -> np.ndarray:
     """(n × r) score of ``texts[i]`` with each image ``sha256[i, j]``: cosine similarity, or MaxSim for a
-    late-interaction (multi-vector) embedder such as ColQwen (token matrices through the cache)."""
+    late-interaction (multi-vector) embedder such as ColQwen (token matrices through the cache). ``languages``
+    (the query language of each text) reaches a language-aware text encoder (NLLB-CLIP encodes per language)."""
     n, r = sha256.shape
     if is_late_interaction(embedder):
         q = text_tokens_cached(project, embedder, texts)
         flat = image_tokens_cached(project, embedder, sha256.ravel().tolist())
         return pairwise_maxsim([q[i] for i in range(n) for _ in range(r)], flat).reshape(n, r)
-    q = embed_texts(project, embedder, texts)
+    q = embed_texts(project, embedder, texts) if languages is None else \
+        embed_texts_by_language(project, embedder, texts, languages)
     flat = embed_images(project, embedder, sha256.ravel().tolist())
     return np.einsum("td,trd->tr", q, flat.reshape(n, r, -1)).astype(float)
 
@@ -140,8 +142,11 @@ def silhouette_rows(project, embedder, trials, sp_by_country: dict[str, float], 
         for s, c in zip(shas, ccs):
             imgs.setdefault(s, c)
     per = {}
-    for kind, keys, labs, emb_fn in (("text", texts, labels, embed_texts), ("image", list(imgs), list(imgs.values()),
-                                                                        embed_images)):
+    def text_fn(project, embedder, keys):  # each query text in its own language
+        return embed_texts_by_language(project, embedder, keys, [seen[k] for k in keys])
+
+    for kind, keys, labs, emb_fn in (("text", texts, labels, text_fn), ("image", list(imgs), list(imgs.values()),
+                                                                     embed_images)):
         what = "languages" if kind == "text" else "countries"
         if len(set(labs)) < 2 or len(keys) <= len(set(labs)):
             out.append(row(suite, f"{kind}_silhouette", math.nan, n=len(keys), details={
@@ -198,8 +203,11 @@ def projection_rows(project, embedder, trials, *, suite: str, method: str, max_p
     for shas, ccs in zip(trials.sha256, trials.countries):
         for s, c in zip(shas, ccs):
             imgs.setdefault(s, c)
+    def text_fn(project, embedder, keys):  # each query text in its own language
+        return embed_texts_by_language(project, embedder, keys, [seen[k][0] for k in keys])
+
     for kind, keys, labels, fn in (("text", list(seen), [f"{lang} ({cc})" for lang, cc in seen.values()],
-                                    embed_texts),
+                                    text_fn),
                                    ("image", list(imgs), list(imgs.values()), embed_images)):
         idx = sample_points(len(keys), max_points, seed)
         if len(idx) == 0:

@@ -126,7 +126,7 @@ def descriptor(project, embedder, *, benchmark=None, options: dict) -> list[dict
         if has.any():
             sims0 = np.full(sims.shape, np.nan)
             sims0[has] = query_image_scores(project, embedder, [b for b in base if b is not None],
-                                            trials.sha256[has])
+                                            trials.sha256[has], languages=trials.query_language[has])
             delta = np.full(sims.shape, np.nan)
             delta[has] = similarity_drift(sims[has], sims0[has])
             ddet = {**det, "base_variant": BASE_VARIANT.get(variant, "short"),

@@ -12,9 +12,14 @@ into a running top-k (:func:`streamed_topk`, :class:`RunningTopK`), so 3,600 ima
 block of caption vectors and one ``image_chunk × text_chunk`` block of similarities, never the caption matrix
 (532 MB at dim 512) nor the similarity matrix. Ranking ties are broken by pool order (also at the k-th place).
 
+A query image with no relevant caption in the pool has no defined Acc@k or NDCG@k (IDCG = 0): by default it is
+left out of both means and counted (``details["n_no_relevant"]``, n = the queries that count), never scored 0;
+``no_relevant="zero"`` is sklearn's ``ndcg_score`` reading (scored 0 and averaged in), labelled as such. LBKL and
+DLBKL do not need relevance and use every query.
+
 Options: ``ks`` (list), ``pool`` (auto|captions|queries), ``caption_source``, ``variants`` (query variants used
-as captions, default ["short"]), ``freq_k`` (default 10), ``prior`` (uniform|pool), ``image_chunk``,
-``text_chunk``, ``n_resamples``, ``seed``.
+as captions, default ["short"]), ``freq_k`` (default 10), ``prior`` (uniform|pool), ``no_relevant``
+(exclude|zero), ``image_chunk``, ``text_chunk``, ``n_resamples``, ``seed``.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from ...common import mean_ci, embed_images, language_tiers, text_blocks
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, maxsim_scores,
                                               text_tokens_cached)
 from ...data import caption_pool
+from ....errors import CulturaError
 
 NAME = "prevalence"
 DEFAULT_KS = (5, 10, 25, 50, 99)
@@ -136,13 +142,28 @@ def topk_chunked(queries: np.ndarray, docs: np.ndarray, k: int, *, query_chunk: 
 
 
 def streamed_topk(project, embedder, queries: np.ndarray, texts: list[str], k: int, *,
-                  query_chunk: int = IMAGE_CHUNK, doc_chunk: int = TEXT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+                  query_chunk: int = IMAGE_CHUNK, doc_chunk: int = TEXT_CHUNK,
+                  languages=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`topk_chunked` of ``queries`` against the texts' embeddings, read from the embedding cache
     ``max(CACHE_BLOCK, doc_chunk)`` texts at a time (:func:`text_blocks`, misses embedded and stored block by
-    block) straight into the running top-k: the caption matrix is never held (one block of vectors is)."""
+    block) straight into the running top-k: the caption matrix is never held (one block of vectors is).
+    ``languages`` (each caption's language) reaches a language-aware encoder (NLLB-CLIP): the pool is read in
+    runs of one language, in pool order, so ranking ties still go by pool order."""
     top = RunningTopK(queries, len(texts), k, query_chunk=query_chunk, doc_chunk=doc_chunk)
-    for start, block in text_blocks(project, embedder, texts, max(CACHE_BLOCK, int(doc_chunk))):
-        top.add(start, block)
+    block = max(CACHE_BLOCK, int(doc_chunk))
+    if languages is None or not getattr(embedder, "language_aware", False):
+        for start, vecs in text_blocks(project, embedder, texts, block):
+            top.add(start, vecs)
+        return top.result()
+    langs = [str(x) for x in languages]
+    a = 0
+    while a < len(texts):
+        b = a
+        while b < len(texts) and langs[b] == langs[a]:
+            b += 1
+        for start, vecs in text_blocks(project, embedder, texts[a:b], block, language=langs[a]):
+            top.add(a + start, vecs)
+        a = b
     return top.result()
 
 
@@ -215,20 +236,32 @@ def prevalence(project, embedder, *, benchmark=None, options: dict) -> list[dict
         img = embed_images(project, embedder, pool.image_sha256)
         top_idx, top_val = streamed_topk(project, embedder, img, pool.texts, k_max,
                                          query_chunk=int(opts.get("image_chunk", IMAGE_CHUNK)),
-                                         doc_chunk=int(opts.get("text_chunk", TEXT_CHUNK)))
+                                         doc_chunk=int(opts.get("text_chunk", TEXT_CHUNK)),
+                                         languages=pool.languages)
     return prevalence_rows(pool, top_idx, top_val, ks=ks, tiers=language_tiers(project, set(pool.languages)),
                            freq_k=int(opts.get("freq_k", 10)), prior=opts.get("prior", "uniform"),
-                           n_resamples=n_res, seed=seed)
+                           n_resamples=n_res, seed=seed, no_relevant=str(opts.get("no_relevant", "exclude")))
+
+
+NO_RELEVANT = ("exclude", "zero")
 
 
 def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10, prior: str = "uniform",
-                    n_resamples: int = 1000, seed: int = 0) -> list[dict]:
+                    n_resamples: int = 1000, seed: int = 0, no_relevant: str = "exclude") -> list[dict]:
     """Result rows from the ranked top-K of every query image (separated from embedding for tests and the
-    benchmark script)."""
+    benchmark script). ``no_relevant``: "exclude" (queries without a relevant caption are left out of Acc@k and
+    NDCG@k, counted) or "zero" (scored 0, sklearn's reading)."""
+    if no_relevant not in NO_RELEVANT:
+        raise CulturaError(f"no_relevant must be 'exclude' (the default: a query without a relevant caption has "
+                           f"no Acc@k / NDCG@k) or 'zero' (sklearn's reading), got {no_relevant!r}.",
+                           param="no_relevant")
     languages = sorted(set(pool.languages.tolist()))
     n_img = len(pool.image_sha256)
     k_max = top_idx.shape[1]
     y_true, y_score = reduced_relevance(top_idx, top_val, pool.image_keys, pool.caption_keys, k_max)
+    has_rel = y_true.sum(axis=1) > 0 if y_true.size else np.zeros(len(y_true), dtype=bool)
+    keep = has_rel if no_relevant == "exclude" else np.ones(len(y_true), dtype=bool)
+    n_no_rel = int((~has_rel).sum())
     ranked = pool.languages[top_idx]
     prior_arg = None
     if prior == "pool":
@@ -267,16 +300,20 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
         # LBKL@k / DLBKL@k are the means of the per-query values (metrics.lbkl / dlbkl): computed once
         lb_q = lbkl_per_query(ranked[:, :k], languages, k=k, prior=prior_arg)
         dlb_q = lbkl_per_query(ranked[:, :k], languages, k=k, prior=prior_arg, discounted=True)
-        per_q = {
-            f"acc@{k}": (accuracy_at_k(y_true, y_score, k=k), hit),
-            f"ndcg@{k}": (ndcg_at_k(y_true, y_score, k=k), ndcg_q),
-            f"lbkl@{k}": (float(lb_q.mean()), lb_q),
-            f"dlbkl@{k}": (float(dlb_q.mean()), dlb_q),
-        }
-        for metric, (value, values) in per_q.items():
+        rel_det = {"n_no_relevant": n_no_rel, "no_relevant": no_relevant}
+        for metric, fn, values in ((f"acc@{k}", accuracy_at_k, hit), (f"ndcg@{k}", ndcg_at_k, ndcg_q)):
+            if not keep.any():
+                rows.append(row(NAME, metric, float("nan"), n=0, details={
+                    **common, "k": k, **rel_det, "reason": f"none of the {n_img} query images has a relevant "
+                                                           "caption in the pool, so the metric is undefined"}))
+                continue
+            lo, hi = mean_ci(values[keep], n_resamples=n_resamples, seed=seed)
+            rows += degenerate([row(NAME, metric, fn(y_true[keep], y_score[keep], k=k), ci_low=lo, ci_high=hi,
+                                    n=int(keep.sum()), details={**common, "k": k, **rel_det})], trivial(k, "acc"))
+        for metric, values in ((f"lbkl@{k}", lb_q), (f"dlbkl@{k}", dlb_q)):
             lo, hi = mean_ci(values, n_resamples=n_resamples, seed=seed)
-            rows += degenerate([row(NAME, metric, value, ci_low=lo, ci_high=hi, n=n_img, details={**common, "k": k})],
-                               trivial(k, "lbkl" if "lbkl" in metric else "acc"))
+            rows += degenerate([row(NAME, metric, float(values.mean()), ci_low=lo, ci_high=hi, n=n_img,
+                                    details={**common, "k": k})], trivial(k, "lbkl"))
     fk = min(freq_k, k_max)
     freq = retrieval_frequency(ranked[:, :fk], languages, k=fk, groups={lang: tiers.get(lang, "unknown")
                                                                  for lang in languages})

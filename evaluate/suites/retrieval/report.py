@@ -139,7 +139,7 @@ def _countries(rows, metric) -> list[str]:
     return sorted({r["group"]["country"] for r in rows if r["metric"] == metric and set(r["group"]) == {"country"}})
 
 
-def _stacked(rows, models, roles, countries, title) -> str:
+def _stacked(rows, models, roles, countries, title, name: str = "win-rates-by-country") -> str:
     plt = _plt()
     fig, axes = plt.subplots(len(models), 1, figsize=(max(6.5, 0.55 * len(countries) + 3.5), 2.3 * len(models)),
                              squeeze=False)
@@ -157,10 +157,21 @@ def _stacked(rows, models, roles, countries, title) -> str:
     axes[0, 0].set_title(f"{title}\n{models[0]}", fontsize=9, loc="left")
     fig.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.98), frameon=False)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, name)
 
 
 # -- prevalence ------------------------------------------------------------------------------------------
+
+def _no_relevant_note(rows) -> str:
+    """How many query images had no relevant caption (left out of Acc@k and NDCG@k, or scored 0)."""
+    n = max((int(r["details"].get("n_no_relevant") or 0) for r in rows if r["metric"].startswith("acc@")), default=0)
+    if not n:
+        return ""
+    zero = any(r["details"].get("no_relevant") == "zero" for r in rows if r["metric"].startswith("acc@"))
+    return (f" {n} query image{'s' if n > 1 else ''} had no relevant caption in the pool: "
+            + ("scored 0 and averaged in (no_relevant=zero, sklearn's reading)." if zero else
+               "Acc@k and NDCG@k are undefined for them, so they are left out (n counts the rest)."))
+
 
 def render_prevalence(rows, project) -> ReportSection:
     models = _models(rows)
@@ -169,7 +180,8 @@ def render_prevalence(rows, project) -> ReportSection:
     avg = _average_rows(t1_lines, rows)
     t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + avg,
                caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
-                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else ""))
+                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else "")
+                       + _no_relevant_note(rows))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
     for k in ks:
@@ -239,7 +251,7 @@ def _tier_figure(rows, models, tiers) -> str:
     a2.set_title(f"Tier share by rank — {m0}", fontsize=10)
     a2.legend(fontsize=7)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, "retrieval-share-by-language-tier-seed000-fig9")
 
 
 # -- association --------------------------------------------------------------------------------------------
@@ -290,7 +302,8 @@ def render_association(rows, project) -> ReportSection:
                caption="Short vs verbose queries (seed 000 App. S.1, Figure 20 shape).")
     parts = [_table(t2)]
     if countries:
-        parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country"),
+        parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country",
+                                     "win-rates-by-country-seed000-fig5"),
                              "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
                              "language-biased (pink), irrelevant (grey)."))
     t13 = _country_win_rates(rows, models, countries, ASSOC_ROLES, "SP",
@@ -400,22 +413,46 @@ def _silhouette_figure(rows, models, countries) -> str | None:
         ax.set_xlabel(f"{kind} silhouette")
         ax.set_ylabel("SP")
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, "silhouette-vs-sp-by-country-seed000-fig18")
 
 
 def _random_baseline_figure(base) -> str | None:
+    """Seed 000 Figure 19: SP per random-baseline round. A round whose SP is ∞ (no correct pick, so M_cr = 0) or
+    undefined is drawn as a hatched bar to the top of the axis, marked "∞" or "n/a", never dropped."""
     rounds = (base or {}).get("details", {}).get("sp_rounds") if base else None
     if not rounds:
         return None
+    vals = [_float(v) for v in rounds]
+    finite = [v for v in vals if math.isfinite(v)]
+    top = max(1.5, max(finite, default=1.0) * 1.15)
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 2.6))
-    ax.bar(range(1, len(rounds) + 1), rounds, color="#9a9a9a")
-    ax.axhline(1.0, color="black", lw=0.8, ls="--")
-    ax.set_xlabel("round")
-    ax.set_ylabel("SP")
-    ax.set_ylim(0, max(1.5, max(rounds) * 1.1))
+    fig, ax = plt.subplots(figsize=(5.5, 2.8))
+    xs = range(1, len(vals) + 1)
+    ax.bar([x for x, v in zip(xs, vals) if math.isfinite(v)], finite, color="#999999", label="SP of the round")
+    odd = [(x, v) for x, v in zip(xs, vals) if not math.isfinite(v)]
+    if odd:
+        ax.bar([x for x, _ in odd], [top * 0.92] * len(odd), color="white", edgecolor="#555555", hatch="//",
+               label="SP undefined or ∞ (M_cr = 0)")
+        for x, v in odd:
+            ax.text(x, top * 0.93, "∞" if v > 0 else "n/a", ha="center", va="bottom", fontsize=8)
+    ax.axhline(1.0, color="black", lw=0.8, ls="--", label="SP = 1 (no preference)")
+    ax.set_xlabel("random-baseline round")
+    ax.set_ylabel("self-preference SP")
+    ax.set_ylim(0, top * 1.08)
+    ax.set_xticks(list(xs))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, "random-baseline-sp-per-round-seed000-fig19")
+
+
+def _float(v) -> float:
+    """A stored number as float: JSON keeps ∞ as "inf" (or "Infinity"), missing as None (→ nan)."""
+    if v is None:
+        return float("nan")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _country_ci_rows(rows, countries) -> list[dict]:
@@ -452,7 +489,7 @@ def _projection_figure(rows, models) -> str | None:
         if len(labels) <= 20:
             ax.legend(fontsize=6, markerscale=0.8, loc="best")
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, "embeddings-by-language-and-culture-seed000-fig6")
 
 
 def _example_trial(project, rows) -> tuple[str, str] | None:
@@ -567,7 +604,8 @@ def render_descriptor(rows, project) -> ReportSection:
     if dvariants:
         parts.append(_table(tdv))
     if countries:
-        parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country"),
+        parts.append(_figure(_stacked(rows, models, DESC_ROLES, countries, "Six-category win rates by query country",
+                                     "win-rates-by-country-seed000-fig7"),
                              "Win rates per query country (seed 000 Figure 7 shape)."))
     t14 = _country_win_rates(rows, models, countries, DESC_ROLES, "M_cr",
                              "Six-category win rates per query country (seed 000 Table 14 shape).")
@@ -612,6 +650,6 @@ def _drift_heatmap(rows, models, countries) -> str:
                     ax.text(j, i, f"{mat[i, j]:.1f}", ha="center", va="center", fontsize=6)
         fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, "similarity-drift-by-country-seed000-table18")
 
 

@@ -153,7 +153,7 @@ def status_table(rows) -> Table:
                  n_column=False)
 
 
-def partition_figure(idx, models, dataset, metric, partition: dict, title: str) -> str | None:
+def partition_figure(idx, models, dataset, metric, partition: dict, title: str, name: str | None = None) -> str | None:
     """Seed 003 Figures 1–4: one panel per stratum, bars per language for every model × axis."""
     strata = [(name, langs) for name, langs in partition.items()]
     have = {k[3] for k in idx if k[1] == metric and k[2] == dataset}
@@ -182,7 +182,7 @@ def partition_figure(idx, models, dataset, metric, partition: dict, title: str) 
     fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return figure_uri(fig)
+    return figure_uri(fig, name)
 
 
 def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
@@ -194,11 +194,12 @@ def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
                      t.get("n", ""), t.get("test", ""), Cell(t.get("statistic"), digits=2), Cell(t.get("p"), digits=4),
                      Cell(t.get("p_holm"), digits=4), Cell(t.get("p_fdr_bh"), digits=4),
                      f"{t.get('effect_name', '')} = {t['effect']:.2f}" if t.get("effect") is not None and
-                     math.isfinite(t["effect"]) else "", t["family"]])
+                     math.isfinite(t["effect"]) else "", t.get("direction", ""), t["family"]])
     return Table(["Table", "DS", "Axis", "Comparison", "n", "Test", "Stat", "p", "p (Holm)", "p (BH)", "effect",
-                  "family"], body, n_column=False,
-                 caption="Significance tests over languages (seed 003 App. D, Table 11 shape): paired Wilcoxon "
-                         "(r = Z/√n) and sign tests between models, low vs high resource and gendered vs "
+                  "direction", "family"], body, n_column=False,
+                 caption="Significance tests over languages (seed 003 App. D, Tables 8–11 shape): paired Wilcoxon "
+                         "(r = Z/√n with Z of W = min(W+, W−), so r ≤ 0 as the paper prints it; which side is larger "
+                         "is the direction column) and sign tests between models, low vs high resource and gendered vs "
                          "genderless languages (Shapiro/Levene screening → t with Cohen's d, else Mann–Whitney "
                          "with A12), Kruskal–Wallis (ε²). Holm and BH are applied within each family.")
 
@@ -256,8 +257,10 @@ def render_social(rows, project) -> ReportSection:
         for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew"),
                              ("skl", "Gender symmetric KL")):
             for pname, label in (("resource", "resource level"), ("grammatical_gender", "grammatical system")):
+                figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
                 uri = partition_figure(idx, models, ds, metric, partitions.get(pname, {}),
-                                       f"{what} on {ds} by {label}")
+                                       f"{what} on {ds} by {label}",
+                                       f"{metric}-{ds}-by-{pname}-seed003-fig{'5-6' if metric == 'skl' else '1-4'}")
                 if uri:
                     figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
                     parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures {figs} shape); "

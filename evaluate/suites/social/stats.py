@@ -71,6 +71,10 @@ def _test_row(design, metric, dataset, axis, comparison, fn, *args) -> dict:
         out["rank_biserial"] = res.extra["rank_biserial"]
     if "chosen" in res.extra:
         out["chosen"] = res.extra["chosen"]
+    if "direction" in res.extra:  # the paper's r is ≤ 0 (Z of min(W+, W−)); the side is its own column
+        a, _, b = comparison.rpartition(": ")[2].partition(" vs ")
+        out["direction"] = {"x > y": f"{a} > {b}", "x < y": f"{a} < {b}"}.get(res.extra["direction"], "none") \
+            if b else res.extra["direction"]
     return out
 
 

@@ -1,0 +1,215 @@
+"""Report tables for a paper: booktabs LaTeX from a :class:`~cultura.evaluate.reportkit.Table` (or, for tables
+kept only as CSV rows, from those rows).
+
+What a researcher pastes: value and CI in one cell (``0.620 [0.250, 0.880]``, the HTML's text exactly), n in the
+caption when every cell shares it (else an ``n`` column), n/a and ∞ with a table-note mark whose note gives the
+reason (one mark per meaning), a caption that names the measure and the seed table it mirrors, and a width that
+fits: a table estimated to fit one column is a ``table`` scaled down to ``\\linewidth`` only if needed, a wider
+one a ``table*`` scaled down to ``\\textwidth``. Long text columns wrap (``p`` columns). The CSVs keep every
+column for machines.
+
+A table needs ``\\usepackage{booktabs,array,graphicx}``; :func:`document` wraps tables in a compilable
+two-column article (``all-tables.tex`` beside them).
+"""
+from __future__ import annotations
+
+import math
+
+from .reportkit import Cell, Table, merge_notes, note_mark
+
+#: Unicode characters in captions, headers and cells, written so that pdflatex (T1, utf8) needs no extra
+#: package; anything else outside Latin is written as its code point.
+_UNICODE = {"↑": r"$\uparrow$", "↓": r"$\downarrow$", "−": r"$-$", "–": "--", "—": "---", "…": r"\ldots{}",
+            "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$", "≥": r"$\geq$",
+            "≤": r"$\leq$", "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "±": r"$\pm$",
+            "∞": r"$\infty$", "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "†": r"\textdagger{}",
+            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "°": r"\textdegree{}", "’": "'", "‘": "`", "“": "``",
+            "”": "''", "•": r"\textbullet{}", "✓": r"$\surd$", "≠": r"$\neq$", "√": r"$\surd$", "∑": r"$\sum$",
+            "∈": r"$\in$", "∉": r"$\notin$", "⟨": r"$\langle$", "⟩": r"$\rangle$", "‰": r"\textperthousand{}",
+            "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "★": r"$\star$", "☆": r"$\star$", "▲": r"$\blacktriangle$"}
+_GREEK = dict(zip("αβγδεζηθικλμνξπρστυφχψωΔΓΘΛΞΠΣΦΨΩ",
+                  r"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau "
+                  r"upsilon phi chi psi omega Delta Gamma Theta Lambda Xi Pi Sigma Phi Psi Omega".split()))
+_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+            "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}", "<": r"\textless{}",
+            ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+#: one column of a two-column paper (article, 10 pt: 229.5 pt; the estimate is in characters of \small)
+ONE_COLUMN_PT = 229.0
+_CHAR_PT = 4.6      # an average character of \small Computer Modern
+_COLSEP_PT = 12.0   # 2 × \tabcolsep
+_WRAP_CHARS = 36    # a text column longer than this wraps in a p column
+
+
+def escape(text) -> str:
+    """``text`` as LaTeX for pdflatex: specials escaped, common symbols as math, other scripts as code points."""
+    out = []
+    for ch in str(text):
+        if ch in _SPECIAL:
+            out.append(_SPECIAL[ch])
+        elif ch in _UNICODE:
+            out.append(_UNICODE[ch])
+        elif ch in _GREEK:
+            out.append(f"$\\{_GREEK[ch]}$")
+        elif ord(ch) < 0x250 or ch in "\n\t":
+            out.append(ch)
+        else:
+            out.append(f"\\textsc{{u+{ord(ch):04x}}}")
+    return "".join(out)
+
+
+def _mark(i: int) -> str:
+    return f"\\textsuperscript{{{note_mark(i)}}}"
+
+
+class _Notes:
+    """Table notes: one mark per meaning (near-identical reasons share one note)."""
+
+    def __init__(self, reasons: list[str]):
+        self.groups = merge_notes(reasons)
+        self.index = {r: i for i, (_, members) in enumerate(self.groups) for r in members}
+        self.used: set[int] = set()
+
+    def mark(self, reason: str | None) -> str:
+        if not reason or reason not in self.index:
+            return ""
+        i = self.index[reason]
+        self.used.add(i)
+        return _mark(i)
+
+    def latex(self) -> list[str]:
+        return [f"{_mark(i)}\\,{escape(text)}" for i, (text, _) in enumerate(self.groups) if i in self.used]
+
+
+def _cell_text(c, notes: _Notes) -> str:
+    if isinstance(c, Cell):
+        s = escape(c.text())
+        if c.undefined:
+            s += notes.mark(c.reason or ("not measured" if c.value is None else None))
+        return s
+    if isinstance(c, float) and not math.isfinite(c):
+        return escape(Cell(c).text()) + notes.mark("no value" if math.isnan(c) else None)
+    return escape("" if c is None else c)
+
+
+def _plain_len(c) -> int:
+    return len(c.text()) + (2 if isinstance(c, Cell) and c.undefined else 0) if isinstance(c, Cell) else \
+        len(str("" if c is None else c))
+
+
+def from_table(t: Table, *, caption: str | None = None, label: str = "") -> str:
+    """A booktabs table of ``t``: the same texts as its HTML, notes for every n/a and ∞."""
+    reasons = [c.reason or ("not measured" if c.value is None else "") for row in t.rows for c in row
+               if isinstance(c, Cell) and c.undefined]
+    if any(isinstance(c, float) and math.isnan(c) for row in t.rows for c in row):
+        reasons.append("no value")
+    notes = _Notes([r for r in reasons if r])
+    cols = list(t.columns)
+    body = [[_cell_text(c, notes) for c in row] for row in t.rows]
+    lens = [[_plain_len(c) for c in row] for row in t.rows]
+    cap = caption if caption is not None else t.caption
+    if t.n_column:
+        ns = [t._n(row) for row in t.rows]
+        if len(set(ns)) == 1 and ns[0]:
+            cap = _with_n(cap, ns[0])
+        elif any(ns):
+            cols.append("n")
+            for b, l_, n in zip(body, lens, ns):
+                b.append(escape(n))
+                l_.append(len(n))
+    text_cols = [j for j in range(len(cols)) if not any(isinstance(row[j], Cell) for row in t.rows if j < len(row))]
+    # a text column wraps only where its words are short enough to break between (a hash never wraps)
+    words = [max([len(w) for row in t.rows if j < len(row) for w in str(row[j]).split()] + [0])
+             if j < len(t.columns) else 0 for j in range(len(cols))]
+    text_cols = [j for j in text_cols if words[j] <= _WRAP_CHARS * 0.6] + \
+        [-1 - j for j in text_cols if words[j] > _WRAP_CHARS * 0.6]
+    return _render(cols, body, lens, text_cols, cap, label, notes.latex())
+
+
+def from_rows(rows: list[dict], *, caption: str, label: str = "") -> str:
+    """A booktabs table of CSV-style rows (a measure column ``X`` with ``X ci_low``, ``X ci_high``, ``X n``,
+    ``X reason`` becomes one cell with its CI; numbers to 3 decimals)."""
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    parts = ("ci_low", "ci_high", "n", "reason")
+    measures = [k for k in keys if any(f"{k} {p}" in keys for p in parts)]
+    hidden = {f"{m} {p}" for m in measures for p in parts}
+    cols = [k for k in keys if k not in hidden and any(r.get(k) not in (None, "") for r in rows)]
+    cells = []
+    for r in rows:
+        line = []
+        for k in cols:
+            if k in measures:
+                n = _num(r.get(f"{k} n"))
+                line.append(Cell(_num(r.get(k)), _num(r.get(f"{k} ci_low")), _num(r.get(f"{k} ci_high")),
+                                 int(n) if isinstance(n, float) and math.isfinite(n) else None,
+                                 str(r.get(f"{k} reason") or "") or None))
+            else:
+                v = r.get(k)
+                x = _num(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else v
+                if isinstance(v, str) and v.strip().lower() in ("nan", "inf", "-inf", "infinity"):
+                    x = float(v)
+                line.append(Cell(x) if isinstance(x, float) else x)
+        cells.append(line)
+    return from_table(Table(cols, cells, caption=caption, n_column=any(f"{m} n" in keys for m in measures)),
+                      label=label)
+
+
+def _num(v):
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _with_n(cap: str, n: str) -> str:
+    cap = cap.rstrip()
+    if cap and not cap.endswith("."):
+        cap += "."
+    return f"{cap} n = {n} per cell.".strip()
+
+
+def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
+    unbreakable = {-1 - j for j in text_cols if j < 0}
+    text_cols = [j for j in text_cols if j >= 0]
+    widths = []
+    for j, c in enumerate(cols):
+        w = max([len(c)] + [l_[j] for l_ in lens if j < len(l_)])
+        widths.append(min(w, _WRAP_CHARS) if j in text_cols else w)
+    est = sum(w * _CHAR_PT + _COLSEP_PT for w in widths)
+    wide = est > ONE_COLUMN_PT
+    env = "table*" if wide else "table"
+    limit = "\\textwidth" if wide else "\\linewidth"
+    spec = ""
+    for j, _ in enumerate(cols):
+        full = max([len(cols[j])] + [l_[j] for l_ in lens if j < len(l_)])
+        if j in text_cols and full > _WRAP_CHARS:
+            spec += f">{{\\raggedright\\arraybackslash}}p{{{_WRAP_CHARS * 0.5:.0f}em}}"
+        else:
+            spec += "l" if j in text_cols or j in unbreakable else "r"
+    lines = [f"\\begin{{{env}}}[t]", "\\centering", "\\small",
+             f"\\resizebox{{\\ifdim\\width>{limit}{limit}\\else\\width\\fi}}{{!}}{{%",
+             f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
+             " & ".join(escape(c) for c in cols) + " \\\\", "\\midrule"]
+    lines += [" & ".join(row + [""] * (len(cols) - len(row))) + " \\\\" for row in body]
+    lines += ["\\bottomrule", "\\end{tabular}}"]
+    if notes:
+        lines.append("\\par\\smallskip{\\footnotesize\\raggedright\\sloppy " + "\\\\\n".join(notes) + "\\par}")
+    if caption:
+        lines.append(f"\\caption{{{escape(caption)}}}")
+    if label:
+        lines.append(f"\\label{{{label}}}")
+    lines.append(f"\\end{{{env}}}")
+    return "\n".join(lines) + "\n"
+
+
+def document(inputs: list[str]) -> str:
+    """A two-column article that ``\\input``s every table file (compile with ``pdflatex all-tables.tex``)."""
+    body = "\n".join(f"\\input{{{name}}}\n\\clearpage" for name in inputs)
+    return ("\\documentclass[twocolumn]{article}\n\\usepackage[utf8]{inputenc}\n"
+            "\\usepackage{booktabs,array,graphicx,textcomp}\n\\begin{document}\n" + body + "\n\\end{document}\n")

@@ -20,6 +20,7 @@ from .evaluate import commands as evaluate_commands
 from .evaluate.suites.attribution import commands as attribution_commands
 from .evaluate.suites.llm_bias import commands as llm_bias_commands
 from .evaluate.suites.social import commands as social_commands
+from .view import commands as view_commands
 
 
 class CulturaGroup(click.Group):
@@ -52,7 +53,7 @@ def cli(ctx, project_dir):
 
 
 for _module in (curate_commands, annotate_commands, build_commands, evaluate_commands, social_commands,
-                llm_bias_commands, attribution_commands, caire_commands):
+                llm_bias_commands, attribution_commands, caire_commands, view_commands):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -114,8 +114,8 @@ def clusters(db) -> list[dict]:
                     "concept": names.get(concept) if concept is not None else None, "representative": rep,
                     "size": size, "status": status, "created_at": created, "params": _loads(params),
                     "members": [{"sha256": s, "distance": d, "representative": s == rep,
-                                 "decision": review[cid].get(s) or ({"label": by_sha[s], "rule": None}
-                                                                    if s in by_sha else None)}
+                                 "decision": review[cid].get(s) or ({"kind": "dedup (decided in another set)",
+                                                                     "label": by_sha[s]} if s in by_sha else None)}
                                 for s, d in ms]})
     return out
 

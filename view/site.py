@@ -141,14 +141,17 @@ def build_view(project, *, overwrite: bool = False, page_size: int = PAGE_SIZE, 
             shas = cells.get((cid, cc), [])
             n_in = sum(1 for s in shas if site.images.get(s, {}).get("pool") == "in")
             prefix = f"cell-{cid}-{cc}"
+            reasons: dict[str, int] = {}
+            for s in shas:
+                r = site.images.get(s, {}).get("reason")
+                if r:
+                    reasons[r] = reasons.get(r, 0) + 1
+            first = next((s for s in shas if site.images.get(s, {}).get("pool") == "in"), shas[0] if shas else None)
             row["cells"].append({"country": cc, "n": len(shas), "in": n_in, "out": len(shas) - n_in,
-                                 "href": f"{prefix}-1.html" if shas else None})
+                                 "href": f"{prefix}-1.html" if shas else None,
+                                 "thumb": site.img(first)["thumb"] if first else None,
+                                 "why": ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))})
             if shas:
-                reasons: dict[str, int] = {}
-                for s in shas:
-                    r = site.images.get(s, {}).get("reason")
-                    if r:
-                        reasons[r] = reasons.get(r, 0) + 1
                 site.paged(prefix, "cell.html.j2", f"{site.names.get(cid)} × {cc}",
                            [site.img(s) for s in shas], concept=site.names.get(cid), country=cc,
                            country_name=site.countries.get(cc, cc), reasons=sorted(reasons.items()))

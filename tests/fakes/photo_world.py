@@ -92,7 +92,7 @@ def make_photo_world(project, *, hostile: bool = False) -> dict:
     with transaction(db):
         decide(project, "dedup", shas["coffee"], label="keep", cluster_id=cluster)
         decide(project, "dedup", copy, label="drop", cluster_id=cluster)
-        resolve_flags(db, [shas["coffee"]], resolution="kept: the copy found for JP was dropped", by="review")
+        resolve_flags(db, [shas["coffee"], copy], resolution="duplicates: the JP copy dropped", by="dedup review")
         for name, sha in [*shas.items(), ("copy", copy)]:  # the filter review kept the others
             if name != "chelsea":
                 decide(project, "filter", sha, label="keep")

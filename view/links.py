@@ -28,6 +28,12 @@ def view_href(kind: str, *parts, base: str = "view/") -> str:
     return f"{base}go.html#{anchor(kind, *parts)}"
 
 
+def view_page(name: str, base: str = "view/") -> str:
+    """A link to one page of the view (``"pool.html"``, ``"dups-1.html"``, ``"flags-1.html"``,
+    ``"benchmarks.html"``), relative to ``reports/`` by default."""
+    return f"{base}{name}"
+
+
 def inspect_note(base: str = "reports/view/") -> str:
     """One line for a dataset card's "how to inspect" section."""
     return (f"To inspect the images, duplicate sets, culture-conflict flags and every trial with its candidates, "

@@ -87,6 +87,23 @@ def test_a_rerun_after_a_change_adds_only_that(tmp_path):
     assert res["pages_removed"] >= 1 and not (view / "dups-2.html").exists()
 
 
+def test_every_trial_cluster_and_flag_has_a_stable_address(photo_project):
+    """The addresses the report links to (cultura.view.links) are the ones the view resolves (ids.js)."""
+    p, world, _ = photo_project
+    from cultura.evaluate.report import pool_section
+    text = (p.reports / "view" / "ids.js").read_text("utf-8")
+    ids = json.loads(text.removeprefix("window.CULTURA_IDS = ").rstrip().rstrip(";"))
+    b = world["benchmark"]
+    for (key,) in p.db.execute("SELECT item_key FROM benchmark_items WHERE benchmark_id = ?", [b["id"]]):
+        assert ids[anchor("trial", b["name"], b["version"], key)].startswith(f"bench-{b['id']}-")
+    for (cid,) in p.db.execute("SELECT id FROM dup_clusters WHERE status != 'superseded'"):
+        assert ids[anchor("cluster", cid)] == "dups-1.html"
+    for (sha,) in p.db.execute("SELECT sha256 FROM image_flags"):
+        assert ids[anchor("flag", sha)] == "flags-1.html"
+    html = pool_section(p).html
+    assert 'href="view/pool.html"' in html and 'href="view/flags-1.html"' in html
+
+
 def test_web_texts_are_escaped(photo_project):
     p, world, _ = photo_project
     view = p.reports / "view"

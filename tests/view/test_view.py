@@ -154,6 +154,57 @@ def test_the_server_binds_loopback_and_serves_only_the_view(photo_project):
         (view / "link.html").unlink()
 
 
+def test_cli_serve_binds_loopback_and_answers(photo_project):
+    """``cultura view --serve --port 0`` in a subprocess: prints its 127.0.0.1 URL, serves the view, stops on
+    SIGINT."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    p, _, _ = photo_project
+    import cultura
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(Path(cultura.__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(p.root), "view", "--serve",
+                             "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # the JSON summary, then the server runs
+            lines.append(line)
+            if line.startswith("}"):
+                break
+        info = json.loads("".join(lines))
+        assert info["url"].startswith("http://127.0.0.1:") and info["url"].endswith("/index.html")
+        with urllib.request.urlopen(info["url"], timeout=60) as r:
+            assert r.status == 200 and b"cultura view" in r.read()
+        try:
+            urllib.request.urlopen(info["url"].replace("index.html", "../cultura.toml"), timeout=60)
+            raise AssertionError("the project file was served")
+        except urllib.error.HTTPError as e:
+            assert e.code == 404
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert proc.returncode == 0, proc.stderr.read()
+
+
+def test_an_unreadable_blob_shows_a_placeholder_and_is_retried(tmp_path):
+    from tests.fakes.world import make_world
+    p = init_project(tmp_path / "p", countries=["US", "JP"])
+    w = make_world(p, concepts=("bus",), per_cell=2)
+    gone = w["images"][("bus", "JP")][0]
+    p.blob_path(p.db["images"].get(gone)["path"]).write_bytes(b"not an image")
+    res = build_view(p)
+    assert res["thumbnails_failed"] == 1 and res["thumbnails_made"] == 3
+    cell = next((p.reports / "view").glob("cell-*-JP-1.html")).read_text("utf-8")
+    assert 'src="missing.svg"' in cell and gone[:12] in cell
+    assert build_view(p)["thumbnails_failed"] == 1  # retried on the next run, still reported
+
+
 def test_links_for_the_report_and_the_card():
     assert view_href("cluster", 3) == "view/go.html#cluster-3"
     assert anchor("trial", "my bench", 2, "0-JP-1") == "trial-my_bench-v2-0-JP-1"

@@ -186,8 +186,12 @@ def build_view(project, *, overwrite: bool = False, page_size: int = PAGE_SIZE, 
                    "concepts": sorted({t["concept"] or "" for t in trials}), "roles": roles}
         prefix = f"bench-{b['id']}"
         site.paged(prefix, "trials.html.j2", f"Benchmark {b['name']} v{b['version']}", trials,
-                   ids=lambda t: t["anchor"],
-                   bench=b, filters=filters)
+                   ids=lambda t: t["anchor"], bench=b, filters=filters, index_js=f"{prefix}-index.js")
+        # which page holds which query country and concept: the filters name every page with a match
+        index = [[site.ids[t["anchor"]], t["query_country"], t["concept"] or ""] for t in trials]
+        _write(out / f"{prefix}-index.js", "window.CULTURA_TRIALS = " + json.dumps(index, ensure_ascii=False)
+               + ";\n", st)
+        site.written.add(f"{prefix}-index.js")
         benches.append({**b, "href": f"{prefix}-1.html", "trials": len(trials)})
     site.page("benchmarks.html", "benchmarks.html.j2", "Benchmarks", benches=benches)
 

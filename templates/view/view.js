@@ -49,6 +49,27 @@
     document.querySelectorAll("nav.pager a").forEach(function (a) {
       a.href = a.getAttribute("href").split("?")[0] + (qs ? "?" + qs : "");
     });
+    var matches = document.getElementById("matches");
+    if (matches && window.CULTURA_TRIALS && (f.country || f.concept)) {
+      var pages = [], total = 0;
+      window.CULTURA_TRIALS.forEach(function (t) {
+        if ((!f.country || t[1] === f.country) && (!f.concept || t[2] === f.concept)) {
+          total += 1;
+          if (pages.indexOf(t[0]) < 0) { pages.push(t[0]); }
+        }
+      });
+      matches.textContent = total + " trials in this benchmark match, on " + pages.length + " page(s): ";
+      pages.forEach(function (pg) {
+        var a = document.createElement("a");
+        a.href = pg + (qs ? "?" + qs : "");
+        a.textContent = (pg.match(/-(\d+)\.html$/) || [null, pg])[1];
+        matches.appendChild(a);
+        matches.appendChild(document.createTextNode(" "));
+      });
+      matches.hidden = false;
+    } else if (matches) {
+      matches.hidden = true;
+    }
     if (history.replaceState && location.protocol !== "file:") {
       history.replaceState(null, "", location.pathname + (qs ? "?" + qs : "") + location.hash);
     }

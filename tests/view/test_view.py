@@ -118,7 +118,7 @@ def test_web_texts_are_escaped(photo_project):
     # a javascript: URL is never a link
     assert "javascript:" not in " ".join(re.findall(r'href="([^"]*)"', raw))
     # every page's only scripts are the local ones
-    assert set(re.findall(r'<script src="([^"]+)"', raw)) == {"view.js", "ids.js"}
+    assert set(re.findall(r'<script src="([^"]+)"', raw)) == {"view.js", "ids.js", "bench-1-index.js"}
     assert "<script>" not in raw.replace("<script src=", "")
 
 
@@ -232,7 +232,7 @@ def _check_page(page, url: str, errors: list) -> None:
         i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src'))""")
     # lazy images below the fold load once scrolled to: scroll, then check every image decoded
     page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
-    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60_000)
+    page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=180_000)
     broken = page.evaluate("""() => Array.from(document.images).filter(
         i => i.naturalWidth === 0).map(i => i.getAttribute('src'))""")
     assert not broken, (url, broken)
@@ -256,6 +256,7 @@ def test_every_page_loads_in_chromium(photo_project, tmp_path, scheme):
                 "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                 "--disable-dev-shm-usage"])
             page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.set_default_timeout(180_000)  # guards a hang only: a loaded machine is slow, not wrong
             errors, requests = [], []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
@@ -271,7 +272,7 @@ def test_every_page_loads_in_chromium(photo_project, tmp_path, scheme):
 
             # the planted duplicate set: the original and its copy side by side in one section
             page.goto(base + "go.html#" + anchor("cluster", world["cluster"]))
-            page.wait_for_url(re.compile(r"dups-\d+\.html#cluster-"), timeout=60_000)
+            page.wait_for_url(re.compile(r"dups-\d+\.html#cluster-"), timeout=180_000)
             section = page.locator(f"#cluster-{world['cluster']}")
             shas = section.locator("figure.img").evaluate_all("fs => fs.map(f => f.dataset.sha)")
             assert shas == [world["shas"]["coffee"], world["copy"]]
@@ -292,7 +293,7 @@ def test_every_page_loads_in_chromium(photo_project, tmp_path, scheme):
             assert row["images"] == exported
             name, version = world["benchmark"]["name"], world["benchmark"]["version"]
             page.goto(base + "go.html#" + anchor("trial", name, version, key))
-            page.wait_for_url(re.compile(r"bench-\d+-2\.html#trial-"), timeout=60_000)
+            page.wait_for_url(re.compile(r"bench-\d+-2\.html#trial-"), timeout=180_000)
             trial = page.locator(f"[id='{anchor('trial', name, version, key)}']")
             assert trial.locator("li.cand").evaluate_all("cs => cs.map(c => c.dataset.sha)") == exported
             role = trial.locator(".role").first
@@ -308,6 +309,12 @@ def test_every_page_loads_in_chromium(photo_project, tmp_path, scheme):
             assert visible.count() >= 1
             assert set(visible.evaluate_all("ts => ts.map(t => t.dataset.country)")) == {"JP"}
             assert "country=JP" in page.locator("nav.pager a").first.get_attribute("href")
+            # the filter names every page of the benchmark with a match (trials sorted by key: JP's are together)
+            qcs = [r[0] for r in db.execute("SELECT query_country FROM benchmark_items WHERE benchmark_id = ? "
+                                            "ORDER BY item_key", [bid])]
+            want = sorted({i // 5 + 1 for i, cc in enumerate(qcs) if cc == "JP"})
+            got = page.locator("#matches a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+            assert got == [f"bench-{bid}-{n}.html?country=JP" for n in want]
             page.select_option("select[name=role]", "lb")
             assert set(page.locator("li.cand:visible").evaluate_all("cs => cs.map(c => c.dataset.role)")) == {"lb"}
             page.screenshot(path=str(shots / f"{scheme}-filtered.png"), full_page=True)

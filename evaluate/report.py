@@ -32,6 +32,7 @@ from ..db import now
 from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
 from ..errors import CulturaError
 from ..templates import render_template
+from ..view.links import view_page
 from ..models.tiny import is_random_init
 from . import latex
 from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, model_label,
@@ -173,6 +174,10 @@ def pool_section(project) -> ReportSection | None:
         md = f"All {n_images} stored images are in the reviewed pool; none was excluded.\n"
     else:
         html, md = t.html() + li.html(), t.markdown() + "\n" + li.markdown()
+    html += (f'<p class="view-links">See every image with its status, each duplicate set and each culture flag in '
+             f'the view (<code>cultura view</code>): <a href="{view_page("pool.html")}">'
+             f'pool</a>, <a href="{view_page("dups-1.html")}">duplicate sets</a>, '
+             f'<a href="{view_page("flags-1.html")}">culture flags</a>.</p>')
     return ReportSection(title="Image pool: what was excluded and why", html=html, markdown=md,
                          csv_tables={"excluded": [{"sha256": s, "reason": r} for s, r in listed]})
 

@@ -18,7 +18,7 @@ HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "s
          "torchvision", "PIL.ImageFont")
 CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
         "cultura.cultures", "cultura.lazy", "cultura.names",
-        "cultura.data", "cultura.executor")
+        "cultura.data", "cultura.executor", "cultura.view.links")
 SHARED_EVALUATE = ("cultura.evaluate.common", "cultura.evaluate.data", "cultura.evaluate.stats",
                    "cultura.evaluate.stats_extra", "cultura.evaluate.reportkit", "cultura.evaluate.metrics",
                    "cultura.evaluate.suites.registry", "cultura.evaluate.schema")
@@ -174,6 +174,15 @@ def test_curate_imports_neither_annotate_nor_evaluate():
 
 def test_annotate_imports_nothing_from_evaluate():
     assert not _violations(lambda m, t: m.startswith("cultura.annotate") and t.startswith("cultura.evaluate"))
+
+
+def test_view_reads_tables_and_imports_neither_annotate_nor_evaluate():
+    """The view reads curation, annotation and build tables; only the CLI imports it (other areas link into it
+    through ``cultura.view.links``, which imports nothing)."""
+    assert not _violations(lambda m, t: m.startswith("cultura.view") and
+                           t.startswith(("cultura.annotate", "cultura.evaluate", "cultura.cli", "cultura.demo")))
+    assert not _violations(lambda m, t: t.startswith("cultura.view") and t != "cultura.view.links" and
+                           not m.startswith(("cultura.view", "cultura.cli")))
 
 
 def test_only_commands_and_the_cli_use_the_console():

@@ -42,6 +42,8 @@ def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
     uris = re.findall(r'src="([^"]+)"', html)
     assert uris and all(u.startswith("data:image/") for u in uris)
     assert not re.search(r'(src|href)="https?://', html)
+    # the example trial links into the static view (cultura view), by a stable trial address
+    assert re.search(r'href="view/go\.html#trial-[A-Za-z0-9_.-]+"', html)
     png = base64.b64decode(next(u for u in uris if u.startswith("data:image/png")).split(",", 1)[1])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     # SP = ∞ with its reason; every shown CI has a bracket and n

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ....view.links import view_href
 from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 from ....lazy import lazy
 
@@ -500,8 +501,8 @@ def _example_trial(project, rows) -> tuple[str, str] | None:
         return None
     db = project.db
     item = next(iter(db.query(
-        "SELECT bi.id, bi.concept_id, bi.query_country, bi.query_language, c.name FROM benchmark_items bi "
-        "JOIN benchmarks b ON b.id = bi.benchmark_id JOIN concepts c ON c.id = bi.concept_id "
+        "SELECT bi.id, bi.item_key, bi.concept_id, bi.query_country, bi.query_language, c.name "
+        "FROM benchmark_items bi JOIN benchmarks b ON b.id = bi.benchmark_id JOIN concepts c ON c.id = bi.concept_id "
         "WHERE b.name = ? AND b.version = ? ORDER BY bi.id LIMIT 1", [r["benchmark"], r["benchmark_version"]])), None)
     if item is None:
         return None
@@ -519,7 +520,9 @@ def _example_trial(project, rows) -> tuple[str, str] | None:
         return None
     qtext = htmlmod.escape(q["text"] if q else "")
     return (f'<div class="example"><p>Example trial — concept <b>{htmlmod.escape(item["name"])}</b>, query '
-            f'country {htmlmod.escape(item["query_country"])}: “{qtext}”</p>{"".join(cells)}</div>',
+            f'country {htmlmod.escape(item["query_country"])}: “{qtext}” (<a href="'
+            f'{htmlmod.escape(view_href("trial", r["benchmark"], r["benchmark_version"], item["item_key"]))}">'
+            f'trial {htmlmod.escape(item["item_key"])} in the view</a>)</p>{"".join(cells)}</div>',
             f"Example trial: concept {item['name']}, query country {item['query_country']} (images in the HTML).")
 
 

@@ -18,7 +18,6 @@ from collections.abc import Iterator, MutableMapping
 import click
 from click.shell_completion import CompletionItem
 
-<<<<<<< HEAD
 from .console import Ctx, cli_error, invoked_command, json_usage_error
 from .errors import CulturaError, missing_extra, storage_error, storage_failure
 
@@ -103,19 +102,6 @@ class LazyCommands(MutableMapping):
         if name in self._loaded or name not in self._modules:
             return self[name].get_short_help_str(limit=10_000)
         return self._modules[name][1]
-=======
-from .annotate import commands as annotate_commands
-from .console import Ctx, cli_error, invoked_command
-from .curate import caire_commands
-from .curate import commands as curate_commands
-from .curate.build import commands as build_commands
-from .errors import CulturaError
-from .evaluate import commands as evaluate_commands
-from .evaluate.suites.attribution import commands as attribution_commands
-from .evaluate.suites.llm_bias import commands as llm_bias_commands
-from .evaluate.suites.social import commands as social_commands
-from .view import commands as view_commands
->>>>>>> h25
 
 
 class CulturaGroup(click.Group):

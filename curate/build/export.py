@@ -390,7 +390,8 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
         if embed_images:
             _embed_image_column(tmp, tables, project)
         if fmt != "webdataset" and (images or embed_images):
-            trial_files, trial_configs = hub.write_trials(tmp, tables, project, fmt=fmt, embed_images=embed_images)
+            trial_files, trial_configs = hub.write_trials(
+                tmp, tables, lambda sha: _blob(project, sha).read_bytes(), fmt=fmt, embed_images=embed_images)
             files += trial_files
             # one loader per folder (datasets): with an image folder, only image-folder configs
             configs = trial_configs + (configs if embed_images else [])

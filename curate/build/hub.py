@@ -22,14 +22,12 @@ candidates table; the build package's readiness function (coverage per country �
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from collections import defaultdict
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...errors import CulturaError
 from ...redact import scrub
@@ -106,13 +104,14 @@ def trial_rows(tables: dict) -> dict[str, list[dict]]:
     return out
 
 
-_query = pa.struct([("variant", pa.string()), ("language", pa.string()), ("text", pa.string())])
-_TRIAL_FIELDS = [("benchmark", pa.string()), ("version", pa.int64()), ("item_key", pa.string()),
-                 ("concept", pa.string()), ("query_country", pa.string()), ("query_language", pa.string()),
-                 ("descriptor_country", pa.string()), ("query_variant", pa.string()), ("query", pa.string()),
-                 ("queries", pa.list_(_query)), ("roles", pa.list_(pa.string())),
-                 ("positions", pa.list_(pa.int64())), ("candidate_countries", pa.list_(pa.string())),
-                 ("candidate_concepts", pa.list_(pa.string())), ("sha256", pa.list_(pa.string()))]
+def _trial_fields(pa) -> list:
+    query = pa.struct([("variant", pa.string()), ("language", pa.string()), ("text", pa.string())])
+    return [("benchmark", pa.string()), ("version", pa.int64()), ("item_key", pa.string()),
+            ("concept", pa.string()), ("query_country", pa.string()), ("query_language", pa.string()),
+            ("descriptor_country", pa.string()), ("query_variant", pa.string()), ("query", pa.string()),
+            ("queries", pa.list_(query)), ("roles", pa.list_(pa.string())),
+            ("positions", pa.list_(pa.int64())), ("candidate_countries", pa.list_(pa.string())),
+            ("candidate_concepts", pa.list_(pa.string())), ("sha256", pa.list_(pa.string()))]
 
 
 def _safe(name: str) -> str:
@@ -124,8 +123,13 @@ def config_name(bench: str) -> str:
     return f"trials-{bench}" if bench in TABLE_CONFIGS or bench in ("default", "image-index") else bench
 
 
-def write_trials(tmp: Path, tables: dict, project, *, fmt: str, embed_images: bool) -> tuple[list[str], list]:
-    """Write the ready-to-evaluate files. Returns (files written, configs for the card's YAML)."""
+def write_trials(tmp: Path, tables: dict, read_blob, *, fmt: str, embed_images: bool) -> tuple[list[str], list]:
+    """Write the ready-to-evaluate files (``read_blob(sha256) -> bytes`` reads an image for embedding).
+    Returns (files written, configs for the card's YAML)."""
+    import pyarrow as pa  # deferred: heavy
+    import pyarrow.parquet as pq  # deferred: heavy
+
+    fields = _trial_fields(pa)
     rows = trial_rows(tables)
     files: list[str] = []
     configs: list[dict] = []
@@ -134,15 +138,14 @@ def write_trials(tmp: Path, tables: dict, project, *, fmt: str, embed_images: bo
     if embed_images:
         import datasets  # deferred: heavy
 
-        feats = datasets.Features.from_arrow_schema(pa.schema(_TRIAL_FIELDS))
+        feats = datasets.Features.from_arrow_schema(pa.schema(fields))
         feats["images"] = datasets.List(datasets.Image())
         (tmp / "data").mkdir(exist_ok=True)
-        blobs = _blob_reader(project)
         for bench, rs in rows.items():
             path = f"data/trials-{_safe(bench)}.parquet"
             table = pa.Table.from_pylist(
-                [{**{k: r[k] for k, _ in _TRIAL_FIELDS},
-                  "images": [{"bytes": blobs(s), "path": Path(f).name} for s, f in zip(r["sha256"], r["files"])]}
+                [{**{k: r[k] for k, _ in fields},
+                  "images": [{"bytes": read_blob(s), "path": Path(f).name} for s, f in zip(r["sha256"], r["files"])]}
                  for r in rs], schema=feats.arrow_schema)
             pq.write_table(table, tmp / path, compression="zstd")
             files.append(path)
@@ -151,10 +154,10 @@ def write_trials(tmp: Path, tables: dict, project, *, fmt: str, embed_images: bo
                         "data_files": [{"split": "test", "path": [p for _, p in written]}]})
         configs += [{"config_name": c, "data_files": [{"split": "test", "path": p}]} for c, p in written]
         return files, configs
-    schema = pa.schema(_TRIAL_FIELDS + [("images_file_names", pa.list_(pa.string()))])
+    schema = pa.schema(fields + [("images_file_names", pa.list_(pa.string()))])
     for bench, rs in rows.items():
         name = f"trials-{_safe(bench)}.{ext}"
-        data = [{**{k: r[k] for k, _ in _TRIAL_FIELDS},
+        data = [{**{k: r[k] for k, _ in fields},
                  "images_file_names": [Path(f).name for f in r["files"]]} for r in rs]
         if ext == "parquet":
             pq.write_table(pa.Table.from_pylist(data, schema=schema), tmp / "images" / name, compression="zstd")
@@ -191,14 +194,6 @@ def write_trials(tmp: Path, tables: dict, project, *, fmt: str, embed_images: bo
     configs += [folder(c, [n]) for c, n in written]
     configs.append(folder("images", [index]))
     return files, configs
-
-
-def _blob_reader(project):
-    from .export import _blob
-
-    def read(sha: str) -> bytes:
-        return _blob(project, sha).read_bytes()
-    return read
 
 
 def table_configs(ext: str) -> list[dict]:
@@ -292,7 +287,7 @@ def card_sections(project, bench: dict, tables: dict) -> dict:
 
 # ------------------------------------------------------------------ Croissant
 
-_CR_TYPES = {pa.string(): "TEXT", pa.int64(): "INTEGER", pa.float64(): "FLOAT"}  # → mlcroissant.DataType
+_CR_TYPES = {"string": "TEXT", "int64": "INTEGER", "double": "FLOAT"}  # arrow type → mlcroissant.DataType
 
 
 def write_croissant(tmp: Path, tables: dict, schemas: dict, *, ext: str, title: str, license: str,
@@ -311,11 +306,12 @@ def write_croissant(tmp: Path, tables: dict, schemas: dict, *, ext: str, title: 
         fields = []
         for f in schema:
             t, repeated = f.type, False
-            if pa.types.is_list(t):
+            if hasattr(t, "value_type"):  # a list
                 t, repeated = t.value_type, True
-            if t not in _CR_TYPES:
+            if str(t) not in _CR_TYPES:
                 continue
-            fields.append(mlc.Field(id=f"{name}/{f.name}", name=f.name, data_types=[getattr(mlc.DataType, _CR_TYPES[t])],
+            dtype = getattr(mlc.DataType, _CR_TYPES[str(t)])
+            fields.append(mlc.Field(id=f"{name}/{f.name}", name=f.name, data_types=[dtype],
                                     repeated=repeated or None,
                                     source=mlc.Source(file_object=fid, extract=mlc.Extract(column=f.name))))
         record_sets.append(mlc.RecordSet(id=name, name=name, fields=fields))
@@ -358,8 +354,6 @@ def validate_croissant(path: Path) -> None:
 
 
 def _sha256(p: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(p, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -373,7 +367,7 @@ def push_to_hub(folder, repo: str, *, private: bool = False, token: str | None =
     """Create (or reuse) the dataset repo ``repo`` and upload the export ``folder`` to it. The token is
     ``token`` or the ``HF_TOKEN`` environment variable; it is never stored or printed (errors are scrubbed).
     The Hub endpoint is ``HF_ENDPOINT`` (default huggingface.co)."""
-    from huggingface_hub import DatasetCard, HfApi  # deferred: heavy
+    from huggingface_hub import HfApi, constants  # deferred: heavy
 
     folder = Path(folder)
     if not (folder / "README.md").is_file():
@@ -386,17 +380,21 @@ def push_to_hub(folder, repo: str, *, private: bool = False, token: str | None =
     if not token:
         raise HubError("No Hub token: set the environment variable HF_TOKEN to a write token "
                        "(https://huggingface.co/settings/tokens) and push again.", param="token")
+    if constants.HF_HUB_OFFLINE:
+        raise HubError("HF_HUB_OFFLINE is set, so nothing can be pushed: unset it and export "
+                       "again with 'cultura export DIR --push-to-hub OWNER/NAME'.", param="repo")
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     api = HfApi(endpoint=endpoint, token=token)
     try:
-        card = DatasetCard((folder / "README.md").read_text(encoding="utf-8"))
-        card.validate(repo_type="dataset")  # the Hub's own YAML validation
+        # the Hub's own YAML validation (what DatasetCard.validate posts, sent to this endpoint)
+        api._validate_yaml((folder / "README.md").read_text(encoding="utf-8"), repo_type="dataset")
         url = api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
         info = api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset",
                                  commit_message="Upload benchmark exported by cultura")
     except Exception as e:  # noqa: BLE001 - any client error becomes one clear sentence, token scrubbed
         msg = scrub(str(e)).replace(token, "***")
-        raise HubError(f"The push to {endpoint} failed: {msg.splitlines()[0] if msg else type(e).__name__}. "
+        first = (msg.splitlines()[0] if msg else type(e).__name__).rstrip(". ")
+        raise HubError(f"The push to {endpoint} failed: {first}. "
                        "Check HF_TOKEN (a write token), the repository id and HF_ENDPOINT.", param="repo") from None
     return {"repo": repo, "url": str(url), "commit": getattr(info, "oid", None) or str(info),
             "endpoint": endpoint, "private": private}

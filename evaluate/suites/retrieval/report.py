@@ -403,6 +403,8 @@ def _silhouette_figure(rows, models, countries) -> str | None:
 
 def _random_baseline_figure(base) -> str | None:
     rounds = (base or {}).get("details", {}).get("sp_rounds") if base else None
+    # an infinite round (no correct win in a round of a tiny --limit run) cannot be drawn as a bar
+    rounds = [x for x in rounds or [] if isinstance(x, (int, float)) and math.isfinite(x)]
     if not rounds:
         return None
     plt = _plt()

@@ -68,8 +68,7 @@ class SuiteSkipped(CulturaError):
 EXTRAS = {
     "torch": "models", "torchvision": "models", "open_clip": "models", "transformers": "models",
     "sentence_transformers": "models", "safetensors": "models", "tokenizers": "models",
-    "huggingface_hub": "models", "matplotlib": "report", "umap": "umap", "ray": "ray",
-    "datasets": "hub", "mlcroissant": "hub", "crowdkit": "crowd",
+    "matplotlib": "report", "umap": "umap", "ray": "ray", "datasets": "hub", "crowdkit": "crowd",
 }
 
 

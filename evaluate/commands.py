@@ -13,6 +13,7 @@ from ..errors import unknown
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
 from .report import write_report
+from .results import export_samples
 from .runner import load_results, records_table, results_json, run_evaluation
 from .suites import load_suites
 
@@ -58,9 +59,10 @@ def evaluate():
 
 @evaluate.command("run")
 @click.option("--model", "models", multiple=True, required=True, metavar="SPEC",
-              help="Embedder spec, repeatable: fake, openclip:ViT-B-32/openai, openclip:cultura-tiny, "
-                   "st:MODEL, hf:MODEL, openai:MODEL. For a suite of language models named with --suite "
-                   "(llm), the LLM spec: hf:MODEL_OR_PATH or openai:MODEL.")
+              help="Embedder spec, repeatable: openclip:ViT-B-32/openai, st:MODEL, hf:MODEL, openai:MODEL; for "
+                   "tests only, openclip:cultura-tiny (random-init) and fake (a hash embedder, not a model). For a "
+                   "suite of language models named with --suite (llm), the LLM spec: hf:MODEL_OR_PATH or "
+                   "openai:MODEL.")
 @click.option("--suite", "suites", default="all", show_default=True,
               help="Suite(s) to run, comma-separated: prevalence, association, descriptor (or any registered "
                    "suite), or 'all'.")
@@ -70,18 +72,36 @@ def evaluate():
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA when available).")
 @click.option("--option", "option_pairs", multiple=True, metavar="[SUITE.]KEY=VALUE",
               help="Suite option, repeatable, e.g. n_resamples=200 or prevalence.ks=[5,10] (JSON values).")
+@click.option("--log-samples/--no-log-samples", "log_samples", default=None,
+              help="Store every scored unit (trial scores and winner, top-k captions, context log-likelihoods, "
+                   "judge token probabilities) for re-scoring; default: stored when a run has at most "
+                   "200,000 samples.")
+@click.option("--limit", type=click.IntRange(1), default=None, metavar="N",
+              help="Smoke run: score only the first N trials / query images / contexts / pairs of each suite "
+                   "(results are marked as a smoke run everywhere).")
+@click.option("--output-path", type=click.Path(), default=None, metavar="PATH",
+              help="Also write the results JSON of this run (versions, options, model and benchmark identity, "
+                   "results) and the sample logs to PATH (a folder, or a .json file).")
 @executor_option("evaluate")
 @json_option
 @pass_ctx
-def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, executor, as_json):
+def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, log_samples, limit, output_path,
+            executor, as_json):
     """Run suites over one or more models and store self-describing results (DB and JSON)."""
 
     recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
                           device=device, options=_options_for_runner(_parse_options(option_pairs)),
-                          executor=executor)
+                          executor=executor, log_samples=log_samples, limit=limit, output_path=output_path)
     rows = records_table(recs)
+    for r, rec in zip(rows, recs):
+        r["n_samples"] = rec.extra.get("n_samples")
     listing("Evaluation runs", rows, as_json, ["run_id", "spec", "suite", "status", "benchmark",
-                                               "benchmark_version", "n_results", "n_embedded", "reason"])
+                                               "benchmark_version", "n_results", "n_samples", "n_embedded",
+                                               "reason"])
+    if output_path and recs and not as_json:
+        out.print(f"Results JSON: {recs[0].extra.get('results_json')}")
+    if limit and not as_json:
+        out.print(f"[yellow]Smoke run (--limit {limit}): not comparable with full runs.[/yellow]")
     failed = [r for r in recs if r.status == "failed"]
     if failed:
         raise click.ClickException(f"{len(failed)} of {len(recs)} run(s) failed; first: {failed[0].suite} × "
@@ -109,13 +129,31 @@ def results_cmd(ctx, suite, model, all_runs, as_json):
 
 @evaluate.command("report")
 @click.argument("out_html", required=False, type=click.Path(dir_okay=False))
+@click.option("--model", "models", multiple=True, metavar="SPEC",
+              help="Only this model (identity or spec as run); repeatable. Default: every model.")
+@click.option("--suite", "suites", multiple=True, help="Only this suite; repeatable. Default: every suite.")
+@click.option("--benchmark", "benchmarks", multiple=True, metavar="NAME[@VERSION]",
+              help="Only results on this benchmark; repeatable. Default: every benchmark.")
 @json_option
 @pass_ctx
-def report_cmd(ctx, out_html, as_json):
+def report_cmd(ctx, out_html, models, suites, benchmarks, as_json):
     """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
 
-    paths = write_report(ctx.project, out_html)
+    paths = write_report(ctx.project, out_html, models=list(models) or None, suites=list(suites) or None,
+                         benchmarks=list(benchmarks) or None)
     summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
+
+@evaluate.command("samples")
+@click.argument("run_id", type=int)
+@click.argument("output", type=click.Path(dir_okay=False))
+@json_option
+@pass_ctx
+def samples_cmd(ctx, run_id, output, as_json):
+    """Export the per-sample log of run RUN_ID to OUTPUT (.jsonl or .parquet) for re-scoring."""
+
+    path = export_samples(ctx.project, run_id, output)
+    summary("Samples written", {"run": run_id, "path": str(path)}, as_json)
+
 
 @evaluate.command("suites")
 @json_option

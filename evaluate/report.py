@@ -37,7 +37,7 @@ from ..models.tiny import is_random_init
 from . import latex
 from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, model_label,
                         slug)
-from .results import git_revision, list_runs, load_results
+from .results import git_revision, list_runs, load_results, model_kind
 from .suites import load_suites
 
 LEADING_SECTIONS = ("prevalence", "association", "descriptor")
@@ -122,6 +122,18 @@ def warnings(project, results: list[dict]) -> list[str]:
         out.append(f"Random-init model{'s' if len(rand) > 1 else ''} ({', '.join(rand)}): "
                    f"{'their' if len(rand) > 1 else 'its'} numbers exercise the pipeline and mean nothing about "
                    "any real model.")
+    fake = sorted({r["model"] for r in results if model_kind(r.get("model_info") or {}) == "non-model"
+                   or r["model"].startswith("fake")} |
+                  {str(r["details"][k]) for r in results for k in ("judge",)
+                   if str((r.get("details") or {}).get(k) or "").startswith("stub")})
+    if fake:
+        out.append(f"Non-model{'s' if len(fake) > 1 else ''} ({', '.join(fake)}): deterministic stand-ins (a hash "
+                   "embedder, a stub judge) for testing the pipeline; their numbers mean nothing about any model.")
+    smoke = sorted({f"{r['suite']} × {r['model']} (--limit {r['params'].get('limit')})" for r in results
+                    if (r.get("params") or {}).get("limit") is not None})
+    if smoke:
+        out.append(f"Smoke run{'s' if len(smoke) > 1 else ''} ({', '.join(smoke)}): evaluated on the first items "
+                   "only; not comparable with full runs.")
     benches = {(r["benchmark"], r["benchmark_version"]) for r in results if r.get("benchmark")}
     tagged = []
     for name, version in sorted(benches, key=str):
@@ -210,13 +222,36 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(project, out: str | Path | None = None) -> dict[str, Path]:
+def select_results(results: list[dict], *, models=None, suites=None, benchmarks=None) -> list[dict]:
+    """Keep the results of the given models (identity or spec), suites and benchmarks (``NAME`` or
+    ``NAME@VERSION``); ``None`` keeps all. A name that matches nothing is an error listing the names there are."""
+    out = results
+    for what, wanted, keys in (("model", models, lambda r: {r["model"], r["model_spec"]}),
+                               ("suite", suites, lambda r: {r["suite"]}),
+                               ("benchmark", benchmarks, lambda r: {r["benchmark"], f"{r['benchmark']}@"
+                                                                    f"{r['benchmark_version']}"})):
+        if not wanted:
+            continue
+        wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+        have = sorted({k for r in out for k in keys(r) if k})
+        missing = [w for w in wanted if w not in have]
+        if missing:
+            raise CulturaError(f"No results for {what} {', '.join(missing)}. Results exist for: "
+                               f"{', '.join(have) or 'none'}.", param=f"{what}s")
+        out = [r for r in out if keys(r) & set(wanted)]
+    return out
+
+
+def write_report(project, out: str | Path | None = None, *, models=None, suites=None,
+                 benchmarks=None) -> dict[str, Path]:
     """Write ``OUT.html``, ``OUT.md`` and ``OUT_csv/*.csv`` (default ``reports/evaluation.html``); returns the
-    paths. Raises when there are no results yet."""
+    paths. ``models`` / ``suites`` / ``benchmarks``: only these (see :func:`select_results`). Raises when there
+    are no results yet."""
     results = load_results(project)
     if not results:
         raise CulturaError("No evaluation results yet. Run 'cultura evaluate run --model fake --suite all' (or "
                            "a real model) first.")
+    results = select_results(results, models=models, suites=suites, benchmarks=benchmarks)
     report = build_report(project, results=results)
     out = Path(out) if out else Path(project.root) / "reports" / "evaluation.html"
     if out.suffix.lower() not in (".html", ".htm"):

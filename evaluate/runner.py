@@ -38,12 +38,16 @@ from .results import (  # noqa: F401
     git_revision,
     list_runs,
     load_results,
+    SMALL_SAMPLES,
     reap_eval_runs,
     remove_run_json,
     results_json,
+    store_samples,
+    write_results_document,
     write_run_json,
 )
 from .suites import ROW_KEYS, Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
+from .suites.registry import suite_run
 
 
 @dataclass
@@ -66,7 +70,8 @@ class RunRecord:
 
 def run_evaluation(project, models, suites="all", *, benchmark: str | None = None, batch_size: int | None = None,
                    device: str | None = None, options: dict | None = None, progress: bool | None = None,
-                   executor: str | None = None) -> list[RunRecord]:
+                   executor: str | None = None, log_samples: bool | None = None, limit: int | None = None,
+                   output_path=None) -> list[RunRecord]:
     """Evaluate every model spec (or :class:`Embedder`) on every suite; returns one record per pair.
 
     ``suites``: a name, a comma-separated string, a list, or ``"all"``. ``options``: per-suite options
@@ -75,14 +80,33 @@ def run_evaluation(project, models, suites="all", *, benchmark: str | None = Non
     programming errors propagate after being recorded. ``executor`` (default ``evaluate.executor``): where
     the embeddings and LM scores missing from the caches are computed, ``local`` or ``ray``
     (:mod:`cultura.executor`; the results are the same).
+
+    ``log_samples``: store every scored unit of each run (``eval_samples``; :func:`results.load_samples`);
+    ``None`` (default) stores them when a run has at most ``SMALL_SAMPLES``, ``False`` never. ``limit``: a
+    smoke run on the first ``limit`` units of each suite, marked as such in the runs, results JSON and report.
+    ``output_path``: also write the results JSON of this call (and the sample logs) there
+    (:func:`results.write_results_document`); the path is in each record's ``extra["results_json"]``.
     """
+    if limit is not None and int(limit) < 1:
+        raise CulturaError(f"limit must be a positive number of items, got {limit}.", param="limit")
     with use_executor(executor or project.config.evaluate.executor, config=project.config):
-        return _run_evaluation(project, models, suites, benchmark=benchmark, batch_size=batch_size,
-                               device=device, options=options, progress=progress)
+        records = _run_evaluation(project, models, suites, benchmark=benchmark, batch_size=batch_size,
+                                  device=device, options=options, progress=progress, log_samples=log_samples,
+                                  limit=None if limit is None else int(limit))
+    if output_path is not None:
+        config = {"models": [m if isinstance(m, str) else m.identity for m in
+                             ([models] if isinstance(models, str) or not hasattr(models, "__iter__") else models)],
+                  "suites": suites, "benchmark": benchmark, "batch_size": batch_size, "device": device,
+                  "options": scrub_obj(options or {}), "executor": executor or project.config.evaluate.executor,
+                  "log_samples": log_samples, "limit": limit}
+        paths = write_results_document(project, [r.run_id for r in records], output_path, config=config)
+        for r in records:
+            r.extra["results_json"] = paths["results"]
+    return records
 
 
-def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, options, progress
-                    ) -> list[RunRecord]:
+def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, options, progress,
+                    log_samples=None, limit=None) -> list[RunRecord]:
 
     if isinstance(models, str) or not hasattr(models, "__iter__"):
         models = [models]
@@ -106,7 +130,8 @@ def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, o
                 # a suite of language models named on the command line: --model is the LLM
                 opts.setdefault("llm", spec)
                 records.append(run_suite(project, ModelRef(opts["llm"]), suite, benchmark=benchmark,
-                                         options=opts, spec=opts["llm"], from_all=expanded))
+                                         options=opts, spec=opts["llm"], from_all=expanded,
+                                         log_samples=log_samples, limit=limit))
                 continue
             if embedder is None and error is None:
                 try:
@@ -121,7 +146,8 @@ def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, o
             records.append(run_suite(project, embedder, suite, benchmark=benchmark, options=opts,
                                      spec=spec if isinstance(spec, str) else embedder.identity,
                                      from_all=expanded, extra_params={k: v for k, v in kw.items()
-                                                                      if k != "progress"}))
+                                                                      if k != "progress"},
+                                     log_samples=log_samples, limit=limit))
     return records
 
 
@@ -184,15 +210,19 @@ def _suite_options(options: dict | None, name: str) -> dict:
 
 
 def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = None, options: dict | None = None,
-              spec: str | None = None, from_all: bool = False, extra_params: dict | None = None) -> RunRecord:
-    """Run one suite for one embedder, store its rows, and return the run record."""
+              spec: str | None = None, from_all: bool = False, extra_params: dict | None = None,
+              log_samples: bool | None = None, limit: int | None = None) -> RunRecord:
+    """Run one suite for one embedder, store its rows (and, see :func:`run_evaluation`, its per-sample log),
+    and return the run record."""
     suite = get_suite(suite) if isinstance(suite, str) else suite
     options = dict(options or {})
     db = project.db
     identity = scrub(embedder.identity)
     run = {"model": identity, "model_spec": scrub(spec or identity), "model_info": dumps(scrub_obj(_info(embedder))),
            "benchmark": benchmark, "suite": suite.name,
-           "params": dumps({"options": options, "benchmark_arg": benchmark, **(extra_params or {})}),
+           "params": dumps({"options": options, "benchmark_arg": benchmark, **(extra_params or {}),
+                            "suite_version": suite.version, "log_samples": log_samples,
+                            **({"limit": limit, "smoke_run": True} if limit is not None else {})}),
            "git_revision": git_revision(), "cultura_version": cultura_version(), "status": "running",
            "started_at": now(), "owner": owner_token(db)}
     with transaction(db):
@@ -209,7 +239,10 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
                 raise SuiteSkipped(msg) if from_all else CulturaError(msg)
             bench_arg = bench.ref
             _set_bench(rec, run, bench.provenance())
-        rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
+        with suite_run(samples=log_samples is not False, limit=limit) as samples:
+            rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
+        if log_samples is None and len(samples) > SMALL_SAMPLES:
+            samples = None  # large: kept only when asked for (--log-samples)
         rows = [_check_row(r, suite.name) for r in rows]
         _require_measurement(suite.name, rows)
         prov = next((r["details"].get("provenance") for r in rows if r["details"].get("provenance")), None)
@@ -227,11 +260,13 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
                       "value": _sql_value(r["value"]), "ci_low": _sql_value(r["ci_low"]),
                       "ci_high": _sql_value(r["ci_high"]), "n": r["n"], "group": dumps(r["group"]),
                       "details": dumps(_json_safe(r["details"]))} for r in rows])
+                n_samples = store_samples(db, run_id, samples) if samples is not None else None
                 db["eval_runs"].update(run_id, {"benchmark": run["benchmark"],
                                                 "benchmark_version": run.get("benchmark_version"),
                                                 "benchmark_hash": run.get("benchmark_hash"), "status": "done",
                                                 "n_results": len(rows), "n_embedded": rec.n_embedded,
-                                                "finished_at": now()})
+                                                "n_samples": n_samples, "finished_at": now()})
+                rec.extra["n_samples"] = n_samples
                 rec.json_path = str(write_run_json(project, run_id))
         except BaseException:
             remove_run_json(project, run_id)

@@ -60,3 +60,24 @@ def m002_eval_run_owner(db):
     """``eval_runs.owner``: the process lease token of the run's writer (:mod:`cultura.db.leases`); a run left
     ``running`` by a dead process becomes ``interrupted`` on the next evaluation."""
     db.execute("ALTER TABLE eval_runs ADD COLUMN owner TEXT")
+
+
+@evaluate()
+def m003_eval_samples(db):
+    """Per-sample logs (``evaluate run --log-samples``): one row per scored unit of a run — a trial's candidate
+    scores and winner, an image query's top-k captions with their languages, a masked context's candidate
+    log-likelihoods, a judge score with its token log-probabilities — so anyone can re-score, slice or audit
+    a stored number. ``eval_runs.n_samples``: how many were stored (NULL: not logged)."""
+    db.executescript(
+        """
+        CREATE TABLE eval_samples (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES eval_runs(id),
+            idx INTEGER NOT NULL,             -- order within the run
+            kind TEXT NOT NULL,               -- trial | image_query | masked_context | judge_score | ...
+            data TEXT NOT NULL                -- JSON
+        );
+        CREATE UNIQUE INDEX idx_eval_samples_run ON eval_samples(run_id, idx);
+        ALTER TABLE eval_runs ADD COLUMN n_samples INTEGER;
+        """
+    )

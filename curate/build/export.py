@@ -11,11 +11,12 @@
 
 Everything is written to a temporary folder beside DIR and renamed into place, so DIR is either absent or
 complete. Row order is fixed and no timestamp is written except stored ones (search dates, decision dates),
-so exporting the same benchmark twice gives byte-identical files. Load with::
+so exporting the same benchmark twice gives byte-identical files.
 
-    datasets.load_dataset("parquet", data_files={"items": "DIR/items.parquet"})
-
-Croissant metadata is not written: ``mlcroissant`` is not a dependency.
+The folder is a Hugging Face Hub dataset (``hub.py``): ``datasets.load_dataset(DIR)`` loads the ``default``
+config (every benchmark's trials, split ``test``, images as a ``datasets.Image`` feature), one config per
+benchmark, and one per normalised table; the card's YAML is written through ``huggingface_hub`` and
+``croissant.json`` through ``mlcroissant`` (Parquet and JSON Lines exports). ``hub.push_to_hub`` uploads it.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from ... import db as dbmod
 from ...errors import CulturaError, unknown
 from ...templates import render_template
+from . import hub
 from .build import KINDS, get_benchmark
 from .readiness import card_data, check_ready
 
@@ -251,6 +253,18 @@ def _blob(project, sha: str) -> Path:
     return p
 
 
+def _embed_image_column(tmp: Path, tables: dict, project) -> None:
+    """Rewrite ``images.parquet`` with an ``image`` column (``datasets.Image``, the bytes embedded)."""
+    import datasets  # deferred: heavy
+
+    feats = datasets.Features.from_arrow_schema(SCHEMAS["images"])
+    feats["image"] = datasets.Image()
+    rows = [{**r, "image": {"bytes": _blob(project, r["sha256"]).read_bytes(), "path": Path(r["file"]).name}}
+            for r in tables["images"]]
+    pq.write_table(pa.Table.from_pylist(rows, schema=feats.arrow_schema), tmp / "images.parquet",
+                   compression="zstd")
+
+
 # ------------------------------------------------------------------ the card
 
 def card_context(project, tables: dict) -> dict:
@@ -301,7 +315,7 @@ def card_context(project, tables: dict) -> dict:
                 roles[c["role"]] += 1
         row = rows.get((b["name"], b["version"]))
         benchmarks.append({**b, "params": json.loads(b["params"] or "{}"), "report": rep,
-                           "roles": dict(sorted(roles.items())),
+                           "roles": dict(sorted(roles.items())), "config": hub.config_name(b["name"]),
                            "readiness": card_data(project, row, [r.name for r in KINDS.get(b["kind"], ())])
                            if row else None})
     return {
@@ -314,6 +328,9 @@ def card_context(project, tables: dict) -> dict:
         "providers": providers, "sources": sources, "annotation": annotation,
         "license": bcfg.license, "contact": bcfg.contact,
         "files": tables.get("_files", []), "table_ext": tables.get("_ext", "parquet"),
+        "languages": sorted({q["language"] for q in tables["queries"]} | {i["query_language"]
+                                                                           for i in tables["items"]}),
+        "citation": hub.CITATION,
     }
 
 
@@ -353,11 +370,20 @@ def render_card(context: dict) -> str:
 
 # ------------------------------------------------------------------ the export
 
-def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", images: bool = True) -> dict:
+def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", images: bool = True,
+                     embed_images: bool = False) -> dict:
     """Export ``benchmarks`` (``NAME`` or ``NAME@VERSION`` specs; default: the latest ready version of every
-    benchmark) into the new or empty folder ``dest``. Returns ``{"dir", "files", "benchmarks", ...}``."""
+    benchmark) into the new or empty folder ``dest``. Returns ``{"dir", "files", "benchmarks", ...}``.
+
+    ``embed_images``: store the image bytes in the Parquet files (ready-to-evaluate configs and the images
+    table) instead of an ``images/`` folder (Parquet only)."""
     if fmt not in FORMATS:
         raise unknown("export format", fmt, FORMATS)
+    if embed_images and fmt != "parquet":
+        raise ExportError("Embedded images are written in Parquet only. Drop embed_images or export with "
+                          "fmt='parquet'.", param="embed_images")
+    if embed_images and not images:
+        raise ExportError("embed_images and images=False contradict each other: choose one.", param="embed_images")
     dest = Path(dest).resolve()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ExportError(f"{dest} is not an empty folder. Choose a new folder (it is created) or empty this "
@@ -373,10 +399,30 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
     tmp = dest.parent / f".{dest.name}.tmp-{dbmod.owner_token(project.db)}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        files = WRITERS[fmt](tmp, tables, project, images) + ["README.md"]
+        files = WRITERS[fmt](tmp, tables, project, images and not embed_images)
+        ext = "parquet" if fmt == "parquet" else "jsonl"
+        configs = hub.table_configs(ext)
+        if embed_images:
+            _embed_image_column(tmp, tables, project)
+        if fmt != "webdataset" and (images or embed_images):
+            trial_files, trial_configs = hub.write_trials(
+                tmp, tables, lambda sha: _blob(project, sha).read_bytes(), fmt=fmt, embed_images=embed_images)
+            files += trial_files
+            # one loader per folder (datasets): with an image folder, only image-folder configs
+            configs = trial_configs + (configs if embed_images else [])
+        else:  # no image feature possible: the items table is the default config
+            configs[1] = {**configs[1], "default": True}
+        data = hub.card_data(project, tables, configs)
+        if fmt != "webdataset":
+            files.append(hub.write_croissant(tmp, tables, SCHEMAS, ext=ext, title=data.pretty_name,
+                                             license=data.license, langs=data.language))
+        files.append("README.md")
         tables["_files"] = files
-        tables["_ext"] = "parquet" if fmt == "parquet" else "jsonl"
-        (tmp / "README.md").write_text(render_card(card_context(project, tables)), encoding="utf-8")
+        tables["_ext"] = ext
+        ctx = card_context(project, tables)
+        card = f"---\n{data.to_yaml()}\n---\n{render_card(ctx)}"
+        hub.check_card(card)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
         try:
             if dest.exists():
                 dest.rmdir()
@@ -389,7 +435,8 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"dir": str(dest), "format": fmt, "files": files,
+    return {"dir": str(dest), "format": fmt, "files": files, "embedded_images": embed_images,
+            "configs": [c["config_name"] for c in configs],
             "benchmarks": [f"{b['name']}@{b['version']}" for b in bms], "items": len(tables["items"]),
             "images": len(tables["images"]), "queries": len(tables["queries"])}
 

@@ -1,11 +1,19 @@
 """The suite registry's types: :class:`Suite` (name, function, description, benchmark kind, report section),
 :func:`register_suite`, :func:`row` (one result row of the contract) and :class:`SuiteSkipped`. Suite folders
 import these; :mod:`cultura.evaluate.suites` registers the built-in folders and the entry points.
+
+Per-sample logs and smoke runs: while the runner runs a suite it opens :func:`suite_run` (whether samples are
+collected, the ``limit``); a suite reports every scored unit with :func:`log_samples` (a trial's candidate
+scores and winner, an image query's top-k captions, a masked context's candidate log-likelihoods, a judge
+score with its token probabilities) — a no-op unless collecting (:func:`logging_samples`) — and cuts its
+units to :func:`sample_limit` for ``evaluate run --limit N``.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ...errors import SuiteSkipped  # noqa: F401  (re-exported)
 
@@ -27,6 +35,8 @@ class Suite:
     model_kind: str = "embedder"
     extra: dict = field(default_factory=dict, compare=False, hash=False)
     section: SectionFunc | None = field(default=None, compare=False, hash=False)
+    #: the version of the suite's protocol (bump when its rows or their meaning change); in every results JSON
+    version: str = "1"
 
 
 SUITES: dict[str, Suite] = {}
@@ -84,3 +94,40 @@ def degenerate(rows: list[dict], reason: str | None) -> list[dict]:
             r["details"]["degenerate"] = reason
     return rows
 
+
+
+# -- per-sample logs and --limit (set by the runner around one suite run) -----------------------------------
+
+_SAMPLES: ContextVar[list | None] = ContextVar("cultura_samples", default=None)
+_LIMIT: ContextVar[int | None] = ContextVar("cultura_limit", default=None)
+
+
+@contextmanager
+def suite_run(*, samples: bool = False, limit: int | None = None):
+    """Around one suite run: collect per-sample records (yields the list) and apply ``limit``."""
+    buf: list | None = [] if samples else None
+    t1, t2 = _SAMPLES.set(buf), _LIMIT.set(limit)
+    try:
+        yield buf
+    finally:
+        _SAMPLES.reset(t1)
+        _LIMIT.reset(t2)
+
+
+def logging_samples() -> bool:
+    """Whether the current suite run collects per-sample records (skip building them when not)."""
+    return _SAMPLES.get() is not None
+
+
+def log_samples(kind: str, records: Iterable[dict]) -> None:
+    """Add per-sample records of ``kind`` (``trial``, ``image_query``, ``masked_context``, ``judge_score``,
+    …) to the current suite run's log; a no-op outside a collecting run."""
+    buf = _SAMPLES.get()
+    if buf is not None:
+        buf.extend({**r, "kind": kind} for r in records)  # a record's own "kind" field must be renamed
+
+
+def sample_limit() -> int | None:
+    """``evaluate run --limit N``: the most units (trials, query images, contexts, judged pairs) a suite
+    scores in this run (a smoke run), or None."""
+    return _LIMIT.get()

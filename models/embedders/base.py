@@ -75,6 +75,8 @@ class Embedder:
     family: ClassVar[str] = ""
     #: True for a model built without trained weights (its numbers mean nothing); families set or override it
     random_init: bool = False
+    #: not a model at all (the ``fake`` hash embedder): reports show it under a banner, help texts list it last
+    non_model: bool = False
     supports_images: ClassVar[bool] = True
     supports_texts: ClassVar[bool] = True
     #: True for a family whose work is done by a server (an OpenAI-compatible endpoint): the ``ray`` executor
@@ -129,6 +131,8 @@ class Embedder:
         """Identity facts as a dict (family, architecture, pretrained, weights_sha256, dim, device…)."""
         out = {"identity": self.identity, "family": self.family, "dim": self._dim,
                "device": getattr(self, "device", None), "random_init": self.random_init}
+        if self.non_model:
+            out["non_model"] = True
         if self.instructions:
             out["instructions"] = dict(self.instructions)
         return out

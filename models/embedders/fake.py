@@ -32,6 +32,7 @@ class FakeEmbedder(Embedder):
     """Hash-seeded vectors. Spec: ``fake`` or ``fake:dim=32,seed=1``."""
 
     family = "fake"
+    non_model = True
     variant: str = ""  # subclasses set this so their identity (the cache key) differs
 
     def __init__(self, *, dim: int = 32, seed: int = 0, **kw):

@@ -24,7 +24,7 @@ import math
 from ....errors import CulturaError
 from ....models.judges import get_judge
 from ...reportkit import Cell, ReportSection, Table, model_label
-from ..registry import Suite, SuiteSkipped, row
+from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row, sample_limit
 from .baseline import run_baseline
 from .evaluation import C7_THRESHOLDS, DEFAULT_RULE, DEFAULT_THRESHOLD, RULES, evaluate_attribution, load_scores
 from .gold import load_gold
@@ -54,6 +54,8 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
     if isinstance(countries, str):
         countries = [c for c in countries.split(",") if c.strip()]
     context = o.get("context", "entity")
+    if sample_limit() is not None:  # a smoke run: at most that many pairs judged
+        o["limit"] = min(int(o["limit"]), sample_limit()) if o.get("limit") else sample_limit()
     summary = run_attribution(project, embedder, judge, kb=kb, countries=countries, k=int(o.get("k", 20)),
                               method=o.get("method", "lemma"), context=context, limit=o.get("limit"))
     configs = [("caire", dict(judge=judge.identity, encoder=embedder.identity, kb=summary["kb"], context=context))]
@@ -102,6 +104,10 @@ def attribution_suite(project, embedder, *, benchmark=None, options: dict) -> li
     for scorer, cfg_ in configs:
         det = {**det, "judge": cfg_["judge"], "context": cfg_["context"]}
         scores = load_scores(project, **cfg_)
+        if logging_samples():  # every judge score with the token log-probabilities it was computed from
+            log_samples("judge_score", [{"scorer": scorer, **cfg_, "sha256": r["sha256"], "country": r["country"],
+                                         "score": r["score"], "argmax": r.get("argmax"),
+                                         "logprobs": r["logprobs"]} for r in scores])
         by_cc: dict[str, list[float]] = {}
         for r in scores:
             by_cc.setdefault(r["country"], []).append(r["score"])

@@ -25,6 +25,7 @@ import numpy as np
 from ....models.scorers import DEFAULT_MODE, LogProbScorer, get_scorer, score_cached
 from ...common import mean_ci
 from ...metrics import cultural_bias_score
+from ..registry import log_samples, logging_samples, sample_limit
 from .contexts import list_contexts
 from .entities import entity_pool
 
@@ -42,7 +43,7 @@ def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | No
     rows = []
     jobs = []
     for k in kinds:
-        for ctx in list_contexts(project, language=language, kind=k, type=type):
+        for ctx in list_contexts(project, language=language, kind=k, type=type)[:sample_limit()]:
             text = ctx["english"] if english else ctx["text"]
             if english and not text:
                 continue
@@ -59,6 +60,8 @@ def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | No
                 continue
             rows.append(None)  # filled below, in context order
             jobs.append((len(rows) - 1, base, text, local, western))
+    logging = logging_samples()
+    samples = []
     # every context's items in one call: one scoring job (one Ray job under the ray executor), then sliced
     every = score_cached(project, scorer, [(text, e) for _, _, text, local, western in jobs
                                            for e in local + western], mode=mode) if jobs else []
@@ -72,9 +75,15 @@ def cbs_by_context(project, scorer: "LogProbScorer | str", *, language: str | No
         if len(a_ok) == 0 or len(b_ok) == 0:
             rows[at] = {**base, "cbs": math.nan, "n_failed": n_failed,
                         "reason": "every entity of one side failed to score"}
-            continue
-        rows[at] = {**base, "cbs": cultural_bias_score(np.minimum(a_ok, 0.0), np.minimum(b_ok, 0.0)),
-                    "n_failed": n_failed, "n_local": len(a_ok), "n_western": len(b_ok)}
+        else:
+            rows[at] = {**base, "cbs": cultural_bias_score(np.minimum(a_ok, 0.0), np.minimum(b_ok, 0.0)),
+                        "n_failed": n_failed, "n_local": len(a_ok), "n_western": len(b_ok)}
+        if logging:  # the masked context, every candidate entity's log-likelihood (NaN: failed), the CBS
+            samples.append({**{k: v for k, v in base.items() if k != "kind"}, "context_kind": base["kind"],
+                            "mode": mode, "context": text, "cbs": rows[at]["cbs"],
+                            "local": [{"entity": e, "loglik": float(v)} for e, v in zip(local, a)],
+                            "western": [{"entity": e, "loglik": float(v)} for e, v in zip(western, b)]})
+    log_samples("masked_context", samples)
     return rows
 
 

@@ -18,12 +18,13 @@ Options: ``variants`` (default: every variant present), ``n_resamples``, ``seed`
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
-from ..registry import Suite, row
+from ..registry import Suite, log_samples, logging_samples, row, sample_limit
 from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, embed_texts_by_language,
                        per_trial_wins, project_2d, sample_points)
@@ -44,11 +45,42 @@ def variant_trials(project, embedder, bench, opts: dict, roles, *, main: str):
     variants = list(opts.get("variants") or query_variants(project, bench, descriptor=bench.kind == "descriptor")
                     or [main])
     for variant in variants:
-        trials = load_trials(project, bench, roles, variant=variant)
+        trials = head(load_trials(project, bench, roles, variant=variant), sample_limit())
         sims = trial_similarities(project, embedder, trials)
+        if logging_samples():
+            log_samples("trial", trial_samples(trials, sims, variant))
         group = {} if variant == main else {"variant": variant}
         details = {"variant": variant, "excluded": trials.excluded, "provenance": bench.provenance()}
         yield variant, trials, sims, group, details
+
+
+def head(trials, limit: int | None):
+    """The first ``limit`` trials (``evaluate run --limit``: a smoke run); all when ``limit`` is None."""
+    if limit is None or len(trials) <= limit:
+        return trials
+    cut = {f.name: getattr(trials, f.name)[:limit] for f in dataclasses.fields(trials)
+           if f.name not in ("roles", "excluded")}
+    return dataclasses.replace(trials, **cut, excluded={**trials.excluded, "limit": len(trials) - limit})
+
+
+def trial_samples(trials, sims: np.ndarray, variant: str) -> list[dict]:
+    """Per-sample log of trials: the query, each candidate's role, image, culture and score, and the winner
+    (the role with the highest score; every tied role in ``winners``, as the win rates split ties)."""
+    out = []
+    for i in range(len(trials)):
+        s = sims[i]
+        best = np.flatnonzero(s == s.max()).tolist()
+        out.append({
+            "variant": variant, "item_id": int(trials.item_ids[i]), "concept": str(trials.concepts[i]),
+            "query_country": str(trials.query_country[i]), "query_language": str(trials.query_language[i]),
+            "descriptor_country": (None if trials.descriptor_country[i] is None
+                                   else str(trials.descriptor_country[i])),
+            "query": trials.texts[i],
+            "candidates": [{"role": r, "sha256": str(trials.sha256[i, j]), "country": str(trials.countries[i, j]),
+                            "score": float(s[j])} for j, r in enumerate(trials.roles)],
+            "winner": trials.roles[best[0]] if len(best) == 1 else None,
+            "winners": [trials.roles[j] for j in best]})
+    return out
 
 
 def trial_similarities(project, embedder, trials) -> np.ndarray:

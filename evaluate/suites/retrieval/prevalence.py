@@ -23,12 +23,13 @@ as captions, default ["short"]), ``freq_k`` (default 10), ``prior`` (uniform|poo
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
 
 from ...metrics.retrieval import accuracy_at_k, lbkl_per_query, ndcg_at_k, retrieval_frequency
-from ..registry import Suite, degenerate, row
+from ..registry import Suite, degenerate, log_samples, logging_samples, row, sample_limit
 from .report import render_prevalence
 from ...common import mean_ci, embed_images, language_tiers, text_blocks
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, maxsim_scores,
@@ -228,6 +229,10 @@ def prevalence(project, embedder, *, benchmark=None, options: dict) -> list[dict
     n_res = int(opts.get("n_resamples", 1000))
     pool = caption_pool(project, pool=opts.get("pool", "auto"), benchmark=benchmark,
                         caption_source=opts.get("caption_source"), variants=tuple(opts.get("variants", ("short",))))
+    lim = sample_limit()
+    if lim is not None and len(pool.image_sha256) > lim:  # a smoke run: the first query images only
+        pool = dataclasses.replace(pool, image_sha256=pool.image_sha256[:lim], image_keys=pool.image_keys[:lim],
+                                   image_countries=pool.image_countries[:lim])
     k_max = min(max(ks), len(pool.texts))
     if is_late_interaction(embedder):  # ColQwen-style: MaxSim of caption tokens with image patches
         top_idx, top_val = late_topk(project, embedder, pool.image_sha256, pool.texts, k_max,
@@ -268,6 +273,10 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
         vals, counts = np.unique(pool.languages, return_counts=True)
         mix = dict(zip(vals.tolist(), (counts / counts.sum()).tolist()))
         prior_arg = {lang: mix[lang] for lang in languages}
+    if logging_samples():
+        log_samples("pool", [{"languages": languages, "prior": prior, "prior_mix": prior_arg, "ks": list(ks),
+                              "n_captions": len(pool.texts), "source": pool.source}])
+        log_samples("image_query", image_query_samples(pool, top_idx, top_val))
     common = {"pool": pool.source, "n_captions": len(pool.texts), "n_languages": len(languages),
               "prior": prior, "eps": 1e-9, "provenance": pool.provenance}
     rows = []
@@ -334,6 +343,17 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
                                  "languages": [lang for lang in languages if tiers.get(lang, "unknown") == tier]}))
     degenerate(rows[start:], share_why)
     return rows
+
+
+def image_query_samples(pool, top_idx, top_val) -> list[dict]:
+    """Per-sample log: each query image's top-k captions, best first, with language, score and relevance."""
+    keys = np.asarray(pool.caption_keys)
+    return [{"sha256": pool.image_sha256[i], "country": pool.image_countries[i],
+             "key": str(pool.image_keys[i]),
+             "top": [{"caption": int(j), "text": pool.texts[j], "language": str(pool.languages[j]),
+                      "score": float(v), "relevant": bool(keys[j] == pool.image_keys[i])}
+                     for j, v in zip(top_idx[i].tolist(), top_val[i].tolist())]}
+            for i in range(len(pool.image_sha256))]
 
 
 SUITE = Suite(NAME, prevalence, section=render_prevalence, description="Image→text prevalence bias: Acc@k, NDCG@k, LBKL@k, DLBKL@k and "

@@ -421,6 +421,8 @@ def _random_baseline_figure(base) -> str | None:
     """Seed 000 Figure 19: SP per random-baseline round. A round whose SP is ∞ (no correct pick, so M_cr = 0) or
     undefined is drawn as a hatched bar to the top of the axis, marked "∞" or "n/a", never dropped."""
     rounds = (base or {}).get("details", {}).get("sp_rounds") if base else None
+    # an infinite round (no correct win in a round of a tiny --limit run) cannot be drawn as a bar
+    rounds = [x for x in rounds or [] if isinstance(x, (int, float)) and math.isfinite(x)]
     if not rounds:
         return None
     vals = [_float(v) for v in rounds]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..db import transaction
 from ..db.pool import current_decisions, image_exclusions
 from ..errors import CulturaError
-from .dedup import list_flags, reopen_flags, resolve_flags
+from .cultures_decide import FLAG, list_flags, reopen_flags, resolve_flags
 
 
 def _scalar(db, sql, params=()):
@@ -166,15 +166,37 @@ def flags(project, *, status: str | None = "open") -> list[dict]:
     return list_flags(project.db, status=status)
 
 
-def resolve_image_flags(project, prefixes, *, reason: str, reopen: bool = False) -> dict:
-    """Resolve (or ``reopen``) the culture-conflict flags of the given images by hand, with a reason."""
+def resolve_image_flags(project, prefixes, *, reason: str, reopen: bool = False,
+                        cultures: list[str] | None = None) -> dict:
+    """Resolve (or ``reopen``) the culture-conflict flags of the given images by hand, with a reason: a culture
+    decision. ``cultures`` (country codes): the countries the image stands for, each one it was found for
+    (itself or through a dropped copy); the build keeps only those links. Without it every flagged country is
+    kept. With it, an already resolved flag is decided again (a person changing an earlier decision)."""
     if not reopen and not (reason and reason.strip()):
-        raise CulturaError("Resolving a flag by hand needs a reason (stored with it).")
+        raise CulturaError("Resolving a flag by hand needs a reason (stored with it); pass --reason TEXT.",
+                           param="reason")
     db = project.db
     shas = resolve_shas(db, prefixes)
+    if cultures is not None and not reopen:
+        cultures = [c.strip().upper() for c in cultures if c.strip()]
+        if not cultures:
+            raise CulturaError("No country given to keep; pass --cultures CC,CC (the countries the image stands "
+                               "for) or leave it out to keep every flagged country.", param="cultures")
+        rows = {r["sha256"]: r for r in list_flags(db, status=None, flag=FLAG)}
+        for sha in shas:
+            found = rows.get(sha, {}).get("countries") or []
+            bad = [c for c in cultures if c not in found]
+            if sha in rows and bad:
+                raise CulturaError(f"Image {sha[:12]} was not found for {', '.join(bad)} (its flag covers "
+                                   f"{', '.join(found)}); a decision keeps only countries a query found it for.",
+                                   param="cultures")
     with transaction(db):
-        n = reopen_flags(db, shas) if reopen else resolve_flags(db, shas, by="hand", resolution=reason.strip())
-    return {"images": len(shas), ("reopened" if reopen else "resolved"): n}
+        n = reopen_flags(db, shas) if reopen else resolve_flags(
+            db, shas, by="hand", resolution=reason.strip(), cultures=cultures, reopened=cultures is not None)
+    out = {"images": len(shas), ("reopened" if reopen else "resolved"): n}
+    if cultures is not None and not reopen:
+        out["cultures"] = sorted(set(cultures))
+    return out
 
 
 # ------------------------------------------------------------------ empty states

@@ -36,6 +36,7 @@ from ...db.pool import EXCLUSION_REASONS as POOL_REASONS
 from ...db.pool import filter_reviewed, image_exclusions
 from ...errors import CulturaError, unknown
 from ...models.tiny import is_random_init
+from ..cultures_decide import decided_links, require_decided
 from .queries import ensure_short_queries, missing_terms
 
 
@@ -141,6 +142,7 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
     pool_excluded = image_exclusions(db, require_review=True)
     rel = {(d["sha256"], d["country"]): d["value"] for d in _current(db, "relevance")
            if d["value"] is not None}
+    raw_links, rel = decided_links(db, raw_links, rel, active=active)  # the one culture rule (cultures_decide)
     ratings = bool(rel) and min_relevance is not None
 
     excluded: dict[str, str] = {}
@@ -441,6 +443,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
     D_codes = [c.code for c in reg.resolve(descriptors)] if descriptors else None
     pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
                      allow_random_tags=allow_random_tags)
+    require_decided(db, pool.excluded)  # open culture questions block the build (one sentence naming the fix)
     by_name = {v: k for k, v in pool.concept_names.items()}
     if concepts:
         bad = [c for c in concepts if c not in by_name]

@@ -26,6 +26,7 @@ from .status import (
     flags,
     list_clusters,
     list_images,
+    members_text,
     nothing_to_do,
     project_status,
     resolve_image_flags,
@@ -370,7 +371,8 @@ def images_clusters(ctx, status_, as_json):
     review decision."""
     rows = list_clusters(ctx.project, status=None if status_ == "all" else status_)
     listing(f"{len(rows)} duplicate clusters", rows, as_json,
-            shown=[{k: v for k, v in r.items() if k != "representative"} for r in rows])
+            shown=[{**{k: v for k, v in r.items() if k != "representative"}, "members": members_text(r["members"])}
+                   for r in rows])
 
 
 @images.command("flags")

@@ -124,8 +124,8 @@ def list_images(project, *, concept: str | None = None, country: str | None = No
 
 
 def list_clusters(project, *, status: str | None = "open") -> list[dict]:
-    """Duplicate clusters with their members side by side: ``members`` lists ``sha256[:12] (distance,
-    countries, decision)`` representative first."""
+    """Duplicate clusters with their members, representative first: ``members`` is a list of
+    ``{"sha256" (full), "distance", "countries", "decision"}`` (:func:`members_text` is the one-line view)."""
     db = project.db
     dedup = current_decisions(db, "dedup")
     cc: dict[str, set[str]] = {}
@@ -139,11 +139,16 @@ def list_clusters(project, *, status: str | None = "open") -> list[dict]:
         mem = db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ? ORDER BY "
                          "(sha256 != ?), distance, sha256", [cid, rep]).fetchall()
         out.append({"cluster": cid, "method": method, "scope": scope, "status": st, "size": size,
-                    "members": " | ".join(
-                        f"{s[:12]} (d={d:g}, {','.join(sorted(cc.get(s, ()))) or '-'}"
-                        f"{', ' + dedup[s] if s in dedup else ''})" for s, d in mem),
+                    "members": [{"sha256": s, "distance": d, "countries": sorted(cc.get(s, ())),
+                                 "decision": dedup.get(s)} for s, d in mem],
                     "representative": rep})
     return out
+
+
+def members_text(members: list[dict]) -> str:
+    """The members of a cluster on one line for a table: ``sha256[:12] (d=distance, countries, decision)``."""
+    return " | ".join(f"{m['sha256'][:12]} (d={m['distance']:g}, {','.join(m['countries']) or '-'}"
+                      f"{', ' + m['decision'] if m['decision'] else ''})" for m in members)
 
 
 def set_image_status(project, prefixes, *, exclude: bool, reason: str | None = None) -> dict:

@@ -103,7 +103,8 @@ def test_a_researchers_day(tmp_path, labelstudio):
     flags = run.json("images", "flags")
     assert len(flags) == 3 and {f["pairs"] for f in flags} == {"breakfast/JP, breakfast/US"}
     clusters = run.json("images", "clusters")
-    assert len(clusters) == 2 and all(c["members"].count("|") == 2 for c in clusters)
+    assert len(clusters) == 2 and all(len(c["members"]) == 3 and all(len(m["sha256"]) == 64 for m in c["members"])
+                                      for c in clusters)                # full sha256s in --json (issue 20)
 
     # ---------------------------------------------------------------- tag (offline: the tiny random CLIP)
     t = run.json("images", "tag", "--method", "clip", "--clip-model", "openclip:cultura-tiny", "--top-k", "1")

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
@@ -364,9 +365,11 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
 
 
 def _bar(label: str, total: int):
-
+    """A progress bar on stderr (never mixed into normal or JSON output on stdout), drawn only when stderr is
+    a terminal."""
+    err = Console(stderr=True)
     p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                 transient=True)
+                 transient=True, console=err, disable=not err.is_terminal)
     p.start()
     return p, p.add_task(label, total=total)
 

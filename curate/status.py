@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..db import transaction
-from ..db.pool import current_decisions, image_exclusions
+from ..db.pool import REASON_TEXT, current_decisions, image_exclusions
 from ..errors import CulturaError
 from .cultures_decide import FLAG, list_flags, reopen_flags, resolve_flags
 
@@ -93,8 +93,10 @@ def resolve_shas(db, prefixes) -> list[str]:
 
 def list_images(project, *, concept: str | None = None, country: str | None = None, status: str | None = None,
                 pool: str | None = None, limit: int | None = None) -> list[dict]:
-    """One row per image: sha256, size, status, the concept × country pairs that found it, tags, and whether it
-    is in the reviewed pool (else the reason, :mod:`cultura.db.pool`). ``pool``: ``in`` or ``out``."""
+    """One row per image: sha256, size, status, the concept × country pairs that found it, tags, whether it is
+    in the reviewed pool (``pool``: ``in`` or ``out``), and when out, ``reason`` (the code,
+    :data:`cultura.db.pool.EXCLUSION_REASONS`) and ``detail`` (the reason stored with a hand exclusion, else what
+    the code means). The ``pool`` argument filters: ``in`` or ``out``."""
     db = project.db
     excl = image_exclusions(db, require_review=True)
     links: dict[str, set[str]] = {}
@@ -115,9 +117,12 @@ def list_images(project, *, concept: str | None = None, country: str | None = No
         in_pool = sha not in excl
         if pool and (pool == "in") != in_pool:
             continue
+        why = None if in_pool else excl[sha]
         out.append({"sha256": sha, "size": f"{w}x{h}", "status": st, "found_for": ", ".join(sorted(links.get(
             sha, ()))), "tags": ", ".join(dict.fromkeys(tags.get(sha, []))),
-            "pool": "in" if in_pool else f"out: {excl[sha]}", "reason": reason, "path": path})
+            "pool": "in" if in_pool else "out", "reason": why,
+            "detail": None if in_pool else (reason if why == "image_excluded" and reason else REASON_TEXT[why]),
+            "path": path})
         if limit and len(out) >= limit:
             break
     return out

@@ -209,10 +209,11 @@ def test_a_researchers_day(tmp_path, labelstudio):
 
     # ---------------------------------------------------------------- inspect and correct by hand
     listed = run.json("images", "list", "--pool", "out")
-    assert sorted(r["pool"] for r in listed) == ["out: duplicate_dropped"] * 2
+    assert sorted((r["pool"], r["reason"]) for r in listed) == [("out", "duplicate_dropped")] * 2   # issue 20
     keep = run.json("images", "list", "--pool", "in", "--concept", "pet")[0]["sha256"]
     run("images", "exclude", keep[:12], "--reason", "watermark")
-    assert run.json("images", "list", "--pool", "out", "--concept", "pet")[0]["pool"] == "out: image_excluded"
+    out = run.json("images", "list", "--pool", "out", "--concept", "pet")[0]
+    assert (out["pool"], out["reason"], out["detail"]) == ("out", "image_excluded", "watermark")
     run("images", "include", keep[:12])
 
     # ---------------------------------------------------------------- export: an honest dataset card

@@ -112,6 +112,9 @@ def test_one_culture_rule_for_near_and_byte_identical_copies(tmp_path, labelstud
     assert run.json("annotate", "pull")["new"] == 2
     adj = {a["campaign"]: a for a in run.json("annotate", "adjudicate")}
     assert adj["dedup-review"]["decided"] == 1
+    out = {r["sha256"]: r for r in run.json("images", "list", "--pool", "out")}
+    assert (out[cat_small]["pool"], out[cat_small]["reason"]) == ("out", "duplicate_dropped")   # issue 20 item 9
+    assert out[cat]["reason"] == "culture_conflict" and "no culture decision" in out[cat]["detail"]
     # which copy stays was decided; which culture was not: every question is still open
     assert set(f["sha256"] for f in run.json("images", "flags")) == set(flags)
     refused = run("build", "association", "--allow-unreviewed", ok=False)
@@ -135,7 +138,10 @@ def test_one_culture_rule_for_near_and_byte_identical_copies(tmp_path, labelstud
 
     _answer(labelstudio, proj / "cultura.db", "relevance", score)
     run("annotate", "pull")
-    run.json("annotate", "adjudicate", "--campaign", "relevance")
+    text = run("annotate", "adjudicate", "--campaign", "relevance")
+    lines = text.strip().splitlines()                 # readable at 80 columns, one sentence per line (item 9)
+    assert lines[0].startswith("relevance (relevance): rule median") and max(map(len, lines)) <= 80
+    assert any("decided by the ratings" in ln for ln in lines) and any("open: nothing" in ln for ln in lines)
     assert run.json("images", "flags") == []          # every flagged country rated: decided
     decided = {f["sha256"]: f for f in run.json("images", "flags", "--status", "resolved")}
     assert {decided[s]["resolved_by"] for s in (cat, coffee)} == {"relevance review relevance"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 
 import click
 from rich.markup import escape
@@ -273,7 +274,39 @@ def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json
     send disagreements to an adjudication project showing the earlier labels."""
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
-    listing("annotate adjudicate", res, as_json)
+    if as_json:
+        return emit_json(res)
+    if not res:
+        return out.print("[dim]annotate adjudicate: no campaign yet[/dim]")
+    for line in adjudication_lines(res):
+        out.print(escape(line), soft_wrap=False)
+
+
+def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
+    """The adjudication summaries as short sentences, one block per campaign, wrapped at ``width`` columns."""
+    lines = []
+    for r in res:
+        lines.append(f"{r['campaign']} ({r['kind']}): rule {r['rule']}, min agreement {r['min_agreement']:g}")
+        decided = r["decided"] + r["adjudicated"] + r["gold"]
+        parts = [f"{decided} item{'s' if decided != 1 else ''} decided ({r['decided']} by the rule, "
+                 f"{r['adjudicated']} by an adjudicator, {r['gold']} gold), {r['unchanged']} of them as before"]
+        waiting = [f"{r['pending']} waiting for annotations"] if r["pending"] else []
+        if r["disagreements"]:
+            waiting.append(f"{r['disagreements']} disagreement{'s' if r['disagreements'] != 1 else ''}")
+        if r.get("sent_to_adjudication"):
+            waiting.append(f"{r['sent_to_adjudication']} sent to {r.get('adjudicator', 'the adjudicator')}")
+        if r.get("unresolved"):
+            waiting.append(f"{r['unresolved']} unresolved")
+        parts.append("open: " + (", ".join(waiting) if waiting else "nothing"))
+        for k, what in (("flags_resolved", "culture questions decided by the ratings"),
+                        ("written_back", "rows written back")):
+            if r.get(k):
+                parts.append(f"{r[k]} {what}")
+        if r.get("note"):
+            parts.append(r["note"])
+        for p in parts:
+            lines += textwrap.wrap(p, width=width, initial_indent="  ", subsequent_indent="    ")
+    return lines
 
 
 @annotate.command("simulate")

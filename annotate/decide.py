@@ -12,9 +12,10 @@ Likert ratings (ratings more than one point apart are adjudicated).
 
 Effects read by the rest of cultura: a current ``filter`` decision ``remove`` excludes the image from
 benchmarks; ``dedup`` decisions (one row per cluster member, keep/drop) resolve the cluster
-(``dup_clusters.status = 'resolved'``, every cluster of the duplicate set) and resolve the members'
-``culture_conflict`` flags; ``relevance`` decisions attach a value to image × country and resolve the flag of an
-image rated for every country it was found for.
+(``dup_clusters.status = 'resolved'``, every cluster of the duplicate set) — which copy stays, never which
+culture: the ``culture_conflict`` flags stay open; ``relevance`` decisions attach a value to image × country and
+resolve the flag of an image rated (itself or a copy) for every country it was found for
+(:mod:`cultura.curate.cultures_decide`).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Callable
 
-from cultura.curate.dedup import resolve_flags
+from cultura.curate.cultures_decide import resolve_rated_conflicts
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
@@ -181,13 +182,10 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                     cids = payload.get("cluster_ids") or [item["cluster_id"]]
                     db.conn.executemany("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?",
                                         [(x,) for x in cids])
-                    # the reviewers decided which copies are kept: the culture conflict the set raised is
-                    # settled (dropped copies leave the pool through their 'drop' decision)
-                    resolve_flags(db, [m["sha256"] for m in payload["members"]], by=f"dedup review {c['name']}",
-                                  resolution="duplicate set reviewed; kept " + ", ".join(
-                                      r["sha256"][:10] for r in rows if r["label"] == "keep"))
+                    # which copies are kept, not which cultures: a culture_conflict flag stays open until a
+                    # culture decision (relevance ratings or a person's resolution), cultures_decide
         if c["kind"] == "relevance":
-            summ["flags_resolved"] = _resolve_rated_conflicts(db, c["name"])
+            summ["flags_resolved"] = resolve_rated_conflicts(db, c["name"])
         if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
             summ["written_back"] = spec.write_back(db)
         if disagreements:
@@ -197,20 +195,8 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
 
 
 def _resolve_rated_conflicts(db, campaign: str) -> int:
-    """Resolve the open culture-conflict flag of every image rated (a current relevance decision) for each
-    country of its flagged pairs: the ratings now say which cultures the image stands for."""
-    rated: dict[str, set[str]] = defaultdict(set)
-    for sha, cc in db.execute("SELECT sha256, country FROM decisions WHERE kind = 'relevance' AND superseded = 0 "
-                              "AND sha256 IS NOT NULL"):
-        rated[sha].add(cc)
-    done = []
-    for sha, details in db.execute("SELECT sha256, details FROM image_flags WHERE flag = 'culture_conflict' "
-                                   "AND status = 'open'").fetchall():
-        need = {p["country"] for p in json.loads(details or "{}").get("pairs", [])}
-        if need and need <= rated.get(sha, set()):
-            done.append(sha)
-    with transaction(db):
-        return resolve_flags(db, done, by=f"relevance review {campaign}", resolution="cultures rated")
+    """:func:`cultura.curate.cultures_decide.resolve_rated_conflicts` (kept under its old name)."""
+    return resolve_rated_conflicts(db, campaign)
 
 
 def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str | None,

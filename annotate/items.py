@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..cultures import registered_labels
+from ..curate.cultures_decide import inherited_links
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
 from ..redact import strip_userinfo
@@ -135,7 +136,8 @@ def dedup_items(project, **_) -> list[dict]:
 
 @builder("relevance")
 def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) -> list[dict]:
-    """Kept images (not removed by a filter decision) x culture labels: each image's own countries plus
+    """Kept images (not removed by a filter decision) x culture labels: each image's own countries (with those
+    of the copies a dedup review dropped in its favour) plus
     ``other_countries`` others drawn (seeded by the image hash) from the project's countries, plus every
     registered free-text culture label (``cultura culture add``; seed 004's "Shinto", "Yoruba"…)."""
     db = project.db
@@ -147,11 +149,12 @@ def relevance_items(project, *, other_countries: int = 1, seed: int = 0, **_) ->
                    GROUP_CONCAT(DISTINCT co.name)
             FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
             WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
+    inherited = inherited_links(db)  # a dropped copy's countries are the kept copy's question (cultures_decide)
     out = []
     for sha, path, url, any_url, countries, concepts in rows:
         if sha in removed:
             continue
-        own = sorted(set(countries.split(",")))
+        own = sorted(set(countries.split(",")) | {k for _, k in inherited.get(sha, {})})
         rng = random.Random(f"{seed}:{sha}")
         others = [c for c in codes if c not in own]
         labels = own + sorted(rng.sample(others, min(other_countries, len(others))))

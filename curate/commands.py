@@ -27,6 +27,7 @@ from .status import (
     flags,
     list_clusters,
     list_images,
+    members_text,
     nothing_to_do,
     project_status,
     resolve_image_flags,
@@ -375,7 +376,8 @@ def images_clusters(ctx, status_, as_json):
     review decision."""
     rows = list_clusters(ctx.project, status=None if status_ == "all" else status_)
     listing(f"{len(rows)} duplicate clusters", rows, as_json,
-            shown=[{k: v for k, v in r.items() if k != "representative"} for r in rows])
+            shown=[{**{k: v for k, v in r.items() if k != "representative"}, "members": members_text(r["members"])}
+                   for r in rows])
 
 
 @images.command("flags")
@@ -385,15 +387,22 @@ def images_clusters(ctx, status_, as_json):
               help="Resolve the culture-conflict flag of this image (sha256 prefix; repeatable) — needs --reason.")
 @click.option("--reopen", multiple=True, metavar="SHA256", help="Reopen a resolved flag (repeatable).")
 @click.option("--reason", help="Why the flag is resolved (stored with it).")
+@click.option("--cultures", metavar="CC,CC",
+              help="With --resolve: the countries the image stands for (comma-separated; each one it was found "
+                   "for). The build keeps only these links; without it every flagged country is kept.")
 @json_option
 @pass_ctx
-def images_flags(ctx, status_, resolve, reopen, reason, as_json):
-    """List image flags (culture conflicts: an image found for two countries; unreadable files) and resolve or
-    reopen them by hand. Review decisions (dedup review, relevance) resolve them too."""
+def images_flags(ctx, status_, resolve, reopen, reason, cultures, as_json):
+    """List image flags (culture conflicts: an image found for several cultures, itself or through a copy;
+    unreadable files) and decide or reopen them by hand. Relevance ratings for every flagged country decide
+    them too; a dedup review decides which copy stays, never which culture. Open ones block 'cultura build'."""
+    if cultures is not None and not resolve:
+        raise click.UsageError("--cultures goes with --resolve SHA256.")
     if resolve or reopen:
         res = {}
         if resolve:
-            res.update(resolve_image_flags(ctx.project, resolve, reason=reason))
+            res.update(resolve_image_flags(ctx.project, resolve, reason=reason,
+                                           cultures=cultures.split(",") if cultures is not None else None))
         if reopen:
             res.update(resolve_image_flags(ctx.project, reopen, reason=reason, reopen=True))
         return summary("images flags", res, as_json)

@@ -29,7 +29,9 @@ method, scope and params (thresholds, hash definition or embedder identity).
 
 Culture conflicts: an image found for two different (concept, country) pairs, or a cluster whose members
 were found for different pairs (within its concept, for within-concept scope), gets an ``image_flags`` row
-``culture_conflict`` whose ``details`` JSON lists the pairs and the evidence (per ``method/scope``).
+``culture_conflict`` whose ``details`` JSON lists the pairs and the evidence (per ``method/scope``); the
+flags and the culture decisions that settle them live in :mod:`cultura.curate.cultures_decide` (the dedup
+review decides which copy stays, never which culture).
 
 Idempotency (rerun rule): clusters are matched to the active (``open`` or ``resolved``) clusters of earlier
 runs with the same method, scope and params by (concept, exact member set). A matching cluster is kept as
@@ -57,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
@@ -67,11 +70,12 @@ from ..executor import use_executor
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import hashing, vector_search
+from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
+from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
 
 SCOPES = ("within-concept", "global")
 ACTIVE = ("open", "resolved")
-FLAG = "culture_conflict"
 UNREADABLE = "unreadable"
 HASH_CHUNK = 1024  # images hashed and written per step (an interrupted run keeps what it finished)
 ROWS_CHUNK = 100_000  # rows fetched per step while loading the inventory
@@ -390,9 +394,11 @@ def ensure_hashes(project, inv: Inventory, *, progress: bool = True, writes: _Wr
 
 
 def _bar(label: str, total: int):
-
+    """A progress bar on stderr (never mixed into normal or JSON output on stdout), drawn only when stderr is
+    a terminal."""
+    err = Console(stderr=True)
     p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                 transient=True)
+                 transient=True, console=err, disable=not err.is_terminal)
     p.start()
     return p, p.add_task(label, total=total)
 
@@ -686,226 +692,19 @@ def _save_clusters(project, method: str, scope: str, params: dict, inv: Inventor
 
 
 # ------------------------------------------------------------------------------------------ conflicts
-def _compose(parts: dict[str, str]) -> str:
-    """The JSON text of a dict whose values are already JSON texts, as :func:`cultura.db.dumps` writes it
-    (sorted keys, ``", "`` and ``": "`` separators), so a text shared by thousands of flags is encoded once.
-
-    >>> from cultura.db import dumps
-    >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
-    True
-    """
-    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
-
-
-@functools.lru_cache(maxsize=256)
-def _key_text(key: str) -> str:
-    return json.dumps(key, ensure_ascii=False)
-
-
-def _pair_json(inv: Inventory, pairs) -> list[dict]:
-    return [{"concept_id": c, "concept": inv.concept_names.get(c), "country": k} for c, k in pairs]
-
-
 def update_conflict_flags(project, inv: Inventory, evidence_key: str,
                           evidence: dict[int, dict], writes: _Writes | None = None) -> dict:
-    """Write ``culture_conflict`` flags for one ``method/scope``: ``evidence`` maps an inventory index to
-    ``{"pairs": [(concept_id, country), ...], ...}``. Returns ``{"flagged": n, "new": n}``."""
+    """Write ``culture_conflict`` flags for one ``method/scope`` (:mod:`cultura.curate.cultures_decide`):
+    ``evidence`` maps an inventory index to ``{"pairs": [(concept_id, country), ...], ...}``. Returns
+    ``{"flagged": n, "new": n}``."""
     return update_conflict_flags_many(project, inv, {evidence_key: evidence}, writes)[evidence_key]
 
 
 def update_conflict_flags_many(project, inv: Inventory, evidence_by_key: dict[str, dict[int, dict]],
                                writes: _Writes | None = None) -> dict[str, dict]:
-    """:func:`update_conflict_flags` for several evidence keys in one pass over the stored flags and one
-    transaction (a flag created is counted as new once, for the first key, in order, that has it)."""
-    db = project.db
-    writes = writes or _Writes(db, _counter(db))
-    keys = set(evidence_by_key)
-    current = {}
-    for sha, d, st in db.execute("SELECT sha256, details, status FROM image_flags WHERE flag = ?", [FLAG]):
-        current[sha] = (json.loads(d or "{}"), st)
-    pair_json: dict[tuple, list[dict]] = {}
-    pair_text: dict[tuple, str] = {}
-
-    def as_json(pairs):
-        key = tuple(map(tuple, pairs))
-        if key not in pair_json:
-            pair_json[key] = _pair_json(inv, key)
-        return pair_json[key]
-
-    def as_text(pairs):
-        key = tuple(map(tuple, pairs))
-        if key not in pair_text:
-            pair_text[key] = dumps(as_json(key))
-        return pair_text[key]
-
-    shared_text: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
-
-    def item_text(ev: dict) -> str:
-        """``dumps(dict(ev, pairs=as_json(ev["pairs"])))``, assembled from texts built once per distinct part."""
-        parts = {}
-        for k, v in ev.items():
-            if k == "pairs":
-                parts[k] = as_text(v)
-            elif type(v) is int:
-                parts[k] = str(v)
-            elif isinstance(v, (dict, list)):
-                if id(v) not in shared_text:
-                    shared_text[id(v)] = dumps(v)
-                parts[k] = shared_text[id(v)]
-            else:
-                parts[k] = dumps(v)
-        return _compose(parts)
-
-    by_sha: dict[str, dict[str, dict]] = {}
-    ready: dict[int, dict] = {}  # id(evidence item) -> the item with its pairs as JSON (items are shared)
-    ready_text: dict[int, str] = {}  # id(evidence item) -> its JSON text (for new flags)
-    sha_of = inv.sha
-    for ek, evidence in evidence_by_key.items():
-        for i, ev in evidence.items():
-            by_sha.setdefault(sha_of[i], {})[ek] = ev
-    fresh_text: dict[tuple, str] = {}  # the details text of a new flag, by the items it holds
-    ts = now()
-    inserts, updates = [], []
-    new_by_key = {k: 0 for k in keys}
-    stale = {s for s, (d, _) in current.items() if keys & set(d.get("evidence", {}))}
-    for sha in set(by_sha) | stale:
-        details, status = current.get(sha, ({}, None))
-        mine = by_sha.get(sha, {})
-        if status is None:  # a new flag: its text depends only on its (shared) items
-            ids = tuple((ek, id(mine[ek])) for ek in evidence_by_key if ek in mine)
-            if ids not in fresh_text:
-                texts = {}
-                for ek, i in ids:
-                    if i not in ready_text:
-                        ready_text[i] = item_text(mine[ek])
-                    texts[ek] = ready_text[i]
-                pairs = sorted({tuple(p) for ek, _ in ids for p in mine[ek]["pairs"]})
-                # == dumps({"pairs": as_json(pairs), "evidence": {ek: item as JSON}}) (tested)
-                fresh_text[ids] = _compose({"evidence": _compose(texts), "pairs": as_text(pairs)})
-            inserts.append((sha, FLAG, fresh_text[ids], "open", ts))
-            new_by_key[ids[0][0]] += 1  # counted once, for the first key
-            continue
-        ev = dict(details.get("evidence", {}))
-        for ek in keys:
-            if ek in mine:
-                i = id(mine[ek])
-                if i not in ready:
-                    ready[i] = dict(mine[ek], pairs=as_json(mine[ek]["pairs"]))
-                ev[ek] = ready[i]
-            else:
-                ev.pop(ek, None)
-        pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
-        old_pairs = {(p["concept_id"], p["country"]) for p in details.get("pairs", [])}
-        new_details = {"pairs": as_json(pairs), "evidence": ev}
-        if "resolution" in details:  # who resolved it and why survives reruns
-            new_details["resolution"] = details["resolution"]
-        if not ev:
-            new_status = "superseded"
-        elif status == "superseded" or (status == "resolved" and not set(pairs) <= old_pairs):
-            new_status = "open"
-        else:
-            new_status = status
-        if new_details != details or new_status != status:
-            updates.append([dumps(new_details), new_status, sha, FLAG])
-    if updates or inserts:
-        with writes():
-            db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
-                                updates)
-            db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
-                                "VALUES (?, ?, ?, ?, ?)", inserts)
-            if inserts:
-                _bump(db)  # culture_conflict inserts fire no trigger (db/schema.py m008)
-    return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
-
-
-def resolve_flags(db, shas, *, resolution: str, by: str = "review", flag: str = FLAG) -> int:
-    """Mark the open ``flag`` rows of ``shas`` resolved, recording ``{"by", "resolution", "at"}`` in their
-    details (kept by later dedup runs; a flag reopens only when its pairs grow). Returns how many changed.
-    Called by review decisions (dedup review, relevance) and by ``cultura images flags --resolve``."""
-    shas = list(dict.fromkeys(shas))
-    n = 0
-    for sha, details in db.execute(
-            f"SELECT sha256, details FROM image_flags WHERE flag = ? AND status = 'open' AND sha256 IN "
-            f"({','.join('?' * len(shas))})", [flag, *shas]).fetchall() if shas else []:
-        d = json.loads(details or "{}")
-        d["resolution"] = {"by": by, "resolution": resolution, "at": now()}
-        db.execute("UPDATE image_flags SET status = 'resolved', details = ? WHERE sha256 = ? AND flag = ?",
-                   [dumps(d), sha, flag])
-        n += 1
-    return n
-
-
-def reopen_flags(db, shas, *, flag: str = FLAG) -> int:
-    """Reopen resolved ``flag`` rows of ``shas`` (an undo of :func:`resolve_flags`)."""
-    n = 0
-    for sha in dict.fromkeys(shas):
-        cur = db.execute("UPDATE image_flags SET status = 'open' WHERE sha256 = ? AND flag = ? AND "
-                         "status = 'resolved'", [sha, flag])
-        n += cur.rowcount
-    return n
-
-
-def list_flags(db, *, status: str | None = "open", flag: str | None = None) -> list[dict]:
-    """Flags with their pairs (concept × country) and resolution, oldest first."""
-    sql, args = "SELECT sha256, flag, status, details, created_at FROM image_flags WHERE 1 = 1", []
-    if status:
-        sql, args = sql + " AND status = ?", [*args, status]
-    if flag:
-        sql, args = sql + " AND flag = ?", [*args, flag]
-    out = []
-    for sha, fl, st, details, created in db.execute(sql + " ORDER BY created_at, sha256", args):
-        d = json.loads(details or "{}")
-        res = d.get("resolution") or {}
-        out.append({"sha256": sha, "flag": fl, "status": st,
-                    "pairs": ", ".join(f"{p.get('concept')}/{p.get('country')}" for p in d.get("pairs", [])),
-                    "evidence": ", ".join(sorted(d.get("evidence", {}))),
-                    "resolved_by": res.get("by"), "resolution": res.get("resolution"), "created_at": created})
-    return out
-
-
-def _link_conflicts(inv: Inventory) -> dict[int, dict]:
-    """Images linked to more than one (concept, country) pair (links are distinct triples)."""
-    multi = np.flatnonzero(np.bincount(inv.link_img, minlength=inv.n) > 1)
-    if not len(multi):
-        return {}
-    b = inv._bounds()
-    concept, country, countries = inv.link_concept.tolist(), inv.link_country.tolist(), inv.countries
-    return {i: {"pairs": sorted((concept[k], countries[country[k]]) for k in range(b[i], b[i + 1]))}
-            for i in multi.tolist()}
-
-
-def _cluster_conflicts(inv: Inventory, clusters, ids, params) -> dict[int, dict]:
-    """Members of clusters whose members were found for more than one (concept, country) pair (within the
-    cluster's concept when it has one). Vectorised; one evidence dict per cluster, shared by its members."""
-    if not clusters:
-        return {}
-    sizes = np.array([len(m) for _, m in clusters], dtype=np.int64)
-    flat = np.concatenate([m for _, m in clusters])
-    label = np.repeat(np.arange(len(clusters)), sizes)
-    cc = np.array([-1 if c is None else c for c, _ in clusters], dtype=np.int64)
-    b = inv._bounds()
-    count = b[flat + 1] - b[flat]
-    which = np.repeat(np.arange(len(flat)), count)
-    link = b[flat][which] + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    lab = label[which]
-    keep = (cc[lab] < 0) | (inv.link_concept[link] == cc[lab])
-    lab, link = lab[keep], link[keep]
-    n_c = int(inv.link_concept.max()) + 1 if len(inv.link_concept) else 1
-    n_k = max(len(inv.countries), 1)
-    key = np.unique((lab * n_c + inv.link_concept[link]) * n_k + inv.link_country[link])
-    klab = key // (n_c * n_k)
-    conflict = np.flatnonzero(np.bincount(klab, minlength=len(clusters)) > 1)
-    starts = np.searchsorted(klab, conflict).tolist()
-    ends = np.searchsorted(klab, conflict, side="right").tolist()
-    out: dict[int, dict] = {}
-    concept_of = (key // n_k % n_c).tolist()
-    country_of = [inv.countries[k] for k in (key % n_k).tolist()]
-    for c, s0, e0 in zip(conflict.tolist(), starts, ends):
-        members = clusters[c][1]
-        item = {"pairs": list(zip(concept_of[s0:e0], country_of[s0:e0])), "cluster_id": ids[c],
-                "size": len(members), "params": params}
-        out.update(dict.fromkeys(members.tolist(), item))
-    return out
+    """:func:`cultura.curate.cultures_decide.update_conflict_flags_many` under dedup's change counter."""
+    return _update_flags(project, inv, evidence_by_key, writes=writes or _Writes(project.db, _counter(project.db)),
+                         bump=_bump)
 
 
 # ------------------------------------------------------------------------------------------ entry point
@@ -1033,12 +832,12 @@ def _dedup(project, inv: Inventory, opts: dict, writes: _Writes, progress: bool)
         found = method.find(project, inv, opts)
         keys[name] = name if found is None else f"{name}/{opts['scope']}"
         if found is None:  # sha256: conflicts from links only
-            ev = _link_conflicts(inv)
+            ev = link_conflicts(inv)
             per[name] = {"multi_linked_images": len(ev)}
         else:
             clusters = scoped_clusters(inv, found.pairs, opts["scope"])
             per[name] = _save_clusters(project, name, opts["scope"], params, inv, found, clusters, writes)
-            ev = _cluster_conflicts(inv, clusters, per[name].pop("cluster_ids"), params)
+            ev = cluster_conflicts(inv, clusters, per[name].pop("cluster_ids"), params)
             del found, clusters
         evidence[keys[name]] = ev
         flagged |= set(ev)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..db import transaction
-from ..db.pool import current_decisions, image_exclusions
+from ..db.pool import REASON_TEXT, current_decisions, image_exclusions
 from ..errors import CulturaError
-from .dedup import list_flags, reopen_flags, resolve_flags
+from .cultures_decide import FLAG, list_flags, reopen_flags, resolve_flags
 
 
 def _scalar(db, sql, params=()):
@@ -93,8 +93,10 @@ def resolve_shas(db, prefixes) -> list[str]:
 
 def list_images(project, *, concept: str | None = None, country: str | None = None, status: str | None = None,
                 pool: str | None = None, limit: int | None = None) -> list[dict]:
-    """One row per image: sha256, size, status, the concept × country pairs that found it, tags, and whether it
-    is in the reviewed pool (else the reason, :mod:`cultura.db.pool`). ``pool``: ``in`` or ``out``."""
+    """One row per image: sha256, size, status, the concept × country pairs that found it, tags, whether it is
+    in the reviewed pool (``pool``: ``in`` or ``out``), and when out, ``reason`` (the code,
+    :data:`cultura.db.pool.EXCLUSION_REASONS`) and ``detail`` (the reason stored with a hand exclusion, else what
+    the code means). The ``pool`` argument filters: ``in`` or ``out``."""
     db = project.db
     excl = image_exclusions(db, require_review=True)
     links: dict[str, set[str]] = {}
@@ -115,17 +117,20 @@ def list_images(project, *, concept: str | None = None, country: str | None = No
         in_pool = sha not in excl
         if pool and (pool == "in") != in_pool:
             continue
+        why = None if in_pool else excl[sha]
         out.append({"sha256": sha, "size": f"{w}x{h}", "status": st, "found_for": ", ".join(sorted(links.get(
             sha, ()))), "tags": ", ".join(dict.fromkeys(tags.get(sha, []))),
-            "pool": "in" if in_pool else f"out: {excl[sha]}", "reason": reason, "path": path})
+            "pool": "in" if in_pool else "out", "reason": why,
+            "detail": None if in_pool else (reason if why == "image_excluded" and reason else REASON_TEXT[why]),
+            "path": path})
         if limit and len(out) >= limit:
             break
     return out
 
 
 def list_clusters(project, *, status: str | None = "open") -> list[dict]:
-    """Duplicate clusters with their members side by side: ``members`` lists ``sha256[:12] (distance,
-    countries, decision)`` representative first."""
+    """Duplicate clusters with their members, representative first: ``members`` is a list of
+    ``{"sha256" (full), "distance", "countries", "decision"}`` (:func:`members_text` is the one-line view)."""
     db = project.db
     dedup = current_decisions(db, "dedup")
     cc: dict[str, set[str]] = {}
@@ -139,11 +144,16 @@ def list_clusters(project, *, status: str | None = "open") -> list[dict]:
         mem = db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ? ORDER BY "
                          "(sha256 != ?), distance, sha256", [cid, rep]).fetchall()
         out.append({"cluster": cid, "method": method, "scope": scope, "status": st, "size": size,
-                    "members": " | ".join(
-                        f"{s[:12]} (d={d:g}, {','.join(sorted(cc.get(s, ()))) or '-'}"
-                        f"{', ' + dedup[s] if s in dedup else ''})" for s, d in mem),
+                    "members": [{"sha256": s, "distance": d, "countries": sorted(cc.get(s, ())),
+                                 "decision": dedup.get(s)} for s, d in mem],
                     "representative": rep})
     return out
+
+
+def members_text(members: list[dict]) -> str:
+    """The members of a cluster on one line for a table: ``sha256[:12] (d=distance, countries, decision)``."""
+    return " | ".join(f"{m['sha256'][:12]} (d={m['distance']:g}, {','.join(m['countries']) or '-'}"
+                      f"{', ' + m['decision'] if m['decision'] else ''})" for m in members)
 
 
 def set_image_status(project, prefixes, *, exclude: bool, reason: str | None = None) -> dict:
@@ -166,15 +176,37 @@ def flags(project, *, status: str | None = "open") -> list[dict]:
     return list_flags(project.db, status=status)
 
 
-def resolve_image_flags(project, prefixes, *, reason: str, reopen: bool = False) -> dict:
-    """Resolve (or ``reopen``) the culture-conflict flags of the given images by hand, with a reason."""
+def resolve_image_flags(project, prefixes, *, reason: str, reopen: bool = False,
+                        cultures: list[str] | None = None) -> dict:
+    """Resolve (or ``reopen``) the culture-conflict flags of the given images by hand, with a reason: a culture
+    decision. ``cultures`` (country codes): the countries the image stands for, each one it was found for
+    (itself or through a dropped copy); the build keeps only those links. Without it every flagged country is
+    kept. With it, an already resolved flag is decided again (a person changing an earlier decision)."""
     if not reopen and not (reason and reason.strip()):
-        raise CulturaError("Resolving a flag by hand needs a reason (stored with it).")
+        raise CulturaError("Resolving a flag by hand needs a reason (stored with it); pass --reason TEXT.",
+                           param="reason")
     db = project.db
     shas = resolve_shas(db, prefixes)
+    if cultures is not None and not reopen:
+        cultures = [c.strip().upper() for c in cultures if c.strip()]
+        if not cultures:
+            raise CulturaError("No country given to keep; pass --cultures CC,CC (the countries the image stands "
+                               "for) or leave it out to keep every flagged country.", param="cultures")
+        rows = {r["sha256"]: r for r in list_flags(db, status=None, flag=FLAG)}
+        for sha in shas:
+            found = rows.get(sha, {}).get("countries") or []
+            bad = [c for c in cultures if c not in found]
+            if sha in rows and bad:
+                raise CulturaError(f"Image {sha[:12]} was not found for {', '.join(bad)} (its flag covers "
+                                   f"{', '.join(found)}); a decision keeps only countries a query found it for.",
+                                   param="cultures")
     with transaction(db):
-        n = reopen_flags(db, shas) if reopen else resolve_flags(db, shas, by="hand", resolution=reason.strip())
-    return {"images": len(shas), ("reopened" if reopen else "resolved"): n}
+        n = reopen_flags(db, shas) if reopen else resolve_flags(
+            db, shas, by="hand", resolution=reason.strip(), cultures=cultures, reopened=cultures is not None)
+    out = {"images": len(shas), ("reopened" if reopen else "resolved"): n}
+    if cultures is not None and not reopen:
+        out["cultures"] = sorted(set(cultures))
+    return out
 
 
 # ------------------------------------------------------------------ empty states

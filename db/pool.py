@@ -4,10 +4,11 @@ An image is left out, with the first reason that applies (in this order):
 
 - ``image_excluded``: ``images.status`` is not ``ok`` (excluded by hand with ``cultura images exclude`` or
   by ingest);
-- ``culture_conflict``: an open ``culture_conflict`` flag (found for two countries; resolved by a dedup or
-  relevance review decision, or by hand with ``cultura images flags --resolve``);
 - ``duplicate_dropped``: the current dedup-review decision drops it (a reviewer kept another copy);
 - ``filter_removed``: the current filter decision removes it;
+- ``culture_conflict``: an open ``culture_conflict`` flag (found for more than one culture and no culture
+  decision yet: relevance ratings, or ``cultura images flags --resolve``; the build refuses while one is
+  open, see :mod:`cultura.curate.cultures_decide`);
 - ``unreviewed``: filter decisions exist but none for this image (only when ``require_review``).
 
 Build, export and every suite that reads the project's own images (latent, attribution …) read this module, so
@@ -19,11 +20,11 @@ Build, export and every suite that reads the project's own images (latent, attri
 """
 from __future__ import annotations
 
-EXCLUSION_REASONS = ("image_excluded", "culture_conflict", "duplicate_dropped", "filter_removed", "unreviewed")
+EXCLUSION_REASONS = ("image_excluded", "duplicate_dropped", "filter_removed", "culture_conflict", "unreviewed")
 
 REASON_TEXT = {
     "image_excluded": "excluded by hand or at ingest (images.status)",
-    "culture_conflict": "found for more than one country; flag not resolved by review",
+    "culture_conflict": "found for more than one culture; no culture decision yet",
     "duplicate_dropped": "a duplicate that reviewers dropped (another copy kept)",
     "filter_removed": "removed by the filter review",
     "unreviewed": "no filter decision while other images have one",
@@ -53,8 +54,6 @@ def image_exclusions(db, *, require_review: bool = False) -> dict[str, str]:
     out: dict[str, str] = {}
     for sha, status in db.execute("SELECT sha256, status FROM images WHERE status != 'ok'"):
         out[sha] = "image_excluded"
-    for (sha,) in db.execute("SELECT sha256 FROM image_flags WHERE flag = 'culture_conflict' AND status = 'open'"):
-        out.setdefault(sha, "culture_conflict")
     for sha, label in current_decisions(db, "dedup").items():
         if label == "drop":
             out.setdefault(sha, "duplicate_dropped")
@@ -62,6 +61,8 @@ def image_exclusions(db, *, require_review: bool = False) -> dict[str, str]:
     for sha, label in filt.items():
         if label == "remove":
             out.setdefault(sha, "filter_removed")
+    for (sha,) in db.execute("SELECT sha256 FROM image_flags WHERE flag = 'culture_conflict' AND status = 'open'"):
+        out.setdefault(sha, "culture_conflict")
     if require_review and filt:
         for (sha,) in db.execute("SELECT sha256 FROM images WHERE status = 'ok'"):
             if sha not in filt:

@@ -103,7 +103,8 @@ def test_a_researchers_day(tmp_path, labelstudio):
     flags = run.json("images", "flags")
     assert len(flags) == 3 and {f["pairs"] for f in flags} == {"breakfast/JP, breakfast/US"}
     clusters = run.json("images", "clusters")
-    assert len(clusters) == 2 and all(c["members"].count("|") == 2 for c in clusters)
+    assert len(clusters) == 2 and all(len(c["members"]) == 3 and all(len(m["sha256"]) == 64 for m in c["members"])
+                                      for c in clusters)                # full sha256s in --json (issue 20)
 
     # ---------------------------------------------------------------- tag (offline: the tiny random CLIP)
     t = run.json("images", "tag", "--method", "clip", "--model", "openclip:cultura-tiny", "--top-k", "1")
@@ -172,9 +173,8 @@ def test_a_researchers_day(tmp_path, labelstudio):
             run("annotate", "pull")
             f = {a["campaign"]: a for a in run.json("annotate", "adjudicate", "--campaign", "filter")}["filter"]
             assert f["pending"] == 0 and f["decided"] + f["adjudicated"] == planted["distinct"]
-        # the dedup review settled the culture conflict: no flag left open
-        assert run.json("images", "flags") == []
-        assert {f["status"] for f in run.json("images", "flags", "--status", "all")} == {"resolved"}
+        # the dedup review decided which copy stays, not which culture: the culture questions stay open
+        assert run.json("images", "flags") != []
 
         rel = run.json("annotate", "push", "relevance", "--overlap", "1")
         # the two copies reviewers dropped are out of the pool: never sent to annotators
@@ -184,6 +184,9 @@ def test_a_researchers_day(tmp_path, labelstudio):
         run("annotate", "pull")
         rd = run.json("annotate", "adjudicate", "--campaign", "relevance")[0]
         assert rd["pending"] == 0 and rd["decided"] == rel["items"] - rel["out_of_pool"]
+        # the ratings cover every flagged country (a dropped copy's countries asked of the kept copy): decided
+        assert run.json("images", "flags") == []
+        assert {f["status"] for f in run.json("images", "flags", "--status", "all")} == {"resolved"}
         campaigns = {c["campaign"]: c for c in run.json("annotate", "campaigns", "list")}
         assert set(campaigns) == {"filter", "dedup-review", "relevance"}
         run("annotate", "campaigns", "close", "relevance")
@@ -199,7 +202,7 @@ def test_a_researchers_day(tmp_path, labelstudio):
     img = b["report"]["images"]
     assert b["n_items"] > 0 and b["status"] == "ready"
     assert img["excluded"]["duplicate_dropped"] == 2          # the two copies reviewers dropped, nothing else
-    assert img["excluded"]["culture_conflict"] == 0           # flags resolved by the review survive into build
+    assert img["excluded"]["culture_conflict"] == 0           # flags decided by the ratings survive into build
     assert img["random_tag_sources"] and img["eligible"] + sum(img["excluded"].values()) == img["total"]
     mq = run.json("build", "mention-queries", "--method", "pattern")
     assert mq, "mention_<CC> descriptor queries"
@@ -213,10 +216,11 @@ def test_a_researchers_day(tmp_path, labelstudio):
 
     # ---------------------------------------------------------------- inspect and correct by hand
     listed = run.json("images", "list", "--pool", "out")
-    assert sorted(r["pool"] for r in listed) == ["out: duplicate_dropped"] * 2
+    assert sorted((r["pool"], r["reason"]) for r in listed) == [("out", "duplicate_dropped")] * 2   # issue 20
     keep = run.json("images", "list", "--pool", "in", "--concept", "pet")[0]["sha256"]
     run("images", "exclude", keep[:12], "--reason", "watermark")
-    assert run.json("images", "list", "--pool", "out", "--concept", "pet")[0]["pool"] == "out: image_excluded"
+    out = run.json("images", "list", "--pool", "out", "--concept", "pet")[0]
+    assert (out["pool"], out["reason"], out["detail"]) == ("out", "image_excluded", "watermark")
     run("images", "include", keep[:12])
 
     # ---------------------------------------------------------------- export: an honest dataset card

@@ -38,6 +38,7 @@ import numpy as np
 
 from ... import db as dbmod
 from ...errors import unknown
+from ..cultures_decide import require_decided
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (BuildError, EXCLUSION_REASONS re-exported)
 from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
@@ -344,6 +345,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
     D_codes = [c.code for c in reg.resolve(descriptors)] if descriptors else None
     pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
                      allow_random_tags=allow_random_tags)
+    require_decided(db, pool.excluded)  # open culture questions block the build (one sentence naming the fix)
     by_name = {v: k for k, v in pool.concept_names.items()}
     if concepts:
         bad = [c for c in concepts if c not in by_name]

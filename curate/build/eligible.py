@@ -13,6 +13,7 @@ from ...db.pool import EXCLUSION_REASONS as POOL_REASONS
 from ...db.pool import filter_reviewed, image_exclusions
 from ...errors import CulturaError
 from ...models.tiny import is_random_init
+from ..cultures_decide import decided_links
 
 
 class BuildError(CulturaError):
@@ -89,6 +90,7 @@ def load_pool(project, *, allow_unreviewed: bool = False, min_relevance: float |
     pool_excluded = image_exclusions(db, require_review=True)
     rel = {(d["sha256"], d["country"]): d["value"] for d in _current(db, "relevance")
            if d["value"] is not None}
+    raw_links, rel = decided_links(db, raw_links, rel, active=active)  # the one culture rule (cultures_decide)
     ratings = bool(rel) and min_relevance is not None
 
     excluded: dict[str, str] = {}

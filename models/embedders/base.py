@@ -31,6 +31,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 from PIL import Image
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ...errors import CulturaError, unknown
@@ -304,9 +305,11 @@ def _to_numpy(x: Any) -> np.ndarray:
 
 
 def _progress(label: str, total: int):
-
+    """A progress bar on stderr (never mixed into normal or JSON output on stdout), drawn only when stderr is
+    a terminal."""
+    err = Console(stderr=True)
     p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                 transient=True)
+                 transient=True, console=err, disable=not err.is_terminal)
     p.start()
     return p, p.add_task(label, total=total)
 

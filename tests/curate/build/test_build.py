@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from cultura.cli import cli
 from cultura.curate.build.build import KINDS, BuildError, build_benchmark, build_stats, get_benchmark, load_pool
+from cultura.curate.cultures_decide import CulturesUndecided
 from tests.fakes.world import add_image, decide, dup_cluster, make_world, mention_queries
 
 
@@ -63,6 +64,11 @@ def test_tag_rule_and_exclusions(project):
     food_jp = w["images"][("food", "JP")][0]
     db["image_flags"].insert({"sha256": food_jp, "flag": "culture_conflict", "status": "open",
                               "created_at": "2025-01-01"})
+    # an open culture question blocks the build, naming the commands that decide it (issue 20)
+    with pytest.raises(CulturesUndecided, match="images flags --resolve"):
+        build_benchmark(project, "association", allow_unreviewed=True)
+    assert db["benchmarks"].count == 0
+    db["images"].update(food_jp, {"status": "excluded"})  # taken out by hand instead: the question is moot
     b = build_benchmark(project, "association", allow_unreviewed=True)
     for cid, L, D, cands in _trials(project, b["id"]).values():
         shas = [c[1] for c in cands]
@@ -70,9 +76,9 @@ def test_tag_rule_and_exclusions(project):
         if cid == w["concepts"]["bus"]:
             assert temple_jp not in shas[1:]
     rep = b["report"]
-    assert rep["images"]["excluded"]["culture_conflict"] == 1
+    assert rep["images"]["excluded"]["image_excluded"] == 1 and rep["images"]["excluded"]["culture_conflict"] == 0
     assert rep["sampling"]["tag_conflicts"]["bus"] == 1
-    # bus × JP: the only lb candidate (temple_jp) carries a bus tag and food_jp is a conflict → too few
+    # bus × JP: the only lb candidate (temple_jp) carries a bus tag and food_jp is excluded → too few
     holes = {(h["concept"], h["query_country"], h["role"]) for h in rep["sampling"]["too_few_images"]}
     assert ("bus", "JP", "lb") in holes
 

@@ -1,0 +1,33 @@
+"""Machine output that means what it says (issue 20 item 9): progress bars never reach stdout, adjudication
+summaries read at 80 columns. (Full sha256s and reasons in --json: tests/curate/test_cultures_decide.py and
+tests/test_walk.py, through the CLI on real photographs.)"""
+from __future__ import annotations
+
+from cultura.annotate.commands import adjudication_lines
+from cultura.curate import dedup
+from cultura.models.embedders import base
+
+
+def test_progress_bars_write_nothing_to_stdout(capsys):
+    for make in (base._progress, dedup._bar):
+        bar, task = make("Embedding images (openclip:cultura-tiny)", 500)
+        for _ in range(500):
+            bar.update(task, advance=1)
+        bar.stop()
+        assert bar.console.stderr and bar.console.file is not None
+    assert capsys.readouterr().out == ""
+
+
+def test_adjudication_summary_at_80_columns():
+    res = [{"campaign": "filter", "kind": "filter", "rule": "majority", "min_agreement": 1.0, "decided": 26,
+            "unchanged": 27, "adjudicated": 1, "gold": 0, "pending": 2, "disagreements": 3,
+            "sent_to_adjudication": 3, "adjudicator": "judy", "unresolved": 0},
+           {"campaign": "relevance-batch-with-a-long-name", "kind": "relevance", "rule": "median",
+            "min_agreement": 0.75, "decided": 40, "unchanged": 0, "adjudicated": 0, "gold": 0, "pending": 0,
+            "disagreements": 0, "sent_to_adjudication": 0, "unresolved": 0, "flags_resolved": 2}]
+    lines = adjudication_lines(res)
+    assert max(map(len, lines)) <= 80
+    text = " ".join(ln.strip() for ln in lines)
+    assert "27 items decided (26 by the rule, 1 by an adjudicator, 0 gold), 27 of them as before" in text
+    assert "open: 2 waiting for annotations, 3 disagreements, 3 sent to judy" in text
+    assert "2 culture questions decided by the ratings" in text and "open: nothing" in text

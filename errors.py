@@ -84,6 +84,11 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         seen.add(id(e))
         if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
             return _STORAGE_ERRNOS[e.errno], e.filename if isinstance(e.filename, str) else None
+        if isinstance(e, OSError) and e.errno is None:  # pyarrow and others put the errno in the text only
+            text = " ".join(map(str, e.args))
+            for code, what in _STORAGE_ERRNOS.items():
+                if f"errno {code}]" in text.lower() or os.strerror(code) in text:
+                    return what, e.filename if isinstance(e.filename, str) else None
         if isinstance(e, sqlite3.Error):
             code = getattr(e, "sqlite_errorcode", None)
             text = str(e).lower()

@@ -419,3 +419,25 @@ def test_an_oversized_csv_field_is_a_reject_row_and_never_aborts_the_file(projec
     out = json.loads(r.output)
     assert out["imported"] == 2 and out["failed"] == 1, out
     assert [x["reason"] for x in out["failures"]] == ["line 3 cannot be read (field larger than field limit (131072))"]
+
+
+def test_label_studio_and_image_base_urls_are_parsed_with_a_sentence(project, monkeypatch):
+    from tests.fakes.labelstudio import add_images
+
+    add_images(project, "rice", "JP", 1)
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://[::1")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "not-a-real-token-123456")
+    r = _cli(project, "annotate", "pull")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 1 and "Traceback" not in r.output and "InvalidURL" not in r.output, r.output
+    assert "LABEL_STUDIO_URL 'http://[::1' is not a valid URL (Invalid IPv6 URL)" in text, r.output
+    monkeypatch.delenv("LABEL_STUDIO_URL")
+    r = _cli(project, "annotate", "push", "filter", "--image-base", "http://u:hunter22@[::1:8081")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert "--image-base: Image base 'http://[::1:8081' is not a valid URL (Invalid IPv6 URL)." in text, r.output
+    assert "hunter22" not in text
+    (project.root / "cultura.toml").write_text('[annotate]\nimage_base_url = "http://[::1"\n')
+    r = _cli(project, "status")
+    assert r.exit_code == 1 and "'annotate.image_base_url': Value error, must be an http:// or https:// URL" in \
+        " ".join(r.output.split()), r.output

@@ -132,7 +132,10 @@ def _diagnose(what: str, path) -> str:
 def storage_error(stage: str, what: str, path) -> CulturaError:
     """The one sentence for a storage failure in ``stage`` (``"cultura images download"``) at ``path``."""
     what = _diagnose(what, path)
-    tail = " (if space is not short, check the device: an I/O error may mean a failing disk)" \
-        if what.startswith("an I/O error") or "read-only" in what else ""
-    return CulturaError(f"{stage} stopped: {what} while writing {path}; free space, then rerun{tail} (what was "
-                        "committed before is kept, and the stage resumes where it stopped).")
+    fix = "free space, then rerun"
+    if what.startswith("an I/O error"):
+        fix += " (if space is not short, check the device: an I/O error may mean a failing disk)"
+    elif "read-only" in what:
+        fix = "remount it writable (or move the project), then rerun"
+    return CulturaError(f"{stage} stopped: {what} while writing {path}; {fix} (what was committed before is kept, "
+                        "and the stage resumes where it stopped).")

@@ -378,8 +378,9 @@ def _read_term_rows(p: Path, delim: str) -> list[dict]:
             for r in reader:
                 rows.append(r)
     except csv.Error as e:
-        raise CulturaError(f"{p.name} line {reader.reader.line_num}: cannot be read as {'TSV' if delim == chr(9) else 'CSV'} "
-                           f"({e}); fix that line and rerun.") from None
+        kind = "TSV" if delim == "\t" else "CSV"
+        raise CulturaError(f"{p.name} line {reader.reader.line_num}: cannot be read as {kind} ({e}); fix that line "
+                           "and rerun.") from None
     except UnicodeDecodeError as e:
         raise CulturaError(f"{p.name} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8 and "
                            "rerun.") from None

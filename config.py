@@ -128,7 +128,7 @@ class AnnotateSection(_Section):
     @field_validator("image_base_url")
     @classmethod
     def _http_only(cls, v):
-        if v is not None and not v.lower().startswith(("http://", "https://")):
+        if v is not None and (not v.lower().startswith(("http://", "https://")) or endpoint_url_problem(v)):
             raise ValueError("must be an http:// or https:// URL that annotators' browsers can load, e.g. the "
                              "one 'cultura annotate serve-images' prints")
         return v

@@ -108,6 +108,11 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         seen.add(id(e))
         if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
             return _STORAGE_ERRNOS[e.errno], e.filename if isinstance(e.filename, str) else None
+        if isinstance(e, OSError) and e.errno is None:  # pyarrow and others put the errno in the text only
+            text = " ".join(map(str, e.args))
+            for code, what in _STORAGE_ERRNOS.items():
+                if f"errno {code}]" in text.lower() or os.strerror(code) in text:
+                    return what, e.filename if isinstance(e.filename, str) else None
         if isinstance(e, sqlite3.Error):
             code = getattr(e, "sqlite_errorcode", None)
             text = str(e).lower()
@@ -151,7 +156,10 @@ def _diagnose(what: str, path) -> str:
 def storage_error(stage: str, what: str, path) -> CulturaError:
     """The one sentence for a storage failure in ``stage`` (``"cultura images download"``) at ``path``."""
     what = _diagnose(what, path)
-    tail = " (if space is not short, check the device: an I/O error may mean a failing disk)" \
-        if what.startswith("an I/O error") or "read-only" in what else ""
-    return CulturaError(f"{stage} stopped: {what} while writing {path}; free space, then rerun{tail} (what was "
-                        "committed before is kept, and the stage resumes where it stopped).")
+    fix = "free space, then rerun"
+    if what.startswith("an I/O error"):
+        fix += " (if space is not short, check the device: an I/O error may mean a failing disk)"
+    elif "read-only" in what:
+        fix = "remount it writable (or move the project), then rerun"
+    return CulturaError(f"{stage} stopped: {what} while writing {path}; {fix} (what was committed before is kept, "
+                        "and the stage resumes where it stopped).")

@@ -22,6 +22,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
 from cultura.db.pool import image_exclusions
 from cultura.errors import CulturaError, unknown
+from cultura.names import endpoint_url_problem
 from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
@@ -329,15 +330,23 @@ IMAGE_URL_HINT = ("Run 'cultura annotate serve-images' (it prints the base URL) 
 def check_image_urls(items: list[dict], image_base: str | None) -> None:
     """Refuse items whose task image a browser cannot load (``file://`` URLs of a local folder, no URL at all):
     every annotator would see a broken image."""
-    if image_base is not None and not browser_loadable(image_base):
-        raise CulturaError(f"Image base {image_base!r} is not an http(s) URL, so annotators' browsers cannot load "
-                           f"task images from it. {IMAGE_URL_HINT}")
+    check_image_base(image_base)
     members = [m for it in items for m in (it["payload"].get("members") or [it["payload"]]) if "path" in m]
     bad = [image_url(m, image_base) for m in members if not browser_loadable(image_url(m, image_base))]
     if bad:
         raise CulturaError(f"{len(bad)} of {len(members)} task images would have a URL annotators' browsers "
                            f"cannot load (e.g. {bad[0] or '(none)'!r}: images from a local folder or an import "
                            f"have no web address). {IMAGE_URL_HINT}")
+
+
+def check_image_base(image_base: str | None) -> None:
+    """Refuse an image base that is not an http(s) URL or does not parse (one sentence, credentials stripped)."""
+    if image_base is not None and not browser_loadable(image_base):
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not an http(s) URL, so annotators' "
+                           f"browsers cannot load task images from it. {IMAGE_URL_HINT}", param="image_base")
+    if image_base is not None and endpoint_url_problem(image_base):
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not a valid URL "
+                           f"({endpoint_url_problem(image_base)}). {IMAGE_URL_HINT}", param="image_base")
 
 
 def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | None = None) -> int:
@@ -414,6 +423,7 @@ def push(project, kind: str, *, overlap: int = 2, annotators: list[str] | None =
     cfg = project.config.annotate
     other_countries = int(cfg.relevance_other_countries if other_countries is None else other_countries)
     image_base = image_base or cfg.image_base_url
+    check_image_base(image_base)
     max_tasks = int(max_tasks or cfg.max_tasks_per_project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):
         return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,

@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from cultura.errors import CulturaError
+from cultura.names import check_endpoint_url
 from cultura.redact import register_secret
 
 SECRETS_REL = ".secrets/labelstudio.json"
@@ -165,6 +166,8 @@ def connect(project=None, *, check: bool = True) -> Connection:
         raise LabelStudioError("No Label Studio configured. Run 'cultura annotate server start', or set "
                                "LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY to use an existing server.")
     register_secret(key)  # scrubbed from every error text from now on
+    check_endpoint_url(url, source="LABEL_STUDIO_URL" if os.environ.get("LABEL_STUDIO_URL") else
+                       "The recorded Label Studio URL")  # one sentence, never an httpx.InvalidURL traceback
     conn = Connection(url.rstrip("/"), key, local)
     if check:
         r = conn.get("/api/current-user/whoami")

@@ -373,16 +373,16 @@ def set_terms_from_file(project, path) -> dict:
 def _read_term_rows(p: Path, delim: str) -> list[dict]:
     """The rows of a terms file; a malformed line (a field over the csv module's 128 KiB limit, a NUL byte, an
     unclosed quote) or text that is not UTF-8 is one sentence naming the line, never a ``_csv.Error``."""
-    rows, line = [], 1
+    rows = []
     try:
         with p.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.DictReader(f, delimiter=delim)
             for r in reader:
                 rows.append(r)
-                line = reader.line_num
     except csv.Error as e:
-        raise CulturaError(f"{p.name} line {line + 1}: cannot be read as {'TSV' if delim == chr(9) else 'CSV'} "
-                           f"({e}); fix that line and rerun.") from None
+        kind = "TSV" if delim == "\t" else "CSV"
+        raise CulturaError(f"{p.name} line {reader.reader.line_num}: cannot be read as {kind} ({e}); fix that line "
+                           "and rerun.") from None
     except UnicodeDecodeError as e:
         raise CulturaError(f"{p.name} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8 and "
                            "rerun.") from None

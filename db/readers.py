@@ -103,10 +103,21 @@ def _csv_rows(f, p: Path, suffix: str) -> Iterator[dict]:
     first = f.readline()
     f.seek(0)
     dialect = "excel-tab" if suffix == ".tsv" or ("\t" in first and "," not in first) else "excel"
+    reader = csv.DictReader(f, dialect=dialect)
     try:
-        yield from csv.DictReader(f, dialect=dialect)
+        reader.fieldnames  # noqa: B018 - reads the header: a header that cannot be read refuses the file
     except csv.Error as e:
         raise TableReadError(f"{p} is not a readable {suffix[1:].upper()} file ({e}).") from None
+    while True:  # every step consumes at least one line: no endless loop
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:  # a field over the csv module's 128 KiB limit: that line only, never the file
+            n = reader.reader.line_num  # DictReader's own count skips the line it failed on
+            yield {ERROR: f"line {n} cannot be read ({e})", "__line__": n}
+            continue
+        yield row
 
 
 def _json_row(line: str, n: int) -> dict:

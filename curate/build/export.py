@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ... import db as dbmod
-from ...errors import CulturaError, unknown
+from ...errors import CulturaError, storage_failure, unknown
 from ...templates import render_template
 from . import hub
 from .build import KINDS, get_benchmark
@@ -432,8 +432,10 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
                 raise ExportError(f"{dest} was filled by another export while this one ran; nothing of this "
                                   "one was kept. Choose a new folder.") from None
             raise
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError) and not isinstance(e.filename, str) and storage_failure(e):
+            e.filename = str(dest)  # a full disk under pyarrow names no file: the CLI's sentence names the export
         raise
     return {"dir": str(dest), "format": fmt, "files": files, "embedded_images": embed_images,
             "configs": [c["config_name"] for c in configs],

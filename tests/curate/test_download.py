@@ -24,9 +24,11 @@ def proj(tmp_path, image_server):  # noqa: F811
     p = init_project(tmp_path / "p", countries=["US", "JP"])
     s = p.config.download
     s.allow_hosts = [image_server.host_port]
-    s.read_timeout = 0.4
-    s.connect_timeout = 1.0
-    s.total_timeout = 5.0
+    # generous enough that a busy machine never times out a local image (issue 19: no test assumes a fast
+    # machine); the /slow trap stalls far longer than read_timeout
+    s.read_timeout = 5.0
+    s.connect_timeout = 5.0
+    s.total_timeout = 120.0
     s.backoff_base = 0.01
     s.max_attempts = 2
     s.max_bytes = 1_000_000
@@ -70,7 +72,7 @@ TRAPS = {
     "/bomb.png": ("failed", "too_many_pixels"),
     "/img/10.jpg?w=1200&h=1000": ("failed", "too_many_pixels"),   # above max_pixels, below Pillow's limit
     "/tiny.png": ("failed", "too_small"),
-    "/slow?s=2": ("failed", "timeout"),
+    "/slow?s=60": ("failed", "timeout"),
     "/big?n=3000000": ("failed", "too_large"),
     "/biglen?n=3000000": ("failed", "too_large"),
     "/chain/7": ("failed", "too_many_redirects"),

@@ -26,7 +26,7 @@ CHILD = ("import sys; from cultura.project import Project; "
 
 
 def _count_images(db_path) -> int:
-    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=60)
     try:
         return con.execute("SELECT count(*) FROM images").fetchone()[0]
     except sqlite3.OperationalError:

@@ -91,6 +91,8 @@ def test_full_disk_is_one_sentence_and_a_rerun_completes(name, small_disk, tmp_p
     [line] = [x for x in err.splitlines() if "stopped:" in x]  # one sentence, on one line (never wrapped)
     assert line.startswith(f"Error: cultura {STAGE[name]} stopped: ") and line.endswith("where it stopped)."), line
     assert SENTENCE in line and f" while writing {small_disk}/" in line, line  # the path on the full disk
+    if name == "export":  # pyarrow's error names no file: the export names its folder
+        assert f"while writing {small_disk}/exports/assoc;" in line, line
     # data as safe as after a crash: free the space, rerun, and the outcome is a never-failed run's
     ballast.unlink()
     assert run_child(root, run) == 0, child_error(root)
@@ -118,3 +120,27 @@ def test_file_size_limit_is_one_sentence(tmp_path):
         SENTENCE in line and f"while writing {root}" in line, line
     assert run_child(root, run) == 0, child_error(root)
     assert invariants(root) == []
+
+
+def test_storage_failures_are_recognised_wherever_they_sit_in_the_chain():
+    import errno
+    import sqlite3
+
+    from cultura.errors import storage_error, storage_failure
+
+    assert storage_failure(OSError(errno.ENOSPC, "No space left on device", "/d/x")) == ("the disk is full", "/d/x")
+    assert storage_failure(sqlite3.OperationalError("database or disk is full")) == ("the disk is full", None)
+    # pyarrow: the errno only in the text
+    e = OSError("[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device")
+    assert storage_failure(e) == ("the disk is full", None)
+    try:  # a library that wraps the OSError in its own exception
+        try:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+        except OSError as inner:
+            raise RuntimeError("writing failed") from inner
+    except RuntimeError as outer:
+        assert storage_failure(outer) == ("the disk quota is used up", None)
+    for other in (ValueError("x"), OSError(errno.ENOENT, "No such file"), sqlite3.OperationalError("database is locked")):
+        assert storage_failure(other) is None
+    msg = str(storage_error("cultura export", "the file system is read-only", "/ro/out"))
+    assert msg.startswith("cultura export stopped: the file system is read-only while writing /ro/out; remount it")

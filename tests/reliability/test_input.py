@@ -392,3 +392,52 @@ def test_a_bad_openai_base_url_is_one_sentence(project, monkeypatch, url, proble
     assert r.exit_code == 1 and "Traceback" not in r.output and "InvalidURL" not in r.output, r.output
     assert f"is not a valid URL ({problem}); set it to the server's http(s) base URL" in text, r.output
     assert text.count("OPENAI_BASE_URL") == 1 and "hunter22" not in text
+
+
+def test_an_oversized_csv_field_is_a_reject_row_and_never_aborts_the_file(project, tmp_path):
+    """A field over the csv module's 128 KiB limit (was a ``_csv.Error`` that refused the whole file): that line
+    is a reject row / failed import row with its line number; the lines after it are read."""
+    big = "x" * 200_000
+    f = tmp_path / "urls.csv"
+    f.write_text(f"url,concept,country\nhttps://a.example/1.jpg,bus,JP\nhttps://a.example/2.jpg,{big},JP\n"
+                 "https://a.example/3.jpg,bus,JP\n", encoding="utf-8")
+    r = _cli(project, "images", "search", "--provider", f"urls:{f}", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["rows"] == 3 and out["rejected"] == 1 and out["results"] == 2, out
+    assert [x["reason"] for x in project.db["ingest_rejects"].rows] == [
+        "line 3 cannot be read (field larger than field limit (131072))"]
+    rng = np.random.default_rng(6)
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    for i in range(2):
+        (imgs / f"img{i}.png").write_bytes(tiny_png(rng))
+    g = tmp_path / "g.csv"
+    g.write_text(f"image,country,concept\nimg0.png,JP,bus\nimg1.png,JP,{big}\nimg1.png,JP,rice\n", encoding="utf-8")
+    r = _cli(project, "import", "globalrg", str(g), "--images", str(imgs), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["imported"] == 2 and out["failed"] == 1, out
+    assert [x["reason"] for x in out["failures"]] == ["line 3 cannot be read (field larger than field limit (131072))"]
+
+
+def test_label_studio_and_image_base_urls_are_parsed_with_a_sentence(project, monkeypatch):
+    from tests.fakes.labelstudio import add_images
+
+    add_images(project, "rice", "JP", 1)
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://[::1")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "not-a-real-token-123456")
+    r = _cli(project, "annotate", "pull")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 1 and "Traceback" not in r.output and "InvalidURL" not in r.output, r.output
+    assert "LABEL_STUDIO_URL 'http://[::1' is not a valid URL (Invalid IPv6 URL)" in text, r.output
+    monkeypatch.delenv("LABEL_STUDIO_URL")
+    r = _cli(project, "annotate", "push", "filter", "--image-base", "http://u:hunter22@[::1:8081")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert "--image-base: Image base 'http://[::1:8081' is not a valid URL (Invalid IPv6 URL)." in text, r.output
+    assert "hunter22" not in text
+    (project.root / "cultura.toml").write_text('[annotate]\nimage_base_url = "http://[::1"\n')
+    r = _cli(project, "status")
+    assert r.exit_code == 1 and "'annotate.image_base_url': Value error, must be an http:// or https:// URL" in \
+        " ".join(r.output.split()), r.output

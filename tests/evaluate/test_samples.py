@@ -209,3 +209,36 @@ def test_report_choices_and_banners(project, world, tmp_path):
     r = CliRunner().invoke(cli, ["evaluate", "run", "--help"])
     text = " ".join(r.output.split())
     assert text.index("openclip:ViT-B-32/openai") < text.index("fake")
+
+
+def test_latent_similarities_rescore_welch_and_c_asc_exactly(tmp_path):
+    from scipy import stats
+
+    from cultura.project import init_project
+    from tests.evaluate.test_latent import FAST as LATENT_FAST
+    from tests.evaluate.test_latent import REST, WEST, WesternCluster, build
+
+    p = init_project(tmp_path / "six", countries=WEST + REST)
+    build(p)
+    rec = run_evaluation(p, [WesternCluster(dim=16)], "latent", options={**LATENT_FAST, "unit": "image"})[0]
+    assert rec.status == "done", rec.reason
+    rows = _rows(p, rec.run_id)
+    pairs = load_samples(p, rec.run_id, kind="ww_wn")
+    assert {s["concept"] for s in pairs} == {"bus", "food"}
+    for s in pairs:
+        ww, wn = np.array(s["ww"]), np.array(s["wn"])
+        r = next(x for x in rows if x["metric"] == "ww_vs_wn" and x["group"] == {"concept": s["concept"]})
+        t = stats.ttest_ind(ww, wn, equal_var=False, alternative="greater")
+        assert r["details"]["n_ww"] == len(ww) and r["details"]["n_wn"] == len(wn)
+        assert r["value"] == pytest.approx(ww.mean() - wn.mean(), rel=1e-12)
+        assert r["details"]["t"] == pytest.approx(t.statistic, rel=1e-12)
+        assert r["details"]["p"] == pytest.approx(t.pvalue, rel=1e-9)
+    caps = load_samples(p, rec.run_id, kind="caption_image")
+    assert caps
+    for s in caps:
+        d = np.array([i["cosine"] for i in s["images"]])
+        g = np.array([i["in_group"] for i in s["images"]])
+        want = (d[g].mean() - d[~g].mean()) / d.std(ddof=1)
+        got = _one(rows, "c_asc", concept=s["concept"], template=s["template"], language=s["language"])
+        assert got == want
+    p.close()

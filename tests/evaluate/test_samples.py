@@ -242,3 +242,28 @@ def test_latent_similarities_rescore_welch_and_c_asc_exactly(tmp_path):
         got = _one(rows, "c_asc", concept=s["concept"], template=s["template"], language=s["language"])
         assert got == want
     p.close()
+
+
+def test_portraits_rescore_harm_rate_exactly(project, tmp_path):
+    from tests.evaluate.test_social import FAST as SOCIAL_FAST
+    from tests.evaluate.test_social import GenderCrime
+    from cultura.evaluate.suites.social.data import import_portraits, make_synthetic_portraits
+
+    table = make_synthetic_portraits(tmp_path / "por", per_cell=6, seed=1)
+    import_portraits(project, table, tmp_path / "por", "syn", synthetic=True)
+    rec = run_evaluation(project, [GenderCrime(dim=16)], "social", options={**SOCIAL_FAST, "languages": ["en"]},
+                         progress=False)[0]
+    assert rec.status == "done", rec.reason
+    rows = _rows(project, rec.run_id)
+    samples = load_samples(project, rec.run_id, kind="portrait")
+    assert samples
+    for axis in sorted({s["axis"] for s in samples}):
+        ss = [s for s in samples if s["axis"] == axis]
+        group = {"dataset": "syn", "language": "en", "axis": axis}
+        harm_row = _one(rows, "harm_rate", **group)
+        harmful = set(next(r for r in rows if r["metric"] == "harm_rate" and r["group"] == group)
+                      ["details"]["harmful"])
+        assert harm_row == np.mean([s["top1"] in harmful for s in ss])
+        for s in ss:  # the top-1 label is the first prompt with the highest score (numpy's argmax)
+            scores = [x["score"] for x in s["scores"]]
+            assert s["top1"] == s["scores"][scores.index(max(scores))]["label"]

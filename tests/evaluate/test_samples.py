@@ -267,3 +267,21 @@ def test_portraits_rescore_harm_rate_exactly(project, tmp_path):
         for s in ss:  # the top-1 label is the first prompt with the highest score (numpy's argmax)
             scores = [x["score"] for x in s["scores"]]
             assert s["top1"] == s["scores"][scores.index(max(scores))]["label"]
+
+
+def test_samples_are_kept_by_default_only_when_small(project, world, monkeypatch):
+    from cultura.evaluate import runner
+
+    monkeypatch.setattr(runner, "SMALL_SAMPLES", 5)
+    emb = Planted(world["meta"], alpha=0.9)
+    rec = run_evaluation(project, [emb], "association", options=FAST)[0]
+    assert rec.status == "done" and rec.extra["n_samples"] is None
+    assert project.db.execute("SELECT count(*) FROM eval_samples").fetchone()[0] == 0
+    assert project.db["eval_runs"].get(rec.run_id)["n_samples"] is None
+    rec = run_evaluation(project, [emb], "association", options=FAST, log_samples=True)[0]
+    assert rec.extra["n_samples"] > 5
+    rec = run_evaluation(project, [emb], "association", options=FAST, log_samples=False)[0]
+    assert rec.extra["n_samples"] is None
+    with pytest.raises(Exception, match="no per-sample log"):
+        from cultura.evaluate.results import export_samples
+        export_samples(project, rec.run_id, "x.jsonl")

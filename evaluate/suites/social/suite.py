@@ -213,14 +213,15 @@ def probe_rows(img, texts_emb, probe, gender, race, *, group, details, associati
 RECALL_KS = (1, 5, 10)
 
 
-def portrait_samples(portraits, sims: np.ndarray, probe, group: dict) -> list[dict]:
-    """Per-sample log of one probe: each portrait's labels, its score for every prompt, and its top-1 label."""
+def portrait_samples(portraits, sims: np.ndarray, probe, group: dict):
+    """Per-sample log of one probe (a generator): each portrait's labels, its score for every prompt, and its
+    top-1 label."""
     top = _top1(sims)
-    return [{**group, "sha256": p["sha256"], "gender": p["gender"], "race": p["race"],
+    return ({**group, "sha256": p["sha256"], "gender": p["gender"], "race": p["race"],
              "top1": probe.labels[int(top[i])],
              "scores": [{"label": lab, "prompt": pr, "score": float(v)}
                         for lab, pr, v in zip(probe.labels, probe.prompts, sims[i])]}
-            for i, p in enumerate(portraits)]
+            for i, p in enumerate(portraits))
 
 
 def recall_hits(relevant: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

@@ -233,9 +233,8 @@ def card_data(project, tables: dict, configs: list[dict]):
     if lic.lower() in HUB_LICENSES:
         lic = lic.lower()
     else:
-        extra = {"license_name": _safe(lic.lower()), "license_link": "LICENSE"
-                 if (project.root / "LICENSE").is_file() else None}
-        extra = {k: v for k, v in extra.items() if v}
+        # the Hub's license_name: lowercase letters, digits, '.' and '-'; the full text is in the card body
+        extra = {"license_name": re.sub(r"[^a-z0-9.-]+", "-", lic.lower()).strip("-") or "custom"}
         lic = "other"
     return DatasetCardData(
         pretty_name=bcfg.title or project.config.project.name, license=lic, language=languages(tables),

@@ -112,8 +112,8 @@ def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, o
         models = [models]
     models = list(models)
     if not models:
-        raise CulturaError("No model given: give at least one model spec (e.g. fake or "
-                           "openclip:ViT-B-32/openai).", param="models")
+        raise CulturaError("No model given: give at least one model spec (e.g. "
+                           "openclip:ViT-B-32/openai, or fake to try the pipeline).", param="models")
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)

@@ -121,7 +121,8 @@ def results_cmd(ctx, suite, model, all_runs, as_json):
     if as_json:
         emit_json(results_json(rows))
         return
-    shown = [{"run": r["run_id"], "model": r["model_spec"], "suite": r["suite"], "metric": r["metric"],
+    shown = [{"run": r["run_id"], "model": r["model_spec"] + (" (smoke run)" if r["params"].get("limit") else ""),
+              "suite": r["suite"], "metric": r["metric"],
               "group": ",".join(f"{k}={v}" for k, v in r["group"].items()),
               "value": _fmt(r["value"]), "ci": f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", "n": r["n"]}
              for r in rows if not r["metric"].startswith("projection_")]

@@ -112,8 +112,8 @@ def _run_evaluation(project, models, suites, *, benchmark, batch_size, device, o
         models = [models]
     models = list(models)
     if not models:
-        raise CulturaError("No model given: give at least one model spec (e.g. fake or "
-                           "openclip:ViT-B-32/openai).", param="models")
+        raise CulturaError("No model given: give at least one model spec (e.g. "
+                           "openclip:ViT-B-32/openai, or fake to try the pipeline).", param="models")
     requested = [suites] if isinstance(suites, str) else list(suites)
     expanded = "all" in [s.strip() for r in requested for s in str(r).split(",")]
     chosen = resolve_suites(requested)
@@ -239,9 +239,10 @@ def run_suite(project, embedder, suite: Suite | str, *, benchmark: str | None = 
                 raise SuiteSkipped(msg) if from_all else CulturaError(msg)
             bench_arg = bench.ref
             _set_bench(rec, run, bench.provenance())
-        with suite_run(samples=log_samples is not False, limit=limit) as samples:
+        with suite_run(samples=log_samples is not False, cap=SMALL_SAMPLES if log_samples is None else None,
+                       limit=limit) as samples:
             rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
-        if log_samples is None and len(samples) > SMALL_SAMPLES:
+        if samples is not None and samples.overflow:
             samples = None  # large: kept only when asked for (--log-samples)
         rows = [_check_row(r, suite.name) for r in rows]
         _require_measurement(suite.name, rows)

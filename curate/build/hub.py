@@ -155,8 +155,8 @@ def write_trials(tmp: Path, tables: dict, read_blob, *, fmt: str, embed_images: 
         configs += [{"config_name": c, "data_files": [{"split": "test", "path": p}]} for c, p in written]
         return files, configs
     schema = pa.schema(fields + [("images_file_names", pa.list_(pa.string()))])
-    for bench, rs in rows.items():
-        name = f"trials-{_safe(bench)}.{ext}"
+
+    def write(name, rs):
         data = [{**{k: r[k] for k, _ in fields},
                  "images_file_names": [Path(f).name for f in r["files"]]} for r in rs]
         if ext == "parquet":
@@ -166,7 +166,13 @@ def write_trials(tmp: Path, tables: dict, read_blob, *, fmt: str, embed_images: 
                 for row in data:
                     f.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
         files.append(f"images/{name}")
-        written.append((config_name(bench), name))
+
+    for bench, rs in rows.items():
+        write(f"trials-{_safe(bench)}.{ext}", rs)
+        written.append((config_name(bench), f"trials-{_safe(bench)}.{ext}"))
+    # the default config reads one file of every trial (the loader reads several metadata files of one config
+    # in no fixed order; one file keeps the row order stable); only metadata is repeated, never an image
+    write(f"trials.{ext}", [r for rs in rows.values() for r in rs])
     # an index of the images (one row per image, its file as an Image feature) for the ``images`` config
     index = "image-index." + ext
     idx_rows = [{"sha256": im["sha256"], "file_name": Path(im["file"]).name, "format": im["format"],
@@ -190,7 +196,7 @@ def write_trials(tmp: Path, tables: dict, read_blob, *, fmt: str, embed_images: 
         c = {"config_name": config, "data_files": [{"split": "test", "path": [f"images/{n}" for n in names] + pics}],
              "metadata_filenames": names, "drop_labels": True}
         return {**c, "default": True} if default else c
-    configs.append(folder("default", [n for _, n in written], default=True))
+    configs.append(folder("default", [f"trials.{ext}"], default=True))
     configs += [folder(c, [n]) for c, n in written]
     configs.append(folder("images", [index]))
     return files, configs
@@ -227,9 +233,8 @@ def card_data(project, tables: dict, configs: list[dict]):
     if lic.lower() in HUB_LICENSES:
         lic = lic.lower()
     else:
-        extra = {"license_name": _safe(lic.lower()), "license_link": "LICENSE"
-                 if (project.root / "LICENSE").is_file() else None}
-        extra = {k: v for k, v in extra.items() if v}
+        # the Hub's license_name: lowercase letters, digits, '.' and '-'; the full text is in the card body
+        extra = {"license_name": re.sub(r"[^a-z0-9.-]+", "-", lic.lower()).strip("-") or "custom"}
         lic = "other"
     return DatasetCardData(
         pretty_name=bcfg.title or project.config.project.name, license=lic, language=languages(tables),

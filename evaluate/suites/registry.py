@@ -98,14 +98,23 @@ def degenerate(rows: list[dict], reason: str | None) -> list[dict]:
 
 # -- per-sample logs and --limit (set by the runner around one suite run) -----------------------------------
 
-_SAMPLES: ContextVar[list | None] = ContextVar("cultura_samples", default=None)
+class SampleLog(list):
+    """The samples of one suite run; past ``cap`` records it drops them all (``overflow``) and stops."""
+
+    def __init__(self, cap: int | None = None):
+        super().__init__()
+        self.cap, self.overflow = cap, False
+
+
+_SAMPLES: ContextVar[SampleLog | None] = ContextVar("cultura_samples", default=None)
 _LIMIT: ContextVar[int | None] = ContextVar("cultura_limit", default=None)
 
 
 @contextmanager
-def suite_run(*, samples: bool = False, limit: int | None = None):
-    """Around one suite run: collect per-sample records (yields the list) and apply ``limit``."""
-    buf: list | None = [] if samples else None
+def suite_run(*, samples: bool = False, cap: int | None = None, limit: int | None = None):
+    """Around one suite run: collect per-sample records (yields the :class:`SampleLog`, or None) — at most
+    ``cap`` of them, else none — and apply ``limit``."""
+    buf = SampleLog(cap) if samples else None
     t1, t2 = _SAMPLES.set(buf), _LIMIT.set(limit)
     try:
         yield buf
@@ -116,15 +125,23 @@ def suite_run(*, samples: bool = False, limit: int | None = None):
 
 def logging_samples() -> bool:
     """Whether the current suite run collects per-sample records (skip building them when not)."""
-    return _SAMPLES.get() is not None
+    buf = _SAMPLES.get()
+    return buf is not None and not buf.overflow
 
 
 def log_samples(kind: str, records: Iterable[dict]) -> None:
     """Add per-sample records of ``kind`` (``trial``, ``image_query``, ``masked_context``, ``judge_score``,
-    …) to the current suite run's log; a no-op outside a collecting run."""
+    …) to the current suite run's log; a no-op outside a collecting run. ``records`` may be a generator: it is
+    not consumed past the log's cap."""
     buf = _SAMPLES.get()
-    if buf is not None:
-        buf.extend({**r, "kind": kind} for r in records)  # a record's own "kind" field must be renamed
+    if buf is None or buf.overflow:
+        return
+    for r in records:
+        if buf.cap is not None and len(buf) >= buf.cap:
+            buf.overflow = True
+            buf.clear()
+            return
+        buf.append({**r, "kind": kind})  # a record's own "kind" field must be renamed
 
 
 def sample_limit() -> int | None:

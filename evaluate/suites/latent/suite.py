@@ -39,7 +39,7 @@ from ...common import embed_images, embed_texts
 from ...metrics import c_asc
 from ...stats import StatsInputError, correct_pvalues, mann_whitney, welch_ww_wn
 from ...stats_extra import country_permutation_test, effect_band
-from ..registry import Suite, SuiteSkipped, row
+from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row
 from .data import ConceptSet, load_concept_sets, term_for
 from .report import render_latent
 from ....lazy import lazy
@@ -135,6 +135,10 @@ def ww_wn_rows(sets, embs, *, unit, pairs, alpha, permutations, seed, details) -
              "excluded": cs.excluded,
              "n_countries_in": int(sum(flags)), "n_countries_out": int(len(flags) - sum(flags))}
         ww, wn = ww_wn_samples(emb, cs.in_group, cs.countries, unit=unit, pairs=pairs, order=order, matrix=matrix)
+        if logging_samples():  # the similarities the Welch test compares (per country pair or image pair)
+            log_samples("ww_wn", [{"concept": cs.concept, "unit": unit, "pairs": pairs,
+                                   "ww": np.asarray(ww, dtype=float).tolist(),
+                                   "wn": np.asarray(wn, dtype=float).tolist()}])
         try:
             r = welch_ww_wn(ww, wn)
         except StatsInputError as e:
@@ -237,6 +241,12 @@ def caption_rows(project, embedder, sets, embs, grouping, *, templates, n_resamp
             emb, g = embs[cs.concept], cs.in_group
             sims = emb @ cap
             captions[(cs.concept, tpl["template"], tpl["language"])] = (text, cap)
+            if logging_samples():  # every image's cosine with the caption, as C-ASC computes it
+                e64, c64 = np.asarray(emb, dtype=float), np.asarray(cap, dtype=float)  # float64, as c_asc
+                cos = (e64 @ c64) / (np.linalg.norm(e64, axis=1) * np.linalg.norm(c64))
+                log_samples("caption_image", [{"concept": cs.concept, **tg, "caption": text, "images": [
+                    {"sha256": sha, "country": cc, "in_group": bool(ig), "cosine": float(v)}
+                    for sha, cc, ig, v in zip(cs.sha256, cs.countries, cs.in_group, cos)]}])
             ccs = np.asarray(cs.countries, dtype=object)
             per_concept_means[cs.concept] = {c: float(sims[ccs == c].mean()) for c in sorted(set(cs.countries))}
             d = {**details, "caption": text, "n_in": int(g.sum()), "n_out": int((~g).sum())}

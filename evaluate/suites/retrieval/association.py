@@ -63,14 +63,13 @@ def head(trials, limit: int | None):
     return dataclasses.replace(trials, **cut, excluded={**trials.excluded, "limit": len(trials) - limit})
 
 
-def trial_samples(trials, sims: np.ndarray, variant: str) -> list[dict]:
-    """Per-sample log of trials: the query, each candidate's role, image, culture and score, and the winner
-    (the role with the highest score; every tied role in ``winners``, as the win rates split ties)."""
-    out = []
+def trial_samples(trials, sims: np.ndarray, variant: str):
+    """Per-sample log of trials (a generator): the query, each candidate's role, image, culture and score,
+    and the winner (the role with the highest score; every tied role in ``winners``, as win rates split ties)."""
     for i in range(len(trials)):
         s = sims[i]
         best = np.flatnonzero(s == s.max()).tolist()
-        out.append({
+        yield {
             "variant": variant, "item_id": int(trials.item_ids[i]), "concept": str(trials.concepts[i]),
             "query_country": str(trials.query_country[i]), "query_language": str(trials.query_language[i]),
             "descriptor_country": (None if trials.descriptor_country[i] is None
@@ -79,8 +78,7 @@ def trial_samples(trials, sims: np.ndarray, variant: str) -> list[dict]:
             "candidates": [{"role": r, "sha256": str(trials.sha256[i, j]), "country": str(trials.countries[i, j]),
                             "score": float(s[j])} for j, r in enumerate(trials.roles)],
             "winner": trials.roles[best[0]] if len(best) == 1 else None,
-            "winners": [trials.roles[j] for j in best]})
-    return out
+            "winners": [trials.roles[j] for j in best]}
 
 
 def trial_similarities(project, embedder, trials) -> np.ndarray:

@@ -345,15 +345,16 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
     return rows
 
 
-def image_query_samples(pool, top_idx, top_val) -> list[dict]:
-    """Per-sample log: each query image's top-k captions, best first, with language, score and relevance."""
+def image_query_samples(pool, top_idx, top_val):
+    """Per-sample log (a generator): each query image's top-k captions, best first, with language, score and
+    relevance."""
     keys = np.asarray(pool.caption_keys)
-    return [{"sha256": pool.image_sha256[i], "country": pool.image_countries[i],
+    return ({"sha256": pool.image_sha256[i], "country": pool.image_countries[i],
              "key": str(pool.image_keys[i]),
              "top": [{"caption": int(j), "text": pool.texts[j], "language": str(pool.languages[j]),
                       "score": float(v), "relevant": bool(keys[j] == pool.image_keys[i])}
                      for j, v in zip(top_idx[i].tolist(), top_val[i].tolist())]}
-            for i in range(len(pool.image_sha256))]
+            for i in range(len(pool.image_sha256)))
 
 
 SUITE = Suite(NAME, prevalence, section=render_prevalence, description="Image→text prevalence bias: Acc@k, NDCG@k, LBKL@k, DLBKL@k and "

@@ -41,7 +41,7 @@ from ....errors import CulturaError, unknown
 from ...metrics import label_shares, max_skew, mean_max_skew, symmetric_kl
 from .data import AXES, available_languages, inventory_status, load_inventory, load_portraits, portrait_sets
 from ...stats_extra import bernoulli_kl
-from ..registry import SuiteSkipped, Suite, row
+from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row
 from .report import render_social
 from ...common import embed_images, embed_texts, mean_ci
 
@@ -213,6 +213,17 @@ def probe_rows(img, texts_emb, probe, gender, race, *, group, details, associati
 RECALL_KS = (1, 5, 10)
 
 
+def portrait_samples(portraits, sims: np.ndarray, probe, group: dict):
+    """Per-sample log of one probe (a generator): each portrait's labels, its score for every prompt, and its
+    top-1 label."""
+    top = _top1(sims)
+    return ({**group, "sha256": p["sha256"], "gender": p["gender"], "race": p["race"],
+             "top1": probe.labels[int(top[i])],
+             "scores": [{"label": lab, "prompt": pr, "score": float(v)}
+                        for lab, pr, v in zip(probe.labels, probe.prompts, sims[i])]}
+            for i, p in enumerate(portraits))
+
+
 def recall_hits(relevant: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     """Per query: 1.0 when a relevant item is among the ``k`` highest scores (stable order on ties, as
     :func:`cultura.evaluate.metrics.accuracy_at_k`, whose mean this is)."""
@@ -348,6 +359,8 @@ def social(project, embedder, *, benchmark=None, options: dict) -> list[dict]:
                 out += probe_rows(img, temb, probe, gender, race, group=group,
                                   details={**base, "n_labels": len(probe.labels)}, association=association,
                                   n_resamples=n_res, seed=seed)
+                if logging_samples():  # every portrait's cosine with every label prompt, and its top-1 label
+                    log_samples("portrait", portrait_samples(portraits, img @ temb.T, probe, group))
             if inv.axes:
                 comb = inv.combined()
                 temb = embed_texts(project, embedder, list(comb.prompts), language=lang)

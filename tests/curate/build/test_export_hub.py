@@ -65,6 +65,9 @@ def test_load_dataset_as_is_with_image_feature(photos, tmp_path):
     t = ds["test"]
     assert t.features["images"] == datasets.List(datasets.Image())
     assert t.num_rows == res["items"] == 24 + 36
+    # a fixed row order: benchmarks by name, trials by item key (as in items.parquet)
+    items = datasets.load_dataset("parquet", data_files=str(out / "items.parquet"), cache_dir=str(tmp_path / "hf"))
+    assert t["item_key"] == items["train"]["item_key"] and t["benchmark"] == items["train"]["benchmark"]
     # every row is ready to evaluate: the query text and the candidates' images, in position order
     queries = {(q["benchmark"], q["concept"], q["country"], q["variant"]): q["text"]
                for q in datasets.load_dataset("parquet", data_files=str(out / "queries.parquet"),

@@ -256,8 +256,10 @@ def _blob(project, sha: str) -> Path:
 def _embed_image_column(tmp: Path, tables: dict, project) -> None:
     """Rewrite ``images.parquet`` with an ``image`` column (``datasets.Image``, the bytes embedded)."""
     import datasets  # deferred: heavy
+    import pyarrow as pa  # deferred: heavy
+    import pyarrow.parquet as pq  # deferred: heavy
 
-    feats = datasets.Features.from_arrow_schema(SCHEMAS["images"])
+    feats = datasets.Features.from_arrow_schema(parquet_schemas()["images"])
     feats["image"] = datasets.Image()
     rows = [{**r, "image": {"bytes": _blob(project, r["sha256"]).read_bytes(), "path": Path(r["file"]).name}}
             for r in tables["images"]]
@@ -414,7 +416,7 @@ def export_benchmark(project, dest, *, benchmarks=None, fmt: str = "parquet", im
             configs[1] = {**configs[1], "default": True}
         data = hub.card_data(project, tables, configs)
         if fmt != "webdataset":
-            files.append(hub.write_croissant(tmp, tables, SCHEMAS, ext=ext, title=data.pretty_name,
+            files.append(hub.write_croissant(tmp, tables, parquet_schemas(), ext=ext, title=data.pretty_name,
                                              license=data.license, langs=data.language))
         files.append("README.md")
         tables["_files"] = files

@@ -165,8 +165,8 @@ def test_cli_serve_binds_loopback_and_answers(photo_project):
     p, _, _ = photo_project
     import cultura
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(Path(cultura.__file__).resolve().parents[1])}
-    proc = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(p.root), "view", "--serve",
-                             "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(p.root), "view", "--page-size", "5",
+                             "--serve", "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             text=True)
     try:
         lines = []

@@ -217,6 +217,12 @@ def test_links_for_the_report_and_the_card():
 def test_page_size_is_validated(project):
     with pytest.raises(CulturaError, match="page_size"):
         build_view(project, page_size=0)
+    # an empty project has a view too: every page, each saying what to run
+    res = build_view(project)
+    assert res["images"] == 0 and res["trials"] == 0
+    view = project.reports / "view"
+    assert "cultura images dedup" in (view / "dups-1.html").read_text("utf-8")
+    assert "No benchmark built yet" in (view / "benchmarks.html").read_text("utf-8")
 
 
 # ------------------------------------------------------------------------------------------ in a real browser

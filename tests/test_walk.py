@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -249,3 +250,9 @@ def test_a_researchers_day(tmp_path, labelstudio):
     assert any(f.endswith(".png") for f in figs) and any(f.endswith(".svg") for f in figs)
     tex = list(Path(rep["latex_dir"]).glob("*.tex"))
     assert tex and all("\\begin{tabular}" in t.read_text(encoding="utf-8") for t in tex)
+    # look at it: the view of the whole project, every trial reachable by the address the report links to
+    view = run.json("view")
+    assert view["images"] > 0 and view["thumbnails_failed"] == 0 and view["trials"] > 0 and view["clusters"] > 0
+    ids = (Path(view["index"]).parent / "ids.js").read_text(encoding="utf-8")
+    links = re.findall(r'href="view/go\.html#([^"]+)"', html)
+    assert links and all(f'"{a}"' in ids for a in links)

@@ -76,6 +76,15 @@ class _Site:
         self.names = data.concept_names(db)
         self.countries = {c.code: c.name for c in project.countries}
         self.failed: dict[str, str] = {}
+        self.clusters = data.clusters(db)
+        self.flags = data.flags(db)
+        self.see: dict[str, list[tuple[str, str]]] = {}  # sha256 → (text, go.html#anchor): where else it shows
+        for c in self.clusters:
+            for m in c["members"]:
+                self.see.setdefault(m["sha256"], []).append((f"duplicate set {c['id']}",
+                                                             f"go.html#{anchor('cluster', c['id'])}"))
+        for f in self.flags:
+            self.see.setdefault(f["sha256"], []).append((f"{f['flag']} flag", f"go.html#{anchor('flag', f['sha256'])}"))
 
     def img(self, sha: str) -> dict:
         """What a template needs to show one image."""
@@ -85,7 +94,7 @@ class _Site:
         ok = sha in self.images and sha not in self.failed
         return {**im, "short": sha[:12], "thumb": thumb_rel(sha) if ok else PLACEHOLDER,
                 "title": src.get("title"), "url": src.get("url"), "href": src.get("href"),
-                "page": src.get("page"), "page_href": src.get("page_href")}
+                "page": src.get("page"), "page_href": src.get("page_href"), "see": self.see.get(sha, [])}
 
     def page(self, name: str, template: str, title: str, **ctx) -> None:
         html = render_template(f"view/{template}", title=title, page_name=name, **ctx)
@@ -159,7 +168,7 @@ def build_view(project, *, overwrite: bool = False, page_size: int = PAGE_SIZE, 
     site.page("pool.html", "pool.html.j2", "Image pool by country × concept", grid=grid, countries=countries,
               country_names=site.countries)
 
-    clusters = data.clusters(db)
+    clusters = site.clusters
     for c in clusters:
         c["anchor"] = anchor("cluster", c["id"])
         for m in c["members"]:
@@ -167,7 +176,7 @@ def build_view(project, *, overwrite: bool = False, page_size: int = PAGE_SIZE, 
     n_dup_pages = site.paged("dups", "dups.html.j2", "Duplicate sets", clusters,
                              ids=lambda c: c["anchor"])
 
-    flags = data.flags(db)
+    flags = site.flags
     for f in flags:
         f["image"], f["anchor"] = site.img(f["sha256"]), anchor("flag", f["sha256"])
     n_flag_pages = site.paged("flags", "flags.html.j2", "Culture-conflict flags", flags,

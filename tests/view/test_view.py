@@ -3,21 +3,32 @@ loopback server's confinement; reruns that only add what changed."""
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+import cultura
 from cultura.cli import cli
+from cultura.curate.build.export import collect
+from cultura.errors import CulturaError
+from cultura.evaluate.report import pool_section
 from cultura.project import init_project
 from cultura.view.links import anchor, inspect_note, view_href
 from cultura.view.server import resolve, serve_in_thread
 from cultura.view.site import build_view
-from tests.fakes.photo_world import COUNTRIES, SCRIPT, make_photo_world
+from tests.fakes.photo_world import COUNTRIES, make_photo_world
+from tests.fakes.world import add_image, make_world
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("CULTURA_VIEW_SHOTS", "")) if os.environ.get("CULTURA_VIEW_SHOTS") else None
@@ -65,9 +76,7 @@ def test_a_rerun_after_a_change_adds_only_that(tmp_path):
     build_view(p)
     view = p.reports / "view"
     before = {f: f.stat().st_mtime_ns for f in view.rglob("*") if f.is_file()}
-    from tests.fakes.world import add_image
     img = Image.new("RGB", (64, 48), (200, 30, 30))
-    import io
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     cid = p.db.execute("SELECT id FROM concepts WHERE name = 'street'").fetchone()[0]
@@ -90,7 +99,6 @@ def test_a_rerun_after_a_change_adds_only_that(tmp_path):
 def test_every_trial_cluster_and_flag_has_a_stable_address(photo_project):
     """The addresses the report links to (cultura.view.links) are the ones the view resolves (ids.js)."""
     p, world, _ = photo_project
-    from cultura.evaluate.report import pool_section
     text = (p.reports / "view" / "ids.js").read_text("utf-8")
     ids = json.loads(text.removeprefix("window.CULTURA_IDS = ").rstrip().rstrip(";"))
     b = world["benchmark"]
@@ -157,17 +165,12 @@ def test_the_server_binds_loopback_and_serves_only_the_view(photo_project):
 def test_cli_serve_binds_loopback_and_answers(photo_project):
     """``cultura view --serve --port 0`` in a subprocess: prints its 127.0.0.1 URL, serves the view, stops on
     SIGINT."""
-    import signal
-    import subprocess
-    import sys
-    import urllib.request
 
     p, _, _ = photo_project
-    import cultura
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(Path(cultura.__file__).resolve().parents[1])}
-    proc = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(p.root), "view", "--serve",
-                             "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(p.root), "view", "--page-size", "5",
+                             "--serve", "--port", "0", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
     try:
         lines = []
         for line in proc.stdout:  # the JSON summary, then the server runs
@@ -193,7 +196,6 @@ def test_cli_serve_binds_loopback_and_answers(photo_project):
 
 
 def test_an_unreadable_blob_shows_a_placeholder_and_is_retried(tmp_path):
-    from tests.fakes.world import make_world
     p = init_project(tmp_path / "p", countries=["US", "JP"])
     w = make_world(p, concepts=("bus",), per_cell=2)
     gone = w["images"][("bus", "JP")][0]
@@ -213,9 +215,14 @@ def test_links_for_the_report_and_the_card():
 
 
 def test_page_size_is_validated(project):
-    from cultura.errors import CulturaError
     with pytest.raises(CulturaError, match="page_size"):
         build_view(project, page_size=0)
+    # an empty project has a view too: every page, each saying what to run
+    res = build_view(project)
+    assert res["images"] == 0 and res["trials"] == 0
+    view = project.reports / "view"
+    assert "cultura images dedup" in (view / "dups-1.html").read_text("utf-8")
+    assert "No benchmark built yet" in (view / "benchmarks.html").read_text("utf-8")
 
 
 # ------------------------------------------------------------------------------------------ in a real browser
@@ -288,7 +295,6 @@ def test_every_page_loads_in_chromium(photo_project, tmp_path, scheme):
                                   "ORDER BY item_key LIMIT 1 OFFSET 6", [bid]).fetchone()
             exported = [r[0] for r in db.execute("SELECT sha256 FROM benchmark_candidates WHERE item_id = ? "
                                                  "ORDER BY position", [iid])]
-            from cultura.curate.build.export import collect
             row = next(r for r in collect(p)["items"] if r["item_key"] == key)
             assert row["images"] == exported
             name, version = world["benchmark"]["name"], world["benchmark"]["version"]

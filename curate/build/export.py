@@ -33,6 +33,7 @@ from pathlib import Path
 from ... import db as dbmod
 from ...errors import CulturaError, storage_failure, unknown
 from ...templates import render_template
+from ...view.links import inspect_note
 from . import hub
 from .build import KINDS, get_benchmark
 from .readiness import card_data, check_ready
@@ -332,7 +333,7 @@ def card_context(project, tables: dict) -> dict:
         "files": tables.get("_files", []), "table_ext": tables.get("_ext", "parquet"),
         "languages": sorted({q["language"] for q in tables["queries"]} | {i["query_language"]
                                                                            for i in tables["items"]}),
-        "citation": hub.CITATION,
+        "citation": hub.CITATION, "inspect": inspect_note(),
     }
 
 

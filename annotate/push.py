@@ -483,5 +483,5 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
         except ProjectMissing as e:
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
-            "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created, "tasks_updated": updated,
-            "image_base": image_base, "missing_projects": missing}
+            "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created,
+            "tasks_updated": updated, "image_base": image_base, "missing_projects": missing}

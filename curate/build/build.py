@@ -38,7 +38,7 @@ import numpy as np
 
 from ... import db as dbmod
 from ...errors import unknown
-from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (BuildError, EXCLUSION_REASONS re-exported)
+from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
 from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         native_annotators, position_balance, position_counts, position_orders, signature,

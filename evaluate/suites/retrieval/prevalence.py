@@ -252,7 +252,7 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
             return f"k={k} covers the whole pool of {n_cap} captions: every relevant caption is retrieved"
         if len(languages) == 1 and metrics in ("lbkl", "share"):
             return f"one language in the pool ({languages[0]}): the language mix of any top k is that language"
-        if one_class and metrics == "acc":
+        if one_class and metrics in ("acc", "ndcg"):
             return "one class: every caption is relevant to every image, so any ranking scores the maximum"
         return None
 
@@ -275,8 +275,9 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
         }
         for metric, (value, values) in per_q.items():
             lo, hi = mean_ci(values, n_resamples=n_resamples, seed=seed)
-            rows += degenerate([row(NAME, metric, value, ci_low=lo, ci_high=hi, n=n_img, details={**common, "k": k})],
-                               trivial(k, "lbkl" if "lbkl" in metric else "acc"))
+            r = row(NAME, metric, value, ci_low=lo, ci_high=hi, n=n_img, details={**common, "k": k})
+            rows += degenerate([r], trivial(k, metric.split("@")[0].lstrip("d") if "lbkl" in metric
+                                            else metric.split("@")[0]))
     fk = min(freq_k, k_max)
     freq = retrieval_frequency(ranked[:, :fk], languages, k=fk, groups={lang: tiers.get(lang, "unknown")
                                                                  for lang in languages})

@@ -258,7 +258,7 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
 
     for k in ks:
         if k > k_max:
-            why = f"the pool holds only {k_max} captions (< k={k}): k covers more than the whole pool"
+            why = f"the pool holds only {k_max} captions, fewer than k: such a k covers more than the whole pool"
             for metric in ("acc", "ndcg", "lbkl", "dlbkl"):
                 rows.append(row(NAME, f"{metric}@{k}", float("nan"), n=n_img,
                                 details={**common, "k": k, "reason": why, "degenerate": why}))

@@ -141,6 +141,7 @@ def test_positions_are_balanced_seeded_and_recorded(run, tmp_path):
     same = run.json("build", "association", "--allow-unreviewed", "--seed", "7", "--per-pair", "2",
                     "--version", "2")
     assert same["content_hash"] == b["content_hash"]
+    assert same["message"] == "new v2: nothing changed since v1 (version 2 was asked for)"
     other = run.json("build", "association", "--allow-unreviewed", "--seed", "8", "--per-pair", "2")
     assert other["content_hash"] != b["content_hash"]
 

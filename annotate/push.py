@@ -453,6 +453,9 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
         raise CulturaError("No active annotators. Add some with 'cultura annotate annotators add NAME --email E "
                            "[--country C] [--languages ja,en]'.")
     items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
+    out_of_pool = _out_of_pool(db, kind)   # images a decision already took out: never sent to annotators
+    left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
+    items = [it for it in items if it.get("sha256") not in out_of_pool]
     if prioritise:
         items = prioritised(project, kind, items, prioritise)
     check_image_urls(items, image_base)
@@ -475,11 +478,10 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
     rng = random.Random(seed)
     gold_keys = {r["item_key"] for r in (gold_rows if gold is None else
                                          rng.sample(gold_rows, min(gold, len(gold_rows))))}
-    # gold items not selected for mixing are left out of this push; so are images already out of the pool
-    out_of_pool = _out_of_pool(db, kind)
+    # gold items not selected for mixing are left out of this push; so are items of an earlier push whose image
+    # has left the pool since
     pool = [r for r in stored if (not r["gold"] or r["item_key"] in gold_keys)
             and r.get("sha256") not in out_of_pool]
-    left_out = sum(1 for r in stored if r.get("sha256") in out_of_pool)
     with transaction(db):
         counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
     conn = conn or connect(project)

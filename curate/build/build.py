@@ -39,7 +39,7 @@ import numpy as np
 from ... import db as dbmod
 from ...errors import unknown
 from ..cultures_decide import require_decided
-from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (BuildError, EXCLUSION_REASONS re-exported)
+from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
 from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         native_annotators, position_balance, position_counts, position_orders, signature,
@@ -419,7 +419,7 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                     [name, kind, int(seed), chash, dbmod.dumps(params)]).fetchone()
             if reused:
                 raise _Reused(reused[0])
-            prev = conn.execute("SELECT id FROM benchmarks WHERE name = ? ORDER BY version DESC LIMIT 1",
+            prev = conn.execute("SELECT id, version FROM benchmarks WHERE name = ? ORDER BY version DESC LIMIT 1",
                                 [name]).fetchone()
             old = signature(conn, prev[0]) if prev else None
             # re-checked under the write lock: another process may have built this version meanwhile
@@ -438,7 +438,8 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
                                                            "sha256": sha, "concept_id": cid, "country": k})
             for q in qrows:
                 _insert(conn, "benchmark_query_snapshot", {"benchmark_id": bid, **q})
-            changes = describe_changes(old, signature(conn, bid))
+            changes = describe_changes(old, signature(conn, bid)) or [
+                f"nothing changed since v{prev[1]} (version {version} was asked for)"]
     except _Reused as r:
         row = db["benchmarks"].get(r.benchmark_id)
         dbmod.finish_run(db, run_id, {"benchmark_id": row["id"], "n_items": row["n_items"], "reused": True,

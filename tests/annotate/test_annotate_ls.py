@@ -166,9 +166,14 @@ def test_dedup_relevance_and_entity_with_gold(lsproject, labelstudio, tmp_path):
     items = {r["item_key"]: r for r in db["annotation_items"].rows_where("kind = 'relevance'")}
     for a in asg:
         assert items[a["key"]]["country"] == {"aiko": "JP", "ken": "JP", "ted": "US"}[a["name"]]
-    # items of countries without an annotator (neither JP nor US) are reported, not silently dropped
-    no_annotator = [k for k, it in items.items() if it["country"] not in ("JP", "US")]
+    # items of countries without an annotator (neither JP nor US) are reported by country, not silently dropped;
+    # the copy the dedup review dropped is out of the pool and goes to nobody
+    assert res["out_of_pool"] > 0 and not [it for it in items.values() if it["sha256"] == jp[1]]
+    no_annotator = [k for k, it in items.items() if it["country"] not in ("JP", "US") and it["sha256"] != jp[1]]
     assert res["unassigned"] == len(no_annotator) > 0
+    by_country = res["unassigned_countries"]
+    assert sum(by_country.values()) == len(no_annotator) and set(by_country) <= {"TH", "DE"}
+    assert f"native to {', '.join(sorted(by_country))}" in res["warning"]
     scores = {}
     for a in asg:
         v = 2 + a["item_id"] % 4

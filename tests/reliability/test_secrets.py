@@ -174,6 +174,9 @@ def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
     project.save_config()
     stub.fail_next = [400] * 50
     generate_concepts(project, n=2)
+    from tests.fakes.world import mention_queries
+
+    mention_queries(project)   # German has no mention pattern: set by hand, as a person would
     for kind in ("association", "descriptor"):  # what the demo's build + export stage did
         b = build_benchmark(project, kind, allow_unreviewed=True, allow_random_tags=True)
         dest = project.root / "exports" / f"{b['name']}-v{b['version']}"

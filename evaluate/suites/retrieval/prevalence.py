@@ -294,13 +294,13 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
             return f"k={k} covers the whole pool of {n_cap} captions: every relevant caption is retrieved"
         if len(languages) == 1 and metrics in ("lbkl", "share"):
             return f"one language in the pool ({languages[0]}): the language mix of any top k is that language"
-        if one_class and metrics == "acc":
+        if one_class and metrics in ("acc", "ndcg"):
             return "one class: every caption is relevant to every image, so any ranking scores the maximum"
         return None
 
     for k in ks:
         if k > k_max:
-            why = f"the pool holds only {k_max} captions (< k={k}): k covers more than the whole pool"
+            why = f"the pool holds only {k_max} captions, fewer than k: such a k covers more than the whole pool"
             for metric in ("acc", "ndcg", "lbkl", "dlbkl"):
                 rows.append(row(NAME, f"{metric}@{k}", float("nan"), n=n_img,
                                 details={**common, "k": k, "reason": why, "degenerate": why}))
@@ -318,7 +318,8 @@ def prevalence_rows(pool, top_idx, top_val, *, ks, tiers: dict, freq_k: int = 10
                 continue
             lo, hi = mean_ci(values[keep], n_resamples=n_resamples, seed=seed)
             rows += degenerate([row(NAME, metric, fn(y_true[keep], y_score[keep], k=k), ci_low=lo, ci_high=hi,
-                                    n=int(keep.sum()), details={**common, "k": k, **rel_det})], trivial(k, "acc"))
+                                    n=int(keep.sum()), details={**common, "k": k, **rel_det})],
+                               trivial(k, metric.split("@")[0]))
         for metric, values in ((f"lbkl@{k}", lb_q), (f"dlbkl@{k}", dlb_q)):
             lo, hi = mean_ci(values, n_resamples=n_resamples, seed=seed)
             rows += degenerate([row(NAME, metric, float(values.mean()), ci_low=lo, ci_high=hi, n=n_img,

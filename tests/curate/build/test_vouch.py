@@ -141,6 +141,7 @@ def test_positions_are_balanced_seeded_and_recorded(run, tmp_path):
     same = run.json("build", "association", "--allow-unreviewed", "--seed", "7", "--per-pair", "2",
                     "--version", "2")
     assert same["content_hash"] == b["content_hash"]
+    assert same["message"] == "new v2: nothing changed since v1 (version 2 was asked for)"
     other = run.json("build", "association", "--allow-unreviewed", "--seed", "8", "--per-pair", "2")
     assert other["content_hash"] != b["content_hash"]
 
@@ -179,3 +180,17 @@ def test_degenerate_prevalence_is_flagged(tmp_path):
     rep = run.json("evaluate", "report")
     md = Path(rep["markdown"]).read_text(encoding="utf-8")
     assert "Degenerate numbers in prevalence" in md and "covers the whole pool of 9 captions" in md
+
+
+def test_degenerate_one_language_one_class_rows():
+    from cultura.evaluate.data import CaptionPool
+    from cultura.evaluate.suites.retrieval.prevalence import prevalence_rows
+
+    pool = CaptionPool(source="captions", image_sha256=["a" * 64, "b" * 64], image_keys=np.array(["k", "k"]),
+                       image_countries=["US", "US"], texts=["t0", "t1", "t2", "t3"],
+                       languages=np.array(["en"] * 4), caption_keys=np.array(["k"] * 4), provenance={})
+    top_idx = np.array([[0, 1], [2, 3]])
+    rows = prevalence_rows(pool, top_idx, np.ones((2, 2)), ks=[2], tiers={}, n_resamples=10)
+    why = {r["metric"]: r["details"].get("degenerate") for r in rows}
+    assert "one language" in why["lbkl@2"] and "one language" in why["retrieval_share"]
+    assert "one class" in why["acc@2"] and "one class" in why["ndcg@2"]

@@ -8,8 +8,10 @@ Two kinds, each a registry entry of role rules (:data:`KINDS`), not an if/elif c
 - ``descriptor`` (RQ3, six candidates): query = C + descriptor country D ≠ L in L's language —
   ``cr`` (C, D), ``orlb`` (C, L), ``or`` (C, third), ``cdr`` (other, D), ``lb`` (other, L), ``ti`` (other, third).
 
-An image's cultures are the countries whose queries found it (``image_links``); a relevance decision for
-(image, country) below ``min_relevance`` removes that culture. An image "carries a tag of C" when
+An image's cultures are the countries whose queries found it (``image_links``), with those of the copies a
+dedup review dropped in its favour, kept under the one culture rule of :mod:`cultura.curate.cultures_decide`
+(open culture questions refuse the build); a relevance decision for (image, country) below ``min_relevance``
+removes that culture. An image "carries a tag of C" when
 ``image_tags`` holds C's name (any source) or the image was found for C. Eligible images passed the human
 filter (or ``allow_unreviewed`` when no filter decision exists), were not dropped by dedup review, carry no
 open ``culture_conflict`` flag and have ``images.status = 'ok'``. No two images of one trial share a duplicate

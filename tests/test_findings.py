@@ -196,7 +196,7 @@ def test_images_exclude_include(project):
     assert cli_run(project, "images", "exclude", sha[:8], "--reason", "watermark").exit_code == 0
     assert image_exclusions(project.db)[sha] == "image_excluded"
     rows = json.loads(cli_run(project, "images", "list", "--pool", "out", "--json").output)
-    assert [r["reason"] for r in rows] == ["watermark"]
+    assert [(r["reason"], r["detail"]) for r in rows] == [("image_excluded", "watermark")]   # code + detail
     assert cli_run(project, "images", "include", sha[:8]).exit_code == 0
     assert sha not in image_exclusions(project.db)
 

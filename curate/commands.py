@@ -420,7 +420,8 @@ def images_flags(ctx, status_, resolve, reopen, reason, cultures, as_json):
 @pass_ctx
 def images_exclude(ctx, sha256, reason, as_json):
     """Take images out of the reviewed pool by hand (sha256 prefixes); nothing is deleted."""
-    summary("images exclude", set_image_status(ctx.project, sha256, exclude=True, reason=reason), as_json)
+    res = set_image_status(ctx.project, sha256, exclude=True, reason=reason)
+    summary("images exclude", res if as_json else {**res, "sha256": [s[:12] for s in res["sha256"]]}, as_json)
 
 
 @images.command("include")
@@ -429,7 +430,8 @@ def images_exclude(ctx, sha256, reason, as_json):
 @pass_ctx
 def images_include(ctx, sha256, as_json):
     """Undo 'cultura images exclude' for these images (sha256 prefixes)."""
-    summary("images include", set_image_status(ctx.project, sha256, exclude=False), as_json)
+    res = set_image_status(ctx.project, sha256, exclude=False)
+    summary("images include", res if as_json else {**res, "sha256": [s[:12] for s in res["sha256"]]}, as_json)
 
 
 @click.group("config")

@@ -26,6 +26,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "init": ("cultura.curate.commands", "Create a project: DIRECTORY/cultura.toml and DIRECTORY/cultura.db."),
     "status": ("cultura.curate.commands",
                "Counts per stage, per country and per concept, and failures by reason."),
+    "config": ("cultura.curate.commands",
+               "Read or change cultura.toml from the command line, validated exactly like the file."),
     "concepts": ("cultura.curate.commands", "Concepts: generate, load presets, curate, de-duplicate, translate."),
     "images": ("cultura.curate.commands", "Images: search, ingest, download, de-duplicate, tag."),
     "annotate": ("cultura.annotate.commands",
@@ -34,7 +36,9 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "build": ("cultura.curate.build.commands",
               "Assemble versioned benchmarks (association, descriptor) and their query texts."),
     "export": ("cultura.curate.build.commands",
-               "Export benchmarks to DIRECTORY (new or empty): tables, images and a README.md dataset card."),
+               "Export benchmarks to DIRECTORY (new or empty) as a Hugging Face dataset: ready-to-evaluate configs "
+               "(datasets.load_dataset(DIRECTORY) loads the default one, split test), the normalised tables, images, "
+               "a validated README.md dataset card and croissant.json."),
     "import": ("cultura.curate.build.commands",
                "Bring existing datasets (GlobalRG, Crossmodal-3600 captions, CAIRe ratings) into the project."),
     "evaluate": ("cultura.evaluate.commands",

@@ -302,6 +302,11 @@ def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
                         ("written_back", "rows written back")):
             if r.get(k):
                 parts.append(f"{r[k]} {what}")
+        if r.get("culture_questions_open"):
+            n = r["culture_questions_open"]
+            parts.append(f"{n} culture question{'s' if n != 1 else ''} still open (images found for several "
+                         "cultures; a dedup review decides copies, not cultures): rate them with 'cultura annotate "
+                         "push relevance' or decide with 'cultura images flags --resolve'; build waits for them")
         if r.get("note"):
             parts.append(r["note"])
         for p in parts:

@@ -186,6 +186,9 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                     # culture decision (relevance ratings or a person's resolution), cultures_decide
         if c["kind"] == "relevance":
             summ["flags_resolved"] = resolve_rated_conflicts(db, c["name"])
+        if c["kind"] in ("dedup-review", "relevance"):
+            summ["culture_questions_open"] = db.execute(
+                "SELECT count(*) FROM image_flags WHERE flag = 'culture_conflict' AND status = 'open'").fetchone()[0]
         if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
             summ["written_back"] = spec.write_back(db)
         if disagreements:

@@ -1,12 +1,15 @@
-"""CLI commands of the curation stage: init, status, concepts …, images …"""
+"""CLI commands of the curation stage: init, status, config get/set, concepts …, images …"""
 from __future__ import annotations
+
+import json
 
 import click
 from rich.markup import escape
 
+from ..config import get_config_value, set_config_file_value
 from ..console import (emit_json, executor_option, json_option, listing, model_option, option, out, pass_ctx,
                        summary, table)
-from ..project import init_project
+from ..project import CONFIG_NAME, init_project
 from .concepts import (
     add_concepts,
     build_queries,
@@ -279,7 +282,8 @@ def images_ingest(ctx, directory, as_json):
 
 @images.command("download")
 @click.option("--workers", type=click.IntRange(1, 1024), help="Concurrent downloads (default: download.workers, 32).")
-@click.option("--retry-failed", is_flag=True, help="Also retry candidates that failed before.")
+@click.option("--retry-failed", is_flag=True, help="Also retry candidates that failed before, and those skipped by the "
+              "address policy (re-examined anyway after a change of download.allow_hosts).")
 @click.option("--limit", type=click.IntRange(1), help="Process at most this many candidates.")
 @json_option
 @pass_ctx
@@ -326,15 +330,17 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, model, e
               "embedder spec for clip (default: tag.clip_model).", old="--clip-model")
 @click.option("--top-k", type=click.IntRange(1), help="Tags kept per image with --method clip.")
 @click.option("--retry-failed", is_flag=True, help="Retry images whose tagging failed.")
+@click.option("--overwrite", is_flag=True, help="Tag every image again (e.g. with a new --top-k), replacing its "
+              "earlier tags from the same model.")
 @click.option("--limit", type=click.IntRange(1), help="Tag at most this many images.")
 @executor_option("tag")
 @json_option
 @pass_ctx
-def images_tag(ctx, method, model, top_k, retry_failed, limit, executor, as_json):
+def images_tag(ctx, method, model, top_k, retry_failed, overwrite, limit, executor, as_json):
     """Multi-label concept tags per image (seed 000 App. I), by vision LLM or CLIP zero-shot."""
 
-    res = tag_images(ctx.project, method=method, model=model, top_k=top_k,
-                     retry_failed=retry_failed, limit=limit, progress=not as_json, executor=executor)
+    res = tag_images(ctx.project, method=method, model=model, top_k=top_k, retry_failed=retry_failed,
+                     overwrite=overwrite or None, limit=limit, progress=not as_json, executor=executor)
     summary("images tag", res, as_json)
 
 
@@ -418,7 +424,8 @@ def images_flags(ctx, status_, resolve, reopen, reason, cultures, as_json):
 @pass_ctx
 def images_exclude(ctx, sha256, reason, as_json):
     """Take images out of the reviewed pool by hand (sha256 prefixes); nothing is deleted."""
-    summary("images exclude", set_image_status(ctx.project, sha256, exclude=True, reason=reason), as_json)
+    res = set_image_status(ctx.project, sha256, exclude=True, reason=reason)
+    summary("images exclude", res if as_json else {**res, "sha256": [s[:12] for s in res["sha256"]]}, as_json)
 
 
 @images.command("include")
@@ -427,7 +434,41 @@ def images_exclude(ctx, sha256, reason, as_json):
 @pass_ctx
 def images_include(ctx, sha256, as_json):
     """Undo 'cultura images exclude' for these images (sha256 prefixes)."""
-    summary("images include", set_image_status(ctx.project, sha256, exclude=False), as_json)
+    res = set_image_status(ctx.project, sha256, exclude=False)
+    summary("images include", res if as_json else {**res, "sha256": [s[:12] for s in res["sha256"]]}, as_json)
 
 
-COMMANDS = [init, status, concepts, images]
+@click.group("config")
+def config_group():
+    """Read or change cultura.toml from the command line, validated exactly like the file."""
+
+
+@config_group.command("get")
+@click.argument("key", required=False)
+@json_option
+@pass_ctx
+def config_get(ctx, key, as_json):
+    """The value of KEY (SECTION.KEY, e.g. download.allow_hosts), a whole SECTION, or everything (defaults
+    filled in)."""
+    value = get_config_value(ctx.project.config, key)
+    if as_json:
+        return emit_json({"key": key, "value": value} if key else value)
+    click.echo(value if isinstance(value, str) else json.dumps(value, indent=2 if isinstance(value, dict) else None,
+                                                                ensure_ascii=False))
+
+
+@config_group.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.option("--add", is_flag=True, help="Append VALUE to a list key (e.g. one more download.allow_hosts entry).")
+@json_option
+@pass_ctx
+def config_set(ctx, key, value, add, as_json):
+    """Set KEY (SECTION.KEY) to VALUE in cultura.toml, read as TOML (8, true, 0.5, ["a", "b"]) or else as plain
+    text; one item for a list key is a list of one. Checked like the file (nothing written on an error);
+    comments and the other lines are kept."""
+    res = set_config_file_value(ctx.project.root / CONFIG_NAME, key, value, add=add)
+    summary("config set", res, as_json)
+
+
+COMMANDS = [init, status, config_group, concepts, images]

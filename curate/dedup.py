@@ -854,7 +854,7 @@ def _dedup(project, inv: Inventory, opts: dict, writes: _Writes, progress: bool)
     return summary
 
 
-__all__ = ["METHODS", "SCOPES", "Inventory", "Method", "Found", "dedup_images", "load_inventory",
+__all__ = ["FLAG", "METHODS", "SCOPES", "Inventory", "Method", "Found", "dedup_images", "load_inventory",
            "ensure_hashes", "scoped_clusters", "representative", "cosine_pairs", "update_conflict_flags",
            "resolve_flags", "reopen_flags", "list_flags",
            "resolve_options"]

@@ -38,6 +38,7 @@ import email.utils
 import functools
 import hashlib
 import io
+import json
 import os
 import random
 import time
@@ -630,12 +631,14 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
     with _project_lock(project), blob_writer(project):
         swept = sweep_blobs(project)  # removes nothing while another process (an import) is writing blobs
         swept.update(check_blobs(project))  # rows whose file is gone: back to pending, fetched again below
+        reexamined = reexamine_policy_skips(db, settings.allow_hosts, everything=retry_failed)
         statuses = ["pending", "failed"] if retry_failed else ["pending"]
         sql = (f"SELECT id, url FROM candidates WHERE status IN ({','.join('?' * len(statuses))}) ORDER BY id"
                + (" LIMIT ?" if limit else ""))
         rows = [dict(id=r[0], url=r[1]) for r in db.execute(sql, [*statuses, *([limit] if limit else [])])]
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
-                                                  "limit": limit, "candidates": len(rows)})
+                                                  "limit": limit, "candidates": len(rows),
+                                                  "allow_hosts": _policy(settings.allow_hosts)})
         todo = _round_robin_by_host(rows)
         writer = _Writer(db)
         by_status: collections.Counter = collections.Counter()
@@ -696,7 +699,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
                        "by_status": dict(by_status), "by_reason": dict(sorted(by_reason.items())),
                        "new_images": writer.new_images, "bytes": total_bytes, "seconds": round(seconds, 3),
                        "per_second": round(sum(by_status.values()) / seconds, 2) if seconds > 0 else None,
-                       "swept": swept, "run_id": run_id}
+                       "swept": swept, "reexamined_skips": reexamined, "run_id": run_id}
             dbmod.finish_run(db, run_id, summary, status=status, error=error)
         # every blob this download wrote is in place: record the folders' state now, so the next stage (dedup,
         # tagging) lists only what changes after this instead of every folder (seconds at 1M images)
@@ -704,9 +707,53 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
     return summary
 
 
+#: skip reasons that depend on cultura's own policy (``download.allow_hosts``), so a policy change or an explicit
+#: retry re-examines them; a publisher's refusal (``robots_noai``) is not re-examined
+POLICY_SKIPS = ("blocked_address",)
+
+
+def _policy(allow_hosts) -> list[str]:
+    return sorted({a.strip().lower() for a in allow_hosts if a.strip()})
+
+
+def _host_port(url: str) -> str | None:
+    try:
+        u = httpx.URL(url)
+    except Exception:  # noqa: BLE001 - a malformed URL is never allowed
+        return None
+    port = u.port or {"http": 80, "https": 443}.get(u.scheme)
+    return f"{u.host.lower()}:{port}" if u.host and port else None
+
+
+def reexamine_policy_skips(db, allow_hosts, *, everything: bool = False) -> int:
+    """Put candidates skipped by cultura's address policy (:data:`POLICY_SKIPS`) back to ``pending`` when the
+    policy may now let them through: ``download.allow_hosts`` differs from the one the last download ran under,
+    or lists the URL's ``host:port``; ``everything`` (``--retry-failed``): all of them. Each is checked again on
+    fetch, so a re-examined URL that the policy still refuses is skipped again with the same reason (no dead
+    end, no loosening). Returns how many went back to pending."""
+    policy = _policy(allow_hosts)
+    rows = db.execute(f"SELECT id, url FROM candidates WHERE status = 'skipped' AND reason IN "
+                      f"({','.join('?' * len(POLICY_SKIPS))})", list(POLICY_SKIPS)).fetchall()
+    if not rows:
+        return 0
+    last = db.execute("SELECT params FROM runs WHERE stage = 'download' AND status != 'running' "
+                      "ORDER BY id DESC LIMIT 1").fetchone()
+    before = json.loads(last[0] or "{}").get("allow_hosts") if last else None
+    changed = before is not None and before != policy
+    ids = [i for i, url in rows if everything or changed or _host_port(url) in policy]
+    if ids:
+        with dbmod.transaction(db):
+            for part in dbmod.chunks(ids, 500):
+                db.execute(f"UPDATE candidates SET status = 'pending', reason = NULL, detail = NULL, updated_at = ? "
+                           f"WHERE id IN ({','.join('?' * len(part))})", [dbmod.now(), *part])
+    return len(ids)
+
+
 def download_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
                         limit: int | None = None, progress: bool = True) -> dict:
     """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
+    Candidates skipped by the address policy are re-examined first (:func:`reexamine_policy_skips`: after a
+    change of ``download.allow_hosts``, or all of them with ``retry_failed``).
 
     Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
     "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;

@@ -168,7 +168,7 @@ def set_image_status(project, prefixes, *, exclude: bool, reason: str | None = N
             db.execute("UPDATE images SET status = ?, reason = ? WHERE sha256 = ?",
                        ["excluded" if exclude else "ok", reason.strip() if exclude else None, sha])
     return {"images": len(shas), "status": "excluded" if exclude else "ok", "reason": reason if exclude else None,
-            "sha256": [s[:12] for s in shas]}
+            "sha256": shas}
 
 
 def flags(project, *, status: str | None = "open") -> list[dict]:

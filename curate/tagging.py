@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 from pydantic import BaseModel, Field
+from rich.console import Console
 from rich.progress import track
 
 from ..db import dumps, finish_run, now, start_run, transaction
@@ -31,7 +32,10 @@ class TagReply(BaseModel):
     tags: list[str] = Field(default_factory=list)
 
 
-def _images_todo(db, source: str, retry_failed: bool) -> list[dict]:
+def _images_todo(db, source: str, retry_failed: bool, overwrite: bool = False) -> list[dict]:
+    if overwrite:  # every kept image, tagged again (its earlier tags of this source are replaced)
+        return [dict(r) for r in db.query("SELECT sha256, path, format FROM images WHERE status = 'ok' "
+                                          "ORDER BY sha256")]
     sql = """SELECT sha256, path, format FROM images i WHERE status = 'ok' AND NOT EXISTS (
                SELECT 1 FROM image_tag_status s WHERE s.sha256 = i.sha256 AND s.source = ?
                AND (s.status = 'done' OR ? = 0)) ORDER BY sha256"""
@@ -52,8 +56,9 @@ def _data_url(project, row) -> str:
 
 
 def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = False, limit: int | None = None,
-                 llm: LLM | None = None, progress: bool = True) -> dict:
-    """Tag images with a vision chat model; tags outside the concept list are dropped (kept in ``raw``)."""
+                 llm: LLM | None = None, progress: bool = True, overwrite: bool = False) -> dict:
+    """Tag images with a vision chat model; tags outside the concept list are dropped (kept in ``raw``).
+    ``overwrite``: tag every image again, replacing its earlier tags from this model."""
 
     llm = llm or LLM(project, model=model or project.config.llm.vision_model)
     db = project.db
@@ -63,7 +68,7 @@ def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = Fals
     known = set(concepts)
     source = f"llm:{llm.model}"
     check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
-    todo = _images_todo(db, source, retry_failed)[: limit or None]
+    todo = _images_todo(db, source, retry_failed, overwrite)[: limit or None]
     prompt = render_prompt("image_tagging.j2", concepts=concepts)
     run = start_run(db, "images.tag", {"method": "llm", "model": llm.model})
     done = failed = n_tags = 0
@@ -81,6 +86,8 @@ def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = Fals
             # a reply tag the name validator refuses (a control character, 10 kB of text) matches no concept
             tags = [check_concept(t)[0] or str(t)[:80] for t in obj.tags]
             kept = [t for t in dict.fromkeys(tags) if t in known]
+            if overwrite:
+                db.execute("DELETE FROM image_tags WHERE sha256 = ? AND source = ?", [row["sha256"], source])
             for rank, t in enumerate(kept, start=1):
                 db["image_tags"].upsert({"sha256": row["sha256"], "tag": t, "score": 1.0 / rank, "source": source,
                                          "created_at": now()}, pk=("sha256", "tag", "source"))
@@ -89,15 +96,17 @@ def tag_with_llm(project, *, model: str | None = None, retry_failed: bool = Fals
             done += 1
             n_tags += len(kept)
     summary = {"method": "llm", "model": llm.model, "images": len(todo), "done": done, "failed": failed,
-               "tags": n_tags}
+               "tags": n_tags, **_note(db, source, todo, overwrite)}
     finish_run(db, run, summary)
     return summary
 
 
 def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None = None,
                   min_score: float | None = None, template: str = CLIP_TEMPLATE, limit: int | None = None,
-                  embedder=None, progress: bool = True) -> dict:
-    """Zero-shot tags: softmax over 100 × cosine(image, "a photo of a {concept}"), top-k kept with scores."""
+                  embedder=None, progress: bool = True, overwrite: bool = False) -> dict:
+    """Zero-shot tags: softmax over 100 × cosine(image, "a photo of a {concept}"), top-k kept with scores.
+    ``overwrite``: tag every image again (a new ``top_k``, ``min_score`` or template), replacing its earlier
+    tags from this model."""
 
     cfg = project.config.tag
     emb = embedder or get_embedder(clip_model or cfg.clip_model)
@@ -109,8 +118,9 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
         raise CulturaError("No active concepts to tag with. Load or generate concepts first.")
     source = f"clip:{emb.identity}"
     check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
-    todo = _images_todo(db, source, True)[: limit or None]
-    run = start_run(db, "images.tag", {"method": "clip", "model": emb.identity, "top_k": top_k})
+    todo = _images_todo(db, source, True, overwrite)[: limit or None]
+    run = start_run(db, "images.tag", {"method": "clip", "model": emb.identity, "top_k": top_k,
+                                       "overwrite": overwrite})
     n_tags = 0
     if todo:
         text = embed_texts_cached(project, emb, [template.format(c) for c in concepts])
@@ -126,6 +136,8 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
             k = min(top_k, len(concepts))
             with transaction(db):
                 for row, p in zip(part, probs):
+                    if overwrite:
+                        db.execute("DELETE FROM image_tags WHERE sha256 = ? AND source = ?", [row["sha256"], source])
                     best = np.argsort(-p, kind="stable")[:k]
                     for j in best:
                         if p[j] >= min_score:
@@ -135,9 +147,20 @@ def tag_with_clip(project, *, clip_model: str | None = None, top_k: int | None =
                             n_tags += 1
                     _mark(db, row["sha256"], source, "done")
     summary = {"method": "clip", "model": emb.identity, "images": len(todo), "done": len(todo), "failed": 0,
-               "tags": n_tags}
+               "tags": n_tags, **_note(db, source, todo, overwrite)}
     finish_run(db, run, summary)
     return summary
+
+
+def _note(db, source: str, todo: list, overwrite: bool) -> dict:
+    """When nothing was left to tag because every image already has this source's tags: say how to retag."""
+    if todo or overwrite:
+        return {}
+    n = db.execute("SELECT count(*) FROM image_tag_status WHERE source = ? AND status = 'done'", [source]).fetchone()[0]
+    if not n:
+        return {}
+    return {"note": f"{n} images already carry tags from {source}; pass --overwrite to tag them again (a new "
+                    "--top-k, for instance), replacing those tags."}
 
 
 TAGGERS = {"llm": tag_with_llm, "clip": tag_with_clip}
@@ -165,8 +188,9 @@ def _tag_images(project, *, method: str | None = None, **kwargs) -> dict:
     fn = TAGGERS[method]
     if method == "clip" and kwargs.get("model") and not kwargs.get("clip_model"):
         kwargs["clip_model"] = kwargs.pop("model")  # ``model``: the model of whichever method runs
-    allowed = {"llm": {"model", "retry_failed", "limit", "llm", "progress"},
-               "clip": {"clip_model", "top_k", "min_score", "template", "limit", "embedder", "progress"}}[method]
+    allowed = {"llm": {"model", "retry_failed", "limit", "llm", "progress", "overwrite"},
+               "clip": {"clip_model", "top_k", "min_score", "template", "limit", "embedder", "progress",
+                        "overwrite"}}[method]
     try:
         return fn(project, **{k: v for k, v in kwargs.items() if k in allowed and v is not None})
     except ModelUnavailable as e:
@@ -183,4 +207,5 @@ def _progress(items, enabled):
     if not enabled or not items:
         return items
 
-    return track(items, description="tagging", transient=True)
+    err = Console(stderr=True)  # never mixed into normal or JSON output on stdout; drawn only on a terminal
+    return track(items, description="tagging", transient=True, console=err, disable=not err.is_terminal)

@@ -193,10 +193,11 @@ def test_set_term_from_file(project, tmp_path):
 def test_images_exclude_include(project):
     w = make_world(project, concepts=("bus",), per_cell=1)
     sha = w["images"][("bus", "US")][0]
-    assert cli_run(project, "images", "exclude", sha[:8], "--reason", "watermark").exit_code == 0
+    res = cli_run(project, "images", "exclude", sha[:8], "--reason", "watermark", "--json")
+    assert res.exit_code == 0 and json.loads(res.output)["sha256"] == [sha]   # full sha256s in --json (issue 20)
     assert image_exclusions(project.db)[sha] == "image_excluded"
     rows = json.loads(cli_run(project, "images", "list", "--pool", "out", "--json").output)
-    assert [r["reason"] for r in rows] == ["watermark"]
+    assert [(r["reason"], r["detail"]) for r in rows] == [("image_excluded", "watermark")]   # code + detail
     assert cli_run(project, "images", "include", sha[:8]).exit_code == 0
     assert sha not in image_exclusions(project.db)
 

@@ -8,8 +8,10 @@ Two kinds, each a registry entry of role rules (:data:`KINDS`), not an if/elif c
 - ``descriptor`` (RQ3, six candidates): query = C + descriptor country D ≠ L in L's language —
   ``cr`` (C, D), ``orlb`` (C, L), ``or`` (C, third), ``cdr`` (other, D), ``lb`` (other, L), ``ti`` (other, third).
 
-An image's cultures are the countries whose queries found it (``image_links``); a relevance decision for
-(image, country) below ``min_relevance`` removes that culture. An image "carries a tag of C" when
+An image's cultures are the countries whose queries found it (``image_links``), with those of the copies a
+dedup review dropped in its favour, kept under the one culture rule of :mod:`cultura.curate.cultures_decide`
+(open culture questions refuse the build); a relevance decision for (image, country) below ``min_relevance``
+removes that culture. An image "carries a tag of C" when
 ``image_tags`` holds C's name (any source) or the image was found for C. Eligible images passed the human
 filter (or ``allow_unreviewed`` when no filter decision exists), were not dropped by dedup review, carry no
 open ``culture_conflict`` flag and have ``images.status = 'ok'`` (the pool: :mod:`.eligible`). No two images
@@ -176,6 +178,21 @@ def tag_conflicts(pool: Pool, concepts: Iterable[int]) -> dict[str, int]:
             if t in wanted:
                 out[t] += 1
     return out
+
+
+def tag_cause(pool: Pool, concepts: Iterable[int]) -> str | None:
+    """When the image tags are why distractor roles stay empty (most eligible images carry the tag of every
+    other concept, e.g. CLIP's default top-3 tags with three concepts), the sentence naming that cause and the
+    fix; else None."""
+    names = {pool.concept_names[c] for c in concepts}
+    if len(names) < 2 or not pool.tags:
+        return None
+    every = sum(1 for tags in pool.tags.values() if names <= tags)
+    if every * 2 < len(pool.tags):
+        return None
+    return (f"The tags are the cause: {every} of {len(pool.tags)} eligible images carry the tag of every concept "
+            f"({', '.join(sorted(names))}), so none can be a distractor for another concept. Retag with fewer "
+            "tags per image ('cultura images tag --overwrite --top-k 1', or tag.top_k in cultura.toml) and rebuild.")
 
 
 def sample_trials(pool: Pool, kind: str, *, concepts: Iterable[int], countries: Iterable[str],
@@ -363,8 +380,8 @@ def build_benchmark(project, kind: str, *, name: str | None = None, version: int
             f"No {kind} trial could be built: {srep['cells']} cells, every one short of images "
             f"(role{'s' if len(roles) != 1 else ''} {', '.join(roles) or '-'}; {srep['duplicate_conflicts']} "
             f"duplicate conflicts; {len(pool.links)} eligible of {pool.total} linked images). A benchmark "
-            "with no trials is not stored. See 'cultura build stats' for images per concept × country; add "
-            "images or concepts, or review fewer of them away.")
+            "with no trials is not stored. " + (tag_cause(pool, cids) or "See 'cultura build stats' for images "
+            "per concept × country; add images or concepts, or review fewer of them away."))
     lang = {c: reg.country(c).language for c in L_codes}
     pairs = sorted({(t.concept_id, t.query_country) for t in trials})
     missing = missing_terms(project, pairs)

@@ -111,7 +111,8 @@ def test_one_culture_rule_for_near_and_byte_identical_copies(tmp_path, labelstud
     assert _answer(labelstudio, proj / "cultura.db", "dedup-review", lambda *a: "keep:1") == {"aiko", "ted"}
     assert run.json("annotate", "pull")["new"] == 2
     adj = {a["campaign"]: a for a in run.json("annotate", "adjudicate")}
-    assert adj["dedup-review"]["decided"] == 1
+    assert adj["dedup-review"]["decided"] == 1 and adj["dedup-review"]["culture_questions_open"] == 3
+    assert "3 culture questions still open" in " ".join(run("annotate", "adjudicate").split())
     out = {r["sha256"]: r for r in run.json("images", "list", "--pool", "out")}
     assert (out[cat_small]["pool"], out[cat_small]["reason"]) == ("out", "duplicate_dropped")   # issue 20 item 9
     assert out[cat]["reason"] == "culture_conflict" and "no culture decision" in out[cat]["detail"]

@@ -17,8 +17,8 @@ as is:
 - ``croissant.json`` written with ``mlcroissant`` and validated by loading it back;
 - :func:`push_to_hub`: ``HfApi.create_repo`` + ``upload_folder`` (token from ``HF_TOKEN``, never printed).
 
-:func:`card_sections` is the hook for the card's readiness section: today it counts roles × positions from the
-candidates table; the build package's readiness function (coverage per country × rule) plugs in there.
+The card's readiness section (role × position counts, coverage per country and per rule) comes from
+:func:`cultura.curate.build.readiness.card_data`.
 """
 from __future__ import annotations
 
@@ -272,22 +272,6 @@ def check_card(text: str) -> dict:
         raise HubError(f"The dataset card is not valid for the Hub: {', '.join(problems)}. This is a bug in "
                        "the export; please report it with the card attached.")
     return meta
-
-
-def card_sections(project, bench: dict, tables: dict) -> dict:
-    """Readiness figures of one benchmark for the card (the hook for the build's readiness function).
-
-    Computed here from the exported tables: ``roles_by_position`` (role → position → candidates), showing
-    whether the correct candidate sits at every position equally often.
-    """
-    counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for c in tables["candidates"]:
-        if c["benchmark"] == bench["name"]:
-            counts[c["role"]][c["position"]] += 1
-    positions = sorted({p for d in counts.values() for p in d})
-    return {"positions": positions,
-            "roles_by_position": [{"role": r, "counts": [counts[r].get(p, 0) for p in positions]}
-                                  for r in sorted(counts)]}
 
 
 # ------------------------------------------------------------------ Croissant

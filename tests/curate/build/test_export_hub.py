@@ -15,7 +15,7 @@ from cultura.cli import cli
 from cultura.curate.build.build import build_benchmark
 from cultura.curate.build import hub
 from tests.fakes.hub_server import FakeHub
-from tests.fakes.world import add_image, make_world
+from tests.fakes.world import add_image, make_world, mention_queries
 
 
 def _photos(n: int) -> list[bytes]:
@@ -42,6 +42,7 @@ def photos(project):
         for rank in (1, 2):
             add_image(project, w["concepts"][concept], cc, next(pics), rank=rank)
     build_benchmark(project, "association", allow_unreviewed=True, per_pair=2)
+    mention_queries(project)  # a descriptor benchmark is complete only with its mention_<CC> queries
     build_benchmark(project, "descriptor", allow_unreviewed=True)
     return project
 
@@ -78,7 +79,7 @@ def test_load_dataset_as_is_with_image_feature(photos, tmp_path):
                                             row["query_variant"]))
         assert row["query_variant"] == ("short" if row["benchmark"] == "association"
                                         else f"mention_{row['descriptor_country']}")
-        assert row["query"] or row["benchmark"] == "descriptor"  # this world has no mention_<CC> queries
+        assert row["query"]  # every trial carries the query its suite needs
         assert row["positions"] == sorted(row["positions"])
         assert len(row["images"]) == len(row["roles"]) == len(row["sha256"])
         for img, sha in zip(row["images"], row["sha256"]):

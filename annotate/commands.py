@@ -11,6 +11,7 @@ from ..console import emit_json, json_option, listing, out, pass_ctx, summary, t
 from .annotators import add_annotator, deactivate_annotator, list_annotators, set_password
 from .decide import adjudicate
 from .images import make_server
+from .labels_io import export_labels
 from .pull import pull
 from .push import push
 from .report import agreement_report, list_campaigns, set_campaign_status, status
@@ -249,10 +250,15 @@ def _round(v, digits: int = 3):
 
 @annotate.command("adjudicate")
 @click.option("--campaign", default=None, help="Only this campaign (default: all).")
-@click.option("--rule", "rule_name", type=click.Choice(["majority", "unanimity", "median", "mean"]), default=None,
-              help="Decision rule (default: majority for labels, median for Likert).")
+@click.option("--rule", "rule_name", type=click.Choice(["majority", "unanimity", "dawid-skene", "one-coin-dawid-skene",
+                                                       "glad", "mace", "wawa", "zero-based-skill", "gold-majority",
+                                                       "median", "mean", "severity"]), default=None,
+              help="Decision rule (default: majority for labels, median for Likert). dawid-skene, glad, mace, wawa, "
+                   "... (crowd-kit) weight annotators by estimated skill, for labels; severity corrects each "
+                   "rater's harshness on 1-5 ratings. Skill estimates are stored per annotator.")
 @click.option("--min-agreement", type=float, default=None, help="Items below this agreement go to adjudication "
-              "(default 1.0 for labels, 0.75 for Likert).")
+              "(default 1.0 for labels, 0.75 for Likert); with a model rule, a minimum posterior probability "
+              "(default 0).")
 @click.option("--adjudicator", default=None, help="Annotator who resolves disagreements (default: the one with "
               "role adjudicator).")
 @json_option
@@ -263,6 +269,18 @@ def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
     listing("annotate adjudicate", res, as_json)
+
+
+@annotate.command("export-labels")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="File to write: .csv or .parquet.")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@json_option
+@pass_ctx
+def export_labels_cmd(ctx, out, campaign, as_json):
+    """Write the raw labels as a (task, worker, label, value, time, gold, campaign) table in crowd-kit's column
+    names: one row per item and annotator (their current answer), for any aggregation tool."""
+    summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign), as_json)
 
 
 @annotate.command("simulate")

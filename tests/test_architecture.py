@@ -14,7 +14,7 @@ SKIP = {"tests", "benchmarks", "scripts", "docs", ".venv", ".venv-ls", "demo-pro
 HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "sentence_transformers",
          "tokenizers", "huggingface_hub", "ray", "label_studio_sdk", "playwright", "datasets", "img2dataset",
          "openai", "ddgs", "imagededup", "pandas", "pyarrow", "statsmodels", "mlcroissant", "geopandas",
-         "cartopy", "plotly", "skimage", "cv2", "sklearn.manifold", "torchvision", "PIL.ImageFont")
+         "cartopy", "plotly", "skimage", "cv2", "sklearn.manifold", "torchvision", "PIL.ImageFont", "crowdkit")
 CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
         "cultura.cultures",
         "cultura.data", "cultura.executor")

@@ -17,6 +17,7 @@ from .push import push
 from .report import agreement_report, list_campaigns, set_campaign_status, status
 from .server import read_secrets, server_status, start_server, stop_server
 from .simulate import simulate_annotations
+from .team import annotator_report
 
 
 @click.group()
@@ -139,6 +140,36 @@ def annotators_password(ctx, name, password, as_json):
     """Set NAME's password on the project's local Label Studio (runs Label Studio's reset_password on the
     project's own data dir; the password is printed once and stored nowhere)."""
     summary("annotate annotators password", set_password(ctx.project, name, password), as_json)
+
+
+@annotators.command("report")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@json_option
+@pass_ctx
+def annotators_report(ctx, campaign, as_json):
+    """Per annotator: tasks done, median time per task, agreement with each other annotator and with the
+    consensus, gold accuracy (95% CI, n), estimated skill (from 'adjudicate --rule dawid-skene' ...) and a
+    spammer flag with the reason; per campaign: progress and what blocks it."""
+    reps = annotator_report(ctx.project, campaign)
+    if as_json:
+        emit_json(reps)
+        return
+    for r in reps:
+        rows = []
+        for a in r["annotators"]:
+            ci = (f"{a['gold_accuracy']:.2f} [{a['gold_ci_low']:.2f}, {a['gold_ci_high']:.2f}] n={a['gold_n']}"
+                  if a["gold_n"] else "-")
+            rows.append({"annotator": a["annotator"], "done": f"{a['done']}/{a['assigned']}",
+                         "median s": _round(a["median_seconds"], 1),
+                         "consensus": _round(a["consensus_agreement"]), "gold (95% CI)": ci,
+                         "skill": ", ".join(f"{k} {v:.2f}" for k, v in sorted(a["skill"].items())) or "-",
+                         "spammer": ("YES: " + a["reason"]) if a["spammer"] else "no"})
+        table(f"annotators · {r['campaign']} ({r['kind']})", rows)
+        if r["pairs"]:
+            table("agreement between annotators", [{k: _round(v) for k, v in p.items()} for p in r["pairs"]])
+        table("progress", [{"what": k, "value": v} for k, v in r["progress"].items()])
+        if r["blockers"]:
+            table("blockers", r["blockers"])
 
 
 # ------------------------------------------------------------------------------------------- campaigns

@@ -99,3 +99,29 @@ def test_rule_that_does_not_fit_the_kind_names_the_valid_ones(project):
     plant_campaign(project, "filter", workers=TEAM, n_items=5)
     res = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "adjudicate", "--rule", "severity"])
     assert res.exit_code != 0 and "dawid-skene" in res.output
+
+
+def test_annotator_report_flags_both_clickers_through_the_cli(project):
+    plant_campaign(project, "filter", workers=TEAM, n_items=120, n_gold=20, seed=7, p_first=0.5)
+    _run(project, "annotate", "adjudicate", "--rule", "dawid-skene")
+    rep = json.loads(_run(project, "annotate", "annotators", "report", "--json"))
+    (camp,) = rep
+    rows = {a["annotator"]: a for a in camp["annotators"]}
+    assert {n for n, a in rows.items() if a["spammer"]} == {"rand1", "rand2"}
+    assert all(rows[n]["reason"] for n in ("rand1", "rand2"))
+    for a in rows.values():
+        assert a["done"] == 120 and a["gold_n"] == 20 and a["median_seconds"] > 0
+        assert a["gold_ci_low"] <= a["gold_accuracy"] <= a["gold_ci_high"]
+        assert "dawid-skene" in a["skill"]
+    assert len(camp["pairs"]) == 10 and all(p["shared_items"] == 100 for p in camp["pairs"])
+    assert camp["progress"]["items"] == 120 and camp["progress"]["waiting"] == 0
+    table = _run(project, "annotate", "annotators", "report")
+    assert "rand1" in table and "YES" in table
+
+
+def test_wilson_interval_equals_statsmodels():
+    from statsmodels.stats.proportion import proportion_confint
+
+    from cultura.annotate.team import wilson
+    for k, n in [(0, 5), (3, 10), (17, 20), (20, 20), (45, 97)]:
+        assert wilson(k, n) == pytest.approx(proportion_confint(k, n, method="wilson"))

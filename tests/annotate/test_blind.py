@@ -96,5 +96,15 @@ def test_annotators_are_blind_to_each_other(blindproject, labelstudio):
     by = dict(db.execute("SELECT an.name, COUNT(*) FROM annotations x JOIN annotators an ON an.id = x.annotator_id "
                          "GROUP BY 1").fetchall())
     assert by == {"ann": 4, "bob": 4, "cat": 4}
+
+    # the annotator report, through the CLI, on what the annotators answered through the API
+    res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "annotators", "report", "--json"])
+    assert res.exit_code == 0, res.output
+    (camp,) = json.loads(res.output)
+    rows = {a["annotator"]: a for a in camp["annotators"]}
+    assert {n: (a["done"], a["assigned"]) for n, a in rows.items()} == {n: (4, 4) for n in ("ann", "bob", "cat")}
+    assert rows["ann"]["median_seconds"] == pytest.approx(4.5)   # lead times 3, 4, 5, 6 s
+    assert camp["progress"] == {**camp["progress"], "items": 6, "complete": 6, "waiting": 0}
+    assert sum(pr["shared_items"] for pr in camp["pairs"]) == 6
     for s in sessions.values():
         s.close()

@@ -11,7 +11,7 @@ from ..console import emit_json, json_option, listing, out, pass_ctx, summary, t
 from .annotators import add_annotator, deactivate_annotator, list_annotators, set_password
 from .decide import adjudicate
 from .images import make_server
-from .labels_io import export_labels
+from .labels_io import export_labels, import_labels
 from .pull import pull
 from .push import push
 from .report import agreement_report, list_campaigns, set_campaign_status, status
@@ -312,6 +312,20 @@ def export_labels_cmd(ctx, out, campaign, as_json):
     """Write the raw labels as a (task, worker, label, value, time, gold, campaign) table in crowd-kit's column
     names: one row per item and annotator (their current answer), for any aggregation tool."""
     summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign), as_json)
+
+
+@annotate.command("import-labels")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--source", default=None, help="Name of where the export comes from (default: the file name); "
+              "importing the same source again adds only what changed.")
+@click.option("--campaign", default=None, help="Match tasks only to this campaign's items (default: any).")
+@json_option
+@pass_ctx
+def import_labels_cmd(ctx, file, source, campaign, as_json):
+    """Read FILE, a Label Studio JSON export made elsewhere: tasks are matched to items by the item_key cultura
+    put in their data, annotators by e-mail; tasks and annotations that match nothing are recorded as rejected
+    rows with the reason (import_rows)."""
+    summary("annotate import-labels", import_labels(ctx.project, file, source=source, campaign=campaign), as_json)
 
 
 @annotate.command("simulate")

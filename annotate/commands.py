@@ -107,7 +107,9 @@ def annotators():
 @pass_ctx
 def annotators_add(ctx, name, email, country, languages, role, as_json):
     """Create the Label Studio user for NAME and record the annotator (no password is stored: hand out an
-    invite link, or for the project's local server set one with 'cultura annotate annotators password NAME')."""
+    invite link, or for the project's local server set one with 'cultura annotate annotators password NAME').
+    On the project's local server the account is blind: its own organization, fenced from every other
+    annotator's projects, tasks and answers (see docs/annotators.md); elsewhere 'blind' is false."""
     langs = languages.split(",") if languages else None
     summary("annotate annotators add", add_annotator(ctx.project, name, email=email, country=country,
                                                      languages=langs, role=role), as_json)

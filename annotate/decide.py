@@ -259,6 +259,7 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                                       for it in items], ignore=True)
     conn = conn or connect(project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
-        n = push_project(connection_for(project, adj, conn), db, db["campaign_projects"].get(prow["id"]), c["kind"],
-                         image_base=image_base)
+        prow = db["campaign_projects"].get(prow["id"])
+        n = push_project(connection_for(project, adj, conn, prow), db, db["campaign_projects"].get(prow["id"]),
+                         c["kind"], image_base=image_base)
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

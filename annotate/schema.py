@@ -139,10 +139,13 @@ def m002_annotation_deleted(db):
 @annotate()
 def m003_aggregation(db):
     """Aggregation by estimated skill: ``decisions.rule_params`` (JSON: library, version, model, parameters,
-    whether gold answers were fed) and ``annotator_skills`` (each annotator's estimate per campaign and rule)."""
+    whether gold answers were fed) and ``annotator_skills`` (each annotator's estimate per campaign and rule).
+    Blind accounts: ``campaign_projects.ls_as`` = 'annotator' for a project made with the annotator's own token
+    (in their organization); NULL = made with the admin's (projects from before blind accounts)."""
     db.executescript(
         """
         ALTER TABLE decisions ADD COLUMN rule_params TEXT;
+        ALTER TABLE campaign_projects ADD COLUMN ls_as TEXT;
         CREATE TABLE annotator_skills (
             campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
             annotator_id INTEGER NOT NULL REFERENCES annotators(id),

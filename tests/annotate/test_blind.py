@@ -108,3 +108,33 @@ def test_annotators_are_blind_to_each_other(blindproject, labelstudio):
     assert sum(pr["shared_items"] for pr in camp["pairs"]) == 6
     for s in sessions.values():
         s.close()
+
+
+def test_projects_made_before_an_annotator_became_blind_stay_reachable(project, labelstudio):
+    """Upgrading: an annotator created in the admin's organization (older cultura, or a server recorded without
+    its data dir) keeps their old project pulled with the admin's token once they become blind; new campaigns
+    go to their own organization."""
+    p, db = project, project.db
+    tag = uuid.uuid4().hex[:6]
+    email = f"old.{tag}@example.org"
+    use_server(p, labelstudio.url, labelstudio.api_key)            # no data dir: not blind
+    add_images(p, "tea", "JP", 2)
+    assert ann_mod.add_annotator(p, "old", email=email, country="JP")["blind"] is False
+    push_mod.push(p, "filter", overlap=1, batch="before")
+    client = labelstudio.connection().client
+    (task, uid), = db.execute("SELECT a.ls_task_id, an.ls_user_id FROM assignments a JOIN annotators an ON "
+                              "an.id = a.annotator_id LIMIT 1").fetchall()
+    client.annotations.create(task, result=get_kind("filter").result_for("keep"), completed_by=uid, lead_time=2.0)
+
+    use_server(p, labelstudio.url, labelstudio.api_key, data_dir=labelstudio.data_dir)
+    assert ann_mod.add_annotator(p, "old", email=email, country="JP")["blind"] is True
+    assert pull_mod.pull(p)["new"] == 1                              # the old project, through the admin
+    add_images(p, "tea", "JP", 1, seed=9)
+    push_mod.push(p, "filter", overlap=1, batch="after")
+    ann_mod.set_password(p, "old", "pw-old-123456")
+    s = AnnotatorSession.login(labelstudio.url, email, "pw-old-123456")
+    mine = [x["id"] for x in s.projects()]
+    new = [r["ls_project_id"] for r in db["campaign_projects"].rows if r["ls_as"] == "annotator"]
+    assert len(new) == 1 and mine == new
+    assert pull_mod.pull(p)["missing_projects"] == []
+    s.close()

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from cultura.annotate import annotators as ann_mod, pull as pull_mod, push as push_mod
+from cultura.annotate import annotators as ann_mod, decide, pull as pull_mod, push as push_mod
 from cultura.annotate.accounts import read_tokens, tokens_path
 from cultura.annotate.kinds import get_kind
 from cultura.annotate.server import use_server
@@ -96,6 +96,23 @@ def test_annotators_are_blind_to_each_other(blindproject, labelstudio):
     by = dict(db.execute("SELECT an.name, COUNT(*) FROM annotations x JOIN annotators an ON an.id = x.annotator_id "
                          "GROUP BY 1").fetchall())
     assert by == {"ann": 4, "bob": 4, "cat": 4}
+
+    # disagreements go to the adjudicator's own blind project, which shows the earlier labels (by design);
+    # the annotators see neither it nor its tasks
+    assert ann_mod.add_annotator(p, "judy", email=_email(p, "judy"), role="adjudicator")["blind"] is True
+    ann_mod.set_password(p, "judy", "pw-judy-123456")
+    summ, = decide.adjudicate(p)
+    assert summ["sent_to_adjudication"] == summ["disagreements"] > 0 and summ["adjudicator"] == "judy"
+    judy = AnnotatorSession.login(labelstudio.url, _email(p, "judy"), "pw-judy-123456")
+    (adj_project,) = judy.projects()
+    adj_tasks = judy.tasks(adj_project["id"])
+    assert len(adj_tasks) == summ["disagreements"]
+    assert all("keep" in t["data"]["earlier"] and "remove" in t["data"]["earlier"] for t in adj_tasks)
+    for s in sessions.values():
+        assert adj_project["id"] not in [x["id"] for x in s.projects()]
+        assert s.try_get(f"/api/projects/{adj_project['id']}") in (403, 404)
+        assert s.try_get(f"/api/tasks/{adj_tasks[0]['id']}") in (403, 404)
+    judy.close()
 
     # the annotator report, through the CLI, on what the annotators answered through the API
     res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "annotators", "report", "--json"])

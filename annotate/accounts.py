@@ -34,6 +34,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from cultura.db import transaction
 from cultura.errors import CulturaError
 from cultura.redact import register_secret
 
@@ -182,13 +183,23 @@ def save_token(project, email: str, token: str) -> None:
         gi.write_text("*\n", encoding="utf-8")
 
 
-def connection_for(project, annotator: dict | None, admin: Connection) -> Connection:
-    """The connection cultura uses for an annotator's projects: their own token when they have a blind
-    account (their projects live in their organization), else the admin's."""
+def connection_for(project, annotator: dict | None, admin: Connection, prow: dict | None = None) -> Connection:
+    """The connection cultura uses for an annotator's project ``prow``: their own token when they have a blind
+    account and the project lives in their organization (``ls_as = 'annotator'``, or not created yet: then it
+    is marked so before it is created), else the admin's (projects made before the account was blind)."""
     if annotator is None:
         return admin
     tok = read_tokens(project).get((annotator.get("email") or "").lower())
-    return Connection(admin.url, tok, admin.local) if tok else admin
+    if not tok:
+        return admin
+    if prow is not None:
+        if prow.get("ls_project_id") and prow.get("ls_as") != "annotator":
+            return admin
+        if not prow.get("ls_project_id") and prow.get("ls_as") != "annotator" and prow.get("id"):
+            with transaction(project.db):
+                project.db["campaign_projects"].update(prow["id"], {"ls_as": "annotator"})
+            prow["ls_as"] = "annotator"
+    return Connection(admin.url, tok, admin.local)
 
 
 def blind_user(project, name: str, email: str, *, password: str | None = None) -> dict | None:

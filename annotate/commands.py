@@ -14,11 +14,13 @@ from ..console import emit_json, json_option, listing, out, pass_ctx, summary, t
 from .annotators import add_annotator, deactivate_annotator, list_annotators, set_password
 from .decide import adjudicate
 from .images import make_server
+from .labels_io import export_labels, import_labels
 from .pull import pull
 from .push import push
 from .report import agreement_report, list_campaigns, set_campaign_status, status
 from .server import read_secrets, server_status, start_server, stop_server
 from .simulate import simulate_annotations
+from .team import annotator_report
 
 
 @click.group()
@@ -114,7 +116,9 @@ def annotators():
 @pass_ctx
 def annotators_add(ctx, name, email, country, languages, role, as_json):
     """Create the Label Studio user for NAME and record the annotator (no password is stored: hand out an
-    invite link, or for the project's local server set one with 'cultura annotate annotators password NAME')."""
+    invite link, or for the project's local server set one with 'cultura annotate annotators password NAME').
+    On the project's local server the account is blind: its own organization, fenced from every other
+    annotator's projects, tasks and answers (see docs/annotators.md); elsewhere 'blind' is false."""
     langs = languages.split(",") if languages else None
     summary("annotate annotators add", add_annotator(ctx.project, name, email=email, country=country,
                                                      languages=langs, role=role), as_json)
@@ -147,6 +151,36 @@ def annotators_password(ctx, name, password, as_json):
     """Set NAME's password on the project's local Label Studio (runs Label Studio's reset_password on the
     project's own data dir; the password is printed once and stored nowhere)."""
     summary("annotate annotators password", set_password(ctx.project, name, password), as_json)
+
+
+@annotators.command("report")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@json_option
+@pass_ctx
+def annotators_report(ctx, campaign, as_json):
+    """Per annotator: tasks done, median time per task, agreement with each other annotator and with the
+    consensus, gold accuracy (95% CI, n), estimated skill (from 'adjudicate --rule dawid-skene' ...) and a
+    spammer flag with the reason; per campaign: progress and what blocks it."""
+    reps = annotator_report(ctx.project, campaign)
+    if as_json:
+        emit_json(reps)
+        return
+    for r in reps:
+        rows = []
+        for a in r["annotators"]:
+            ci = (f"{a['gold_accuracy']:.2f} [{a['gold_ci_low']:.2f}, {a['gold_ci_high']:.2f}] n={a['gold_n']}"
+                  if a["gold_n"] else "-")
+            rows.append({"annotator": a["annotator"], "done": f"{a['done']}/{a['assigned']}",
+                         "median s": _round(a["median_seconds"], 1),
+                         "consensus": _round(a["consensus_agreement"]), "gold (95% CI)": ci,
+                         "skill": ", ".join(f"{k} {v:.2f}" for k, v in sorted(a["skill"].items())) or "-",
+                         "spammer": ("YES: " + a["reason"]) if a["spammer"] else "no"})
+        table(f"annotators · {r['campaign']} ({r['kind']})", rows)
+        if r["pairs"]:
+            table("agreement between annotators", [{k: _round(v) for k, v in p.items()} for p in r["pairs"]])
+        table("progress", [{"what": k, "value": v} for k, v in r["progress"].items()])
+        if r["blockers"]:
+            table("blockers", r["blockers"])
 
 
 # ------------------------------------------------------------------------------------------- campaigns
@@ -261,10 +295,15 @@ def _round(v, digits: int = 3):
 
 @annotate.command("adjudicate")
 @click.option("--campaign", default=None, help="Only this campaign (default: all).")
-@click.option("--rule", "rule_name", type=click.Choice(["majority", "unanimity", "median", "mean"]), default=None,
-              help="Decision rule (default: majority for labels, median for Likert).")
+@click.option("--rule", "rule_name", type=click.Choice(["majority", "unanimity", "dawid-skene", "one-coin-dawid-skene",
+                                                       "glad", "mace", "wawa", "zero-based-skill", "gold-majority",
+                                                       "median", "mean", "severity"]), default=None,
+              help="Decision rule (default: majority for labels, median for Likert). dawid-skene, glad, mace, wawa, "
+                   "... (crowd-kit) weight annotators by estimated skill, for labels; severity corrects each "
+                   "rater's harshness on 1-5 ratings. Skill estimates are stored per annotator.")
 @click.option("--min-agreement", type=float, default=None, help="Items below this agreement go to adjudication "
-              "(default 1.0 for labels, 0.75 for Likert).")
+              "(default 1.0 for labels, 0.75 for Likert); with a model rule, a minimum posterior probability "
+              "(default 0).")
 @click.option("--adjudicator", default=None, help="Annotator who resolves disagreements (default: the one with "
               "role adjudicator).")
 @json_option
@@ -312,6 +351,32 @@ def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
         for p in parts:
             lines += textwrap.wrap(p, width=width, initial_indent="  ", subsequent_indent="    ")
     return lines
+
+
+@annotate.command("export-labels")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="File to write: .csv or .parquet.")
+@click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@json_option
+@pass_ctx
+def export_labels_cmd(ctx, out, campaign, as_json):
+    """Write the raw labels as a (task, worker, label, value, time, gold, campaign) table in crowd-kit's column
+    names: one row per item and annotator (their current answer), for any aggregation tool."""
+    summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign), as_json)
+
+
+@annotate.command("import-labels")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--source", default=None, help="Name of where the export comes from (default: the file name); "
+              "importing the same source again adds only what changed.")
+@click.option("--campaign", default=None, help="Match tasks only to this campaign's items (default: any).")
+@json_option
+@pass_ctx
+def import_labels_cmd(ctx, file, source, campaign, as_json):
+    """Read FILE, a Label Studio JSON export made elsewhere: tasks are matched to items by the item_key cultura
+    put in their data, annotators by e-mail; tasks and annotations that match nothing are recorded as rejected
+    rows with the reason (import_rows)."""
+    summary("annotate import-labels", import_labels(ctx.project, file, source=source, campaign=campaign), as_json)
 
 
 @annotate.command("simulate")

@@ -6,6 +6,11 @@ and go to an adjudication project that shows the earlier labels to a designated 
 adjudicator's annotation is pulled, the item is decided with rule ``adjudicated``. Gold items are decided
 by their known answer (rule ``gold``).
 
+Model rules (:mod:`cultura.annotate.aggregate`) weight annotators by estimated skill instead: crowd-kit's
+``dawid-skene``, ``glad``, ``mace``, ``wawa``, ... for labels and ``severity`` for 1–5 ratings decide every
+complete item from a model fitted on the whole campaign; ``min_agreement`` is then a minimum posterior
+probability (default 0: no item is sent to adjudication). Every rule-decided row records ``rule_params``.
+
 Item agreement: nominal = share of annotations equal to the modal label; ordinal = ``1 - (max - min) / 4`` on
 the 1–5 scale. Defaults: ``min_agreement`` 1.0 for labels (every disagreement is adjudicated) and 0.75 for
 Likert ratings (ratings more than one point apart are adjudicated).
@@ -30,6 +35,7 @@ from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
 
 from .accounts import connection_for
+from .aggregate import CROWD_RULES, ORDINAL_RULES, aggregate, rule_params
 from .annotators import get_annotators
 from .kinds import get_kind
 from .pull import current_annotations
@@ -113,14 +119,25 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
     for c in campaigns(db, campaign):
         spec = get_kind(c["kind"])
         rname = rule_name or spec.default_rule
-        if rname not in RULES:
-            raise unknown("decision rule", rname, RULES)
-        if RULES[rname][0] != spec.level:
-            valid = [k for k, (lvl, _) in RULES.items() if lvl == spec.level]
+        model_rules = {**{k: "nominal" for k in CROWD_RULES}, **{k: "ordinal" for k in ORDINAL_RULES}}
+        levels = {**{k: lvl for k, (lvl, _) in RULES.items()}, **model_rules}
+        if rname not in levels:
+            raise unknown("decision rule", rname, levels)
+        if levels[rname] != spec.level:
+            valid = [k for k, lvl in levels.items() if lvl == spec.level]
             raise CulturaError(f"Rule {rname!r} does not fit {c['kind']} ({spec.level}) annotations; use one of "
                                f"{', '.join(valid)}.", param="rule")
-        fn = RULES[rname][1]
-        thr = DEFAULT_MIN[spec.level] if min_agreement is None else float(min_agreement)
+        model = None
+        if rname in model_rules:
+            # a model over the whole campaign: each item's decision is the model's, whatever the item's
+            # agreement; with --min-agreement, items whose posterior is below it go to adjudication
+            mdec, mprob, _ = aggregate(db, c, rname, spec.level)
+            model = (mdec, mprob, rule_params(rname))
+            fn = None
+            thr = 0.0 if min_agreement is None else float(min_agreement)
+        else:
+            fn = RULES[rname][1]
+            thr = DEFAULT_MIN[spec.level] if min_agreement is None else float(min_agreement)
         items = {r["id"]: {**r, "campaign": c["name"]} for r in db["annotation_items"].rows_where(
             "campaign_id = ?", [c["id"]])}
         expected = dict(db.execute("SELECT a.item_id, COUNT(*) FROM assignments a JOIN annotation_items i ON "
@@ -160,19 +177,30 @@ def adjudicate(project, *, campaign: str | None = None, rule_name: str | None = 
                     continue
                 else:
                     agr = item_agreement(xs, spec.level)
-                    decided = fn(xs)
-                    if decided is None or agr < thr:
+                    if model is not None:
+                        decided = model[0].get(item["item_key"])
+                        p = model[1].get(item["item_key"])
+                        low = p is not None and p < thr
+                    else:
+                        decided = fn(xs)
+                        low = agr < thr
+                    if decided is None or low:
                         summ["disagreements"] += 1
                         disagreements.append(item)
                         continue
+                    extra = {"probability": model[1].get(item["item_key"])} if model is not None else {}
                     if spec.level == "ordinal":
                         rows = _decision_rows(c["kind"], item, str(round(decided)), decided, rname, len(xs), agr,
-                                              {"annotators": who})
+                                              {"annotators": who, **extra})
                     else:
                         reasons = sorted({x for a in anns for x in (json.loads(a["details"]).get("reasons", [])
                                                                     if a["details"] else [])})
                         rows = _decision_rows(c["kind"], item, decided, None, rname, len(xs), agr,
-                                              {"annotators": who, **({"reasons": reasons} if reasons else {})})
+                                              {"annotators": who, **extra,
+                                               **({"reasons": reasons} if reasons else {})})
+                    rp = model[2] if model is not None else {"library": "cultura", "model": rname,
+                                                             "params": {"min_agreement": thr}}
+                    rows = [{**r, "rule_params": dumps(rp)} for r in rows]
                     summ["decided"] += 1
                 changed = [record_decision(db, r) for r in rows]
                 if not any(changed):
@@ -220,6 +248,7 @@ def _send_to_adjudication(project, c: dict, items: list[dict], adjudicator: str 
                                       for it in items], ignore=True)
     conn = conn or connect(project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
-        n = push_project(connection_for(project, adj, conn), db, db["campaign_projects"].get(prow["id"]), c["kind"],
-                         image_base=image_base)
+        prow = db["campaign_projects"].get(prow["id"])
+        n = push_project(connection_for(project, adj, conn, prow), db, db["campaign_projects"].get(prow["id"]),
+                         c["kind"], image_base=image_base)
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

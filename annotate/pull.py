@@ -41,15 +41,16 @@ def _pull(project, *, campaign: str | None, conn: Connection | None) -> dict:
         params.append(campaign)
     else:
         where += " AND c.status != 'archived'"  # archived campaigns are pulled only when named
-    prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose "
+    prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose, p.ls_as "
                        f"FROM campaign_projects p JOIN campaigns c ON c.id = p.campaign_id WHERE {where} "
                        f"ORDER BY p.id", params).fetchall()
     users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
                                             "WHERE ls_user_id IS NOT NULL").fetchall()}
     total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,
              "missing_projects": []}
-    for pid, ls_pid, title, kind, owner, purpose in prows:
-        pc = connection_for(project, db["annotators"].get(owner), conn) if owner else conn
+    for pid, ls_pid, title, kind, owner, purpose, ls_as in prows:
+        pc = connection_for(project, db["annotators"].get(owner), conn,
+                            {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as}) if owner else conn
         r = pc.get(f"/api/projects/{ls_pid}/export", exportType="JSON")
         if r.status_code == 404:
             with transaction(db):

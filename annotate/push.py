@@ -493,7 +493,7 @@ def _push(project, kind, *, overlap, annotators, gold, batch, source, other_coun
     for prow in prows:
         try:
             # a blind annotator's projects live in their own organization: made with their own token
-            pc = connection_for(project, db["annotators"].get(prow["annotator_id"]), conn)
+            pc = connection_for(project, db["annotators"].get(prow["annotator_id"]), conn, prow)
             created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
             updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
         except ProjectMissing as e:

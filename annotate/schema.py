@@ -134,3 +134,28 @@ def m002_annotation_deleted(db):
     """``annotations.deleted_at``: an annotation deleted in Label Studio becomes a new version with this set
     (never current); the versions pulled before it are kept."""
     db.execute("ALTER TABLE annotations ADD COLUMN deleted_at TEXT")
+
+
+@annotate()
+def m003_aggregation(db):
+    """Aggregation by estimated skill: ``decisions.rule_params`` (JSON: library, version, model, parameters,
+    whether gold answers were fed) and ``annotator_skills`` (each annotator's estimate per campaign and rule).
+    Blind accounts: ``campaign_projects.ls_as`` = 'annotator' for a project made with the annotator's own token
+    (in their organization); NULL = made with the admin's (projects from before blind accounts)."""
+    db.executescript(
+        """
+        ALTER TABLE decisions ADD COLUMN rule_params TEXT;
+        ALTER TABLE campaign_projects ADD COLUMN ls_as TEXT;
+        CREATE TABLE annotator_skills (
+            campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+            annotator_id INTEGER NOT NULL REFERENCES annotators(id),
+            rule TEXT NOT NULL,               -- dawid-skene | glad | mace | wawa | ... | severity
+            skill REAL,                       -- see 'meaning' (accuracy, expertise, competence, severity)
+            n_labels INTEGER NOT NULL DEFAULT 0,
+            meaning TEXT,
+            params TEXT,                      -- JSON: the rule's parameters
+            computed_at TEXT NOT NULL,
+            PRIMARY KEY (campaign_id, annotator_id, rule)
+        );
+        """
+    )

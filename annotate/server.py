@@ -76,8 +76,10 @@ class Connection:
 
     def get(self, path: str, **params) -> httpx.Response:
         """GET ``path`` on the server; connection failures become :class:`LabelStudioError`."""
+        if not hasattr(self, "_http"):   # one client: httpx.get builds a new SSL context (~20 ms CPU) per call
+            self._http = httpx.Client(timeout=300)
         try:
-            return httpx.get(self.url + path, params=params, headers=self.headers, timeout=300)
+            return self._http.get(self.url + path, params=params, headers=self.headers)
         except httpx.HTTPError as e:
             raise unreachable(self.url, e) from None
 
@@ -202,19 +204,20 @@ def wait_ready(url: str, token: str, proc: subprocess.Popen | None = None, *, ti
                log_path: Path | None = None) -> None:
     """Poll until the server at ``url`` accepts ``token``; fail early if the process died."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-1500:] if log_path and log_path.exists() else ""
-            raise LabelStudioError(f"label-studio exited with code {proc.returncode} before answering on "
-                                   f"{url}. Its log ends with:\n{tail}")
-        try:
-            r = httpx.get(url + "/api/current-user/whoami", headers={"Authorization": f"Token {token}"},
-                          timeout=5)
-            if r.status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
+    # one client for every poll: httpx.get builds an SSL context per call (~20 ms CPU), which over a 2-minute
+    # first start cost ~7 s of CPU taken from Label Studio's migrations on a small machine
+    with httpx.Client(timeout=5, headers={"Authorization": f"Token {token}"}) as http:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-1500:] if log_path and log_path.exists() else ""
+                raise LabelStudioError(f"label-studio exited with code {proc.returncode} before answering on "
+                                       f"{url}. Its log ends with:\n{tail}")
+            try:
+                if http.get(url + "/api/current-user/whoami").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
     raise LabelStudioError(f"Label Studio did not answer on {url} within {timeout:.0f} s; see "
                            f"{log_path or 'its log'}.")
 
@@ -314,19 +317,42 @@ def seeded_credentials(data: Path, seed_dir: str | Path | None, username: str) -
     return {"username": username, "password": secrets.token_urlsafe(12), "api_key": secrets.token_hex(20)}, False
 
 
+def seed_cache(executable: str) -> Path | None:
+    """Where cultura keeps a migrated, account-free Label Studio database for this Label Studio version
+    (``$CULTURA_CACHE_DIR``, else ``$XDG_CACHE_HOME/cultura`` or ``~/.cache/cultura``; ``CULTURA_CACHE_DIR=off``
+    disables it). None when the version cannot be read from the executable's virtualenv."""
+    base = os.environ.get("CULTURA_CACHE_DIR")
+    if base == "off":
+        return None
+    if not base:
+        base = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cultura")
+    venv = Path(executable).resolve().parent.parent
+    info = sorted(venv.glob("lib/python*/site-packages/label_studio-*.dist-info"))
+    if not info:
+        return None
+    return Path(base) / "labelstudio-seed" / info[-1].name.removesuffix(".dist-info")
+
+
 def start_server(project, *, port: int | None = None, timeout: float = 240,
                  seed_dir: str | Path | None = None) -> dict:
     """Start (or find running) the project's local Label Studio; returns its status (url, pid, port).
 
     ``seed_dir``: a migrated Label Studio data dir copied in when the project has none yet (startup then
-    takes seconds instead of ~45 s of migrations)."""
+    takes seconds instead of the minutes of a first migration). Without one, cultura uses its own cache of
+    the first migrated database of this Label Studio version (:func:`seed_cache`), written after the first
+    fresh start with every account locked and every token and session removed (:func:`adopt_seed`): only a
+    project's first server ever pays for the migrations."""
     st = server_status(project)
     if st["running"]:
         return {**st, "started": False}
     exe = find_executable(project)
     ddir = data_dir(project)
-    if seed_dir and not (ddir / "label_studio.sqlite3").exists() \
-            and (Path(seed_dir) / "label_studio.sqlite3").exists():
+    fresh = not (ddir / "label_studio.sqlite3").exists()
+    cache = seed_cache(exe) if fresh and seed_dir is None else None
+    if cache is not None and (cache / "label_studio.sqlite3").exists():
+        seed_dir = cache
+    seeded = bool(fresh and seed_dir and (Path(seed_dir) / "label_studio.sqlite3").exists())
+    if seeded:
         adopt_seed(seed_dir, ddir)
     sec = read_secrets(project) or {}
     if sec.get("external") or not sec.get("password"):
@@ -351,7 +377,12 @@ def start_server(project, *, port: int | None = None, timeout: float = 240,
     write_secrets(project, {**sec, "url": url, "external": False})
     (ddir / STATE_NAME).write_text(json.dumps({"pid": proc.pid, "port": port, "url": url}), encoding="utf-8")
     make_private(ddir)
-    return {**server_status(project), "started": True}
+    if fresh and not seeded and cache is not None:
+        try:   # the next project's first start adopts it (locked accounts, no tokens) instead of migrating
+            adopt_seed(ddir, cache)
+        except (OSError, sqlite3.Error):
+            pass   # a cache is an optimisation: a failure to write it changes nothing else
+    return {**server_status(project), "started": True, "seeded": seeded}
 
 
 def server_status(project) -> dict:

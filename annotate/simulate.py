@@ -43,15 +43,16 @@ def simulate_annotations(project, campaign: str, *, disagreement: float = 0.1, s
     conn = conn or connect(project)
     pull(project, campaign=campaign, conn=conn)  # so tasks annotated earlier are known and skipped
     rows = db.execute(
-        """SELECT a.ls_task_id, an.ls_user_id, an.id, i.kind, i.item_key, i.payload, i.gold FROM assignments a
+        """SELECT a.ls_task_id, an.ls_user_id, an.id, p.id, p.ls_project_id, p.ls_as, i.kind, i.item_key, i.payload, i.gold FROM assignments a
            JOIN annotators an ON an.id = a.annotator_id JOIN annotation_items i ON i.id = a.item_id
-           JOIN campaigns c ON c.id = i.campaign_id
+           JOIN campaigns c ON c.id = i.campaign_id JOIN campaign_projects p ON p.id = a.project_id
            WHERE c.name = ? AND a.purpose = ? AND a.ls_task_id IS NOT NULL
              AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = a.id)
            ORDER BY a.id""", [campaign, purpose]).fetchall()
     rng = random.Random(seed)
     n = 0
-    for task, uid, aid, kind, key, payload, gold in rows:
+    conns: dict[int, Connection] = {}
+    for task, uid, aid, pid, ls_pid, ls_as, kind, key, payload, gold in rows:
         spec = get_kind(kind)
         truth = _truth(kind, key, json.loads(payload), json.loads(gold) if gold else None,
                        random.Random(f"{seed}:{key}"))
@@ -63,7 +64,10 @@ def simulate_annotations(project, campaign: str, *, disagreement: float = 0.1, s
                 others = [x for x in spec.labels if x != truth]
                 label = rng.choice(others) if others else truth
         # as the annotator themself when they have a blind account (the task is in their organization)
-        connection_for(project, db["annotators"].get(aid), conn).client.annotations.create(task, result=spec.result_for(label), completed_by=uid,
-                                       lead_time=round(rng.uniform(2, 20), 2))
+        if pid not in conns:
+            conns[pid] = connection_for(project, db["annotators"].get(aid), conn,
+                                        {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as})
+        conns[pid].client.annotations.create(task, result=spec.result_for(label), completed_by=uid,
+                                             lead_time=round(rng.uniform(2, 20), 2))
         n += 1
     return {"campaign": campaign, "simulated_annotations": n, "note": SIMULATED_NOTE}

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from cultura.annotate import annotators as ann_mod, pull as pull_mod, push as push_mod
+from cultura.annotate import annotators as ann_mod, decide, pull as pull_mod, push as push_mod
 from cultura.annotate.accounts import read_tokens, tokens_path
 from cultura.annotate.kinds import get_kind
 from cultura.annotate.server import use_server
@@ -96,5 +96,62 @@ def test_annotators_are_blind_to_each_other(blindproject, labelstudio):
     by = dict(db.execute("SELECT an.name, COUNT(*) FROM annotations x JOIN annotators an ON an.id = x.annotator_id "
                          "GROUP BY 1").fetchall())
     assert by == {"ann": 4, "bob": 4, "cat": 4}
+
+    # disagreements go to the adjudicator's own blind project, which shows the earlier labels (by design);
+    # the annotators see neither it nor its tasks
+    assert ann_mod.add_annotator(p, "judy", email=_email(p, "judy"), role="adjudicator")["blind"] is True
+    ann_mod.set_password(p, "judy", "pw-judy-123456")
+    summ, = decide.adjudicate(p)
+    assert summ["sent_to_adjudication"] == summ["disagreements"] > 0 and summ["adjudicator"] == "judy"
+    judy = AnnotatorSession.login(labelstudio.url, _email(p, "judy"), "pw-judy-123456")
+    (adj_project,) = judy.projects()
+    adj_tasks = judy.tasks(adj_project["id"])
+    assert len(adj_tasks) == summ["disagreements"]
+    assert all("keep" in t["data"]["earlier"] and "remove" in t["data"]["earlier"] for t in adj_tasks)
+    for s in sessions.values():
+        assert adj_project["id"] not in [x["id"] for x in s.projects()]
+        assert s.try_get(f"/api/projects/{adj_project['id']}") in (403, 404)
+        assert s.try_get(f"/api/tasks/{adj_tasks[0]['id']}") in (403, 404)
+    judy.close()
+
+    # the annotator report, through the CLI, on what the annotators answered through the API
+    res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "annotators", "report", "--json"])
+    assert res.exit_code == 0, res.output
+    (camp,) = json.loads(res.output)
+    rows = {a["annotator"]: a for a in camp["annotators"]}
+    assert {n: (a["done"], a["assigned"]) for n, a in rows.items()} == {n: (4, 4) for n in ("ann", "bob", "cat")}
+    assert rows["ann"]["median_seconds"] == pytest.approx(4.5)   # lead times 3, 4, 5, 6 s
+    assert camp["progress"] == {**camp["progress"], "items": 6, "complete": 6, "waiting": 0}
+    assert sum(pr["shared_items"] for pr in camp["pairs"]) == 6
     for s in sessions.values():
         s.close()
+
+
+def test_projects_made_before_an_annotator_became_blind_stay_reachable(project, labelstudio):
+    """Upgrading: an annotator created in the admin's organization (older cultura, or a server recorded without
+    its data dir) keeps their old project pulled with the admin's token once they become blind; new campaigns
+    go to their own organization."""
+    p, db = project, project.db
+    tag = uuid.uuid4().hex[:6]
+    email = f"old.{tag}@example.org"
+    use_server(p, labelstudio.url, labelstudio.api_key)            # no data dir: not blind
+    add_images(p, "tea", "JP", 2)
+    assert ann_mod.add_annotator(p, "old", email=email, country="JP")["blind"] is False
+    push_mod.push(p, "filter", overlap=1, batch="before")
+    client = labelstudio.connection().client
+    (task, uid), = db.execute("SELECT a.ls_task_id, an.ls_user_id FROM assignments a JOIN annotators an ON "
+                              "an.id = a.annotator_id LIMIT 1").fetchall()
+    client.annotations.create(task, result=get_kind("filter").result_for("keep"), completed_by=uid, lead_time=2.0)
+
+    use_server(p, labelstudio.url, labelstudio.api_key, data_dir=labelstudio.data_dir)
+    assert ann_mod.add_annotator(p, "old", email=email, country="JP")["blind"] is True
+    assert pull_mod.pull(p)["new"] == 1                              # the old project, through the admin
+    add_images(p, "tea", "JP", 1, seed=9)
+    push_mod.push(p, "filter", overlap=1, batch="after")
+    ann_mod.set_password(p, "old", "pw-old-123456")
+    s = AnnotatorSession.login(labelstudio.url, email, "pw-old-123456")
+    mine = [x["id"] for x in s.projects()]
+    new = [r["ls_project_id"] for r in db["campaign_projects"].rows if r["ls_as"] == "annotator"]
+    assert len(new) == 1 and mine == new
+    assert pull_mod.pull(p)["missing_projects"] == []
+    s.close()

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import email.utils
 import functools
 import hashlib
 import io
+import multiprocessing
 import os
 import random
 import time
@@ -103,6 +105,10 @@ REASONS: dict[str, tuple[str, str]] = {
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 
 POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
+#: From this many candidates on, the validating decode (sniff, pHash views, dHash, SHA-256) of a download runs
+#: in a pool of processes instead of threads: its numpy and Python parts hold the GIL, and on the event loop's
+#: process they slowed every connection (issue 23). Fewer candidates: threads (no process start-up).
+DECODE_POOL_MIN = 256
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
 ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
 ACCEPT_ENCODING = "gzip, deflate"   # decoded by us under the byte cap (_Decoder); br/zstd never asked for
@@ -161,6 +167,40 @@ class _Failure(Exception):
         self.reason, self.detail = reason, detail
         self.http_status, self.content_type, self.nbytes = http_status, content_type, nbytes
         self.retryable, self.retry_after = retryable, retry_after
+
+
+def _sniff_remote(data: bytes, kw: dict):
+    """:func:`sniff_image` in a decode process: ``(info, None)`` or ``(None, (reason, detail, nbytes))``."""
+    try:
+        return sniff_image(data, **kw), None
+    except _Failure as e:
+        return None, (e.reason, e.detail, e.nbytes)
+
+
+async def _sniff(data: bytes, decoder, **kw) -> ImageInfo:
+    """:func:`sniff_image` off the event loop: in ``decoder`` (a process pool) when given, else a thread."""
+    if decoder is None:
+        return await asyncio.to_thread(sniff_image, data, **kw)
+    info, failed = await asyncio.get_running_loop().run_in_executor(decoder, _sniff_remote, data, kw)
+    if failed is not None:
+        raise _Failure(failed[0], failed[1], nbytes=failed[2])
+    return info
+
+
+@contextlib.contextmanager
+def decode_pool(processes: int):
+    """A process pool for :func:`sniff_image` (``processes`` 0: None, threads are used). Forkserver start
+    (no fork of this multi-threaded process); each worker imports this module once."""
+    if processes <= 0:
+        yield None
+        return
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                      else "spawn")
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _redact(url: str) -> str:
@@ -464,20 +504,21 @@ def _fail(url, e: _Failure, attempts, **kw) -> FetchResult:
 
 
 async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
-                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None) -> FetchResult:
+                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None,
+                      decoder=None) -> FetchResult:
     """Download and validate one image URL (``http(s)://`` or ``file://``); never raises for bad input.
 
     ``settings`` is a ``DownloadSection``. ``client`` should come from :func:`make_client` (any other client
     gets a resolve-and-check before each hop instead). ``slot(host)``, when given, returns an async context
-    manager held around each request (the per-host limit); it is released while backing off.
+    manager held around each request (the per-host limit); it is released while backing off. ``decoder``: a
+    process pool (:func:`decode_pool`) for the validating decode, or None (a thread).
     """
     scheme = urllib.parse.urlsplit(url).scheme.lower() if url else ""
     if scheme == "file":
         try:
             data = await asyncio.to_thread(_read_file, url, settings)
-            info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
-                                           min_side=settings.min_side,
-                                           max_aspect_ratio=settings.max_aspect_ratio)
+            info = await _sniff(data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
+                                max_aspect_ratio=settings.max_aspect_ratio)
         except _Failure as e:
             return _fail(url, e, 1)
         return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
@@ -522,9 +563,8 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
         await asyncio.sleep(wait)
     ctype = resp.headers.get("content-type")
     try:
-        info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
-                                       min_side=settings.min_side, content_type=ctype,
-                                       max_aspect_ratio=settings.max_aspect_ratio)
+        info = await _sniff(data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
+                            content_type=ctype, max_aspect_ratio=settings.max_aspect_ratio)
     except _Failure as e:
         e.http_status, e.content_type = resp.status_code, ctype
         return _fail(url, e, attempts, final_url=_redact(str(resp.url)), redirects=hops)
@@ -620,7 +660,8 @@ def _progress_bar(total: int, enabled: bool):
 
 
 async def adownload_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
-                               limit: int | None = None, progress: bool = True) -> dict:
+                               limit: int | None = None, progress: bool = True,
+                               decode_processes: int | None = None) -> dict:
     """Async form of :func:`download_candidates` (for code already inside an event loop)."""
     settings = project.config.download
     n_workers = workers or settings.workers
@@ -637,6 +678,11 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
                                                   "limit": limit, "candidates": len(rows)})
         todo = _round_robin_by_host(rows)
+        if decode_processes is None:  # auto: processes for a large batch, threads for a few candidates
+            decode_processes = min(4, os.cpu_count() or 1) if len(rows) >= DECODE_POOL_MIN else 0
+        if decode_processes < 0:
+            raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
+                               param="decode_processes")
         writer = _Writer(db)
         by_status: collections.Counter = collections.Counter()
         by_reason: collections.Counter = collections.Counter()
@@ -651,7 +697,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
             nonlocal total_bytes
             while todo:
                 cand = todo.popleft()
-                r = await fetch_image(client, cand["url"], settings, slot=slot)
+                r = await fetch_image(client, cand["url"], settings, slot=slot, decoder=decoder)
                 rel = None
                 if r.ok:
                     _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
@@ -670,6 +716,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
             # clients of at most POOL_SIZE connections each (worker i always uses client i % n_clients).
             n_clients = -(-n_workers // POOL_SIZE)
             async with contextlib.AsyncExitStack() as stack:
+                decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
                 clients = [await stack.enter_async_context(make_client(settings, max_connections=POOL_SIZE))
                            for _ in range(n_clients)]
                 with _progress_bar(len(rows), progress and bool(rows)) as bar:
@@ -705,13 +752,14 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
 
 
 def download_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
-                        limit: int | None = None, progress: bool = True) -> dict:
+                        limit: int | None = None, progress: bool = True, decode_processes: int | None = None) -> dict:
     """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
 
     Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
     "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
     a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
-    runs on the same project.
+    runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None:
+    up to 4 from :data:`DECODE_POOL_MIN` candidates on, threads below) — the same checks either way.
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
-                                            limit=limit, progress=progress))
+                                            limit=limit, progress=progress, decode_processes=decode_processes))

@@ -47,6 +47,7 @@ from pathlib import Path
 TARGET = 0.85
 CONTROL_OK = 0.95
 BASES = 16  # distinct pictures per set (each URL gets its own bytes on top)
+DECODE_PROCESSES = None  # download_candidates' decode_processes (--decode-processes; None: its default)
 HOSTS = 8   # loopback addresses the server listens on: 32 workers / the default per_host 4
 
 
@@ -182,7 +183,8 @@ def run_cultura(host_port: str, n: int, workers: int, tmp: Path, tag: str) -> tu
     s.workers = workers  # per_host stays the default: the URLs spread over HOSTS addresses
     p.db["candidates"].insert_all([{"url": f"http://{host_of(i)}:{port}/img/{i}.jpg", "status": "pending"}
                                    for i in range(n)])
-    summary, _, cpu = timed(lambda: download_candidates(p, workers=workers, progress=False))
+    summary, _, cpu = timed(lambda: download_candidates(p, workers=workers, progress=False,
+                                                        decode_processes=DECODE_PROCESSES))
     stored = p.db.execute("SELECT count(*) FROM images WHERE phash IS NOT NULL").fetchone()[0]
     p.close()
     ok = summary["by_status"].get("downloaded", 0)
@@ -300,7 +302,10 @@ def main(argv=None) -> int:
                     "interleaved with cultura on the same server; skipped when not given")
     ap.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--latency", type=float, default=0.2, help=argparse.SUPPRESS)
+    ap.add_argument("--decode-processes", type=int, help="download_candidates(decode_processes=...): 0 threads")
     args = ap.parse_args(argv)
+    global DECODE_PROCESSES
+    DECODE_PROCESSES = args.decode_processes
     if args.serve:
         serve(args.serve, args.latency)
         return 0

@@ -42,6 +42,7 @@ import io
 import multiprocessing
 import os
 import random
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -105,10 +106,12 @@ REASONS: dict[str, tuple[str, str]] = {
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 
 POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
-#: From this many candidates on, the validating decode (sniff, pHash views, dHash, SHA-256) of a download runs
-#: in a pool of processes instead of threads: its numpy and Python parts hold the GIL, and on the event loop's
-#: process they slowed every connection (issue 23). Fewer candidates: threads (no process start-up).
-DECODE_POOL_MIN = 256
+#: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
+#: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
+#: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads — on 2 busy cores the pool's
+#: start-up (about a second per process under load) and the extra processes cost more than they save
+#: (docs/scaling.md, issue 23).
+DECODE_POOL_MIN = 2000
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
 ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
 ACCEPT_ENCODING = "gzip, deflate"   # decoded by us under the byte cap (_Decoder); br/zstd never asked for
@@ -197,6 +200,9 @@ def decode_pool(processes: int):
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
                                       else "spawn")
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
+    # the processes start in a thread, while the first requests are in flight, not on the event loop
+    threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
+                     daemon=True).start()
     try:
         yield pool
     finally:
@@ -634,6 +640,14 @@ def _project_lock(project):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def _host(url: str) -> str:
+    """A URL's host ('' when it has none)."""
+    try:
+        return urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
 def _round_robin_by_host(rows: list[dict]) -> collections.deque:
     """Interleave hosts so that one big host does not make every worker wait on its per-host limit."""
     by_host: dict[str, collections.deque] = {}
@@ -678,8 +692,9 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
                                                   "limit": limit, "candidates": len(rows)})
         todo = _round_robin_by_host(rows)
-        if decode_processes is None:  # auto: processes for a large batch, threads for a few candidates
-            decode_processes = min(4, os.cpu_count() or 1) if len(rows) >= DECODE_POOL_MIN else 0
+        if decode_processes is None:  # auto: processes for a large batch on a machine with cores to spare
+            cpus = os.cpu_count() or 1
+            decode_processes = min(4, cpus - 1) if len(rows) >= DECODE_POOL_MIN and cpus >= 4 else 0
         if decode_processes < 0:
             raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
                                param="decode_processes")
@@ -693,10 +708,15 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         def slot(host: str) -> asyncio.Semaphore:
             return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
 
-        async def worker(client, bar, task_id):
+        client_of: dict[str, int] = {}  # host -> client, in order of first appearance (hosts spread evenly)
+
+        async def worker(clients, bar, task_id):
             nonlocal total_bytes
             while todo:
                 cand = todo.popleft()
+                # one client per host: its pool keeps that host's keep-alive connections
+                # instead of evicting them for another host's (connection churn: issue 23)
+                client = clients[client_of.setdefault(_host(cand["url"]), len(client_of)) % len(clients)]
                 r = await fetch_image(client, cand["url"], settings, slot=slot, decoder=decoder)
                 rel = None
                 if r.ok:
@@ -712,8 +732,8 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
 
         status, error = "done", None
         try:
-            # httpcore's pool bookkeeping is quadratic in its connection count: shard the workers over
-            # clients of at most POOL_SIZE connections each (worker i always uses client i % n_clients).
+            # httpcore's pool bookkeeping is quadratic in its connection count: shard the hosts over
+            # clients of at most POOL_SIZE connections each (a host always goes to the same client).
             n_clients = -(-n_workers // POOL_SIZE)
             async with contextlib.AsyncExitStack() as stack:
                 decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
@@ -721,7 +741,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
                            for _ in range(n_clients)]
                 with _progress_bar(len(rows), progress and bool(rows)) as bar:
                     task_id = bar.add_task("download", total=len(rows), ok=0) if bar is not None else None
-                    tasks = [asyncio.ensure_future(worker(clients[i % n_clients], bar, task_id))
+                    tasks = [asyncio.ensure_future(worker(clients, bar, task_id))
                              for i in range(min(n_workers, len(rows)))]
                     try:
                         await asyncio.gather(*tasks)
@@ -759,7 +779,7 @@ def download_candidates(project, *, workers: int | None = None, retry_failed: bo
     "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
     a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
     runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None:
-    up to 4 from :data:`DECODE_POOL_MIN` candidates on, threads below) — the same checks either way.
+    up to 4 from :data:`DECODE_POOL_MIN` candidates on with 4 CPUs or more, else threads) — the same checks.
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
                                             limit=limit, progress=progress, decode_processes=decode_processes))

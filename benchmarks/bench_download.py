@@ -26,8 +26,8 @@ printed (its process, all threads; the server's CPU apart).
                                         [--latency-small 0.4] [--latency-web 0.8] [--no-check]
 
 Loopback is refused by the downloader by default; the benchmark allows its server's ``host:port`` through
-``download.allow_hosts``, as the tests do. Exits 1 when cultura's median is below 85 % of the ideal (or below img2dataset), 2 when
-the control itself is below 95 % (the measurement then says nothing about the downloader).
+``download.allow_hosts``, as the tests do. Exits 1 when cultura's median is below 85 % of the ideal (or below
+img2dataset), 2 when the control itself is below 95 % (the measurement then says nothing about the downloader).
 """
 from __future__ import annotations
 

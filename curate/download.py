@@ -7,9 +7,9 @@ most ``max_redirects`` redirects each re-checked against the address policy of :
 enforced while streaming (``Content-Length`` is not trusted), and ``X-Robots-Tag: noai``/``noimageai``.
 
 Content is trusted from its bytes, never from ``Content-Type``: an image served as ``text/plain`` is
-accepted, HTML served as ``image/jpeg`` is not. Sniffing runs in a thread (Pillow, restricted to
-:data:`ALLOWED_FORMATS` so no exotic decoder ever sees web data): HTML, SVG, non-images, truncated or
-corrupt files, decompression bombs (more than ``max_pixels``) and images whose shorter side is below
+accepted, HTML served as ``image/jpeg`` is not. Sniffing (:mod:`.sniff`) runs in a thread or a process pool
+(Pillow, restricted to :data:`ALLOWED_FORMATS` so no exotic decoder ever sees web data): HTML, SVG, non-images,
+truncated or corrupt files, decompression bombs (more than ``max_pixels``) and images whose shorter side is below
 ``min_side`` are refused. ``file://`` URLs (the local-folder provider) are read from disk and validated the
 same way.
 
@@ -33,16 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import email.utils
 import functools
-import hashlib
-import io
-import multiprocessing
 import os
 import random
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -53,7 +48,6 @@ from typing import Callable
 
 import httpcore
 import httpx
-from PIL import Image, ImageFile, UnidentifiedImageError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -62,7 +56,17 @@ from ..db import transaction
 from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
 from ..errors import CulturaError
 from ..redact import strip_userinfo
-from . import hashing, safety
+from . import safety
+from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
+    ALLOWED_FORMATS,
+    DECODE_POOL_MIN,
+    ImageInfo,
+    _Failure,
+    _sniff,
+    decode_pool,
+    sniff_image,
+    validate_image,
+)
 
 try:  # POSIX file locks; elsewhere the downloader runs without a project lock
     import fcntl
@@ -102,20 +106,11 @@ REASONS: dict[str, tuple[str, str]] = {
     "robots_noai": ("skipped", "X-Robots-Tag forbids AI use (noai / noimageai)"),
 }
 
-#: Pillow formats accepted (others are never tried: no EPS/ghostscript, no exotic decoders on web data).
-ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 
 POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
-#: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
-#: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
-#: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads — on 2 busy cores the pool's
-#: start-up (about a second per process under load) and the extra processes cost more than they save
-#: (docs/scaling.md, issue 23).
-DECODE_POOL_MIN = 2000
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
 ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
 ACCEPT_ENCODING = "gzip, deflate"   # decoded by us under the byte cap (_Decoder); br/zstd never asked for
-_HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
 
 
 _timeout = getattr(asyncio, "timeout", None)
@@ -123,19 +118,6 @@ _timeout = getattr(asyncio, "timeout", None)
 
 class DownloadLocked(CulturaError):
     """Another downloader holds this project's lock."""
-
-
-@dataclass
-class ImageInfo:
-    """What sniffing learnt about valid image bytes."""
-    format: str      # Pillow format, lower case ("jpeg", "png", …)
-    width: int
-    height: int
-    sha256: str
-    phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
-    dhash: str | None = None
-    phash_centre: str | None = None
-    phash_variants: str | None = None
 
 
 @dataclass
@@ -163,129 +145,9 @@ class FetchResult:
         return self.status == "downloaded"
 
 
-class _Failure(Exception):
-    def __init__(self, reason: str, detail: str, *, http_status=None, content_type=None, nbytes=None,
-                 retryable: bool = False, retry_after: float | None = None):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
-        self.http_status, self.content_type, self.nbytes = http_status, content_type, nbytes
-        self.retryable, self.retry_after = retryable, retry_after
-
-
-def _sniff_remote(data: bytes, kw: dict):
-    """:func:`sniff_image` in a decode process: ``(info, None)`` or ``(None, (reason, detail, nbytes))``."""
-    try:
-        return sniff_image(data, **kw), None
-    except _Failure as e:
-        return None, (e.reason, e.detail, e.nbytes)
-
-
-async def _sniff(data: bytes, decoder, **kw) -> ImageInfo:
-    """:func:`sniff_image` off the event loop: in ``decoder`` (a process pool) when given, else a thread."""
-    if decoder is None:
-        return await asyncio.to_thread(sniff_image, data, **kw)
-    info, failed = await asyncio.get_running_loop().run_in_executor(decoder, _sniff_remote, data, kw)
-    if failed is not None:
-        raise _Failure(failed[0], failed[1], nbytes=failed[2])
-    return info
-
-
-@contextlib.contextmanager
-def decode_pool(processes: int):
-    """A process pool for :func:`sniff_image` (``processes`` 0: None, threads are used). Forkserver start
-    (no fork of this multi-threaded process); each worker imports this module once."""
-    if processes <= 0:
-        yield None
-        return
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                      else "spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
-    # the processes start in a thread, while the first requests are in flight, not on the event loop
-    threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
-                     daemon=True).start()
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def _redact(url: str) -> str:
     """The URL without user:password (never written to the database or logs): :func:`cultura.redact.strip_userinfo`."""
     return strip_userinfo(url)
-
-
-# --------------------------------------------------------------------------------------------- sniffing
-
-def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:
-    """:func:`sniff_image` for callers outside the downloader (imports): the same checks (allowed formats,
-    pixel cap, truncation), raising ``ValueError("not a readable image (<reason>: <detail>)")``."""
-    try:
-        return sniff_image(data, max_pixels=max_pixels, min_side=min_side)
-    except _Failure as e:
-        raise ValueError(f"not a readable image ({e.reason}: {e.detail})") from None
-
-
-def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None,
-                max_aspect_ratio: float | None = None) -> ImageInfo:
-    """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
-    :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
-
-    n = len(data)
-    if n == 0:
-        raise _Failure("not_image", "empty body", nbytes=0)
-    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n\x00").lower()
-    ctype = (content_type or "").lower()
-    if head.startswith(b"<"):
-        if b"<svg" in head:
-            raise _Failure("svg", "the body is SVG markup", nbytes=n)
-        if any(m in head for m in _HTML_MARKERS):
-            raise _Failure("html", "the body is an HTML page", nbytes=n)
-        raise _Failure("not_image", "the body is text markup, not an image", nbytes=n)
-    try:
-        im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
-    except Image.DecompressionBombError as e:
-        raise _Failure("too_many_pixels", str(e), nbytes=n) from None
-    except UnidentifiedImageError:
-        if "svg" in ctype:
-            raise _Failure("svg", f"not a raster image (served as {ctype})", nbytes=n) from None
-        if "html" in ctype:
-            raise _Failure("html", f"not an image (served as {ctype})", nbytes=n) from None
-        raise _Failure("not_image", "not an image in an allowed format "
-                       f"({', '.join(ALLOWED_FORMATS)})", nbytes=n) from None
-    except (EOFError, OSError, SyntaxError, ValueError) as e:
-        raise _Failure("truncated" if isinstance(e, EOFError) else "corrupt",
-                       f"cannot read the image header: {e}", nbytes=n) from None
-    with im:
-        fmt = (im.format or "").lower()
-        w, h = im.size
-        if w * h > max_pixels:
-            raise _Failure("too_many_pixels", f"{w}x{h} = {w * h} pixels > max_pixels {max_pixels}", nbytes=n)
-        if min(w, h) < min_side:
-            raise _Failure("too_small", f"{w}x{h}: shorter side below min_side {min_side}", nbytes=n)
-        if max_aspect_ratio and max(w, h) > max_aspect_ratio * max(min(w, h), 1):
-            raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
-                           f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
-        try:
-            hashing.prepare_decode(im)  # JPEG: the stream is still fully entropy-decoded, at reduced scale
-            im.load()
-        except Image.DecompressionBombError as e:
-            raise _Failure("too_many_pixels", str(e), nbytes=n) from None
-        except (EOFError, OSError) as e:
-            truncated = isinstance(e, EOFError) or "truncated" in str(e).lower()
-            raise _Failure("truncated" if truncated else "corrupt", f"{fmt} decode failed: {e}", nbytes=n) from None
-        except Exception as e:  # Pillow raises many types on malformed data: this is a data verdict
-            raise _Failure("corrupt", f"{fmt} decode failed: {type(e).__name__}: {e}", nbytes=n) from None
-        try:
-            hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
-        except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
-            hashes = (None, None, None, None)
-    if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
-        raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
-    if fmt == "mpo":
-        fmt = "jpeg"
-    return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest(),
-                     phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2],
-                     phash_variants=hashes[3])
 
 
 # ---------------------------------------------------------------------------------------------- fetching
@@ -577,7 +439,8 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
     return FetchResult(url=url, status="downloaded", final_url=_redact(str(resp.url)),
                        http_status=resp.status_code, content_type=ctype, nbytes=len(data), data=data,
                        sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                       attempts=attempts, redirects=hops, hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
+                       attempts=attempts, redirects=hops,
+                       hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
 
 
 # ----------------------------------------------------------------------------------------------- the stage
@@ -610,7 +473,8 @@ class _Writer:
             if self.images:
                 cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
                     "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) ON CONFLICT (sha256) DO UPDATE "
+                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) "
+                    "ON CONFLICT (sha256) DO UPDATE "
                     "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
                     self.images)
                 self.new_images += max(cur.rowcount, 0)

@@ -42,7 +42,8 @@ TRIM_MAX = 0.4
 #: The centre pHashes cut these shares of each side's length off the content box.
 CENTRE_CROPS = (0.05, 0.10)
 #: Names the views' definition (goes into :data:`cultura.curate.hashing.HASH_VERSION`).
-VERSION = f"trim{TRIM_TOLERANCE}-{TRIM_FRACTION}-{TRIM_MARGIN}-{TRIM_MAX}/centre{'+'.join(map(str, CENTRE_CROPS))}/mirror"
+VERSION = (f"trim{TRIM_TOLERANCE}-{TRIM_FRACTION}-{TRIM_MARGIN}-{TRIM_MAX}"
+           f"/centre{'+'.join(map(str, CENTRE_CROPS))}/mirror")
 
 
 def _border(lines: np.ndarray) -> int:

@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast bench docs clean chromium fonts
+.PHONY: setup demo test test-fast bench docs clean chromium fonts peers
 
 setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts
 
@@ -39,6 +39,15 @@ chromium:
 FONT_PKGS := fonts-noto-core fonts-noto-cjk fonts-thai-tlwg
 fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
+
+# The benchmarks' peers that pin conflicting numpy versions, each in its own virtualenv (issue 23):
+#   python benchmarks/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
+#   python benchmarks/bench_download.py --peers-python .venv-img2dataset/bin/python
+peers:
+	test -x .venv-fastdup/bin/python || $(PY) -m venv .venv-fastdup
+	.venv-fastdup/bin/pip install -q fastdup
+	test -x .venv-img2dataset/bin/python || $(PY) -m venv .venv-img2dataset
+	.venv-img2dataset/bin/pip install -q img2dataset
 
 demo: setup
 	rm -rf $(DEMO_DIR)

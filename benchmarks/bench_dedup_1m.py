@@ -12,10 +12,21 @@ each in a fresh process so peak RSS is the dedup's own:
 2. the same call again on the unchanged project (the no-op rerun).
 
 It prints each phase's seconds and each run's peak RSS against the goals of issue 15: end to end <= 20 s,
-no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, measured / goal). Run::
+no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, measured / goal).
+
+3. (issue 23) **one search as wide as the project**: every stored pHash at once (global scope),
+   :func:`hashing.hamming_pairs` against a plain faiss ``IndexBinaryFlat`` (one all-against-all
+   ``range_search``) on the same hashes, in a child process each, faiss with a time limit
+   (``--baseline-timeout``; when it runs out the ratio printed is a lower bound, ``>=``). The pairs of both
+   are compared when faiss finishes.
+
+``--hashes real`` draws the hashes from real pHash statistics (``bench_hash_search.real_like_hashes``:
+bit frequencies and correlations of pHashes of real photographs; biased bits are the pigeonhole search's
+harder case) instead of uniform random bits; ``--hashes both`` builds and runs both. Run::
 
     .venv/bin/python benchmarks/bench_dedup_1m.py                  # 1M images (build ~2 min, once)
     .venv/bin/python benchmarks/bench_dedup_1m.py --images 100000  # a smaller project
+    .venv/bin/python benchmarks/bench_dedup_1m.py --images 20000 --hashes both --baseline-timeout 60
 """
 from __future__ import annotations
 
@@ -35,9 +46,19 @@ COUNTRIES = ["US", "GB", "DE", "FR", "JP", "CN", "IN", "BR", "MX", "NG", "EG", "
 GOALS = {"end_to_end_s": 20.0, "rerun_s": 2.0, "peak_rss_mb": 1024.0}
 
 
-def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0) -> None:
+def random_hashes(rng, n: int, kind: str, sample=None) -> np.ndarray:
+    """``n`` uint64 hashes: uniform random bits, or drawn from real pHash statistics."""
+    if kind == "uniform":
+        return rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hash_search import real_like_hashes
+
+    return real_like_hashes(n, 10, seed=int(rng.integers(0, 2**31)), sample=sample)
+
+
+def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, hashes: str = "uniform") -> None:
     """Write the project (config, schema, rows) with direct batched inserts."""
-    from cultura.curate.hashing import to_hex
+    from cultura.curate.hashing import to_hex, variants_to_hex
     from cultura.db import now, transaction
     from cultura.project import init_project
 
@@ -47,14 +68,23 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0) -> 
     ts = now()
     n_copy = int(n * copies)
     n_orig = n - n_copy
-    ph = rng.integers(0, 2**64, size=n, dtype=np.uint64)
-    dh = rng.integers(0, 2**64, size=n, dtype=np.uint64)
-    pc = rng.integers(0, 2**64, size=n, dtype=np.uint64)  # centre pHash
+    sample = None
+    if hashes == "real":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_hash_search import real_phash_sample
+
+        sample = real_phash_sample()
+    ph = random_hashes(rng, n, hashes, sample)
+    dh = random_hashes(rng, n, hashes, sample)
+    pc = random_hashes(rng, n, hashes, sample)  # centre pHash
+    pm = random_hashes(rng, n, hashes, sample)  # mirror pHash
+    p10 = random_hashes(rng, n, hashes, sample)  # 10 % centre pHash
     concept = rng.integers(0, n_concepts, size=n)
     country = rng.integers(0, len(COUNTRIES), size=n)
     src = rng.integers(0, n_orig, size=n_copy)
     ph[n_orig:], dh[n_orig:], pc[n_orig:], concept[n_orig:] = ph[src], dh[src], pc[src], concept[src]
-    for h in (ph, dh, pc):
+    pm[n_orig:], p10[n_orig:] = pm[src], p10[src]
+    for h in (ph, dh, pc, pm, p10):
         for b in range(6):  # flip up to 6 random bits (some flips repeat a bit: 0-6 bits changed)
             on = rng.random(n_copy) < 0.7
             h[n_orig:][on] ^= np.uint64(1) << rng.integers(0, 64, int(on.sum())).astype(np.uint64)
@@ -70,11 +100,12 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0) -> 
             [(c * len(COUNTRIES) + k + 1, c + 1, cc, f"concept {c} {cc}", ts)
              for c in range(n_concepts) for k, cc in enumerate(COUNTRIES)])
         ph_hex, dh_hex, pc_hex = to_hex(ph), to_hex(dh), to_hex(pc)
+        pv_hex = variants_to_hex(np.stack([pm, p10], axis=1))
         db.conn.executemany(
             "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-            "created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?)",
+            "phash_variants, created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?, ?)",
             ((sha[i], f"blobs/{sha[i][:2]}/{sha[i]}.jpg", int(sizes[i, 0]), int(sizes[i, 1]), int(nbytes[i]),
-              ph_hex[i], dh_hex[i], pc_hex[i], ts) for i in range(n)))
+              ph_hex[i], dh_hex[i], pc_hex[i], pv_hex[i], ts) for i in range(n)))
         db.conn.executemany("INSERT INTO candidates (id, url, status, sha256) VALUES (?, ?, 'downloaded', ?)",
                             ((i + 1, f"http://img.test/{i}.jpg", sha[i]) for i in range(n)))
         extra = np.flatnonzero(rng.random(n) < 0.02)
@@ -200,6 +231,47 @@ def run_child(root: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def wide_child(root: str, tool: str) -> None:
+    """One search over every stored pHash of the project at once, by ``tool`` (cultura | faiss); prints a JSON
+    line with the seconds and a digest of the pairs. The hashes are read and faiss imported before timing."""
+    import hashlib
+
+    import faiss
+
+    from cultura.curate import hashing
+    from cultura.project import Project
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hash_search import faiss_pairs
+
+    p = Project(root)
+    h = hashing.from_hex([r for (r,) in p.db.execute("SELECT phash FROM images ORDER BY rowid")])
+    p.close()
+    faiss.omp_get_max_threads()
+    t = time.perf_counter()
+    pairs = hashing.hamming_pairs(h, 10) if tool == "cultura" else faiss_pairs(h, 10)
+    wall = time.perf_counter() - t
+    pairs = np.unique(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), axis=0)
+    print(json.dumps({"s": wall, "n": len(h), "pairs": len(pairs), "load": os.getloadavg()[0],
+                      "digest": hashlib.sha256(pairs.tobytes()).hexdigest()}))
+
+
+def run_wide(root: Path, tool: str, timeout: float | None) -> dict | None:
+    try:
+        out = subprocess.run([sys.executable, __file__, "--wide", tool, "--child", str(root)], check=True,
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _args_for(args, kind: str) -> list[str]:
+    """The command line of one ``--hashes both`` half."""
+    out = ["--images", str(args.images), "--concepts", str(args.concepts), "--copies", str(args.copies),
+           "--hashes", kind, "--baseline-timeout", str(args.baseline_timeout)]
+    return out + (["--skip-wide"] if args.skip_wide else [])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=1_000_000)
@@ -207,11 +279,25 @@ def main(argv=None) -> int:
     ap.add_argument("--copies", type=float, default=0.05, help="Share of images that are near-duplicates.")
     ap.add_argument("--dir", help="Project folder (built when missing; default: a temporary folder).")
     ap.add_argument("--build-only", action="store_true", help="Build the project into --dir and stop.")
+    ap.add_argument("--hashes", choices=["uniform", "real", "both"], default="uniform",
+                    help="Stored hashes: uniform random bits, or drawn from real pHash statistics.")
+    ap.add_argument("--baseline-timeout", type=float, default=600.0,
+                    help="Seconds the plain faiss search over all hashes may take (then: a lower bound).")
+    ap.add_argument("--skip-wide", action="store_true", help="Skip the one-search-over-everything part.")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--wide", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        child(args.child)
+        wide_child(args.child, args.wide) if args.wide else child(args.child)
         return 0
+    if args.hashes == "both":
+        if args.dir:
+            ap.error("--hashes both builds two projects: give no --dir")
+        rc = 0
+        for kind in ("uniform", "real"):
+            print(f"\n===== hashes: {kind} =====", flush=True)
+            rc |= main(_args_for(args, kind))
+        return rc
     tmp = None
     if args.dir:
         root = Path(args.dir)
@@ -220,7 +306,7 @@ def main(argv=None) -> int:
         root = Path(tmp.name) / "p"
     if not (root / "cultura.db").exists():
         t = time.perf_counter()
-        build(root, args.images, args.concepts, args.copies)
+        build(root, args.images, args.concepts, args.copies, hashes=args.hashes)
         cold_check(root)
         print(f"built {args.images:,} images ({args.concepts} concepts x {len(COUNTRIES)} countries, "
               f"{args.copies:.0%} copies) in {time.perf_counter() - t:.1f} s at {root}")
@@ -251,6 +337,18 @@ def main(argv=None) -> int:
     ok = (first["total_s"] <= GOALS["end_to_end_s"] * max(scale, 0.05) and rerun["total_s"] <= GOALS["rerun_s"]
           and first["peak_rss_mb"] <= GOALS["peak_rss_mb"])
     print("goals met" if ok else "goals NOT met")
+    if not args.skip_wide:
+        ours = run_wide(root, "cultura", None)
+        base = run_wide(root, "faiss", args.baseline_timeout)
+        print(f"\none search over all {ours['n']:,} pHashes ({args.hashes} hashes, threshold 10): "
+              f"cultura {ours['s']:.2f} s ({ours['pairs']:,} pairs, load {ours['load']:.1f})")
+        if base is None:
+            print(f"  plain faiss IndexBinaryFlat: did not finish in {args.baseline_timeout:.0f} s: "
+                  f"faiss/cultura >= {args.baseline_timeout / ours['s']:.1f}x")
+        else:
+            print(f"  plain faiss IndexBinaryFlat: {base['s']:.2f} s (load {base['load']:.1f}), identical pairs: "
+                  f"{base['digest'] == ours['digest']}; faiss/cultura = {base['s'] / ours['s']:.2f}x")
+            ok &= base["digest"] == ours["digest"]
     if tmp is not None:
         tmp.cleanup()
     return 0 if ok else 1

@@ -8,8 +8,12 @@ runs, one after the other (interleaved, so a change of machine load hits both si
 - the baseline: the very decode ``compute_hashes`` does (open, reduced grey draft for JPEG, convert to L)
   and nothing else, on the same number of threads, then on 1 thread;
 - ``compute_hashes(paths)`` (decode + pHash, dHash and centre pHash), on the same threads, then on 1;
-- once, imagehash for reference (open + ``imagehash.phash`` + ``imagehash.dhash``: a full-resolution RGB
-  decode, 1 thread: not like for like, printed as such).
+- the peers, in the same interleaved rounds (issue 23): PIL + imagehash (open + ``imagehash.phash`` +
+  ``imagehash.dhash``, 1 thread, against ``compute_hashes`` on 1 thread) and imagededup 0.3.3
+  (``PHash().encode_images(folder, num_enc_workers=threads)``, against ``compute_hashes`` on the same
+  threads); imagededup (and torch, which it imports) is imported before the timed rounds. Their hashes do
+  the same job but differ: cultura hashes a reduced decode's content box (docs/dedup_calibration.md), and
+  imagededup's pHash differs from imagehash's by a bit or two on large images (its own resize).
 
 Printed per set: images/s (best round, wall clock) and CPU ms per image (this process, median round), and
 ``compute_hashes`` as a share of the baseline — target >= 80% — on wall clock (median of the per-round
@@ -87,7 +91,10 @@ def main(argv=None) -> int:
 
 
 def run_size(kind: str, n: int, size: tuple[int, int], workers: int, repeats: int, sources) -> float:
+    import logging
+
     import imagehash
+    from imagededup.methods import PHash
     from cultura.curate.hashing import compute_hashes, prepare_decode, synthetic_image
     from PIL import Image
 
@@ -129,13 +136,21 @@ def run_size(kind: str, n: int, size: tuple[int, int], workers: int, repeats: in
                     imagehash.phash(im)
                     imagehash.dhash(im)
 
+        logging.getLogger("imagededup").setLevel(logging.ERROR)
+        imd = PHash(verbose=False)
+
+        def imagededup():
+            imd.encode_images(image_dir=tmp, num_enc_workers=workers)
+
         ours_single()  # warm caches (imports, per-size coefficient matrices) outside the timed rounds
         load = os.getloadavg()[0]
-        rounds = {k: [] for k in ("decode", "ours", "decode1", "ours1")}
-        for _ in range(repeats):
-            for k, f in [("decode", decode), ("ours", ours), ("decode1", decode_single), ("ours1", ours_single)]:
+        order = [("decode", decode), ("ours", ours), ("decode1", decode_single), ("ours1", ours_single),
+                 ("imagehash1", reference), ("imagededup", imagededup)]
+        rounds = {k: [] for k, _ in order}
+        for r in range(repeats):
+            for k, f in order[r % len(order):] + order[:r % len(order)]:
                 rounds[k].append(timed(f))
-        ref = timed(reference)
+        ref = (statistics.median(w for w, _ in rounds["imagehash1"]), 0.0)
         load = max(load, os.getloadavg()[0])
 
     rate = {k: n / min(w for w, _ in v) for k, v in rounds.items()}
@@ -144,10 +159,17 @@ def run_size(kind: str, n: int, size: tuple[int, int], workers: int, repeats: in
     wall_share1 = statistics.median(d[0] / o[0] for d, o in zip(rounds["decode1"], rounds["ours1"]))
     cpu_share = statistics.median(d[1] / o[1] for d, o in zip(rounds["decode1"], rounds["ours1"]))
     print(f"baseline: the same reduced grey decode alone, {workers} threads   {rate['decode']:8.0f} img/s")
-    print(f"compute_hashes (decode + pHash, dHash, centre pHash), {workers} thr. {rate['ours']:8.0f} img/s")
+    print(f"compute_hashes (decode + pHash views, dHash), {workers} threads   {rate['ours']:8.0f} img/s")
     print(f"baseline, 1 thread                                       {rate['decode1']:8.0f} img/s")
     print(f"compute_hashes, 1 thread                                 {rate['ours1']:8.0f} img/s")
     print(f"imagehash phash+dhash (full RGB decode, 1 thread)        {n / ref[0]:8.0f} img/s")
+    imd_wall = statistics.median(w for w, _ in rounds["imagededup"])
+    print(f"imagededup PHash.encode_images, {workers} processes             {n / imd_wall:8.0f} img/s")
+    r_ih = statistics.median(i[0] / o[0] for i, o in zip(rounds["imagehash1"], rounds["ours1"]))
+    r_imd = statistics.median(i[0] / o[0] for i, o in zip(rounds["imagededup"], rounds["ours"]))
+    print(f"ratios (peer time / cultura time, median of {repeats} interleaved rounds; > 1: cultura faster): "
+          f"PIL+imagehash / compute_hashes (1 thread) {r_ih:.2f}x; imagededup encode_images / compute_hashes "
+          f"({workers} workers) {r_imd:.2f}x; load average up to {load:.1f}")
     print(f"CPU per image (median of {repeats} rounds, 1 thread): decode alone {cpu_ms['decode1']:.3f} ms, "
           f"compute_hashes {cpu_ms['ours1']:.3f} ms (with {workers} threads: {cpu_ms['decode']:.3f} / "
           f"{cpu_ms['ours']:.3f} ms); load average up to {load:.1f} on {os.cpu_count()} CPUs")

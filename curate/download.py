@@ -7,9 +7,9 @@ most ``max_redirects`` redirects each re-checked against the address policy of :
 enforced while streaming (``Content-Length`` is not trusted), and ``X-Robots-Tag: noai``/``noimageai``.
 
 Content is trusted from its bytes, never from ``Content-Type``: an image served as ``text/plain`` is
-accepted, HTML served as ``image/jpeg`` is not. Sniffing runs in a thread (Pillow, restricted to
-:data:`ALLOWED_FORMATS` so no exotic decoder ever sees web data): HTML, SVG, non-images, truncated or
-corrupt files, decompression bombs (more than ``max_pixels``) and images whose shorter side is below
+accepted, HTML served as ``image/jpeg`` is not. Sniffing (:mod:`.sniff`) runs in a thread or a process pool
+(Pillow, restricted to :data:`ALLOWED_FORMATS` so no exotic decoder ever sees web data): HTML, SVG, non-images,
+truncated or corrupt files, decompression bombs (more than ``max_pixels``) and images whose shorter side is below
 ``min_side`` are refused. ``file://`` URLs (the local-folder provider) are read from disk and validated the
 same way.
 
@@ -36,8 +36,6 @@ import collections
 import contextlib
 import email.utils
 import functools
-import hashlib
-import io
 import json
 import os
 import random
@@ -51,7 +49,6 @@ from typing import Callable
 
 import httpcore
 import httpx
-from PIL import Image, ImageFile, UnidentifiedImageError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -60,7 +57,17 @@ from ..db import transaction
 from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
 from ..errors import CulturaError
 from ..redact import strip_userinfo
-from . import hashing, safety
+from . import safety
+from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
+    ALLOWED_FORMATS,
+    DECODE_POOL_MIN,
+    ImageInfo,
+    _Failure,
+    _sniff,
+    decode_pool,
+    sniff_image,
+    validate_image,
+)
 
 try:  # POSIX file locks; elsewhere the downloader runs without a project lock
     import fcntl
@@ -100,14 +107,11 @@ REASONS: dict[str, tuple[str, str]] = {
     "robots_noai": ("skipped", "X-Robots-Tag forbids AI use (noai / noimageai)"),
 }
 
-#: Pillow formats accepted (others are never tried: no EPS/ghostscript, no exotic decoders on web data).
-ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 
 POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
 ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
 ACCEPT_ENCODING = "gzip, deflate"   # decoded by us under the byte cap (_Decoder); br/zstd never asked for
-_HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
 
 
 _timeout = getattr(asyncio, "timeout", None)
@@ -115,19 +119,6 @@ _timeout = getattr(asyncio, "timeout", None)
 
 class DownloadLocked(CulturaError):
     """Another downloader holds this project's lock."""
-
-
-@dataclass
-class ImageInfo:
-    """What sniffing learnt about valid image bytes."""
-    format: str      # Pillow format, lower case ("jpeg", "png", …)
-    width: int
-    height: int
-    sha256: str
-    phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
-    dhash: str | None = None
-    phash_centre: str | None = None
-    phash_variants: str | None = None
 
 
 @dataclass
@@ -155,92 +146,9 @@ class FetchResult:
         return self.status == "downloaded"
 
 
-class _Failure(Exception):
-    def __init__(self, reason: str, detail: str, *, http_status=None, content_type=None, nbytes=None,
-                 retryable: bool = False, retry_after: float | None = None):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
-        self.http_status, self.content_type, self.nbytes = http_status, content_type, nbytes
-        self.retryable, self.retry_after = retryable, retry_after
-
-
 def _redact(url: str) -> str:
     """The URL without user:password (never written to the database or logs): :func:`cultura.redact.strip_userinfo`."""
     return strip_userinfo(url)
-
-
-# --------------------------------------------------------------------------------------------- sniffing
-
-def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:
-    """:func:`sniff_image` for callers outside the downloader (imports): the same checks (allowed formats,
-    pixel cap, truncation), raising ``ValueError("not a readable image (<reason>: <detail>)")``."""
-    try:
-        return sniff_image(data, max_pixels=max_pixels, min_side=min_side)
-    except _Failure as e:
-        raise ValueError(f"not a readable image ({e.reason}: {e.detail})") from None
-
-
-def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None,
-                max_aspect_ratio: float | None = None) -> ImageInfo:
-    """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
-    :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
-
-    n = len(data)
-    if n == 0:
-        raise _Failure("not_image", "empty body", nbytes=0)
-    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n\x00").lower()
-    ctype = (content_type or "").lower()
-    if head.startswith(b"<"):
-        if b"<svg" in head:
-            raise _Failure("svg", "the body is SVG markup", nbytes=n)
-        if any(m in head for m in _HTML_MARKERS):
-            raise _Failure("html", "the body is an HTML page", nbytes=n)
-        raise _Failure("not_image", "the body is text markup, not an image", nbytes=n)
-    try:
-        im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
-    except Image.DecompressionBombError as e:
-        raise _Failure("too_many_pixels", str(e), nbytes=n) from None
-    except UnidentifiedImageError:
-        if "svg" in ctype:
-            raise _Failure("svg", f"not a raster image (served as {ctype})", nbytes=n) from None
-        if "html" in ctype:
-            raise _Failure("html", f"not an image (served as {ctype})", nbytes=n) from None
-        raise _Failure("not_image", "not an image in an allowed format "
-                       f"({', '.join(ALLOWED_FORMATS)})", nbytes=n) from None
-    except (EOFError, OSError, SyntaxError, ValueError) as e:
-        raise _Failure("truncated" if isinstance(e, EOFError) else "corrupt",
-                       f"cannot read the image header: {e}", nbytes=n) from None
-    with im:
-        fmt = (im.format or "").lower()
-        w, h = im.size
-        if w * h > max_pixels:
-            raise _Failure("too_many_pixels", f"{w}x{h} = {w * h} pixels > max_pixels {max_pixels}", nbytes=n)
-        if min(w, h) < min_side:
-            raise _Failure("too_small", f"{w}x{h}: shorter side below min_side {min_side}", nbytes=n)
-        if max_aspect_ratio and max(w, h) > max_aspect_ratio * max(min(w, h), 1):
-            raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
-                           f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
-        try:
-            hashing.prepare_decode(im)  # JPEG: the stream is still fully entropy-decoded, at reduced scale
-            im.load()
-        except Image.DecompressionBombError as e:
-            raise _Failure("too_many_pixels", str(e), nbytes=n) from None
-        except (EOFError, OSError) as e:
-            truncated = isinstance(e, EOFError) or "truncated" in str(e).lower()
-            raise _Failure("truncated" if truncated else "corrupt", f"{fmt} decode failed: {e}", nbytes=n) from None
-        except Exception as e:  # Pillow raises many types on malformed data: this is a data verdict
-            raise _Failure("corrupt", f"{fmt} decode failed: {type(e).__name__}: {e}", nbytes=n) from None
-        try:
-            hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
-        except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
-            hashes = (None, None, None, None)
-    if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
-        raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
-    if fmt == "mpo":
-        fmt = "jpeg"
-    return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest(),
-                     phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2],
-                     phash_variants=hashes[3])
 
 
 # ---------------------------------------------------------------------------------------------- fetching
@@ -465,20 +373,21 @@ def _fail(url, e: _Failure, attempts, **kw) -> FetchResult:
 
 
 async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
-                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None) -> FetchResult:
+                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None,
+                      decoder=None) -> FetchResult:
     """Download and validate one image URL (``http(s)://`` or ``file://``); never raises for bad input.
 
     ``settings`` is a ``DownloadSection``. ``client`` should come from :func:`make_client` (any other client
     gets a resolve-and-check before each hop instead). ``slot(host)``, when given, returns an async context
-    manager held around each request (the per-host limit); it is released while backing off.
+    manager held around each request (the per-host limit); it is released while backing off. ``decoder``: a
+    process pool (:func:`decode_pool`) for the validating decode, or None (a thread).
     """
     scheme = urllib.parse.urlsplit(url).scheme.lower() if url else ""
     if scheme == "file":
         try:
             data = await asyncio.to_thread(_read_file, url, settings)
-            info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
-                                           min_side=settings.min_side,
-                                           max_aspect_ratio=settings.max_aspect_ratio)
+            info = await _sniff(data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
+                                max_aspect_ratio=settings.max_aspect_ratio)
         except _Failure as e:
             return _fail(url, e, 1)
         return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
@@ -523,16 +432,16 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
         await asyncio.sleep(wait)
     ctype = resp.headers.get("content-type")
     try:
-        info = await asyncio.to_thread(sniff_image, data, max_pixels=settings.max_pixels,
-                                       min_side=settings.min_side, content_type=ctype,
-                                       max_aspect_ratio=settings.max_aspect_ratio)
+        info = await _sniff(data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
+                            content_type=ctype, max_aspect_ratio=settings.max_aspect_ratio)
     except _Failure as e:
         e.http_status, e.content_type = resp.status_code, ctype
         return _fail(url, e, attempts, final_url=_redact(str(resp.url)), redirects=hops)
     return FetchResult(url=url, status="downloaded", final_url=_redact(str(resp.url)),
                        http_status=resp.status_code, content_type=ctype, nbytes=len(data), data=data,
                        sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                       attempts=attempts, redirects=hops, hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
+                       attempts=attempts, redirects=hops,
+                       hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
 
 
 # ----------------------------------------------------------------------------------------------- the stage
@@ -565,7 +474,8 @@ class _Writer:
             if self.images:
                 cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
                     "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) ON CONFLICT (sha256) DO UPDATE "
+                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) "
+                    "ON CONFLICT (sha256) DO UPDATE "
                     "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
                     self.images)
                 self.new_images += max(cur.rowcount, 0)
@@ -595,6 +505,14 @@ def _project_lock(project):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def _host(url: str) -> str:
+    """A URL's host ('' when it has none)."""
+    try:
+        return urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
 def _round_robin_by_host(rows: list[dict]) -> collections.deque:
     """Interleave hosts so that one big host does not make every worker wait on its per-host limit."""
     by_host: dict[str, collections.deque] = {}
@@ -621,7 +539,8 @@ def _progress_bar(total: int, enabled: bool):
 
 
 async def adownload_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
-                               limit: int | None = None, progress: bool = True) -> dict:
+                               limit: int | None = None, progress: bool = True,
+                               decode_processes: int | None = None) -> dict:
     """Async form of :func:`download_candidates` (for code already inside an event loop)."""
     settings = project.config.download
     n_workers = workers or settings.workers
@@ -640,6 +559,12 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
                                                   "limit": limit, "candidates": len(rows),
                                                   "allow_hosts": _policy(settings.allow_hosts)})
         todo = _round_robin_by_host(rows)
+        if decode_processes is None:  # auto: processes for a large batch on a machine with cores to spare
+            cpus = os.cpu_count() or 1
+            decode_processes = min(4, cpus - 1) if len(rows) >= DECODE_POOL_MIN and cpus >= 4 else 0
+        if decode_processes < 0:
+            raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
+                               param="decode_processes")
         writer = _Writer(db)
         by_status: collections.Counter = collections.Counter()
         by_reason: collections.Counter = collections.Counter()
@@ -650,11 +575,16 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         def slot(host: str) -> asyncio.Semaphore:
             return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
 
-        async def worker(client, bar, task_id):
+        client_of: dict[str, int] = {}  # host -> client, in order of first appearance (hosts spread evenly)
+
+        async def worker(clients, bar, task_id):
             nonlocal total_bytes
             while todo:
                 cand = todo.popleft()
-                r = await fetch_image(client, cand["url"], settings, slot=slot)
+                # one client per host: its pool keeps that host's keep-alive connections
+                # instead of evicting them for another host's (connection churn: issue 23)
+                client = clients[client_of.setdefault(_host(cand["url"]), len(client_of)) % len(clients)]
+                r = await fetch_image(client, cand["url"], settings, slot=slot, decoder=decoder)
                 rel = None
                 if r.ok:
                     _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
@@ -669,15 +599,16 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
 
         status, error = "done", None
         try:
-            # httpcore's pool bookkeeping is quadratic in its connection count: shard the workers over
-            # clients of at most POOL_SIZE connections each (worker i always uses client i % n_clients).
+            # httpcore's pool bookkeeping is quadratic in its connection count: shard the hosts over
+            # clients of at most POOL_SIZE connections each (a host always goes to the same client).
             n_clients = -(-n_workers // POOL_SIZE)
             async with contextlib.AsyncExitStack() as stack:
+                decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
                 clients = [await stack.enter_async_context(make_client(settings, max_connections=POOL_SIZE))
                            for _ in range(n_clients)]
                 with _progress_bar(len(rows), progress and bool(rows)) as bar:
                     task_id = bar.add_task("download", total=len(rows), ok=0) if bar is not None else None
-                    tasks = [asyncio.ensure_future(worker(clients[i % n_clients], bar, task_id))
+                    tasks = [asyncio.ensure_future(worker(clients, bar, task_id))
                              for i in range(min(n_workers, len(rows)))]
                     try:
                         await asyncio.gather(*tasks)
@@ -750,7 +681,7 @@ def reexamine_policy_skips(db, allow_hosts, *, everything: bool = False) -> int:
 
 
 def download_candidates(project, *, workers: int | None = None, retry_failed: bool = False,
-                        limit: int | None = None, progress: bool = True) -> dict:
+                        limit: int | None = None, progress: bool = True, decode_processes: int | None = None) -> dict:
     """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
     Candidates skipped by the address policy are re-examined first (:func:`reexamine_policy_skips`: after a
     change of ``download.allow_hosts``, or all of them with ``retry_failed``).
@@ -758,7 +689,8 @@ def download_candidates(project, *, workers: int | None = None, retry_failed: bo
     Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
     "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
     a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
-    runs on the same project.
+    runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None:
+    up to 4 from :data:`DECODE_POOL_MIN` candidates on with 4 CPUs or more, else threads) — the same checks.
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
-                                            limit=limit, progress=progress))
+                                            limit=limit, progress=progress, decode_processes=decode_processes))

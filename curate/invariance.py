@@ -42,7 +42,8 @@ TRIM_MAX = 0.4
 #: The centre pHashes cut these shares of each side's length off the content box.
 CENTRE_CROPS = (0.05, 0.10)
 #: Names the views' definition (goes into :data:`cultura.curate.hashing.HASH_VERSION`).
-VERSION = f"trim{TRIM_TOLERANCE}-{TRIM_FRACTION}-{TRIM_MARGIN}-{TRIM_MAX}/centre{'+'.join(map(str, CENTRE_CROPS))}/mirror"
+VERSION = (f"trim{TRIM_TOLERANCE}-{TRIM_FRACTION}-{TRIM_MARGIN}-{TRIM_MAX}"
+           f"/centre{'+'.join(map(str, CENTRE_CROPS))}/mirror")
 
 
 def _border(lines: np.ndarray) -> int:
@@ -52,6 +53,9 @@ def _border(lines: np.ndarray) -> int:
     if not len(lines):
         return 0
     ref = int(np.median(lines[0]))
+    if (np.abs(lines[0] - ref) > TRIM_TOLERANCE).mean() > TRIM_FRACTION:
+        return 0  # the usual case, a photograph without a border: one line looked at
+    lines = lines[:int(2 * TRIM_MAX * len(lines)) + 2]  # content_box refuses more anyway
     off = (np.abs(lines - ref) > TRIM_TOLERANCE).mean(axis=1) > TRIM_FRACTION
     return int(np.argmax(off)) if off.any() else len(lines)
 

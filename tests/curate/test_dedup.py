@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cultura.curate import dedup, hashing, vector_search
+from cultura.curate import dedup, hash_search, hashing, vector_search
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
 from cultura.db import blobs, dumps, now
 from cultura.db.blobs import check_blobs, store_blob
@@ -203,7 +203,7 @@ def test_multi_index_path_is_exact(threshold):
         total = threshold - n_parts + 1
         ts = [total // n_parts + (i < total % n_parts) for i in range(n_parts)]
         parts = [(sum(widths[:i]), widths[i], ts[i]) for i in range(n_parts)]
-        fi, fj, _ = hashing._gph_pairs(h, threshold, parts)
+        fi, fj, _ = hash_search._gph_pairs(h, threshold, parts)
         got = set(zip(np.concatenate(fi).tolist(), np.concatenate(fj).tolist()))
         assert got == expected, (threshold, parts)
 

@@ -15,6 +15,7 @@ import pytest
 from cultura.curate import download as dl
 from cultura.curate import safety
 from cultura.db.blobs import store_blob, sweep_blobs
+from cultura.errors import CulturaError
 from cultura.project import init_project
 from tests.fakes.image_server import image_bytes, image_server  # noqa: F401 (fixture)
 
@@ -314,3 +315,31 @@ def test_fetch_image_on_its_own(proj, image_server, tmp_path):  # noqa: F811
     assert (missing.status, missing.reason, missing.http_status) == ("failed", "http_404", 404)
     sha, rel = store_blob(proj, ok.data, ok.format)
     assert Path(proj.root / rel).read_bytes() == ok.data and sha == ok.sha256
+
+
+def test_decode_in_processes_gives_the_same_rows_as_threads(tmp_path, image_server):  # noqa: F811
+    """Issue 23: the validating decode moved to a process pool (large downloads) applies the very same checks
+    (every trap gets its reason) and stores the same hashes as the thread path."""
+    urls = [image_server.url(k) for k in ("/img/1.jpg", "/img/2.png", "/html", "/svg", "/truncated.jpg",
+                                           "/bomb.png", "/tiny.png", "/img/10.jpg?w=1200&h=1000", "/img/3.jpg")]
+    out = []
+    for processes in (0, 2):
+        p = init_project(tmp_path / f"p{processes}", countries=["US", "JP"])
+        s = p.config.download
+        s.allow_hosts, s.max_pixels, s.backoff_base = [image_server.host_port], 1_000_000, 0.01
+        add(p, urls)
+        summary = run(p, workers=4, decode_processes=processes)
+        assert summary["processed"] == len(urls)
+        out.append(([row(p, u)[:2] + row(p, u)[4:5] for u in urls],
+                    p.db.execute("SELECT sha256, phash, dhash, phash_centre, phash_variants FROM images "
+                                 "ORDER BY sha256").fetchall()))
+        p.close()
+    assert out[0] == out[1]
+    assert {r[1] for r in out[0][0]} >= {None, "html", "svg", "truncated", "too_many_pixels", "too_small"}
+    assert all(len(r[4]) == 32 for r in out[0][1]) and len(out[0][1]) == 3
+
+
+def test_decode_processes_must_not_be_negative(proj):
+    add(proj, ["http://example.com/a.jpg"])
+    with pytest.raises(CulturaError, match="decode_processes"):
+        run(proj, decode_processes=-1)

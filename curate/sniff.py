@@ -1,0 +1,168 @@
+"""Sniffing: is a body an image the downloader accepts, and its hashes — the validating decode.
+
+Content is trusted from its bytes, never from ``Content-Type``: :func:`sniff_image` opens the bytes with
+Pillow restricted to :data:`ALLOWED_FORMATS` (no exotic decoder ever sees web data) and refuses HTML, SVG,
+non-images, truncated or corrupt files, decompression bombs (more than ``max_pixels``), images whose
+shorter side is below ``min_side`` or whose aspect ratio is extreme, each with a reason of
+:data:`cultura.curate.download.REASONS`. The one decode also gives the perceptual hashes
+(:func:`cultura.curate.hashing.hashes_of_decoded`) and the SHA-256. It is CPU work: the downloader runs it
+in a thread, or in a process pool (:func:`decode_pool`) for large downloads on machines with cores to spare.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import io
+import multiprocessing
+import os
+import threading
+from dataclasses import dataclass
+
+from PIL import Image, ImageFile, UnidentifiedImageError
+
+from . import hashing
+
+#: Pillow formats accepted (others are never tried: no EPS/ghostscript, no exotic decoders on web data).
+ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
+
+#: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
+#: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
+#: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads — on 2 busy cores the pool's
+#: start-up (about a second per process under load) and the extra processes cost more than they save
+#: (docs/scaling.md, issue 23).
+DECODE_POOL_MIN = 2000
+_HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
+
+
+@dataclass
+class ImageInfo:
+    """What sniffing learnt about valid image bytes."""
+    format: str      # Pillow format, lower case ("jpeg", "png", …)
+    width: int
+    height: int
+    sha256: str
+    phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
+    dhash: str | None = None
+    phash_centre: str | None = None
+    phash_variants: str | None = None
+
+
+class _Failure(Exception):
+    def __init__(self, reason: str, detail: str, *, http_status=None, content_type=None, nbytes=None,
+                 retryable: bool = False, retry_after: float | None = None):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+        self.http_status, self.content_type, self.nbytes = http_status, content_type, nbytes
+        self.retryable, self.retry_after = retryable, retry_after
+
+
+def _sniff_remote(data: bytes, kw: dict):
+    """:func:`sniff_image` in a decode process: ``(info, None)`` or ``(None, (reason, detail, nbytes))``."""
+    try:
+        return sniff_image(data, **kw), None
+    except _Failure as e:
+        return None, (e.reason, e.detail, e.nbytes)
+
+
+async def _sniff(data: bytes, decoder, **kw) -> ImageInfo:
+    """:func:`sniff_image` off the event loop: in ``decoder`` (a process pool) when given, else a thread."""
+    if decoder is None:
+        return await asyncio.to_thread(sniff_image, data, **kw)
+    info, failed = await asyncio.get_running_loop().run_in_executor(decoder, _sniff_remote, data, kw)
+    if failed is not None:
+        raise _Failure(failed[0], failed[1], nbytes=failed[2])
+    return info
+
+
+@contextlib.contextmanager
+def decode_pool(processes: int):
+    """A process pool for :func:`sniff_image` (``processes`` 0: None, threads are used). Forkserver start
+    (no fork of this multi-threaded process); each worker imports this module once."""
+    if processes <= 0:
+        yield None
+        return
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                      else "spawn")
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
+    # the processes start in a thread, while the first requests are in flight, not on the event loop
+    threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
+                     daemon=True).start()
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+
+def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:
+    """:func:`sniff_image` for callers outside the downloader (imports): the same checks (allowed formats,
+    pixel cap, truncation), raising ``ValueError("not a readable image (<reason>: <detail>)")``."""
+    try:
+        return sniff_image(data, max_pixels=max_pixels, min_side=min_side)
+    except _Failure as e:
+        raise ValueError(f"not a readable image ({e.reason}: {e.detail})") from None
+
+
+def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None,
+                max_aspect_ratio: float | None = None) -> ImageInfo:
+    """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
+    :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
+
+    n = len(data)
+    if n == 0:
+        raise _Failure("not_image", "empty body", nbytes=0)
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n\x00").lower()
+    ctype = (content_type or "").lower()
+    if head.startswith(b"<"):
+        if b"<svg" in head:
+            raise _Failure("svg", "the body is SVG markup", nbytes=n)
+        if any(m in head for m in _HTML_MARKERS):
+            raise _Failure("html", "the body is an HTML page", nbytes=n)
+        raise _Failure("not_image", "the body is text markup, not an image", nbytes=n)
+    try:
+        im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+    except Image.DecompressionBombError as e:
+        raise _Failure("too_many_pixels", str(e), nbytes=n) from None
+    except UnidentifiedImageError:
+        if "svg" in ctype:
+            raise _Failure("svg", f"not a raster image (served as {ctype})", nbytes=n) from None
+        if "html" in ctype:
+            raise _Failure("html", f"not an image (served as {ctype})", nbytes=n) from None
+        raise _Failure("not_image", "not an image in an allowed format "
+                       f"({', '.join(ALLOWED_FORMATS)})", nbytes=n) from None
+    except (EOFError, OSError, SyntaxError, ValueError) as e:
+        raise _Failure("truncated" if isinstance(e, EOFError) else "corrupt",
+                       f"cannot read the image header: {e}", nbytes=n) from None
+    with im:
+        fmt = (im.format or "").lower()
+        w, h = im.size
+        if w * h > max_pixels:
+            raise _Failure("too_many_pixels", f"{w}x{h} = {w * h} pixels > max_pixels {max_pixels}", nbytes=n)
+        if min(w, h) < min_side:
+            raise _Failure("too_small", f"{w}x{h}: shorter side below min_side {min_side}", nbytes=n)
+        if max_aspect_ratio and max(w, h) > max_aspect_ratio * max(min(w, h), 1):
+            raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
+                           f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
+        try:
+            hashing.prepare_decode(im)  # JPEG: the stream is still fully entropy-decoded, at reduced scale
+            im.load()
+        except Image.DecompressionBombError as e:
+            raise _Failure("too_many_pixels", str(e), nbytes=n) from None
+        except (EOFError, OSError) as e:
+            truncated = isinstance(e, EOFError) or "truncated" in str(e).lower()
+            raise _Failure("truncated" if truncated else "corrupt", f"{fmt} decode failed: {e}", nbytes=n) from None
+        except Exception as e:  # Pillow raises many types on malformed data: this is a data verdict
+            raise _Failure("corrupt", f"{fmt} decode failed: {type(e).__name__}: {e}", nbytes=n) from None
+        try:
+            hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
+        except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
+            hashes = (None, None, None, None)
+    if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
+        raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
+    if fmt == "mpo":
+        fmt = "jpeg"
+    return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest(),
+                     phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2],
+                     phash_variants=hashes[3])

@@ -212,9 +212,9 @@ def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
                      math.isfinite(t["effect"]) else "", t.get("direction", ""), t["family"]])
     return Table(["Table", "DS", "Axis", "Comparison", "n", "Test", "Stat", "p", "p (Holm)", "p (BH)", "effect",
                   "direction", "family"], body, n_column=False,
-                 caption="Significance tests over languages (seed 003 App. D, Tables 8–11 shape): paired Wilcoxon "
-                         "(r = Z/√n with Z of W = min(W+, W−), so r ≤ 0 as the paper prints it; which side is larger "
-                         "is the direction column) and sign tests between models, low vs high resource and gendered vs "
+                 caption="Significance tests over languages (seed 003 App. D, Table 11 shape): paired Wilcoxon "
+                         "(r = Z/√n with Z of W = min(W+, W−), so r ≤ 0 as Tables 8–11 print it; which side is "
+                         "larger is the direction column) and sign tests between models, low vs high resource and gendered vs "
                          "genderless languages (Shapiro/Levene screening → t with Cohen's d, else Mann–Whitney "
                          "with A12), Kruskal–Wallis (ε²). Holm and BH are applied within each family.")
 

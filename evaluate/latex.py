@@ -23,7 +23,7 @@ _UNICODE = {"↑": r"$\uparrow$", "↓": r"$\downarrow$", "−": r"$-$", "–": 
             "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$", "≥": r"$\geq$",
             "≤": r"$\leq$", "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "±": r"$\pm$",
             "∞": r"$\infty$", "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "†": r"\textdagger{}",
-            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "°": r"\textdegree{}", "’": "'", "‘": "`", "“": "``",
+            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "¶": r"\P{}", "‖": r"$\|$", "°": r"\textdegree{}", "’": "'", "‘": "`", "“": "``",
             "”": "''", "•": r"\textbullet{}", "✓": r"$\surd$", "≠": r"$\neq$", "√": r"$\surd$", "∑": r"$\sum$",
             "∈": r"$\in$", "∉": r"$\notin$", "⟨": r"$\langle$", "⟩": r"$\rangle$", "‰": r"\textperthousand{}",
             "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "★": r"$\star$", "☆": r"$\star$", "▲": r"$\blacktriangle$"}
@@ -59,7 +59,7 @@ def escape(text) -> str:
 
 
 def _mark(i: int) -> str:
-    return f"\\textsuperscript{{{note_mark(i)}}}"
+    return f"\\textsuperscript{{{escape(note_mark(i))}}}"
 
 
 class _Notes:
@@ -133,6 +133,12 @@ def from_rows(rows: list[dict], *, caption: str, label: str = "") -> str:
     parts = ("ci_low", "ci_high", "n", "reason")
     measures = [k for k in keys if any(f"{k} {p}" in keys for p in parts)]
     hidden = {f"{m} {p}" for m in measures for p in parts}
+    bare = "value" in keys and "ci_low" in keys  # long format: value, ci_low, ci_high, n, reason
+    if bare:
+        measures.append("value")
+        hidden |= set(parts)
+        rows = [{**r, **{f"value {p}": r.get(p) for p in parts}} for r in rows]
+        keys = keys + [f"value {p}" for p in parts]
     cols = [k for k in keys if k not in hidden and any(r.get(k) not in (None, "") for r in rows)]
     cells = []
     for r in rows:

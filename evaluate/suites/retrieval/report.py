@@ -334,7 +334,7 @@ def render_association(rows, project) -> ReportSection:
     parts.append(_provenance_line(rows))
     h, md = _parts(*parts)
     return ReportSection("Association bias (text→image, 3 candidates)", h, md,
-                         {"table2": t2.csv_rows(), "table12": t12.csv_rows() + _country_ci_rows(rows, countries),
+                         {"table2": t2.csv_rows(), "table12": _with_rows(t12.csv_rows(), _country_ci_rows(rows, countries)),
                           "table13": t13.csv_rows(),
                           "table11": t11.csv_rows(), "variants": tv.csv_rows(),
                           **({"prevalence_link": tlink.csv_rows()} if tlink is not None else {})})
@@ -469,6 +469,12 @@ def _float(v) -> float:
         return float(v)
     except (TypeError, ValueError):
         return float("nan")
+
+
+def _with_rows(table_rows, extra: list[dict]):
+    """The CSV rows of a table plus long-format rows for machines; the paper's LaTeX table stays the table."""
+    table_rows.extend(extra)
+    return table_rows
 
 
 def _country_ci_rows(rows, countries) -> list[dict]:

@@ -9,9 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast bench docs clean chromium fonts
+.PHONY: setup demo test test-fast bench docs clean chromium fonts texlive
 
-setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts
+setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts texlive
 
 # torch first (CPU wheel), pinned by constraints.txt so nothing pulls the CUDA build; then the package;
 # then the torchvision compat hook if PyPI's torchvision cannot load its C++ ops with CPU torch.
@@ -39,6 +39,12 @@ chromium:
 FONT_PKGS := fonts-noto-core fonts-noto-cjk fonts-thai-tlwg
 fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
+
+# TeX Live for the report's LaTeX tables (booktabs, array, graphicx: the base and recommended sets, no fonts
+# beyond Computer Modern); the table test compiles them with pdflatex. Skipped with a note when not root.
+TEX_PKGS := texlive-latex-base texlive-latex-recommended
+texlive:
+	@command -v pdflatex >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq --no-install-recommends $(TEX_PKGS) >/dev/null) || echo "TeX Live not installed ($(TEX_PKGS)): the pdflatex test of the report's tables will be skipped"; }
 
 demo: setup
 	rm -rf $(DEMO_DIR)

@@ -17,16 +17,17 @@ import math
 
 from .reportkit import Cell, Table, merge_notes, note_mark
 
-#: Unicode characters in captions, headers and cells, written so that pdflatex (T1, utf8) needs no extra
+#: Unicode characters in captions, headers and cells, written so that pdflatex (utf8 input) needs no extra
 #: package; anything else outside Latin is written as its code point.
 _UNICODE = {"↑": r"$\uparrow$", "↓": r"$\downarrow$", "−": r"$-$", "–": "--", "—": "---", "…": r"\ldots{}",
-            "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$", "≥": r"$\geq$",
-            "≤": r"$\leq$", "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "±": r"$\pm$",
-            "∞": r"$\infty$", "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "†": r"\textdagger{}",
-            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "¶": r"\P{}", "‖": r"$\|$", "°": r"\textdegree{}", "’": "'", "‘": "`", "“": "``",
-            "”": "''", "•": r"\textbullet{}", "✓": r"$\surd$", "≠": r"$\neq$", "√": r"$\surd$", "∑": r"$\sum$",
-            "∈": r"$\in$", "∉": r"$\notin$", "⟨": r"$\langle$", "⟩": r"$\rangle$", "‰": r"\textperthousand{}",
-            "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "★": r"$\star$", "☆": r"$\star$", "▲": r"$\blacktriangle$"}
+            "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$", "≥": r"$\geq$", "≤": r"$\leq$",
+            "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "±": r"$\pm$", "∞": r"$\infty$",
+            "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "†": r"\textdagger{}",
+            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "¶": r"\P{}", "‖": r"$\|$", "°": r"\textdegree{}", "’": "'",
+            "‘": "`", "“": "``", "”": "''", "•": r"\textbullet{}", "✓": r"$\surd$", "≠": r"$\neq$",
+            "√": r"$\surd$", "∑": r"$\sum$", "∈": r"$\in$", "∉": r"$\notin$", "⟨": r"$\langle$", "⟩": r"$\rangle$",
+            "‰": r"\textperthousand{}", "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "★": r"$\star$",
+            "☆": r"$\star$", "▲": r"$\triangle$"}
 _GREEK = dict(zip("αβγδεζηθικλμνξπρστυφχψωΔΓΘΛΞΠΣΦΨΩ",
                   r"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau "
                   r"upsilon phi chi psi omega Delta Gamma Theta Lambda Xi Pi Sigma Phi Psi Omega".split()))

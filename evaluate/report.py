@@ -1,8 +1,9 @@
-"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV,
-and for a paper: every figure as its own PNG (300 dpi), SVG and PDF file (fonts embedded; ``OUT_figures/``,
-named by what it shows and the seed figure it follows) and every table as a booktabs LaTeX file
-(``OUT_latex/``, with ``all-tables.tex`` that compiles them all; :mod:`cultura.evaluate.latex`). Footnotes appear once per section; figures use a font fallback list so
-CJK, Thai and Devanagari labels render; the HTML prints wide tables in full.
+"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV, and for
+a paper: every figure as its own PNG (300 dpi), SVG and PDF file (fonts embedded; ``OUT_figures/``, named by what it
+shows and the seed figure it follows) and every table as a booktabs LaTeX file (``OUT_latex/``, with
+``all-tables.tex`` that compiles them all; :mod:`cultura.evaluate.latex`). Footnotes appear once per section
+(one mark per meaning); figures use a font fallback list so CJK, Thai and Devanagari labels render; the HTML prints
+wide tables in full.
 
 Each suite brings its own section: the ``section`` of its registered :class:`~cultura.evaluate.suites.Suite`
 (``render(results, project) -> ReportSection``, built from :mod:`cultura.evaluate.reportkit`)::

@@ -150,6 +150,9 @@ def _stacked(rows, models, roles, countries, title, name: str = "win-rates-by-co
                             dtype=float) * 100
             ax.bar(countries, vals, bottom=bottom, color=ROLE_COLORS[role], label=ROLE_NAMES[role], width=0.7)
             bottom += np.nan_to_num(vals)
+        for j, c in enumerate(countries):  # a country without trials for this model is marked, not drawn as 0
+            if all(_pick(rows, model, f"M_{role}", country=c) is None for role in roles):
+                ax.text(j, 50, "n/a", ha="center", va="center", fontsize=8, color="#555555")
         ax.set_ylim(0, 100)
         ax.set_ylabel("win %")
         ax.set_xlabel("query country")
@@ -240,7 +243,7 @@ def _tier_figure(rows, models, tiers) -> str:
     a1.set_xticks(x + width * (len(models) - 1) / 2, tiers)
     a1.set_ylabel("% of top-k slots")
     a1.set_xlabel("language resource tier")
-    a1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    a1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, markerscale=0.3)
     a1.set_title("Retrieval frequency by tier", fontsize=10)
     m0 = models[0]
     for t in tiers:

@@ -9,9 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast bench docs clean chromium fonts peers
+.PHONY: setup demo test test-fast bench docs clean chromium fonts texlive peers
 
-setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts
+setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts texlive
 
 # torch first (CPU wheel), pinned by constraints.txt so nothing pulls the CUDA build; then the package;
 # then the torchvision compat hook if PyPI's torchvision cannot load its C++ ops with CPU torch.
@@ -48,6 +48,12 @@ peers:
 	.venv-fastdup/bin/pip install -q fastdup
 	test -x .venv-img2dataset/bin/python || $(PY) -m venv .venv-img2dataset
 	.venv-img2dataset/bin/pip install -q img2dataset
+
+# TeX Live for the report's LaTeX tables (booktabs, array, graphicx: the base and recommended sets, no fonts
+# beyond Computer Modern); the table test compiles them with pdflatex. Skipped with a note when not root.
+TEX_PKGS := texlive-latex-base texlive-latex-recommended
+texlive:
+	@command -v pdflatex >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq --no-install-recommends $(TEX_PKGS) >/dev/null) || echo "TeX Live not installed ($(TEX_PKGS)): the pdflatex test of the report's tables will be skipped"; }
 
 demo: setup
 	rm -rf $(DEMO_DIR)

@@ -17,16 +17,17 @@ import math
 
 from .reportkit import Cell, Table, merge_notes, note_mark
 
-#: Unicode characters in captions, headers and cells, written so that pdflatex (T1, utf8) needs no extra
+#: Unicode characters in captions, headers and cells, written so that pdflatex (utf8 input) needs no extra
 #: package; anything else outside Latin is written as its code point.
 _UNICODE = {"↑": r"$\uparrow$", "↓": r"$\downarrow$", "−": r"$-$", "–": "--", "—": "---", "…": r"\ldots{}",
-            "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$", "≥": r"$\geq$",
-            "≤": r"$\leq$", "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "±": r"$\pm$",
-            "∞": r"$\infty$", "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "†": r"\textdagger{}",
-            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "°": r"\textdegree{}", "’": "'", "‘": "`", "“": "``",
-            "”": "''", "•": r"\textbullet{}", "✓": r"$\surd$", "≠": r"$\neq$", "√": r"$\surd$", "∑": r"$\sum$",
-            "∈": r"$\in$", "∉": r"$\notin$", "⟨": r"$\langle$", "⟩": r"$\rangle$", "‰": r"\textperthousand{}",
-            "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "★": r"$\star$", "☆": r"$\star$", "▲": r"$\blacktriangle$"}
+            "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$", "≥": r"$\geq$", "≤": r"$\leq$",
+            "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "±": r"$\pm$", "∞": r"$\infty$",
+            "²": r"\textsuperscript{2}", "³": r"\textsuperscript{3}", "†": r"\textdagger{}",
+            "‡": r"\textdaggerdbl{}", "§": r"\S{}", "¶": r"\P{}", "‖": r"$\|$", "°": r"\textdegree{}", "’": "'",
+            "‘": "`", "“": "``", "”": "''", "•": r"\textbullet{}", "✓": r"$\surd$", "≠": r"$\neq$",
+            "√": r"$\surd$", "∑": r"$\sum$", "∈": r"$\in$", "∉": r"$\notin$", "⟨": r"$\langle$", "⟩": r"$\rangle$",
+            "‰": r"\textperthousand{}", "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "★": r"$\star$",
+            "☆": r"$\star$", "▲": r"$\triangle$"}
 _GREEK = dict(zip("αβγδεζηθικλμνξπρστυφχψωΔΓΘΛΞΠΣΦΨΩ",
                   r"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau "
                   r"upsilon phi chi psi omega Delta Gamma Theta Lambda Xi Pi Sigma Phi Psi Omega".split()))
@@ -59,7 +60,7 @@ def escape(text) -> str:
 
 
 def _mark(i: int) -> str:
-    return f"\\textsuperscript{{{note_mark(i)}}}"
+    return f"\\textsuperscript{{{escape(note_mark(i))}}}"
 
 
 class _Notes:
@@ -133,6 +134,12 @@ def from_rows(rows: list[dict], *, caption: str, label: str = "") -> str:
     parts = ("ci_low", "ci_high", "n", "reason")
     measures = [k for k in keys if any(f"{k} {p}" in keys for p in parts)]
     hidden = {f"{m} {p}" for m in measures for p in parts}
+    bare = "value" in keys and "ci_low" in keys  # long format: value, ci_low, ci_high, n, reason
+    if bare:
+        measures.append("value")
+        hidden |= set(parts)
+        rows = [{**r, **{f"value {p}": r.get(p) for p in parts}} for r in rows]
+        keys = keys + [f"value {p}" for p in parts]
     cols = [k for k in keys if k not in hidden and any(r.get(k) not in (None, "") for r in rows)]
     cells = []
     for r in rows:

@@ -1,8 +1,9 @@
-"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV,
-and for a paper: every figure as its own PNG (300 dpi), SVG and PDF file (fonts embedded; ``OUT_figures/``,
-named by what it shows and the seed figure it follows) and every table as a booktabs LaTeX file
-(``OUT_latex/``, with ``all-tables.tex`` that compiles them all; :mod:`cultura.evaluate.latex`). Footnotes appear once per section; figures use a font fallback list so
-CJK, Thai and Devanagari labels render; the HTML prints wide tables in full.
+"""The evaluation report: one self-contained HTML file (figures and images as data URIs) plus Markdown and CSV, and for
+a paper: every figure as its own PNG (300 dpi), SVG and PDF file (fonts embedded; ``OUT_figures/``, named by what it
+shows and the seed figure it follows) and every table as a booktabs LaTeX file (``OUT_latex/``, with
+``all-tables.tex`` that compiles them all; :mod:`cultura.evaluate.latex`). Footnotes appear once per section
+(one mark per meaning); figures use a font fallback list so CJK, Thai and Devanagari labels render; the HTML prints
+wide tables in full.
 
 Each suite brings its own section: the ``section`` of its registered :class:`~cultura.evaluate.suites.Suite`
 (``render(results, project) -> ReportSection``, built from :mod:`cultura.evaluate.reportkit`)::
@@ -282,6 +283,7 @@ def write_report(project, out: str | Path | None = None, *, models=None, suites=
     fig_dir = out.with_name(out.stem + "_figures")
     fig_dir.mkdir(exist_ok=True)
     count: dict[str, int] = {}
+    written: set[str] = set()
     for f in report.get("figures", []):
         base = f"{slug(f['section'])}-{slug(f['name'])}" if f.get("name") else f"{slug(f['section'])}-figure"
         count[base] = count.get(base, 0) + 1
@@ -289,6 +291,15 @@ def write_report(project, out: str | Path | None = None, *, models=None, suites=
         for ext in ("png", "svg", "pdf"):
             if f.get(ext):
                 stem.with_name(f"{stem.name}.{ext}").write_bytes(f[ext])
+                written.add(f"{stem.name}.{ext}")
+    # files an earlier report wrote that this one did not (renamed or gone figures and tables) are removed, so
+    # the folders hold exactly this report
+    for folder, exts, keep in ((fig_dir, {".png", ".svg", ".pdf"}, written),
+                               (tex_dir, {".tex"}, {f"{s}.tex" for s in tex_files} | {"all-tables.tex"}),
+                               (csv_dir, {".csv"}, {f"{s}.csv" for s in tex_files})):
+        for p in folder.iterdir():
+            if p.is_file() and p.suffix in exts and p.name not in keep:
+                p.unlink()
     return {"html": out, "markdown": md, "csv_dir": csv_dir, "latex_dir": tex_dir, "figures_dir": fig_dir}
 
 
@@ -298,9 +309,10 @@ def paper_table(sec: ReportSection, name: str, rows: list[dict], *, label: str =
     t = getattr(rows, "table", None)
     if t is not None:
         cap = t.caption or f"{sec.title}: {name.replace('_', ' ')}."
-        return latex.from_table(t, caption=cap, label=label)
-    return latex.from_rows(rows, caption=f"{sec.title}: {name.replace('_', ' ')} (every row of the CSV "
-                                         f"{label.removeprefix('tab:')}.csv).", label=label)
+        return "% cultura: the report's table, as in the HTML\n" + latex.from_table(t, caption=cap, label=label)
+    return "% cultura: the CSV's rows (not a table of the HTML)\n" + latex.from_rows(
+        rows, caption=f"{sec.title}: {name.replace('_', ' ')} (every row of the CSV {label.removeprefix('tab:')}.csv).",
+        label=label)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -263,7 +263,9 @@ def font_rc() -> dict:
     fams = [f for f in FONT_FALLBACK if f in have] or ["DejaVu Sans"]
     # a list of families in font.family is what makes matplotlib (>= 3.6) fall back glyph by glyph; a list
     # in font.sans-serif only picks the first family found
-    return {"font.family": fams, "svg.fonttype": "none"}
+    from matplotlib import cycler  # deferred: heavy optional dependency, loaded on first use
+
+    return {"font.family": fams, "svg.fonttype": "none", "axes.prop_cycle": cycler(color=OKABE_ITO[:7])}
 
 
 @contextmanager
@@ -309,6 +311,31 @@ def figure_uri(fig, name: str | None = None) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+#: Okabe & Ito's colour-blind safe palette (black first left out: it is kept for reference lines and text).
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+
+
+def cell_text_colour(rgba) -> str:
+    """Black or white, whichever reads on a cell of colour ``rgba`` (WCAG relative luminance)."""
+    def lin(c):
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (lin(float(x)) for x in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+
+
+def annotate_cells(ax, im, mat, fmt: str = "{:.1f}", *, fontsize: float = 6, missing: str = "n/a") -> None:
+    """Write each cell's value on a heatmap, in black or white by the cell's luminance; an undefined cell
+    (NaN) reads ``missing`` rather than staying blank."""
+    for i in range(mat.shape[0]):
+        for j in range(mat.shape[1]):
+            v = mat[i, j]
+            if v is None or not math.isfinite(v):
+                ax.text(j, i, missing, ha="center", va="center", fontsize=fontsize, color="#555555")
+                continue
+            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=fontsize,
+                    color=cell_text_colour(im.cmap(im.norm(v))))
+
+
 def matplotlib_rc(rc: dict):
     """``matplotlib.rc_context(rc)``."""
     import matplotlib  # deferred: heavy optional dependency, loaded on first use
@@ -319,6 +346,8 @@ def matplotlib_rc(rc: dict):
 def figure_problems(fig) -> list[str]:
     """What would make ``fig`` unfit for a paper: an axis with tick labels but no title, a colour bar without a
     label, texts (tick labels, labels, legends, annotations) whose boxes overlap. Empty when fit."""
+    from matplotlib.text import Text  # deferred: heavy optional dependency, loaded on first use
+
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     out = []
@@ -330,8 +359,18 @@ def figure_problems(fig) -> list[str]:
             ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
             if ticks and not label.strip() and axis.get_visible():
                 out.append(f"axes {i}{' (colour bar)' if cbar is not None else ''}: the {name} axis has no title")
-    texts = []
-    for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent")):
+    texts, ids = [], set()
+    for ax in fig.axes:  # tick labels of ticks outside the view are not drawn: leave them out
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            tol = (hi - lo) * 1e-6
+            for locs, labs in ((axis.get_majorticklocs(), axis.get_majorticklabels()),
+                               (axis.get_minorticklocs(), axis.get_minorticklabels())):
+                ids.update(id(lab) for loc, lab in zip(locs, labs) if not lo - tol <= loc <= hi + tol)
+    for t in fig.findobj(Text):
+        if id(t) in ids:
+            continue
+        ids.add(id(t))
         try:
             if not t.get_visible() or not t.get_text().strip() or (t.get_alpha() is not None and t.get_alpha() == 0):
                 continue

@@ -242,7 +242,7 @@ def test_peak_traced_memory_stays_below_the_caption_matrix(project, monkeypatch)
         streamed = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         with monkeypatch.context() as m:       # the previous path: the whole caption matrix, then the top-k
-            m.setattr(prev, "streamed_topk", lambda project, embedder, queries, texts, k, query_chunk, doc_chunk:
+            m.setattr(prev, "streamed_topk", lambda project, embedder, queries, texts, k, query_chunk, doc_chunk, **_:
                       topk_chunked(queries, embed_texts(project, embedder, texts), k, query_chunk=query_chunk,
                                    doc_chunk=doc_chunk))
             suite(project, emb, options={**OPTS, "text_chunk": 500, "image_chunk": 64})

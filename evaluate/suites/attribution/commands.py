@@ -206,7 +206,8 @@ def attribution_evaluate(ctx, ratings, threshold, rule, aggregation, as_json):
     if ratios:
         table("F1 with retrieved pages / F1 with gold pages, % (seed 004 App. C.5, Table 11)", ratios,
               ["judge", "encoder", "f1_retrieved", "f1_gold", "ratio"])
-    table(f"Attribution vs human ratings (relevant: score {'>' if rule == 'gt' else '>='} {threshold:g}; Pearson {aggregation.replace('_', ' ')})",
+    rel = f"score {'>' if rule == 'gt' else '>='} {threshold:g}"
+    table(f"Attribution vs human ratings (relevant: {rel}; Pearson {aggregation.replace('_', ' ')})",
           [{k: v for k, v in r.items() if k not in ("per_country", "by_threshold")} for r in rows],
           ["judge", "encoder", "context", "n", "precision", "recall", "f1", "pearson"])
 

@@ -14,7 +14,8 @@ threshold), ``aggregation`` (per_concept | pooled),
 
 Rows (group ``scorer`` = caire | baseline): ``n_scored``, ``n_failed``; per country ``mean_score``; against the
 human ratings ``precision``, ``recall`` and ``f1`` (the main rule grouped by ``threshold`` "> 3",
-and App. C.7's score >= t for t = 2..5 grouped by "2".."5") and ``pearson`` overall and per country (per-concept averaged by default; seed 004
+and App. C.7's score >= t for t = 2..5 grouped by "2".."5")
+and ``pearson`` overall and per country (per-concept averaged by default; seed 004
 Tables 1–2), each with n.
 """
 from __future__ import annotations

@@ -21,10 +21,10 @@ from importlib import resources
 
 import numpy as np
 
-from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag, model_label
+from ...reportkit import Cell, ReportSection, Table, cell_text_colour, figure_uri, img_tag, model_label
 
 MAX_FIGURE_CONCEPTS = 4
-IN_COLOR, OUT_COLOR = "#1f5fa8", "#e07b24"
+IN_COLOR, OUT_COLOR = "#0072B2", "#E69F00"  # Okabe-Ito blue / orange: colour-blind safe
 
 
 def _plt():
@@ -151,7 +151,10 @@ def heatmap_figure(rows, model) -> str | None:
         ax.axhline(k - 0.5, color="white", lw=1)
         ax.axvline(k - 0.5, color="white", lw=1)
         ax.set_title(r["group"]["concept"], fontsize=10)
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        ax.set_xlabel("country (G first)", fontsize=8)
+        ax.set_ylabel("country (G first)", fontsize=8)
+        cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        cb.set_label("mean image–image cosine similarity", fontsize=7)
     fig.tight_layout()
     return figure_uri(fig, f"image-similarity-by-country-{model}-seed002-fig1")
 
@@ -181,6 +184,7 @@ def alignment_figure(rows, model) -> tuple[str | None, Table]:
     colors = [IN_COLOR if r["details"].get("in_group") else OUT_COLOR for r in ranks]
     ax.bar([r["group"]["country"] for r in ranks], [r["value"] for r in ranks], color=colors)
     ax.set_ylabel("average rank (lower = closer)")
+    ax.set_xlabel("country")
     ax.set_title(f"Text–image alignment rank by country — {model}", fontsize=10)
     ax.tick_params(axis="x", rotation=90, labelsize=8)
     from matplotlib.patches import Patch  # deferred: heavy optional dependency, loaded on first use
@@ -250,10 +254,9 @@ def alignment_map(rows, model) -> tuple[str | None, list[str]]:
     for c, (x, y) in pos.items():
         col = cmap(norm(vals[c]))
         ax.add_patch(Rectangle((x - 0.46, y - 0.46), 0.92, 0.92, facecolor=col, edgecolor="#555555", lw=0.5))
-        dark = sum(col[:3]) < 1.4
-        ax.text(x, y + 0.1, c, ha="center", va="center", fontsize=7, color="white" if dark else "black")
-        ax.text(x, y - 0.25, f"{vals[c]:.1f}", ha="center", va="center", fontsize=5,
-                color="white" if dark else "#333333")
+        ink = cell_text_colour(col)
+        ax.text(x, y + 0.17, c, ha="center", va="center", fontsize=6, color=ink)
+        ax.text(x, y - 0.25, f"{vals[c]:.1f}", ha="center", va="center", fontsize=4.5, color=ink)
     ax.set_xlim(min(min(xs), -170 / TILE_DEG) - 1, max(max(xs), 180 / TILE_DEG) + 1)
     ax.set_ylim(min(min(ys), -55 / TILE_DEG) - 1, max(max(ys), 75 / TILE_DEG) + 1)
     ax.set_aspect("equal")
@@ -266,6 +269,8 @@ def alignment_map(rows, model) -> tuple[str | None, list[str]]:
     cb.set_label("average alignment rank (darker = closer)", fontsize=8)
     cb.ax.invert_yaxis()
     ax.set_title(f"Average text–image alignment rank by country — {model}", fontsize=10)
+    ax.set_xlabel("longitude (tile grid)", fontsize=8)
+    ax.set_ylabel("latitude (tile grid)", fontsize=8)
     fig.tight_layout()
     return figure_uri(fig, f"alignment-rank-map-{model}-seed002-fig4"), missing
 

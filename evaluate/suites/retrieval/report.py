@@ -15,9 +15,10 @@ import math
 
 import numpy as np
 
-from ....view.links import view_href
-from ...reportkit import Cell, ReportSection, Table, figure_uri, image_uri, img_tag, model_label
 from ....lazy import lazy
+from ....view.links import view_href
+from ...reportkit import (OKABE_ITO, Cell, ReportSection, Table, annotate_cells, figure_uri, image_uri, img_tag,
+                          model_label)
 
 sps = lazy("scipy.stats")  # imported on first use (start-up)
 
@@ -25,8 +26,9 @@ ASSOC_ROLES = ("cr", "lb", "ti")
 DESC_ROLES = ("cr", "orlb", "or", "cdr", "lb", "ti")
 ROLE_NAMES = {"cr": "Correct", "orlb": "Object relevant, language-biased", "or": "Object relevant",
               "cdr": "Cultural descriptor relevant", "lb": "Language-biased", "ti": "Totally irrelevant"}
-ROLE_COLORS = {"cr": "#2e9e4f", "orlb": "#8e5cc2", "or": "#3b7dd8", "cdr": "#e8c33a", "lb": "#e77fb3",
-               "ti": "#9a9a9a"}
+#: the paper's hues (green correct, purple, blue, yellow, pink, grey) in Okabe-Ito's colour-blind safe versions
+ROLE_COLORS = {"cr": "#009E73", "orlb": "#CC79A7", "or": "#0072B2", "cdr": "#F0E442", "lb": "#D55E00",
+               "ti": "#999999"}
 TIER_ORDER = ("high", "medium", "low", "unknown")
 #: The paired χ² tests in the paper's orientation (Diff = A − B; seed 000 Tables 15–17).
 CHI2_COLUMNS = (("chi2_or_vs_orlb", ("or", "orlb"), "QL association (Blue − Purple)"),
@@ -151,8 +153,12 @@ def _stacked(rows, models, roles, countries, title, name: str = "win-rates-by-co
                             dtype=float) * 100
             ax.bar(countries, vals, bottom=bottom, color=ROLE_COLORS[role], label=ROLE_NAMES[role], width=0.7)
             bottom += np.nan_to_num(vals)
+        for j, c in enumerate(countries):  # a country without trials for this model is marked, not drawn as 0
+            if all(_pick(rows, model, f"M_{role}", country=c) is None for role in roles):
+                ax.text(j, 50, "n/a", ha="center", va="center", fontsize=8, color="#555555")
         ax.set_ylim(0, 100)
         ax.set_ylabel("win %")
+        ax.set_xlabel("query country")
         ax.set_title(model, fontsize=9, loc="left")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     axes[0, 0].set_title(f"{title}\n{models[0]}", fontsize=9, loc="left")
@@ -229,7 +235,7 @@ def _tier_figure(rows, models, tiers) -> str:
     plt = _plt()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.4))
     width = 0.8 / max(1, len(models))
-    colors = {"high": "#1f5fa8", "medium": "#f0a030", "low": "#c0392b", "unknown": "#999999"}
+    colors = {"high": "#0072B2", "medium": "#E69F00", "low": "#D55E00", "unknown": "#999999"}  # Okabe-Ito
     x = np.arange(len(tiers))
     for i, m in enumerate(models):
         vals = [(_pick(rows, m, "tier_share", tier=t) or {"value": 0})["value"] * 100 for t in tiers]
@@ -239,7 +245,8 @@ def _tier_figure(rows, models, tiers) -> str:
     a1.scatter(x + width * (len(models) - 1) / 2, pool, marker="_", s=900, color="black", label="pool share")
     a1.set_xticks(x + width * (len(models) - 1) / 2, tiers)
     a1.set_ylabel("% of top-k slots")
-    a1.legend(fontsize=7)
+    a1.set_xlabel("language resource tier")
+    a1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, markerscale=0.3)
     a1.set_title("Retrieval frequency by tier", fontsize=10)
     m0 = models[0]
     for t in tiers:
@@ -333,7 +340,7 @@ def render_association(rows, project) -> ReportSection:
     parts.append(_provenance_line(rows))
     h, md = _parts(*parts)
     return ReportSection("Association bias (text→image, 3 candidates)", h, md,
-                         {"table2": t2.csv_rows(), "table12": t12.csv_rows() + _country_ci_rows(rows, countries),
+                         {"table2": t2.csv_rows(), "table12": _with_rows(t12.csv_rows(), _country_ci_rows(rows, countries)),
                           "table13": t13.csv_rows(),
                           "table11": t11.csv_rows(), "variants": tv.csv_rows(),
                           **({"prevalence_link": tlink.csv_rows()} if tlink is not None else {})})
@@ -386,11 +393,13 @@ def _prevalence_association_link(project, rows, models) -> Table | None:
 
 
 def _silhouette_figure(rows, models, countries) -> str | None:
-    pts = []
+    pts, inf_pts = [], {}
     for m in models:
         for kind in ("text", "image"):
             xy = [((_pick(rows, m, f"{kind}_silhouette", country=c) or {}).get("value"),
                    (_pick(rows, m, "SP", country=c) or {}).get("value"), c) for c in countries]
+            inf_pts[(m, kind)] = [(a, b, c) for a, b, c in xy if a is not None and b is not None
+                                  and math.isfinite(a) and math.isinf(b) and b > 0]
             xy = [(a, b, c) for a, b, c in xy if a is not None and b is not None and math.isfinite(a)
                   and math.isfinite(b)]
             if xy:
@@ -404,9 +413,21 @@ def _silhouette_figure(rows, models, countries) -> str | None:
     for m, kind, xy in pts:
         ax = axes[models.index(m), 0 if kind == "text" else 1]
         ax.axis("on")
-        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18)
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18, color="#0072B2")
         for a, b, c in xy:
             ax.annotate(c, (a, b), fontsize=7, xytext=(2, 2), textcoords="offset points")
+        # a country whose SP is ∞ (M_cr = 0) is marked at the top, not dropped
+        top = [(a, c) for a, b, c in inf_pts.get((m, kind), [])]
+        if top:
+            y_top = max([p[1] for p in xy] + [1.0]) * 1.15
+            ax.scatter([a for a, _ in top], [y_top] * len(top), marker="^", s=26, color="#D55E00",
+                       label="SP = ∞ (M_cr = 0)")
+            for a, c in top:
+                ax.annotate(c, (a, y_top), fontsize=7, xytext=(2, -9), textcoords="offset points")
+            ax.legend(fontsize=6, loc="best")
+        from matplotlib.ticker import MaxNLocator  # deferred: heavy optional dependency, loaded on first use
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
         r = _pick(rows, m, f"pearson_{kind}_silhouette_SP")
         rv = r["value"] if r and r["value"] is not None and math.isfinite(r["value"]) else None
         ax.set_title(f"{m} — {kind} silhouette (r = {rv:.2f})" if rv is not None else f"{m} — {kind} silhouette",
@@ -458,6 +479,12 @@ def _float(v) -> float:
         return float("nan")
 
 
+def _with_rows(table_rows, extra: list[dict]):
+    """The CSV rows of a table plus long-format rows for machines; the paper's LaTeX table stays the table."""
+    table_rows.extend(extra)
+    return table_rows
+
+
 def _country_ci_rows(rows, countries) -> list[dict]:
     out = []
     for r in rows:
@@ -482,13 +509,16 @@ def _projection_figure(rows, models) -> str | None:
         ax.axis("on")
         pts = r["details"]["points"]
         labels = sorted({p[2] for p in pts})
-        cmap = plt.get_cmap("tab20", max(len(labels), 1))
-        for i, lab in enumerate(labels):
+        markers = "osD^vP*Xh<>p"
+        for i, lab in enumerate(labels):  # Okabe-Ito colours, and a marker per cycle so no two labels match
             xy = np.array([[p[0], p[1]] for p in pts if p[2] == lab])
-            ax.scatter(xy[:, 0], xy[:, 1], s=12, color=cmap(i), label=lab, alpha=0.8)
+            ax.scatter(xy[:, 0], xy[:, 1], s=14, color=OKABE_ITO[i % 7], marker=markers[(i // 7) % len(markers)],
+                       label=lab, alpha=0.85)
         ax.set_title(f"{m} — {k} ({r['details'].get('method')}, n={len(pts)})", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
+        ax.set_xlabel(f"{r['details'].get('method', 'projection')} 1", fontsize=8)
+        ax.set_ylabel(f"{r['details'].get('method', 'projection')} 2", fontsize=8)
         if len(labels) <= 20:
             ax.legend(fontsize=6, markerscale=0.8, loc="best")
     fig.tight_layout()
@@ -646,14 +676,14 @@ def _drift_heatmap(rows, models, countries) -> str:
     lim = max(1e-6, np.nanmax(np.abs(np.concatenate([x.ravel() for x in mats]))) if mats else 1.0)
     for ax, m, mat in zip(axes[0], models, mats):
         im = ax.imshow(mat, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_xticks(range(len(countries)), countries, fontsize=8)
+        ax.set_xticks(range(len(countries)), countries, fontsize=8, rotation=90 if len(countries) > 8 else 0)
         ax.set_yticks(range(len(DESC_ROLES)), DESC_ROLES, fontsize=8)
+        ax.set_xlabel("query country", fontsize=8)
+        ax.set_ylabel("candidate category", fontsize=8)
         ax.set_title(m, fontsize=9)
-        for i in range(mat.shape[0]):
-            for j in range(mat.shape[1]):
-                if np.isfinite(mat[i, j]):
-                    ax.text(j, i, f"{mat[i, j]:.1f}", ha="center", va="center", fontsize=6)
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        annotate_cells(ax, im, mat, "{:.1f}")
+        cb = fig.colorbar(im, ax=ax, shrink=0.8)
+        cb.set_label("Δsim ×100 (with − without descriptor)", fontsize=7)
     fig.tight_layout()
     return figure_uri(fig, "similarity-drift-by-country-seed000-table18")
 

@@ -28,7 +28,7 @@ from .validation import translation_validation
 
 AXES = ("crime", "communion", "agency")
 AX_SHORT = {"crime": "c", "communion": "com", "agency": "ag"}
-AX_COLORS = {"crime": "#c0392b", "communion": "#f0a030", "agency": "#2e9e4f"}
+AX_COLORS = {"crime": "#D55E00", "communion": "#56B4E9", "agency": "#009E73"}  # Okabe-Ito: colour-blind safe
 
 
 def _plt():
@@ -153,7 +153,8 @@ def status_table(rows) -> Table:
                  n_column=False)
 
 
-def partition_figure(idx, models, dataset, metric, partition: dict, title: str, name: str | None = None) -> str | None:
+def partition_figure(idx, models, dataset, metric, partition: dict, title: str,
+                     fig_name: str | None = None) -> str | None:
     """Seed 003 Figures 1–4: one panel per stratum, bars per language for every model × axis."""
     strata = [(name, langs) for name, langs in partition.items()]
     have = {k[3] for k in idx if k[1] == metric and k[2] == dataset}
@@ -168,21 +169,35 @@ def partition_figure(idx, models, dataset, metric, partition: dict, title: str, 
     hatches = ["", "//", "..", "xx", "\\\\", "oo"]
     for ax, (name, langs) in zip(axes[0], strata):
         x = np.arange(len(langs))
+        top = 0.0
         for i, (m, a) in enumerate(combos):
-            vals = []
+            vals, lo, hi = [], [], []
             for lang in langs:
                 r = idx.get((m, metric, dataset, lang, a))
-                vals.append(r["value"] if r is not None and math.isfinite(r["value"]) else np.nan)
-            ax.bar(x + i * width, vals, width, color=AX_COLORS[a], hatch=hatches[models.index(m) % len(hatches)],
-                   edgecolor="white", label=f"{m} · {AX_SHORT[a]}")
+                ok = r is not None and r["value"] is not None and math.isfinite(r["value"])
+                v = r["value"] if ok else np.nan
+                vals.append(v)
+                cl, ch = (r.get("ci_low"), r.get("ci_high")) if ok else (None, None)
+                good = cl is not None and ch is not None and math.isfinite(cl) and math.isfinite(ch)
+                lo.append(max(v - cl, 0.0) if good else 0.0)
+                hi.append(max(ch - v, 0.0) if good else 0.0)
+                top = max(top, ch if good else (v if ok else 0.0))
+            xs = x + i * width
+            ax.bar(xs, vals, width, color=AX_COLORS[a], hatch=hatches[models.index(m) % len(hatches)],
+                   edgecolor="white", label=f"{m} · {AX_SHORT[a]}", yerr=[lo, hi], ecolor="#333333",
+                   error_kw={"elinewidth": 0.6, "capsize": 1.5})
+            for xx, v in zip(xs, vals):  # an undefined value is marked, never drawn as 0
+                if not math.isfinite(v):
+                    ax.text(xx, 0, "n/a", rotation=90, ha="center", va="bottom", fontsize=5, color="#555555")
         ax.set_xticks(x + width * (len(combos) - 1) / 2, langs)
+        ax.set_xlabel("language", fontsize=8)
+        ax.set_ylabel(metric.replace("_", " "), fontsize=8)
         ax.set_title(f"{name}", fontsize=10)
-    axes[0, 0].set_ylabel(metric.replace("_", " "))
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return figure_uri(fig, name)
+    return figure_uri(fig, fig_name)
 
 
 def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
@@ -197,9 +212,9 @@ def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:
                      math.isfinite(t["effect"]) else "", t.get("direction", ""), t["family"]])
     return Table(["Table", "DS", "Axis", "Comparison", "n", "Test", "Stat", "p", "p (Holm)", "p (BH)", "effect",
                   "direction", "family"], body, n_column=False,
-                 caption="Significance tests over languages (seed 003 App. D, Tables 8–11 shape): paired Wilcoxon "
-                         "(r = Z/√n with Z of W = min(W+, W−), so r ≤ 0 as the paper prints it; which side is larger "
-                         "is the direction column) and sign tests between models, low vs high resource and gendered vs "
+                 caption="Significance tests over languages (seed 003 App. D, Table 11 shape): paired Wilcoxon "
+                         "(r = Z/√n with Z of W = min(W+, W−), so r ≤ 0 as Tables 8–11 print it; which side is "
+                         "larger is the direction column) and sign tests between models, low vs high resource and gendered vs "
                          "genderless languages (Shapiro/Levene screening → t with Cohen's d, else Mann–Whitney "
                          "with A12), Kruskal–Wallis (ε²). Holm and BH are applied within each family.")
 
@@ -257,14 +272,14 @@ def render_social(rows, project) -> ReportSection:
         for metric, what in (("gender_max_skew", "Gender max-skew"), ("race_mean_max_skew", "Race mean max-skew"),
                              ("skl", "Gender symmetric KL")):
             for pname, label in (("resource", "resource level"), ("grammatical_gender", "grammatical system")):
-                figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
                 uri = partition_figure(idx, models, ds, metric, partitions.get(pname, {}),
                                        f"{what} on {ds} by {label}",
                                        f"{metric}-{ds}-by-{pname}-seed003-fig{'5-6' if metric == 'skl' else '1-4'}")
                 if uri:
                     figs = "5–6" if metric == "skl" else "1–4, 7–10 (PATA)"
                     parts_fig.append(_figure(uri, f"{what} on {ds} by {label} (seed 003 Figures {figs} shape); "
-                                                  "bars: model × axis (c red, com orange, ag green)."))
+                                                  "bars: model × axis (c vermillion, com sky blue, ag green) with 95% CIs; "
+                                                  "n/a marks a language without a value."))
     parts += parts_fig
     add_table(status_table(rows))
     vt = validation_table(project)

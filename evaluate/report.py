@@ -29,6 +29,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from ..annotate.team import annotator_report
 from ..db import now
 from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
 from ..errors import CulturaError
@@ -36,7 +37,7 @@ from ..templates import render_template
 from ..view.links import view_page
 from ..models.tiny import is_random_init
 from . import latex
-from .reportkit import (ReportSection, Table, collect_figures, dedupe_notes, generic_section, model_label,
+from .reportkit import (Cell, ReportSection, Table, collect_figures, dedupe_notes, generic_section, model_label,
                         slug)
 from .results import git_revision, list_runs, load_results, model_kind
 from .suites import load_suites
@@ -91,6 +92,9 @@ def build_report(project, *, results: list[dict] | None = None) -> dict:
     pool = pool_section(project)
     if pool is not None:
         sections.insert(0, ("image-pool", pool))
+    team = annotators_section(project)
+    if team is not None:
+        sections.insert(1 if pool is not None else 0, ("annotators", team))
     meta = {"project": getattr(project.config.project, "name", Path(project.root).name), "generated": now(),
             "git_revision": git_revision(), "warnings": warnings(project, results)}
     return {"sections": sections, "runs": [r for r in runs if r["id"] in used],
@@ -193,6 +197,40 @@ def pool_section(project) -> ReportSection | None:
              f'<a href="{view_page("flags-1.html")}">culture flags</a>.</p>')
     return ReportSection(title="Image pool: what was excluded and why", html=html, markdown=md,
                          csv_tables={"excluded": [{"sha256": s, "reason": r} for s, r in listed]})
+
+
+def annotators_section(project) -> ReportSection | None:
+    """The annotators behind the benchmark, per campaign (:func:`cultura.annotate.team.annotator_report`):
+    tasks done, median time per task, agreement with the consensus, gold accuracy (95% Wilson CI, n), estimated
+    skill, a flag for likely spammers with the reason, and what still blocks the campaign."""
+    reports = [r for r in annotator_report(project) if r["annotators"]]
+    if not reports:
+        return None
+    html, md, csv = [], [], {}
+    for r in reports:
+        rows = []
+        for a in r["annotators"]:
+            gold = (Cell(a["gold_accuracy"], a["gold_ci_low"], a["gold_ci_high"], n=a["gold_n"]) if a["gold_n"]
+                    else Cell(float("nan"), reason="no gold item answered"))
+            skill = ", ".join(f"{k} {v:.2f}" for k, v in sorted(a["skill"].items())) or "–"
+            rows.append([a["annotator"], f"{a['done']}/{a['assigned']}",
+                         "–" if a["median_seconds"] is None else f"{a['median_seconds']:.1f}",
+                         "–" if a["consensus_agreement"] is None
+                         else f"{a['consensus_agreement']:.2f} (n={a['consensus_n']})",
+                         gold, skill, f"yes: {a['reason']}" if a["spammer"] else "no"])
+        t = Table(["annotator", "done", "median s per task", "agrees with consensus", "gold accuracy (95% CI)",
+                   "estimated skill", "likely spammer"], rows, n_column=False,
+                  caption=f"Campaign {r['campaign']} ({r['kind']}): {r['progress']['complete']} of "
+                          f"{r['progress']['items']} items complete, {r['progress']['decided']} decided"
+                          + ("; blocked by: " + "; ".join(f"{b['blocker']} ({b['items']} items)"
+                                                          for b in r["blockers"]) if r["blockers"] else "") + ".")
+        html.append(t.html())
+        md.append(t.markdown())
+        csv[f"annotators_{slug(r['campaign'])}"] = [
+            {k: v for k, v in a.items() if k != "skill"} | {f"skill_{k}": v for k, v in a["skill"].items()}
+            for a in r["annotators"]]
+    return ReportSection(title="Annotators: work, agreement, gold accuracy and skill", html="".join(html),
+                         markdown="\n".join(md), csv_tables=csv)
 
 
 def render_html(report: dict) -> str:

@@ -119,6 +119,24 @@ def test_annotator_report_flags_both_clickers_through_the_cli(project):
     assert "rand1" in table and "YES" in table
 
 
+def test_the_evaluation_report_has_the_annotator_section(project):
+    """The report's annotator section: one table per campaign, the clickers flagged with their reason, the gold
+    accuracy with its interval, and a CSV for machines."""
+    from cultura.evaluate.report import annotators_section
+
+    assert annotators_section(project) is None  # no annotators: no section
+    plant_campaign(project, "filter", workers=TEAM, n_items=120, n_gold=20, seed=7, p_first=0.5)
+    _run(project, "annotate", "adjudicate", "--rule", "dawid-skene")
+    sec = annotators_section(project)
+    assert "gold accuracy (95% CI)" in sec.html and "likely spammer" in sec.html
+    (rows,) = sec.csv_tables.values()
+    flagged = {r["annotator"] for r in rows if r["spammer"]}
+    assert flagged == {"rand1", "rand2"} and all(r["skill_dawid-skene"] is not None for r in rows)
+    for name in ("rand1", "rand2"):
+        assert f"<td>{name}</td>" in sec.html
+    assert sec.html.count("yes: ") == 2 and "120 of 120 items complete" in sec.html
+
+
 def test_wilson_interval_equals_statsmodels():
     from statsmodels.stats.proportion import proportion_confint
 

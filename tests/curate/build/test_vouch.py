@@ -59,6 +59,10 @@ def curated(root: Path, countries=COUNTRIES) -> Path:
     run("images", "search", "--provider", f"folder:{photos}")
     assert run.json("images", "download")["new_images"] > 0
     run("images", "dedup")
+    # a person decides each photo found for several cultures (issue 20, item 3): here every found culture stays
+    for f in run.json("images", "flags"):
+        run("images", "flags", "--resolve", f["sha256"], "--cultures", ",".join(f["countries"]),
+            "--reason", "checked by hand: the photo fits each culture it was found for")
     return proj
 
 

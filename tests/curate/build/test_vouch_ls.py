@@ -54,7 +54,7 @@ def test_relevance_coverage_names_missing_natives_and_refuses_unrated(labelstudi
     run("annotate", "pull")
     run("annotate", "adjudicate", "--campaign", "dedup-review")
     dropped = {r["sha256"] for r in run.json("images", "list", "--pool", "out")
-               if r["pool"] == "out: duplicate_dropped"}
+               if r["pool"] == "out" and r["reason"] == "duplicate_dropped"}
     assert len(dropped) == 2
 
     # relevance: nobody rates TH or DE; the dropped copies never reach an annotator

@@ -177,6 +177,10 @@ def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
     from tests.fakes.world import mention_queries
 
     mention_queries(project)   # German has no mention pattern: set by hand, as a person would
+    from cultura.curate.cultures_decide import list_flags, resolve_flags
+
+    for f in list_flags(project.db):  # a person decides the photos found for several cultures: all stay
+        resolve_flags(project.db, [f["sha256"]], resolution="checked by hand", by="hand", cultures=f["countries"])
     for kind in ("association", "descriptor"):  # what the demo's build + export stage did
         b = build_benchmark(project, kind, allow_unreviewed=True, allow_random_tags=True)
         dest = project.root / "exports" / f"{b['name']}-v{b['version']}"

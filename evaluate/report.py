@@ -226,9 +226,7 @@ def annotators_section(project) -> ReportSection | None:
                                                           for b in r["blockers"]) if r["blockers"] else "") + ".")
         html.append(t.html())
         md.append(t.markdown())
-        csv[f"annotators_{slug(r['campaign'])}"] = [
-            {k: v for k, v in a.items() if k != "skill"} | {f"skill_{k}": v for k, v in a["skill"].items()}
-            for a in r["annotators"]]
+        csv[f"annotators_{slug(r['campaign'])}"] = t.csv_rows()  # the same table for a paper (LaTeX)
     return ReportSection(title="Annotators: work, agreement, gold accuracy and skill", html="".join(html),
                          markdown="\n".join(md), csv_tables=csv)
 

@@ -130,8 +130,9 @@ def test_the_evaluation_report_has_the_annotator_section(project):
     sec = annotators_section(project)
     assert "gold accuracy (95% CI)" in sec.html and "likely spammer" in sec.html
     (rows,) = sec.csv_tables.values()
-    flagged = {r["annotator"] for r in rows if r["spammer"]}
-    assert flagged == {"rand1", "rand2"} and all(r["skill_dawid-skene"] is not None for r in rows)
+    flagged = {r["annotator"] for r in rows if r["likely spammer"].startswith("yes: ")}
+    assert flagged == {"rand1", "rand2"} and all("dawid-skene" in r["estimated skill"] for r in rows)
+    assert all(r["gold accuracy (95% CI) n"] == 20 for r in rows)
     for name in ("rand1", "rand2"):
         assert f"<td>{name}</td>" in sec.html
     assert sec.html.count("yes: ") == 2 and "120 of 120 items complete" in sec.html

@@ -77,6 +77,15 @@ def pool_cells(db) -> dict[tuple[int, str], list[str]]:
     return {k: sorted(v, key=lambda s: (v[s], s)) for k, v in cells.items()}
 
 
+def _who(who) -> str | None:
+    """Who decided, as words: ``{"ann": "keep:1", "bob": "keep:1"}`` reads ``ann (keep:1), bob (keep:1)``."""
+    if isinstance(who, dict):
+        return ", ".join(f"{k} ({v})" for k, v in who.items())
+    if isinstance(who, list):
+        return ", ".join(map(str, who))
+    return who
+
+
 def _decision_rows(db, where: str, args) -> list[dict]:
     out = []
     for kind, key, sha, cc, cl, label, value, rule, n, agr, details, at in db.execute(
@@ -86,7 +95,7 @@ def _decision_rows(db, where: str, args) -> list[dict]:
         who = d.get("annotators") or d.get("by") or d.get("adjudicator")
         out.append({"kind": kind, "item_key": key, "sha256": sha, "country": cc, "cluster_id": cl,
                     "label": label, "value": value, "rule": rule, "n": n, "agreement": agr,
-                    "who": ", ".join(map(str, who)) if isinstance(who, list) else who,
+                    "who": _who(who),
                     "reason": d.get("reason"), "at": at})
     return out
 

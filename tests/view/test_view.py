@@ -333,3 +333,10 @@ def test_every_page_loads_in_chromium(photo_project, tmp_path, scheme):
         if httpd:
             httpd.shutdown()
             httpd.server_close()
+
+
+def test_who_decided_reads_as_words_not_a_python_structure():
+    from cultura.view.data import _who
+
+    assert _who({"ann": "keep:1", "bob": "drop"}) == "ann (keep:1), bob (drop)"
+    assert _who(["ann", "bob"]) == "ann, bob" and _who("lead") == "lead" and _who(None) is None

@@ -38,7 +38,8 @@ from cultura.db import transaction
 from cultura.errors import CulturaError
 from cultura.redact import register_secret
 
-from .server import QUIET_ENV, Connection, LabelStudioError, data_dir, find_executable, read_secrets, secrets_path
+from .server import (QUIET_ENV, Connection, LabelStudioError, data_dir, find_executable, read_secrets, secrets_path,
+                     write_private_json)
 
 TOKENS_NAME = "annotators.json"
 ORG_PREFIX = "cultura · "
@@ -172,15 +173,7 @@ def save_token(project, email: str, token: str) -> None:
     """Keep an annotator's API token in ``.secrets/annotators.json`` (mode 0600)."""
     data = read_tokens(project)
     data[email.lower()] = token
-    p = tokens_path(project)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(p.parent, 0o700)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-    gi = p.parent / ".gitignore"
-    if not gi.exists():
-        gi.write_text("*\n", encoding="utf-8")
+    write_private_json(tokens_path(project), data)
 
 
 def connection_for(project, annotator: dict | None, admin: Connection, prow: dict | None = None) -> Connection:

@@ -130,9 +130,9 @@ def read_secrets(project) -> dict | None:
     return json.loads(p.read_text(encoding="utf-8"))
 
 
-def write_secrets(project, data: dict) -> Path:
-    """Write credentials to ``.secrets/labelstudio.json`` with mode 0600 (folder 0700)."""
-    p = secrets_path(project)
+def write_private_json(p: Path, data: dict) -> Path:
+    """Write ``data`` as JSON to ``p`` with mode 0600, in a folder of mode 0700 that git ignores (the
+    project's ``.secrets/``: credentials and annotator tokens)."""
     p.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(p.parent, 0o700)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -143,6 +143,11 @@ def write_secrets(project, data: dict) -> Path:
     if not gi.exists():
         gi.write_text("*\n", encoding="utf-8")
     return p
+
+
+def write_secrets(project, data: dict) -> Path:
+    """Write credentials to ``.secrets/labelstudio.json`` with mode 0600 (folder 0700)."""
+    return write_private_json(secrets_path(project), data)
 
 
 def use_server(project, url: str, api_key: str, *, data_dir: str | Path | None = None) -> Connection:

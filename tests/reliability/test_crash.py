@@ -266,13 +266,16 @@ _REFERENCE: dict[str, object] = {}
 
 
 def _reference(name, tmp_path_factory):
-    if name not in _REFERENCE:
+    """A never-failed run's digest, per stage and per image server (a module that imports this one starts a
+    server of its own, on another port, and the download digest holds the URLs)."""
+    key = (name, SERVER.host_port if SERVER is not None else None)
+    if key not in _REFERENCE:
         setup, run, digest, _ = STAGES[name]
         tmp = tmp_path_factory.mktemp(f"ref-{name}")
         root = setup(tmp)
         assert run_child(root, run) == 0, child_error(root)
-        _REFERENCE[name] = digest(root)
-    return _REFERENCE[name]
+        _REFERENCE[key] = digest(root)
+    return _REFERENCE[key]
 
 
 CASES = [(name, point) for name, spec in STAGES.items() for point in spec[3]]

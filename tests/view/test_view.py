@@ -188,11 +188,12 @@ def test_cli_serve_binds_loopback_and_answers(photo_project):
             assert e.code == 404
     finally:
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
+        try:  # read both pipes while waiting (a child blocked on a full pipe never exits); a hang guard only
+            _, err = proc.communicate(timeout=600)
         except subprocess.TimeoutExpired:
             proc.kill()
-    assert proc.returncode == 0, proc.stderr.read()
+            _, err = proc.communicate()
+    assert proc.returncode == 0, err
 
 
 def test_an_unreadable_blob_shows_a_placeholder_and_is_retried(tmp_path):

@@ -170,7 +170,10 @@ def test_cli_serve_binds_loopback_and_answers(photo_project):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(Path(cultura.__file__).resolve().parents[1])}
     proc = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(p.root), "view", "--page-size", "5",
                              "--serve", "--port", "0", "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, text=True)
+                            stderr=subprocess.PIPE, env=env, text=True,
+                            # SIGINT at its default: a background job of a non-interactive shell (CI) inherits it
+                            # ignored, and Ctrl-C would never stop the server
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         for line in proc.stdout:  # the JSON summary, then the server runs

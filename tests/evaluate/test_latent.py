@@ -16,6 +16,7 @@ from cultura.evaluate.stats import welch_ww_wn
 from cultura.evaluate.stats_extra import country_permutation_test, effect_band
 from cultura.evaluate.suites import SuiteSkipped
 from cultura.evaluate.suites.latent.suite import country_pair_matrix, latent, ww_wn_samples
+from tests.fakes.benchmark_world import LanguageRecorder
 from tests.fakes.world import add_image, decide
 
 WEST, REST = ["US", "DE", "GB"], ["JP", "TH", "IN"]
@@ -267,21 +268,6 @@ def test_alignment_tile_map_places_every_seed_country():
             for i, c in enumerate(SEED002_COUNTRIES + ["XX"])]
     uri, unplaced = alignment_map(rows, "m")
     assert uri.startswith("data:image/png;base64,") and unplaced == ["XX"]
-
-
-class LanguageRecorder(FakeEmbedder):
-    """A language-aware fake (as NLLB-CLIP) recording the language each caption is embedded in."""
-
-    variant = "language-recorder"
-    language_aware = True
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.seen = []
-
-    def _embed_text_batch(self, texts, language=None):
-        self.seen += [(language, t) for t in texts]
-        return super()._embed_text_batch(texts)
 
 
 def test_caption_language_reaches_the_model(six):

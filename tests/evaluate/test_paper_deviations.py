@@ -13,9 +13,8 @@ from cultura.errors import CulturaError
 from cultura.evaluate.data import CaptionPool
 from cultura.evaluate.runner import run_evaluation
 from cultura.evaluate.suites.retrieval.prevalence import prevalence_rows
-from cultura.models.embedders import FakeEmbedder
 
-from tests.fakes.benchmark_world import LANG, make_benchmarks
+from tests.fakes.benchmark_world import LANG, LanguageRecorder, make_benchmarks
 
 
 def _pool():
@@ -66,21 +65,6 @@ def test_no_query_with_a_relevant_document_gives_nan_with_a_reason():
     rows = {r["metric"]: r for r in prevalence_rows(pool, idx, val, ks=[5], tiers={}, n_resamples=20)}
     assert math.isnan(rows["ndcg@5"]["value"]) and rows["ndcg@5"]["n"] == 0
     assert "none of the 3 query images has a relevant caption" in rows["ndcg@5"]["details"]["reason"]
-
-
-class LanguageRecorder(FakeEmbedder):
-    """A language-aware fake (as NLLB-CLIP) recording the language each text is embedded in."""
-
-    variant = "language-recorder"
-    language_aware = True
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.seen = []
-
-    def _embed_text_batch(self, texts, language=None):
-        self.seen += [(language, t) for t in texts]
-        return super()._embed_text_batch(texts)
 
 
 def test_retrieval_suites_encode_each_query_in_its_language(project):

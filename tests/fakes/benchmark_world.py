@@ -106,6 +106,21 @@ def make_benchmarks(project, *, n_concepts: int = 8, per_cell: int = 2, descript
     return {"meta": meta, "concept_ids": cids, "images": img}
 
 
+class LanguageRecorder(FakeEmbedder):
+    """A language-aware fake (as NLLB-CLIP) recording the language each text is embedded in (``seen``)."""
+
+    variant = "language-recorder"
+    language_aware = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = []
+
+    def _embed_text_batch(self, texts, language=None):
+        self.seen += [(language, t) for t in texts]
+        return super()._embed_text_batch(texts)
+
+
 class Planted(FakeEmbedder):
     """Image = concept + culture directions; query = concept + alpha·(its language's culture) + gamma·(its
     descriptor's culture) + english_boost for English texts; all with a little hash noise."""

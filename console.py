@@ -93,6 +93,16 @@ def executor_option(section: str):
              f"RAY_ADDRESS for a cluster, [ray] in cultura.toml for the actors). Default: {section}.executor.")
 
 
+def serve_until_interrupted(httpd) -> None:
+    """Serve ``httpd`` (a ``socketserver`` server) until Ctrl-C, then close it: the end of every ``--serve``."""
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
+
+
 def emit_json(data) -> None:
     # no user:password@ of any URL is ever printed (push's image base, a server's address, a source page)
     click.echo(json.dumps(strip_urls(data), indent=2, ensure_ascii=False, default=str))
@@ -210,5 +220,5 @@ def cli_error(e: CulturaError, args: list[str], command: click.Command | None = 
 
 
 __all__ = ["Ctx", "pass_ctx", "json_option", "executor_option", "option", "model_option", "AliasedOption",
-           "emit_json", "table", "listing", "summary", "columns_of", "out",
+           "emit_json", "serve_until_interrupted", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError"]

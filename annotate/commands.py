@@ -10,7 +10,7 @@ import textwrap
 import click
 from rich.markup import escape
 
-from ..console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from ..console import emit_json, json_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
 from .annotators import add_annotator, deactivate_annotator, list_annotators, set_password
 from .decide import adjudicate
 from .images import make_server
@@ -89,12 +89,7 @@ def serve_images(ctx, port, save, as_json):
         out.print(f"Image base URL: {base}" + ("  (saved as annotate.image_base_url)" if save else
                   f"  (set it with: [annotate] image_base_url = \"{base}\" in cultura.toml, or --save)"),
                   soft_wrap=True, markup=False)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+    serve_until_interrupted(httpd)
 
 
 # ------------------------------------------------------------------------------------------ annotators

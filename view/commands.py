@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from ..console import emit_json, json_option, out, pass_ctx, summary
+from ..console import emit_json, json_option, out, pass_ctx, serve_until_interrupted, summary
 from .server import make_server
 from .site import PAGE_SIZE, build_view, view_dir
 
@@ -35,12 +35,7 @@ def view(ctx, serve, port, page_size, overwrite, as_json):
     else:
         summary("cultura view", res)
         out.print(f"Serving {escape(str(view_dir(ctx.project)))} at {url} (Ctrl-C stops).", soft_wrap=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+    serve_until_interrupted(httpd)
 
 
 COMMANDS = [view]

@@ -35,7 +35,6 @@ import asyncio
 import collections
 import contextlib
 import email.utils
-import functools
 import json
 import os
 import random
@@ -44,10 +43,8 @@ import urllib.parse
 import urllib.request
 import zlib
 from dataclasses import dataclass, field
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Callable
 
-import httpcore
 import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -58,6 +55,7 @@ from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
 from ..errors import CulturaError
 from ..redact import strip_userinfo
 from . import safety
+from .fetcher import make_client  # noqa: F401 - re-exported (the downloader's API)
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     DECODE_POOL_MIN,
@@ -108,10 +106,7 @@ REASONS: dict[str, tuple[str, str]] = {
 }
 
 
-POOL_SIZE = 8   # connections per httpx client in download_candidates (see there)
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
-ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
-ACCEPT_ENCODING = "gzip, deflate"   # decoded by us under the byte cap (_Decoder); br/zstd never asked for
 
 
 _timeout = getattr(asyncio, "timeout", None)
@@ -152,41 +147,6 @@ def _redact(url: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- fetching
-
-@functools.lru_cache(maxsize=1)
-def _ssl_context():
-    """httpx's verifying context (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built once per process
-    (loading the CA bundle takes ~0.1 s)."""
-    return httpx.create_ssl_context(verify=True, trust_env=True)
-
-
-class _SafeTransport(httpx.AsyncHTTPTransport):
-    """httpx transport whose connection pool connects only through :class:`.safety.SafeNetworkBackend`."""
-
-    def __init__(self, *, allow_hosts, limits: httpx.Limits):
-        super().__init__(verify=_ssl_context(), limits=limits, trust_env=False, retries=0)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=_ssl_context(), max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry, retries=0,
-            network_backend=safety.SafeNetworkBackend(allow_hosts))
-
-
-def make_client(settings, *, max_connections: int | None = None) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for :func:`fetch_image`: address-checked connections, no proxies from the
-    environment, no cookies kept, the configured timeouts and user agent, redirects handled by us."""
-    n = max_connections or settings.workers
-    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=30)
-    client = httpx.AsyncClient(
-        transport=_SafeTransport(allow_hosts=settings.allow_hosts, limits=limits),
-        timeout=httpx.Timeout(connect=settings.connect_timeout, read=settings.read_timeout,
-                              write=settings.read_timeout, pool=None),
-        headers={"User-Agent": settings.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING},
-        follow_redirects=False, trust_env=False,
-        cookies=httpx.Cookies(CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))))
-    client._cultura_safe = True  # fetch_image skips its own pre-check for these clients
-    return client
-
 
 def _retry_after(value: str | None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (delta-seconds, lenient about decimals, or a date)."""
@@ -382,17 +342,19 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
     manager held around each request (the per-host limit); it is released while backing off. ``decoder``: a
     process pool (:func:`decode_pool`) for the validating decode, or None (a thread).
     """
+    return await _validate_body(await _fetch_body(client, url, settings, slot=slot), settings, decoder)
+
+
+async def _fetch_body(client, url: str, settings, *, slot=None) -> FetchResult:
+    """The network half of :func:`fetch_image`: the body's bytes, not yet validated (``status`` ``'fetched'``,
+    ``data`` set), or the failure. The stage validates them off the connection (:func:`_validate_body`)."""
     scheme = urllib.parse.urlsplit(url).scheme.lower() if url else ""
     if scheme == "file":
         try:
             data = await asyncio.to_thread(_read_file, url, settings)
-            info = await _sniff(data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
-                                max_aspect_ratio=settings.max_aspect_ratio)
         except _Failure as e:
             return _fail(url, e, 1)
-        return FetchResult(url=url, status="downloaded", final_url=url, nbytes=len(data), data=data,
-                           sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                           attempts=1, hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
+        return FetchResult(url=url, status="fetched", final_url=url, nbytes=len(data), data=data, attempts=1)
     if scheme not in ("http", "https"):
         return _fail(url, _Failure("bad_url", f"unsupported URL scheme {scheme or '(none)'!r}"), 0)
     pre_check = not getattr(client, "_cultura_safe", False)
@@ -430,18 +392,29 @@ async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
             wait = min(settings.backoff_base * 2 ** (attempts - 1) * (0.5 + random.random()),
                        settings.retry_after_max)
         await asyncio.sleep(wait)
-    ctype = resp.headers.get("content-type")
+    return FetchResult(url=url, status="fetched", final_url=_redact(str(resp.url)), http_status=resp.status_code,
+                       content_type=resp.headers.get("content-type"), nbytes=len(data), data=data,
+                       attempts=attempts, redirects=hops)
+
+
+async def _validate_body(r: FetchResult, settings, decoder=None) -> FetchResult:
+    """The validating decode of a fetched body (:func:`.sniff.sniff_image`: format allow-list, pixel and
+    aspect caps, HTML/SVG refusal, the hashes); ``r`` unchanged when it is already a failure."""
+    if r.status != "fetched":
+        return r
+    web = r.http_status is not None
     try:
-        info = await _sniff(data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
-                            content_type=ctype, max_aspect_ratio=settings.max_aspect_ratio)
+        info = await _sniff(r.data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
+                            max_aspect_ratio=settings.max_aspect_ratio,
+                            **({"content_type": r.content_type} if web else {}))
     except _Failure as e:
-        e.http_status, e.content_type = resp.status_code, ctype
-        return _fail(url, e, attempts, final_url=_redact(str(resp.url)), redirects=hops)
-    return FetchResult(url=url, status="downloaded", final_url=_redact(str(resp.url)),
-                       http_status=resp.status_code, content_type=ctype, nbytes=len(data), data=data,
-                       sha256=info.sha256, format=info.format, width=info.width, height=info.height,
-                       attempts=attempts, redirects=hops,
-                       hashes=(info.phash, info.dhash, info.phash_centre, info.phash_variants))
+        if not web:
+            return _fail(r.url, e, r.attempts)
+        e.http_status, e.content_type = r.http_status, r.content_type
+        return _fail(r.url, e, r.attempts, final_url=r.final_url, redirects=r.redirects)
+    r.status, r.sha256, r.format, r.width, r.height = "downloaded", info.sha256, info.format, info.width, info.height
+    r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants)
+    return r
 
 
 # ----------------------------------------------------------------------------------------------- the stage
@@ -503,14 +476,6 @@ def _project_lock(project):
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def _host(url: str) -> str:
-    """A URL's host ('' when it has none)."""
-    try:
-        return urllib.parse.urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 def _round_robin_by_host(rows: list[dict]) -> collections.deque:
@@ -575,48 +540,75 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         def slot(host: str) -> asyncio.Semaphore:
             return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
 
-        client_of: dict[str, int] = {}  # host -> client, in order of first appearance (hosts spread evenly)
+        # Validation and the blob write run off the connection: a worker hands the fetched bytes on and takes
+        # its next URL at once (at most ``n_workers`` bodies wait to be validated, so at most twice that many
+        # are held in memory); the per-image CPU no longer adds to every request's round trip (issue 23).
+        backlog = asyncio.Semaphore(n_workers)
+        finishing: set[asyncio.Task] = set()
+        broken: list[BaseException] = []
 
-        async def worker(clients, bar, task_id):
+        def record(cand: dict, r: FetchResult, rel: str | None, bar, task_id) -> None:
             nonlocal total_bytes
-            while todo:
-                cand = todo.popleft()
-                # one client per host: its pool keeps that host's keep-alive connections
-                # instead of evicting them for another host's (connection churn: issue 23)
-                client = clients[client_of.setdefault(_host(cand["url"]), len(client_of)) % len(clients)]
-                r = await fetch_image(client, cand["url"], settings, slot=slot, decoder=decoder)
+            if r.ok:
+                total_bytes += r.nbytes or 0
+            writer.add(cand["id"], r, rel)
+            by_status[r.status] += 1
+            if r.reason:
+                by_reason[r.reason] += 1
+            if bar is not None:
+                bar.update(task_id, advance=1, ok=by_status["downloaded"])
+
+        async def finish(cand: dict, r: FetchResult, bar, task_id) -> None:
+            try:
+                r = await _validate_body(r, settings, decoder)
                 rel = None
                 if r.ok:
                     _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
-                    r.data = None
-                    total_bytes += r.nbytes or 0
-                writer.add(cand["id"], r, rel)
-                by_status[r.status] += 1
-                if r.reason:
-                    by_reason[r.reason] += 1
-                if bar is not None:
-                    bar.update(task_id, advance=1, ok=by_status["downloaded"])
+                r.data = None
+                record(cand, r, rel, bar, task_id)
+            finally:
+                backlog.release()
+
+        def finished(task: asyncio.Task) -> None:
+            finishing.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                broken.append(task.exception())
+
+        async def worker(client, bar, task_id):
+            while todo and not broken:
+                cand = todo.popleft()
+                r = await _fetch_body(client, cand["url"], settings, slot=slot)
+                if r.status != "fetched":
+                    record(cand, r, None, bar, task_id)
+                    continue
+                await backlog.acquire()
+                task = asyncio.ensure_future(finish(cand, r, bar, task_id))
+                finishing.add(task)
+                task.add_done_callback(finished)
+
+        async def run_all(client, bar, task_id):
+            tasks = [asyncio.ensure_future(worker(client, bar, task_id))
+                     for i in range(min(n_workers, len(rows)))]
+            try:
+                await asyncio.gather(*tasks)
+                while finishing:  # the last bodies being validated and written
+                    await asyncio.gather(*finishing)
+                if broken:  # a blob write failed (disk full, ...): the run fails with it
+                    raise broken[0]
+            except BaseException:
+                for t in [*tasks, *finishing]:
+                    t.cancel()
+                await asyncio.gather(*tasks, *finishing, return_exceptions=True)
+                raise
 
         status, error = "done", None
         try:
-            # httpcore's pool bookkeeping is quadratic in its connection count: shard the hosts over
-            # clients of at most POOL_SIZE connections each (a host always goes to the same client).
-            n_clients = -(-n_workers // POOL_SIZE)
             async with contextlib.AsyncExitStack() as stack:
                 decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
-                clients = [await stack.enter_async_context(make_client(settings, max_connections=POOL_SIZE))
-                           for _ in range(n_clients)]
+                client = await stack.enter_async_context(make_client(settings, max_connections=n_workers))
                 with _progress_bar(len(rows), progress and bool(rows)) as bar:
                     task_id = bar.add_task("download", total=len(rows), ok=0) if bar is not None else None
-                    tasks = [asyncio.ensure_future(worker(clients, bar, task_id))
-                             for i in range(min(n_workers, len(rows)))]
-                    try:
-                        await asyncio.gather(*tasks)
-                    except BaseException:
-                        for t in tasks:
-                            t.cancel()
-                        await asyncio.gather(*tasks, return_exceptions=True)
-                        raise
+                    await run_all(client, bar, task_id)
         except (asyncio.CancelledError, KeyboardInterrupt):
             status, error = "interrupted", "interrupted"
             raise

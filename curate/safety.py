@@ -6,8 +6,8 @@ made to an address that was checked (no second lookup, so a DNS answer that chan
 the connect cannot slip a private address through). All lookups go through :func:`resolve_host`, one
 function that tests monkeypatch.
 
-The checks live in an httpcore network backend (:class:`SafeNetworkBackend`), so every TCP connection the
-downloader's client opens is checked, including each redirect hop.
+The downloader's client (:class:`.fetcher.SafeClient`) calls :func:`acheck_host` for every TCP connection it
+opens, including each redirect hop, and connects to an address it returned.
 
 >>> blocked_category("127.0.0.1"), blocked_category("169.254.169.254"), blocked_category("93.184.215.14")
 ('loopback', 'link-local', None)
@@ -23,12 +23,10 @@ import select
 import socket
 import typing
 
-import httpcore
-
 from ..errors import CulturaError
 
 __all__ = ["BlockedAddress", "DNSError", "resolve_host", "blocked_category", "host_allowed", "check_host",
-           "acheck_host", "SafeNetworkBackend"]
+           "acheck_host"]
 
 
 class BlockedAddress(CulturaError):
@@ -181,72 +179,3 @@ def _socket_readable(sock) -> bool:
         p.register(sock, select.POLLIN)
         return bool(p.poll(0))
     return bool(select.select([sock], [], [], 0)[0])
-
-
-class _Stream(httpcore.AsyncNetworkStream):
-    """Wraps httpcore's stream and answers ``is_readable`` from the socket captured at connect time.
-
-    httpcore asks every pooled connection ``is_readable`` each time a request enters or leaves the pool;
-    anyio's attribute lookup behind it costs ~20 µs, which at 32 connections was most of the downloader's
-    CPU time. The answer is the same (a poll on the same socket, also under TLS).
-    """
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream, sock):
-        self._inner, self._sock = inner, sock
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(self, ssl_context, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.start_tls(ssl_context, server_hostname, timeout), self._sock)
-
-    def get_extra_info(self, info: str) -> typing.Any:
-        if info == "is_readable":
-            return _socket_readable(self._sock)
-        if info == "socket":
-            return self._sock
-        return self._inner.get_extra_info(info)
-
-
-class SafeNetworkBackend(httpcore.AsyncNetworkBackend):
-    """An httpcore backend that checks every address before connecting and connects to the checked one.
-
-    TLS still verifies the certificate against the original host name (httpcore passes it as SNI), so
-    pinning the address does not weaken HTTPS. Unix sockets are refused.
-    """
-
-    def __init__(self, allow_hosts: typing.Iterable[str] = ()):
-        self.allow_hosts = list(allow_hosts)
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: typing.Iterable | None = None) -> httpcore.AsyncNetworkStream:
-        try:
-            ips = await acheck_host(host, port, self.allow_hosts, timeout=timeout)
-        except asyncio.TimeoutError:
-            raise httpcore.ConnectTimeout(f"DNS lookup of {host!r} timed out") from None
-        last: Exception | None = None
-        for ip in ips:
-            try:
-                stream = await self._inner.connect_tcp(ip, port, timeout=timeout, local_address=local_address,
-                                                       socket_options=socket_options)
-                return _Stream(stream, stream.get_extra_info("socket"))
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
-                last = e
-        assert last is not None
-        raise last
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: typing.Iterable | None = None) -> httpcore.AsyncNetworkStream:
-        raise BlockedAddress("unix sockets are never contacted by the downloader")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)

@@ -76,6 +76,12 @@ async def _sniff(data: bytes, decoder, **kw) -> ImageInfo:
     return info
 
 
+def _background() -> None:
+    """A decode process runs below the event loop's priority: the loop's requests go first."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(int(os.environ.get("CULTURA_DECODE_NICE", "10")))
+
+
 @contextlib.contextmanager
 def decode_pool(processes: int):
     """A process pool for :func:`sniff_image` (``processes`` 0: None, threads are used). Forkserver start
@@ -85,7 +91,7 @@ def decode_pool(processes: int):
         return
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
                                       else "spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_background)
     # the processes start in a thread, while the first requests are in flight, not on the event loop
     threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
                      daemon=True).start()

@@ -1,6 +1,10 @@
 """The image downloader: pending ``candidates`` → validated, content-addressed ``images``.
 
-One asyncio loop, ``workers`` concurrent downloads and at most ``per_host`` per host (httpx, streaming).
+One asyncio loop, ``workers`` concurrent downloads and at most ``per_host`` per host, streamed through the
+downloader's own HTTP/1.1 client (:mod:`.fetcher`: every connection address-checked, keep-alive per host). A
+worker hands each fetched body on and takes its next URL at once; the validating decode and the blob write
+run off the connection (at most ``workers`` bodies wait for them).
+
 Each URL gets connect/read timeouts, a wall-clock cap per attempt, retries with exponential back-off on
 408/425/429/5xx, timeouts and connection errors (``Retry-After`` honoured up to ``retry_after_max``), at
 most ``max_redirects`` redirects each re-checked against the address policy of :mod:`.safety`, a byte cap
@@ -402,16 +406,37 @@ async def _validate_body(r: FetchResult, settings, decoder=None) -> FetchResult:
     aspect caps, HTML/SVG refusal, the hashes); ``r`` unchanged when it is already a failure."""
     if r.status != "fetched":
         return r
-    web = r.http_status is not None
     try:
-        info = await _sniff(r.data, decoder, max_pixels=settings.max_pixels, min_side=settings.min_side,
-                            max_aspect_ratio=settings.max_aspect_ratio,
-                            **({"content_type": r.content_type} if web else {}))
+        info = await _sniff(r.data, decoder, **_sniff_options(r, settings))
     except _Failure as e:
-        if not web:
-            return _fail(r.url, e, r.attempts)
-        e.http_status, e.content_type = r.http_status, r.content_type
-        return _fail(r.url, e, r.attempts, final_url=r.final_url, redirects=r.redirects)
+        return _refused(r, e)
+    return _accepted(r, info)
+
+
+def _validate_and_store(project, r: FetchResult, settings) -> tuple[FetchResult, str | None]:
+    """:func:`_validate_body` and the blob write in one call (one thread hop per image, not two)."""
+    try:
+        info = sniff_image(r.data, **_sniff_options(r, settings))
+    except _Failure as e:
+        return _refused(r, e), None
+    r = _accepted(r, info)
+    return r, store_blob(project, r.data, r.format, sha256=r.sha256)[1]
+
+
+def _sniff_options(r: FetchResult, settings) -> dict:
+    web = {"content_type": r.content_type} if r.http_status is not None else {}
+    return dict(max_pixels=settings.max_pixels, min_side=settings.min_side,
+                max_aspect_ratio=settings.max_aspect_ratio, **web)
+
+
+def _refused(r: FetchResult, e: _Failure) -> FetchResult:
+    if r.http_status is None:  # file://
+        return _fail(r.url, e, r.attempts)
+    e.http_status, e.content_type = r.http_status, r.content_type
+    return _fail(r.url, e, r.attempts, final_url=r.final_url, redirects=r.redirects)
+
+
+def _accepted(r: FetchResult, info: ImageInfo) -> FetchResult:
     r.status, r.sha256, r.format, r.width, r.height = "downloaded", info.sha256, info.format, info.width, info.height
     r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants)
     return r
@@ -560,10 +585,12 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
 
         async def finish(cand: dict, r: FetchResult, bar, task_id) -> None:
             try:
-                r = await _validate_body(r, settings, decoder)
-                rel = None
-                if r.ok:
-                    _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
+                if decoder is None:  # a thread validates and writes
+                    r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
+                else:  # a decode process validates, a thread writes
+                    r, rel = await _validate_body(r, settings, decoder), None
+                    if r.ok:
+                        _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
                 r.data = None
                 record(cand, r, rel, bar, task_id)
             finally:

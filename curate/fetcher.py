@@ -39,7 +39,7 @@ from . import safety
 __all__ = ["SafeClient", "make_client", "ssl_context", "KEEPALIVE"]
 
 KEEPALIVE = 30.0          # seconds an idle connection is kept for its host
-READ_CHUNK = 1 << 16
+READ_CHUNK = 1 << 18      # bytes asked of the stream per read (asyncio reads up to 256 KiB a time)
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 ACCEPT = "image/avif,image/webp,image/png,image/jpeg,image/*;q=0.8,*/*;q=0.5"
 ACCEPT_ENCODING = "gzip, deflate"   # decoded by the downloader under its byte cap; br/zstd never asked for
@@ -122,7 +122,7 @@ class Response:
         while not self.complete:
             event = await self._conn.next_event(self._read_timeout)
             if type(event) is h11.Data:
-                yield bytes(event.data)
+                yield event.data  # bytes or a bytearray h11 already copied out of its buffer
             elif type(event) is h11.EndOfMessage:
                 self.complete = True
             elif type(event) is h11.ConnectionClosed:  # pragma: no cover - h11 raises before this

@@ -29,9 +29,9 @@ ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 
 #: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
 #: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
-#: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads — on 2 busy cores the pool's
-#: start-up (about a second per process under load) and the extra processes cost more than they save
-#: (docs/scaling.md, issue 23).
+#: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads. Measured on 2 cores with the
+#: validation off the connection (docs/scaling.md, issue 23): idle, one process gained 0.1-0.4 % of the ideal
+#: rate on 1600x1200 JPEGs and nothing on 640x480; beside two CPU-bound processes it lost up to 1.6 %.
 DECODE_POOL_MIN = 2000
 _HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
 
@@ -76,12 +76,6 @@ async def _sniff(data: bytes, decoder, **kw) -> ImageInfo:
     return info
 
 
-def _background() -> None:
-    """A decode process runs below the event loop's priority: the loop's requests go first."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.nice(int(os.environ.get("CULTURA_DECODE_NICE", "10")))
-
-
 @contextlib.contextmanager
 def decode_pool(processes: int):
     """A process pool for :func:`sniff_image` (``processes`` 0: None, threads are used). Forkserver start
@@ -91,7 +85,7 @@ def decode_pool(processes: int):
         return
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
                                       else "spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_background)
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
     # the processes start in a thread, while the first requests are in flight, not on the event loop
     threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
                      daemon=True).start()

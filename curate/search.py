@@ -20,6 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Callable
 
+from rich.console import Console
 from rich.progress import track
 
 from ..db import dumps, finish_run, now, start_run, transaction
@@ -298,7 +299,7 @@ def _progress(items, enabled: bool, what: str):
     if not enabled or not items:
         return items
 
-    return track(items, description=what, transient=True)
+    return track(items, description=what, transient=True, console=Console(stderr=True))  # stdout: results only
 
 
 # ------------------------------------------------------------------------------------------ urls: and folder:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = {"tests", "benchmarks", "scripts", "docs", ".venv", ".venv-ls", "demo-project", ".git"}
+#: top-level folders that hold no package module (besides every dot-folder: .git, .venv, .venv-ls and the
+#: peers' .venv-fastdup and .venv-img2dataset that ``make peers`` creates)
+SKIP = {"tests", "benchmarks", "scripts", "docs", "demo-project"}
 #: Optional or heavy dependencies a function may import on first use (with a comment saying so).
 HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "sentence_transformers",
          "tokenizers", "huggingface_hub", "ray", "label_studio_sdk", "playwright", "datasets", "img2dataset",
@@ -34,7 +36,8 @@ def _modname(path: Path) -> str:
 def _modules() -> dict[str, tuple[Path, ast.Module]]:
     out = {}
     for p in ROOT.rglob("*.py"):
-        if SKIP & set(p.relative_to(ROOT).parts[:1]):
+        top = p.relative_to(ROOT).parts[0]
+        if top in SKIP or top.startswith("."):
             continue
         out[_modname(p)] = (p, ast.parse(p.read_text(encoding="utf-8")))
     return out

@@ -114,6 +114,8 @@ RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 52
 
 
 _timeout = getattr(asyncio, "timeout", None)
+#: validations allowed at once, beyond one per spare CPU, once every URL of a run is taken
+WIDE_VALIDATIONS = 4
 
 
 class DownloadLocked(CulturaError):
@@ -569,6 +571,11 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         # its next URL at once (at most ``n_workers`` bodies wait to be validated, so at most twice that many
         # are held in memory); the per-image CPU no longer adds to every request's round trip (issue 23).
         backlog = asyncio.Semaphore(n_workers)
+        # While URLs remain, validations run at most one per CPU beyond the event loop's (the decode threads
+        # would otherwise take the cores the loop needs); once every URL is taken, the rest run as wide as the
+        # thread pool allows (the last wave's validations are then all that is left).
+        validating = asyncio.Semaphore(max(1, (os.cpu_count() or 2) - 1))
+        widened = False
         finishing: set[asyncio.Task] = set()
         broken: list[BaseException] = []
 
@@ -586,7 +593,8 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         async def finish(cand: dict, r: FetchResult, bar, task_id) -> None:
             try:
                 if decoder is None:  # a thread validates and writes
-                    r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
+                    async with validating:
+                        r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
                 else:  # a decode process validates, a thread writes
                     r, rel = await _validate_body(r, settings, decoder), None
                     if r.ok:
@@ -602,8 +610,13 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
                 broken.append(task.exception())
 
         async def worker(client, bar, task_id):
+            nonlocal widened
             while todo and not broken:
                 cand = todo.popleft()
+                if not todo and not widened:
+                    widened = True
+                    for _ in range(WIDE_VALIDATIONS):
+                        validating.release()
                 r = await _fetch_body(client, cand["url"], settings, slot=slot)
                 if r.status != "fetched":
                     record(cand, r, None, bar, task_id)

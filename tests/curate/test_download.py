@@ -343,3 +343,45 @@ def test_decode_processes_must_not_be_negative(proj):
     add(proj, ["http://example.com/a.jpg"])
     with pytest.raises(CulturaError, match="decode_processes"):
         run(proj, decode_processes=-1)
+
+
+def test_a_worker_fetches_its_next_url_while_the_last_body_is_validated(proj, image_server, monkeypatch):  # noqa: F811
+    """Issue 23: validation runs off the connection. With validation held, 2 workers still fetch all 4 URLs
+    (with validation on the connection they would stop at 2); released, every candidate ends exactly once."""
+    import threading
+
+    urls = [image_server.url(f"/img/{40 + i}.jpg") for i in range(4)]
+    add(proj, urls)
+    hold = threading.Event()
+    real = dl.sniff_image
+
+    def held(data, **kw):
+        hold.wait(300)  # a guard against a hang only
+        return real(data, **kw)
+
+    monkeypatch.setattr(dl, "sniff_image", held)
+    fetched = lambda: sum(image_server.hits[f"/img/{40 + i}.jpg"] for i in range(4))  # noqa: E731
+    out = {}
+
+    async def go():
+        async def release_when_all_fetched():
+            deadline = time.monotonic() + 300  # a guard against a hang only
+            try:
+                while fetched() < 4 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                out["fetched_while_held"] = fetched()
+            finally:
+                hold.set()
+
+        watcher = asyncio.ensure_future(release_when_all_fetched())
+        try:
+            out["summary"] = await dl.adownload_candidates(proj, workers=2, progress=False, decode_processes=0)
+        finally:
+            hold.set()
+            await watcher
+
+    asyncio.run(go())
+    assert out["fetched_while_held"] == 4
+    assert out["summary"]["by_status"] == {"downloaded": 4}
+    assert [row(proj, u)[0] for u in urls] == ["downloaded"] * 4
+    assert proj.db.execute("SELECT count(*) FROM images").fetchone()[0] == 4

@@ -505,6 +505,14 @@ def _project_lock(project):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _round_robin_by_host(rows: list[dict]) -> collections.deque:
     """Interleave hosts so that one big host does not make every worker wait on its per-host limit."""
     by_host: dict[str, collections.deque] = {}
@@ -574,7 +582,7 @@ async def adownload_candidates(project, *, workers: int | None = None, retry_fai
         # While URLs remain, validations run at most one per CPU beyond the event loop's (the decode threads
         # would otherwise take the cores the loop needs); once every URL is taken, the rest run as wide as the
         # thread pool allows (the last wave's validations are then all that is left).
-        validating = asyncio.Semaphore(max(1, (os.cpu_count() or 2) - 1))
+        validating = asyncio.Semaphore(max(1, _usable_cpus() - 1))
         widened = False
         finishing: set[asyncio.Task] = set()
         broken: list[BaseException] = []

@@ -59,7 +59,7 @@ from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
 from ..errors import CulturaError
 from ..redact import strip_userinfo
 from . import safety
-from .fetcher import make_client  # noqa: F401 - re-exported (the downloader's API)
+from .fetcher import make_client, within  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     DECODE_POOL_MIN,
@@ -113,7 +113,6 @@ REASONS: dict[str, tuple[str, str]] = {
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
 
 
-_timeout = getattr(asyncio, "timeout", None)
 #: validations allowed at once, beyond one per spare CPU, once every URL of a run is taken
 WIDE_VALIDATIONS = 4
 
@@ -126,7 +125,7 @@ class DownloadLocked(CulturaError):
 class FetchResult:
     """The outcome for one URL. ``data`` holds the bytes when ``status == 'downloaded'``."""
     url: str
-    status: str                      # downloaded | failed | skipped
+    status: str                      # downloaded | failed | skipped ('fetched': bytes not yet validated)
     reason: str | None = None        # a key of REASONS when not downloaded
     detail: str | None = None
     final_url: str | None = None
@@ -289,11 +288,7 @@ async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[b
             try:
                 if left <= 0:
                     raise TimeoutError
-                if _timeout is not None:  # Python >= 3.11: no extra task per request
-                    async with _timeout(left):
-                        out = await _hop(client, u, settings)
-                else:  # pragma: no cover - Python 3.10
-                    out = await asyncio.wait_for(_hop(client, u, settings), left)
+                out = await within(_hop(client, u, settings), left)
             except (TimeoutError, asyncio.TimeoutError):
                 raise _Failure("timeout", f"total_timeout {settings.total_timeout:g}s exceeded after {hop} "
                                "redirect(s)" if hop else f"total_timeout {settings.total_timeout:g}s exceeded",

@@ -46,7 +46,7 @@ ACCEPT_ENCODING = "gzip, deflate"   # decoded by the downloader under its byte c
 _timeout = getattr(asyncio, "timeout", None)
 
 
-async def _within(aw, seconds: float | None):
+async def within(aw, seconds: float | None):
     """Await ``aw`` under a deadline (``TimeoutError`` when it passes)."""
     if seconds is None:
         return await aw
@@ -93,7 +93,7 @@ class _Conn:
             if event is not h11.NEED_DATA:
                 return event
             try:
-                data = await _within(self.reader.read(READ_CHUNK), read_timeout)
+                data = await within(self.reader.read(READ_CHUNK), read_timeout)
             except (TimeoutError, asyncio.TimeoutError):
                 raise httpx.ReadTimeout(f"no data for {read_timeout:g}s") from None
             except OSError as e:
@@ -171,7 +171,7 @@ class SafeClient:
         last: Exception = httpx.ConnectError(f"{host!r} resolves to no address")
         for ip in ips:
             try:
-                reader, writer = await _within(asyncio.open_connection(
+                reader, writer = await within(asyncio.open_connection(
                     ip, port, ssl=ssl_context() if tls else None, server_hostname=host if tls else None,
                     limit=READ_CHUNK), self.connect_timeout)
                 return _Conn(reader, writer)
@@ -210,7 +210,7 @@ class SafeClient:
         data += h.send(h11.EndOfMessage())
         try:
             conn.writer.write(data)
-            await _within(conn.writer.drain(), self.read_timeout)
+            await within(conn.writer.drain(), self.read_timeout)
         except (TimeoutError, asyncio.TimeoutError):
             raise httpx.WriteTimeout(f"the request could not be sent within {self.read_timeout:g}s") from None
         except OSError as e:

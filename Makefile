@@ -41,8 +41,8 @@ fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
 
 # The benchmarks' peers that pin conflicting numpy versions, each in its own virtualenv (issue 23):
-#   python benchmarks/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
-#   python benchmarks/bench_download.py --peers-python .venv-img2dataset/bin/python
+#   python perf/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
+#   python perf/bench_download.py --peers-python .venv-img2dataset/bin/python
 peers:
 	test -x .venv-fastdup/bin/python || $(PY) -m venv .venv-fastdup
 	.venv-fastdup/bin/pip install -q fastdup
@@ -57,7 +57,7 @@ texlive:
 
 demo: setup
 	rm -rf $(DEMO_DIR)
-	$(BIN)/python -m cultura.demo $(DEMO_DIR)
+	$(BIN)/python -m cultura.cli.demo $(DEMO_DIR)
 
 test: setup
 	LABEL_STUDIO_BIN=$(CURDIR)/$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest -q -p no:randomly
@@ -66,7 +66,7 @@ test-fast: $(VENV)/.ready
 	$(BIN)/python -m pytest -q -x -m "not labelstudio and not slow"
 
 bench: $(VENV)/.ready
-	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	for b in perf/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

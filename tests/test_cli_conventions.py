@@ -120,7 +120,7 @@ def test_cache_clear_dry_run_and_no_prompt_without_a_terminal(project):
 
 
 def test_long_cells_are_notes_not_folded_columns():
-    from cultura.console import out, table
+    from cultura.cli.console import out, table
 
     reason = "Model 'openclip:ViT-B-32/openai' needs weights from the Hugging Face hub, which is offline."
     with out.capture() as cap:

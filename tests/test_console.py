@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.console import columns_of, table
+from cultura.cli.console import columns_of, table
 
 
 def test_library_error_gets_its_cli_flag(project):

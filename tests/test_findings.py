@@ -11,7 +11,7 @@ from cultura.annotate.items import dedup_items, image_url
 from cultura.annotate.push import check_image_urls
 from cultura.cli import cli
 from cultura.config import parse_config
-from cultura.curate.build.build import BuildError, build_benchmark, load_pool
+from cultura.benchmark.build import BuildError, build_benchmark, load_pool
 from cultura.curate.dedup import list_flags, resolve_flags
 from cultura.db.pool import image_exclusions
 from cultura.errors import ConfigError, CulturaError
@@ -159,7 +159,7 @@ def test_country_hint_names_the_registry_file_and_alpha3(tmp_path):
 def test_json_errors_and_literal_markup(project):
     res = cli_run(project, "build", "association", "--json")
     assert res.exit_code != 0 and json.loads(res.output)["type"] == "BuildError"
-    from cultura.console import columns_of, table, out
+    from cultura.cli.console import columns_of, table, out
     assert columns_of([{"a": 1}, {"b": 2}]) == ["a", "b"]
     with out.capture() as cap:
         table("t", [{"what": "[evaluate.llm] llm = ..."}, {"note": "second row only"}])

@@ -1,21 +1,34 @@
-"""Machine output that means what it says (issue 20 item 9): progress bars never reach stdout, adjudication
-summaries read at 80 columns. (Full sha256s and reasons in --json: tests/curate/test_cultures_decide.py and
-tests/test_walk.py, through the CLI on real photographs.)"""
+"""Machine output that means what it says: progress bars never reach stdout, adjudication summaries read at 80
+columns. (Full sha256s and reasons in --json: tests/curate/test_cultures_decide.py and tests/test_walk.py, through
+the CLI on real photographs.)"""
 from __future__ import annotations
 
-from cultura.annotate.commands import adjudication_lines
-from cultura.curate import dedup
-from cultura.models.embedders import base
+from rich.console import Console
+
+from cultura.cli.annotate import adjudication_lines
+from cultura.cli.progress import BarReporter
+from cultura.progress import reporting, task
 
 
-def test_progress_bars_write_nothing_to_stdout(capsys):
-    for make in (base._progress, dedup._bar):
-        bar, task = make("Embedding images (openclip:cultura-tiny)", 500)
-        for _ in range(500):
-            bar.update(task, advance=1)
-        bar.stop()
-        assert bar.console.stderr and bar.console.file is not None
-    assert capsys.readouterr().out == ""
+def test_progress_bars_draw_on_stderr_only(capsys):
+    bars = BarReporter(Console(stderr=True, force_terminal=True))
+    with reporting(bars):
+        with task("embedding images (openclip:cultura-tiny)", 500) as t, task("hashing images", 3) as h:
+            for _ in range(500):
+                t.advance()
+            h.advance(3)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "hashing images" in captured.err  # drawn, on stderr
+
+
+def test_progress_is_silent_where_nobody_listens(capsys):
+    bars = BarReporter(Console(stderr=True))  # stderr is not a terminal here
+    with reporting(bars), task("download", 10) as t:
+        t.advance(10, ok=10)
+    with task("download", 10) as t:  # no reporter at all: a library call from a script
+        t.advance(10)
+    assert capsys.readouterr() == ("", "")
 
 
 def test_adjudication_summary_at_80_columns():

@@ -13,7 +13,7 @@ import sys
 import click
 import pytest
 
-from cultura.cli import COMMAND_MODULES, cli
+from cultura.cli.main import COMMAND_MODULES, cli
 
 #: Libraries no command may import unless it runs a model, a figure, a Ray job or Label Studio's SDK.
 HEAVY = ("torch", "transformers", "open_clip", "sentence_transformers", "sklearn", "scipy", "pandas", "faiss",

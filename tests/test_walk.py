@@ -3,7 +3,7 @@
 The photographs are the sample photos that ship with scikit-image and scikit-learn (coffee, cat, astronaut,
 rocket, a Chinese temple, a flower), cropped differently per country, laid out as ``DIR/<COUNTRY>/<concept>/``,
 with planted copies (a re-encoded copy, a byte-identical copy, a half-size copy found for another country);
-the demo (:func:`cultura.demo.real_photos`) uses the same ones.
+the demo (:func:`cultura.cli.demo.real_photos`) uses the same ones.
 Every stage goes through ``cultura …`` (click's CliRunner on the real CLI; ``annotate serve-images`` as a real
 subprocess) against a real Label Studio; annotators are simulated with ``cultura annotate simulate``. Each
 stage's output is asserted, so a regression anywhere on the path fails here.
@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.demo import COUNTRIES, GERMAN_MENTIONS, PLAN, TERMS as DEMO_TERMS, real_photos
+from cultura.cli.demo import COUNTRIES, GERMAN_MENTIONS, PLAN, TERMS as DEMO_TERMS, real_photos
 
 pytestmark = pytest.mark.labelstudio
 

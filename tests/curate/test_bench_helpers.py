@@ -12,7 +12,7 @@ import pytest
 
 from cultura.curate import hashing
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "perf"
 
 
 def load(name: str):
@@ -52,7 +52,7 @@ def test_quality_benchmark_groups_by_connected_components_and_scores_pairs():
     q = load("bench_dedup_quality")
     groups = q.components([("a", "b"), ("b", "c"), ("x", "y")], ["a", "b", "c", "d", "x", "y"])
     assert sorted(map(sorted, groups)) == [["a", "b", "c"], ["x", "y"]]
-    from ..fakes import real_photos
+    from tests.fakes import real_photos
 
     owner = {"a": "p", "b": "p", "c": "q", "x": "r", "y": "r"}
     kind = {"a": "original", "b": "mirror", "c": "original", "x": "original", "y": "mirror"}

@@ -18,7 +18,7 @@ from PIL import Image
 
 from cultura.annotate.kinds import get_kind
 from cultura.cli import cli
-from cultura.curate.build.build import load_pool
+from cultura.benchmark.build import load_pool
 from cultura.project import Project
 from tests.fakes.labelstudio import labelstudio  # noqa: F401
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from cultura.cli import cli
-from cultura.demo import COUNTRIES, PLAN, TERMS, real_photos
+from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
 
 
 class Run:

@@ -15,8 +15,8 @@ from cultura.curate import hashing, invariance
 from cultura.curate.dedup import dedup_images
 from cultura.project import init_project
 
-from ..fakes import real_photos
-from .test_dedup import Builder, clusters
+from tests.fakes import real_photos
+from tests.curate.test_dedup import Builder, clusters
 
 pytest.importorskip("skimage.data")
 

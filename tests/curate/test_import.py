@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.curate.build.build import build_benchmark, load_pool
+from cultura.benchmark.build import build_benchmark, load_pool
 from cultura.curate.importers import DatasetImportError, import_captions, import_globalrg, import_ratings
 from tests.fakes.world import tiny_png
 

@@ -10,7 +10,7 @@ from cultura.config import load_config, parse_config
 from cultura.curate import vector_search as vs
 from cultura.errors import ConfigError
 
-from .test_dedup import pictures, world  # noqa: F401  (fixtures)
+from tests.curate.test_dedup import pictures, world  # noqa: F401  (fixtures)
 
 
 def clustered(n: int, d: int = 64, *, per: int = 500, planted: float = 0.1, lo: float = 0.90, hi: float = 0.99,

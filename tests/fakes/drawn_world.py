@@ -1,6 +1,6 @@
 """A drawn fixture world (formerly the demo's): five concepts × four countries of Pillow drawings served on
 127.0.0.1 through a ``urls:`` list, plus a ``folder:`` tree, planted duplicates and broken URLs. The demo now
-runs on real photographs through the CLI (:mod:`cultura.demo`); this world stays as a fixture for the exact
+runs on real photographs through the CLI (:mod:`cultura.cli.demo`); this world stays as a fixture for the exact
 counts of tests/curate/test_pipeline.py.
 
 The world: five GlobalRG concepts × four countries (two Western, two not). Images are drawn with Pillow
@@ -16,7 +16,7 @@ import json
 import random
 from pathlib import Path
 
-from cultura.demo import serve
+from cultura.cli.demo import serve
 
 CONCEPTS = ["bus", "wedding", "breakfast", "house", "kite"]
 COUNTRIES = ["US", "DE", "JP", "TH"]

@@ -9,7 +9,7 @@ concept × country cells, taken through the real dedup and build, plus a few ann
   a source-page URL with ``<script>`` and a ``javascript:`` one;
 - an annotated filter item with a disagreement (three annotators) and an adjudication, with a comment holding
   markup;
-- an association benchmark built by :func:`cultura.curate.build.build.build_benchmark`.
+- an association benchmark built by :func:`cultura.benchmark.build.build_benchmark`.
 
 Returns what it made (shas by photo name, the duplicate pair, the benchmark).
 """
@@ -21,11 +21,11 @@ import json
 import pytest
 from PIL import Image
 
-from cultura.curate.build.build import build_benchmark
+from cultura.benchmark.build import build_benchmark
 from cultura.curate.dedup import dedup_images, resolve_flags
 from cultura.db import now, transaction
 
-from .world import add_image, decide
+from tests.fakes.world import add_image, decide
 
 COUNTRIES = ["US", "JP", "TH", "DE"]
 CONCEPTS = ["breakfast", "street", "animal"]

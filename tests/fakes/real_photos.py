@@ -1,5 +1,5 @@
 """Real photographs with planted copies, the way people re-post them (issue 23), for the dedup quality test
-and the calibration benchmark (benchmarks/bench_dedup_quality.py).
+and the calibration benchmark (perf/bench_dedup_quality.py).
 
 20 photographs that ship with scikit-image and scikit-learn (no download): 13 scikit-image photographs, the
 stereo motorcycle's left view, scikit-learn's china and flower, and two non-overlapping crops each of the

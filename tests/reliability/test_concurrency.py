@@ -140,7 +140,7 @@ def test_database_locked_becomes_one_sentence(tmp_path):
     from click.testing import CliRunner
 
     from cultura.cli import cli
-    import cultura.curate.commands as dd  # the command's own reference to the library function
+    import cultura.cli.curate as dd  # the command's own reference to the library function
 
     root = setup_dedup(tmp_path)
 

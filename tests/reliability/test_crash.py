@@ -145,7 +145,7 @@ def setup_build(tmp):
 
 
 def run_build(p):
-    from cultura.curate.build.build import build_benchmark
+    from cultura.benchmark.build import build_benchmark
     build_benchmark(p, "association", allow_unreviewed=True, per_pair=2, seed=3)
 
 
@@ -167,7 +167,7 @@ def _export_dest(p):
 
 
 def run_export(p):
-    from cultura.curate.build.export import export_benchmark
+    from cultura.benchmark.export import export_benchmark
     export_benchmark(p, _export_dest(p), benchmarks=["association@1"])
 
 

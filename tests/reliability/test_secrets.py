@@ -146,8 +146,8 @@ def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
     """The demo pipeline (search, download, dedup, tag, build, export, evaluate + report) on image URLs and
     source pages carrying canaries, plus an LLM stage and an embedding model behind an echoing server."""
     import tests.fakes.drawn_world as demo
-    from cultura.curate.build.build import build_benchmark
-    from cultura.curate.build.export import export_benchmark
+    from cultura.benchmark.build import build_benchmark
+    from cultura.benchmark.export import export_benchmark
     from cultura.curate.concepts import generate_concepts
     from cultura.evaluate.report import write_report
     from cultura.evaluate.runner import run_evaluation
@@ -210,7 +210,7 @@ def test_cli_errors_are_scrubbed(project, monkeypatch):
         raise CulturaError(f"server said: Authorization: Bearer {CANARY_KEY}")
 
     monkeypatch.setattr(status_mod, "project_status", boom)
-    import cultura.curate.commands as cmds
+    import cultura.cli.curate as cmds
     monkeypatch.setattr(cmds, "project_status", boom, raising=False)
     for args in (["status"], ["status", "--json"]):
         r = CliRunner().invoke(cli, ["--project", str(project.root), *args])
@@ -274,7 +274,7 @@ def test_label_studio_task_data_never_carries_url_credentials():
 def test_every_printed_table_and_json_strips_url_credentials(capsys):
     """What any command prints goes through the console: user:password@ never reaches stdout, in a table cell,
     a JSON value or a JSON key; text without a URL is printed exactly."""
-    from cultura.console import listing, summary
+    from cultura.cli.console import listing, summary
 
     url = f"http://{CANARY_USER}:{CANARY_IMGPASS}@127.0.0.1:8081/blobs"
     data = {"image_base": url, "urls": [url, "mailto:a@b.example", "a@b"], url: 1}

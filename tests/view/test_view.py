@@ -20,7 +20,7 @@ from PIL import Image
 
 import cultura
 from cultura.cli import cli
-from cultura.curate.build.export import collect
+from cultura.benchmark.export import collect
 from cultura.errors import CulturaError
 from cultura.evaluate.report import pool_section
 from cultura.project import init_project

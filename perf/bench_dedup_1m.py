@@ -1,0 +1,358 @@
+"""Benchmark: ``dedup_images`` on a project with 1M stored hashes, hashing excluded, phase by phase.
+
+Builds (once, into ``--dir``; reused when it exists) the project of issue 15: ``--concepts`` concepts (200)
+× 16 countries, one query each; ``--images`` images (1M) with stored pHash/dHash, each found by one search
+result (2% by a second query of another country too); ``--copies`` of them (5%) are near-duplicates of
+another image of the same concept (0-6 bits flipped in each hash: pHash, centre pHash, dHash), found for a
+random country. Then runs,
+each in a fresh process so peak RSS is the dedup's own:
+
+1. ``dedup_images`` (sha256, pHash, dHash, within-concept) on the fresh project, timing its phases
+   (load_inventory, hash search, scoped clusters, cluster writes, conflict flags);
+2. the same call again on the unchanged project (the no-op rerun).
+
+It prints each phase's seconds and each run's peak RSS against the goals of issue 15: end to end <= 20 s,
+no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, measured / goal).
+
+3. (issue 23) **one search as wide as the project**: every stored pHash at once (global scope),
+   :func:`hashing.hamming_pairs` against a plain faiss ``IndexBinaryFlat`` (one all-against-all
+   ``range_search``) on the same hashes, in a child process each, faiss with a time limit
+   (``--baseline-timeout``; when it runs out the ratio printed is a lower bound, ``>=``). The pairs of both
+   are compared when faiss finishes.
+
+``--hashes real`` draws the hashes from real pHash statistics (``bench_hash_search.real_like_hashes``:
+bit frequencies and correlations of pHashes of real photographs; biased bits are the pigeonhole search's
+harder case) instead of uniform random bits; ``--hashes both`` builds and runs both. Run::
+
+    .venv/bin/python perf/bench_dedup_1m.py                  # 1M images (build ~2 min, once)
+    .venv/bin/python perf/bench_dedup_1m.py --images 100000  # a smaller project
+    .venv/bin/python perf/bench_dedup_1m.py --images 20000 --hashes both --baseline-timeout 60
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+COUNTRIES = ["US", "GB", "DE", "FR", "JP", "CN", "IN", "BR", "MX", "NG", "EG", "KE", "ID", "TR", "RU", "KR"]
+GOALS = {"end_to_end_s": 20.0, "rerun_s": 2.0, "peak_rss_mb": 1024.0}
+
+
+def random_hashes(rng, n: int, kind: str, sample=None) -> np.ndarray:
+    """``n`` uint64 hashes: uniform random bits, or drawn from real pHash statistics."""
+    if kind == "uniform":
+        return rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hash_search import real_like_hashes
+
+    return real_like_hashes(n, 10, seed=int(rng.integers(0, 2**31)), sample=sample)
+
+
+def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, hashes: str = "uniform") -> None:
+    """Write the project (config, schema, rows) with direct batched inserts."""
+    from cultura.curate.hashing import to_hex, variants_to_hex
+    from cultura.db import now, transaction
+    from cultura.project import init_project
+
+    rng = np.random.default_rng(seed)
+    p = init_project(root, countries=COUNTRIES)
+    db = p.db
+    ts = now()
+    n_copy = int(n * copies)
+    n_orig = n - n_copy
+    sample = None
+    if hashes == "real":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_hash_search import real_phash_sample
+
+        sample = real_phash_sample()
+    ph = random_hashes(rng, n, hashes, sample)
+    dh = random_hashes(rng, n, hashes, sample)
+    pc = random_hashes(rng, n, hashes, sample)  # centre pHash
+    pm = random_hashes(rng, n, hashes, sample)  # mirror pHash
+    p10 = random_hashes(rng, n, hashes, sample)  # 10 % centre pHash
+    concept = rng.integers(0, n_concepts, size=n)
+    country = rng.integers(0, len(COUNTRIES), size=n)
+    src = rng.integers(0, n_orig, size=n_copy)
+    ph[n_orig:], dh[n_orig:], pc[n_orig:], concept[n_orig:] = ph[src], dh[src], pc[src], concept[src]
+    pm[n_orig:], p10[n_orig:] = pm[src], p10[src]
+    for h in (ph, dh, pc, pm, p10):
+        for b in range(6):  # flip up to 6 random bits (some flips repeat a bit: 0-6 bits changed)
+            on = rng.random(n_copy) < 0.7
+            h[n_orig:][on] ^= np.uint64(1) << rng.integers(0, 64, int(on.sum())).astype(np.uint64)
+    sha = [f"{a:016x}{b:016x}{c:016x}{d:016x}" for a, b, c, d in rng.integers(0, 2**63, size=(n, 4)).tolist()]
+    sizes = np.array([[640, 480], [800, 600], [1024, 768], [1600, 1200]])[rng.integers(0, 4, size=n)]
+    nbytes = rng.integers(20_000, 400_000, size=n)
+    with transaction(db):
+        db.conn.executemany("INSERT INTO concepts (id, name, source, created_at) VALUES (?, ?, 'manual', ?)",
+                            [(c + 1, f"concept {c}", ts) for c in range(n_concepts)])
+        db.conn.executemany(
+            "INSERT INTO queries (id, concept_id, country, language, kind, text, created_at) "
+            "VALUES (?, ?, ?, 'en', 'english', ?, ?)",
+            [(c * len(COUNTRIES) + k + 1, c + 1, cc, f"concept {c} {cc}", ts)
+             for c in range(n_concepts) for k, cc in enumerate(COUNTRIES)])
+        ph_hex, dh_hex, pc_hex = to_hex(ph), to_hex(dh), to_hex(pc)
+        pv_hex = variants_to_hex(np.stack([pm, p10], axis=1))
+        db.conn.executemany(
+            "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
+            "phash_variants, created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?, ?)",
+            ((sha[i], f"blobs/{sha[i][:2]}/{sha[i]}.jpg", int(sizes[i, 0]), int(sizes[i, 1]), int(nbytes[i]),
+              ph_hex[i], dh_hex[i], pc_hex[i], pv_hex[i], ts) for i in range(n)))
+        db.conn.executemany("INSERT INTO candidates (id, url, status, sha256) VALUES (?, ?, 'downloaded', ?)",
+                            ((i + 1, f"http://img.test/{i}.jpg", sha[i]) for i in range(n)))
+        extra = np.flatnonzero(rng.random(n) < 0.02)
+        other = (country[extra] + rng.integers(1, len(COUNTRIES), len(extra))) % len(COUNTRIES)
+        q = concept * len(COUNTRIES) + country + 1
+        rows = [(i + 1, int(q[i]), i + 1, i + 1, f"http://img.test/{i}.jpg") for i in range(n)]
+        rows += [(n + k + 1, int(concept[i] * len(COUNTRIES) + o + 1), n + k + 1, int(i) + 1, f"http://img.test/{i}.jpg")
+                 for k, (i, o) in enumerate(zip(extra.tolist(), other.tolist()))]
+        db.conn.executemany("INSERT INTO search_results (id, query_id, provider, rank, candidate_id, url, "
+                            f"found_at) VALUES (?, ?, 'test', ?, ?, ?, '{ts}')", rows)
+    p.close()
+    make_blob_files(root)
+
+
+def make_blob_files(root: Path) -> None:
+    """One (empty) file per ``images`` row at its blob path: dedup first checks that every image's file is
+    there (``check_blobs``), which is part of its cost at 1M; an image without its file would be marked
+    ``missing`` and left out. Only existence is checked (the hashes are stored), so the files are empty."""
+    import sqlite3
+
+    marker = root / "blobs" / ".bench_files_made"
+    if marker.exists():
+        return
+    t = time.perf_counter()
+    con = sqlite3.connect(root / "cultura.db")
+    made = set()
+    n = 0
+    for (rel,) in con.execute("SELECT path FROM images"):
+        folder = root / rel.rpartition("/")[0]
+        if folder not in made:
+            folder.mkdir(parents=True, exist_ok=True)
+            made.add(folder)
+        os.close(os.open(root / rel, os.O_CREAT | os.O_WRONLY, 0o644))
+        n += 1
+    con.close()
+    marker.touch()
+    print(f"made {n:,} empty blob files in {time.perf_counter() - t:.1f} s")
+
+
+def reset(root: Path) -> None:
+    """Delete every dedup output (runs, clusters, members, flags, recorded calls) of a built project."""
+    from cultura.db import transaction
+    from cultura.project import Project
+
+    p = Project(root)
+    with transaction(p.db):
+        for table in ("dup_members", "dup_clusters", "dedup_runs", "image_flags", "dedup_state", "blob_checks",
+                      "blob_recheck"):
+            p.db.execute(f"DELETE FROM {table}")
+        # an interrupted run of an older build (no blob files) may have marked images missing: restore them
+        p.db.execute("UPDATE images SET status = 'ok', reason = NULL WHERE status = 'missing'")
+        p.db.execute("UPDATE candidates SET status = 'downloaded', reason = NULL WHERE status = 'pending'")
+    p.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    p.close()
+    cold_check(root)
+
+
+def cold_check(root: Path) -> None:
+    """``check_blobs`` from scratch (no record of checked folders), timed: what a download pays at its end
+    (it records the blob folders' state, so the dedup after it lists only what changed since)."""
+    from cultura.db.blobs import check_blobs
+    from cultura.project import Project
+
+    p = Project(root)
+    p.db
+    t, c = time.perf_counter(), time.process_time()
+    res = check_blobs(p)
+    print(f"check_blobs from scratch (paid at the end of a download, not by the dedup after it): "
+          f"{time.perf_counter() - t:.2f} s wall, {time.process_time() - c:.2f} s CPU, {res}")
+    p.close()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``; ``ru_maxrss`` would carry the parent's peak over the exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(root: str) -> None:
+    """One timed ``dedup_images`` call in this process; prints a JSON line."""
+    from cultura.curate import dedup
+    from cultura.project import Project
+
+    phases: dict[str, float] = {}
+
+    def timed(mod, name, label):
+        fn = getattr(mod, name)
+
+        def wrapper(*a, **kw):
+            t, c = time.perf_counter(), time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                wall, cpu = phases.get(label, (0.0, 0.0))
+                phases[label] = (wall + time.perf_counter() - t, cpu + time.process_time() - c)
+        setattr(mod, name, wrapper)
+
+    timed(dedup, "check_blobs", "check_blobs")
+    timed(dedup, "load_inventory", "load_inventory")
+    timed(dedup, "ensure_hashes", "ensure_hashes")
+    timed(dedup, "concept_pairs", "hash_search")  # every per-concept search (pHash with centre, dHash)
+    timed(dedup, "scoped_clusters", "scoped_clusters")
+    timed(dedup, "_save_clusters", "save_clusters")
+    timed(dedup, "_cluster_conflicts", "conflict_evidence")
+    timed(dedup, "update_conflict_flags_many", "conflict_flags")
+    p = Project(root)
+    p.db  # opening imports every area's schema module (~1 s whatever the size): not dedup's time
+    cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+    t = time.perf_counter()
+    res = dedup.dedup_images(p, methods=["sha256", "phash", "dhash"], scope="within-concept", progress=False)
+    total = time.perf_counter() - t
+    cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
+    p.close()
+    rss = peak_rss_mb()
+    print(json.dumps({"total_s": total, "cpu_s": cpu, "load": os.getloadavg()[0], "phases": phases, "peak_rss_mb": rss, "summary": res}))
+
+
+def run_child(root: Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(root)], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def wide_child(root: str, tool: str) -> None:
+    """One search over every stored pHash of the project at once, by ``tool`` (cultura | faiss); prints a JSON
+    line with the seconds and a digest of the pairs. The hashes are read and faiss imported before timing."""
+    import hashlib
+
+    import faiss
+
+    from cultura.curate import hashing
+    from cultura.project import Project
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hash_search import faiss_pairs
+
+    p = Project(root)
+    h = hashing.from_hex([r for (r,) in p.db.execute("SELECT phash FROM images ORDER BY rowid")])
+    p.close()
+    faiss.omp_get_max_threads()
+    t = time.perf_counter()
+    pairs = hashing.hamming_pairs(h, 10) if tool == "cultura" else faiss_pairs(h, 10)
+    wall = time.perf_counter() - t
+    pairs = np.unique(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), axis=0)
+    print(json.dumps({"s": wall, "n": len(h), "pairs": len(pairs), "load": os.getloadavg()[0],
+                      "digest": hashlib.sha256(pairs.tobytes()).hexdigest()}))
+
+
+def run_wide(root: Path, tool: str, timeout: float | None) -> dict | None:
+    try:
+        out = subprocess.run([sys.executable, __file__, "--wide", tool, "--child", str(root)], check=True,
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _args_for(args, kind: str) -> list[str]:
+    """The command line of one ``--hashes both`` half."""
+    out = ["--images", str(args.images), "--concepts", str(args.concepts), "--copies", str(args.copies),
+           "--hashes", kind, "--baseline-timeout", str(args.baseline_timeout)]
+    return out + (["--skip-wide"] if args.skip_wide else [])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=1_000_000)
+    ap.add_argument("--concepts", type=int, default=200)
+    ap.add_argument("--copies", type=float, default=0.05, help="Share of images that are near-duplicates.")
+    ap.add_argument("--dir", help="Project folder (built when missing; default: a temporary folder).")
+    ap.add_argument("--build-only", action="store_true", help="Build the project into --dir and stop.")
+    ap.add_argument("--hashes", choices=["uniform", "real", "both"], default="uniform",
+                    help="Stored hashes: uniform random bits, or drawn from real pHash statistics.")
+    ap.add_argument("--baseline-timeout", type=float, default=600.0,
+                    help="Seconds the plain faiss search over all hashes may take (then: a lower bound).")
+    ap.add_argument("--skip-wide", action="store_true", help="Skip the one-search-over-everything part.")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--wide", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        wide_child(args.child, args.wide) if args.wide else child(args.child)
+        return 0
+    if args.hashes == "both":
+        if args.dir:
+            ap.error("--hashes both builds two projects: give no --dir")
+        rc = 0
+        for kind in ("uniform", "real"):
+            print(f"\n===== hashes: {kind} =====", flush=True)
+            rc |= main(_args_for(args, kind))
+        return rc
+    tmp = None
+    if args.dir:
+        root = Path(args.dir)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="bench_dedup_1m_")
+        root = Path(tmp.name) / "p"
+    if not (root / "cultura.db").exists():
+        t = time.perf_counter()
+        build(root, args.images, args.concepts, args.copies, hashes=args.hashes)
+        cold_check(root)
+        print(f"built {args.images:,} images ({args.concepts} concepts x {len(COUNTRIES)} countries, "
+              f"{args.copies:.0%} copies) in {time.perf_counter() - t:.1f} s at {root}")
+    else:
+        make_blob_files(root)
+        reset(root)
+        print(f"reusing {root}: dedup outputs cleared, so the first run below starts from no clusters or flags")
+    if args.build_only:
+        return 0
+    scale = args.images / 1_000_000
+    first = run_child(root)
+    rerun = run_child(root)
+    print(f"\nfirst run: dedup_images(sha256, phash, dhash, within-concept), hashing excluded (hashes stored)")
+    print(f"  {'phase':<18} {'wall':>7}   {'CPU':>7}")
+    for k, (wall, cpu) in first["phases"].items():
+        print(f"  {k:<18} {wall:7.2f} s {cpu:7.2f} s")
+    s = first["summary"]
+    print(f"  {'end to end':<18} {first['total_s']:7.2f} s   goal <= {GOALS['end_to_end_s'] * scale:.1f} s "
+          f"(20 s at 1M, scaled): ratio {first['total_s'] / (GOALS['end_to_end_s'] * scale):.2f}")
+    print(f"  CPU time           {first['cpu_s']:7.2f} s   (user + system, all threads; 1-min load average "
+          f"{first['load']:.1f} on {os.cpu_count()} cores: wall time includes waiting for other processes)")
+    print(f"  peak RSS           {first['peak_rss_mb']:7.0f} MB  goal <= 1024 MB: "
+          f"ratio {first['peak_rss_mb'] / GOALS['peak_rss_mb']:.2f}")
+    print(f"  clusters {s['clusters']}, images in clusters {s['images_in_clusters']}, "
+          f"conflicts flagged {s['conflicts_flagged']}, multi-linked {s['multi_linked_images']}")
+    print(f"no-op rerun: {rerun['total_s']:.2f} s, CPU {rerun['cpu_s']:.2f} s (unchanged={rerun['summary'].get('unchanged')}), goal <= 2 s: "
+          f"ratio {rerun['total_s'] / GOALS['rerun_s']:.2f}; peak RSS {rerun['peak_rss_mb']:.0f} MB")
+    ok = (first["total_s"] <= GOALS["end_to_end_s"] * max(scale, 0.05) and rerun["total_s"] <= GOALS["rerun_s"]
+          and first["peak_rss_mb"] <= GOALS["peak_rss_mb"])
+    print("goals met" if ok else "goals NOT met")
+    if not args.skip_wide:
+        ours = run_wide(root, "cultura", None)
+        base = run_wide(root, "faiss", args.baseline_timeout)
+        print(f"\none search over all {ours['n']:,} pHashes ({args.hashes} hashes, threshold 10): "
+              f"cultura {ours['s']:.2f} s ({ours['pairs']:,} pairs, load {ours['load']:.1f})")
+        if base is None:
+            print(f"  plain faiss IndexBinaryFlat: did not finish in {args.baseline_timeout:.0f} s: "
+                  f"faiss/cultura >= {args.baseline_timeout / ours['s']:.1f}x")
+        else:
+            print(f"  plain faiss IndexBinaryFlat: {base['s']:.2f} s (load {base['load']:.1f}), identical pairs: "
+                  f"{base['digest'] == ours['digest']}; faiss/cultura = {base['s'] / ours['s']:.2f}x")
+            ok &= base["digest"] == ours["digest"]
+    if tmp is not None:
+        tmp.cleanup()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Benchmark: CPU time of ``cultura --help`` (and a few everyday commands) against ``python -c pass`` and
+``sqlite-utils --help``, the start-up a user of a command-line database tool already accepts.
+
+Each round runs every command once, one after the other (interleaved, so a change of machine load hits all
+alike); a command's CPU time is user + system time of that child process alone (``os.wait4``), which the load
+of other processes distorts much less than wall time. Printed: the median CPU and wall seconds of each
+command over the rounds, ``cultura --help`` as a ratio to ``python -c pass`` and to ``sqlite-utils --help``,
+and the load average. Exit status 1 when the median CPU time of ``cultura --help`` is above the goal (0.5 s).
+
+Run::
+
+    .venv/bin/python perf/bench_startup.py              # 15 rounds
+    .venv/bin/python perf/bench_startup.py --rounds 5
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL_CPU_S = 0.5
+BIN = Path(sys.executable).parent
+
+
+def run_once(argv: list[str], cwd: str) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of ``argv`` (its own rusage, output discarded)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv)} exited {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime, wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+
+    cultura = str(BIN / "cultura")
+    sqlite_utils = shutil.which("sqlite-utils", path=str(BIN)) or shutil.which("sqlite-utils")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([cultura, "init", f"{tmp}/proj", "--countries", "US,JP"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "cultura --help": [cultura, "--help"],
+            "cultura status": [cultura, "status"],
+            "cultura images --help": [cultura, "images", "--help"],
+            "cultura evaluate run --help": [cultura, "evaluate", "run", "--help"],
+        }
+        if sqlite_utils:
+            commands["sqlite-utils --help"] = [sqlite_utils, "--help"]
+        for argv in commands.values():  # warm the OS cache and the bytecode cache
+            run_once(argv, f"{tmp}/proj")
+        load0 = os.getloadavg()[0]
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(args.rounds):
+            for name, argv in commands.items():
+                times[name].append(run_once(argv, f"{tmp}/proj"))
+        load1 = os.getloadavg()[0]
+
+    med = {name: (statistics.median(c for c, _ in t), statistics.median(w for _, w in t)) for name, t in times.items()}
+    print(f"{args.rounds} interleaved rounds on {os.cpu_count()} CPUs, load average {load0:.1f} -> {load1:.1f}")
+    for name, (cpu, wall) in med.items():
+        print(f"  {name:<30} CPU {cpu:6.3f} s   wall {wall:6.3f} s")
+    help_cpu = med["cultura --help"][0]
+    print(f"cultura --help: {help_cpu / med['python -c pass'][0]:.1f}x the CPU of 'python -c pass'", end="")
+    if "sqlite-utils --help" in med:
+        print(f", {help_cpu / med['sqlite-utils --help'][0]:.2f}x the CPU of 'sqlite-utils --help'", end="")
+    print(f"; goal <= {GOAL_CPU_S} s CPU: {'met' if help_cpu <= GOAL_CPU_S else 'NOT MET'} ({help_cpu:.3f} s)")
+    return 0 if help_cpu <= GOAL_CPU_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

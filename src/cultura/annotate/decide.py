@@ -1,0 +1,257 @@
+"""Adjudication: turn pulled annotations into final decisions (the core ``decisions`` table).
+
+Per item with all its annotations in: a decision rule (``majority``, ``unanimity`` for labels; ``median``,
+``mean`` for Likert values) and the item's agreement decide; items below ``min_agreement`` are disagreements
+and go to an adjudication project that shows the earlier labels to a designated adjudicator. Once the
+adjudicator's annotation is pulled, the item is decided with rule ``adjudicated``. Gold items are decided
+by their known answer (rule ``gold``).
+
+Model rules (:mod:`cultura.annotate.aggregate`) weight annotators by estimated skill instead: crowd-kit's
+``dawid-skene``, ``glad``, ``mace``, ``wawa``, ... for labels and ``severity`` for 1–5 ratings decide every
+complete item from a model fitted on the whole campaign; ``min_agreement`` is then a minimum posterior
+probability (default 0: no item is sent to adjudication). Every rule-decided row records ``rule_params``.
+
+Item agreement: nominal = share of annotations equal to the modal label; ordinal = ``1 - (max - min) / 4`` on
+the 1–5 scale. Defaults: ``min_agreement`` 1.0 for labels (every disagreement is adjudicated) and 0.75 for
+Likert ratings (ratings more than one point apart are adjudicated).
+
+Effects read by the rest of cultura: a current ``filter`` decision ``remove`` excludes the image from
+benchmarks; ``dedup`` decisions (one row per cluster member, keep/drop) resolve the cluster
+(``dup_clusters.status = 'resolved'``, every cluster of the duplicate set) — which copy stays, never which
+culture: the ``culture_conflict`` flags stay open; ``relevance`` decisions attach a value to image × country and
+resolve the flag of an image rated (itself or a copy) for every country it was found for
+(:mod:`cultura.curate.cultures_decide`).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Callable
+
+from cultura.curate.cultures_decide import resolve_rated_conflicts
+from cultura.db import dumps, now, transaction
+from cultura.db.leases import stage_lock
+from cultura.errors import CulturaError, unknown
+
+from .accounts import connection_for
+from .aggregate import CROWD_RULES, ORDINAL_RULES, aggregate, rule_params
+from .annotators import get_annotators
+from .kinds import get_kind
+from .pull import current_annotations
+from .push import _project_row, check_image_urls, push_project
+from .report import campaigns, latest_per_rater
+from .server import Connection, connect
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+RULES: dict[str, tuple[str, Callable]] = {}
+DEFAULT_MIN = {"nominal": 1.0, "ordinal": 0.75}
+
+
+def rule(name: str, level: str):
+    def reg(fn):
+        RULES[name] = (level, fn)
+        return fn
+    return reg
+
+
+@rule("majority", "nominal")
+def majority(labels: list[str]):
+    """The label held by more than half of the annotators, else None."""
+    (top, n), = Counter(labels).most_common(1)
+    return top if n * 2 > len(labels) else None
+
+
+@rule("unanimity", "nominal")
+def unanimity(labels: list[str]):
+    return labels[0] if len(set(labels)) == 1 else None
+
+
+@rule("median", "ordinal")
+def median(values: list[float]):
+    return float(statistics.median(values))
+
+
+@rule("mean", "ordinal")
+def mean(values: list[float]):
+    return float(statistics.fmean(values))
+
+
+def item_agreement(xs: list, level: str) -> float:
+    if level == "ordinal":
+        return 1.0 - (max(xs) - min(xs)) / 4.0
+    return Counter(xs).most_common(1)[0][1] / len(xs)
+
+
+def record_decision(db, row: dict) -> bool:
+    """Insert a decision unless an identical current one exists; supersede the previous one."""
+    cur = list(db["decisions"].rows_where("kind = ? AND item_key = ? AND superseded = 0",
+                                          [row["kind"], row["item_key"]]))
+    if cur and all(cur[0].get(k) == row.get(k) for k in ("label", "value", "rule", "n_annotations")):
+        return False
+    for c in cur:
+        db["decisions"].update(c["id"], {"superseded": 1})
+    db["decisions"].insert({**row, "superseded": 0, "decided_at": now()})
+    return True
+
+
+def _decision_rows(kind: str, item: dict, label, value, rule_name: str, n: int, agr, details: dict) -> list[dict]:
+    base = {"kind": get_kind(kind).decision_kind, "item_key": item["item_key"], "campaign": item["campaign"],
+            "sha256": item["sha256"], "country": item["country"], "cluster_id": item["cluster_id"],
+            "label": label, "value": value, "rule": rule_name, "n_annotations": n, "agreement": agr,
+            "details": dumps(details)}
+    if kind != "dedup-review":
+        return [base]
+    members = [m["sha256"] for m in json.loads(item["payload"])["members"]]
+    keep = set(range(1, len(members) + 1)) if label == "all" else {
+        int(x) for x in str(label).split(":", 1)[1].split(",") if x}
+    return [{**base, "item_key": f"{item['item_key']}:{sha}", "sha256": sha,
+             "label": "keep" if i in keep else "drop", "details": dumps({**details, "cluster_label": label})}
+            for i, sha in enumerate(members, 1)]
+
+
+def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str | None = None,
+               min_agreement: float | None = None, adjudicator: str | None = None,
+               conn: Connection | None = None) -> list[dict]:
+    """Decide every complete item of each campaign; send disagreements to the adjudicator's project.
+    Returns one summary per campaign."""
+    db = project.db
+    out = []
+    for c in campaigns(db, campaign):
+        spec = get_kind(c["kind"])
+        rname = rule_name or spec.default_rule
+        model_rules = {**{k: "nominal" for k in CROWD_RULES}, **{k: "ordinal" for k in ORDINAL_RULES}}
+        levels = {**{k: lvl for k, (lvl, _) in RULES.items()}, **model_rules}
+        if rname not in levels:
+            raise unknown("decision rule", rname, levels)
+        if levels[rname] != spec.level:
+            valid = [k for k, lvl in levels.items() if lvl == spec.level]
+            raise CulturaError(f"Rule {rname!r} does not fit {c['kind']} ({spec.level}) annotations; use one of "
+                               f"{', '.join(valid)}.", param="rule")
+        model = None
+        if rname in model_rules:
+            # a model over the whole campaign: each item's decision is the model's, whatever the item's
+            # agreement; with --min-agreement, items whose posterior is below it go to adjudication
+            mdec, mprob, _ = aggregate(db, c, rname, spec.level)
+            model = (mdec, mprob, rule_params(rname))
+            fn = None
+            thr = 0.0 if min_agreement is None else float(min_agreement)
+        else:
+            fn = RULES[rname][1]
+            thr = DEFAULT_MIN[spec.level] if min_agreement is None else float(min_agreement)
+        items = {r["id"]: {**r, "campaign": c["name"]} for r in db["annotation_items"].rows_where(
+            "campaign_id = ?", [c["id"]])}
+        expected = dict(db.execute("SELECT a.item_id, COUNT(*) FROM assignments a JOIN annotation_items i ON "
+                                   "i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = 'annotate' "
+                                   "GROUP BY 1", [c["id"]]).fetchall())
+        by_item = defaultdict(list)
+        for r in latest_per_rater(current_annotations(db, c["id"])):
+            by_item[r["item_id"]].append(r)
+        adjud = {}
+        for r in latest_per_rater(current_annotations(db, c["id"], purpose="adjudicate")):
+            adjud[r["item_id"]] = r
+        summ = {"campaign": c["name"], "kind": c["kind"], "rule": rname, "min_agreement": thr, "decided": 0,
+                "unchanged": 0, "adjudicated": 0, "gold": 0, "pending": 0, "disagreements": 0,
+                "sent_to_adjudication": 0, "unresolved": 0}
+        disagreements = []
+        with transaction(db):
+            for item_id, item in items.items():
+                anns = by_item.get(item_id, [])
+                key = "value" if spec.level == "ordinal" else "label"
+                xs = [a[key] for a in anns if a[key] is not None]
+                who = {a["annotator"]: a[key] for a in anns}
+                rows = None
+                if item["gold"]:
+                    g = json.loads(item["gold"])
+                    gl = g.get("label") if spec.level == "nominal" else str(int(g["value"]))
+                    rows = _decision_rows(c["kind"], item, gl, g.get("value"), "gold", len(xs), None,
+                                          {"annotators": who})
+                    summ["gold"] += 1
+                elif item_id in adjud:
+                    a = adjud[item_id]
+                    rows = _decision_rows(c["kind"], item, a["label"], a["value"], "adjudicated", len(xs),
+                                          item_agreement(xs, spec.level) if xs else None,
+                                          {"annotators": who, "adjudicator": a["annotator"]})
+                    summ["adjudicated"] += 1
+                elif not xs or len(anns) < expected.get(item_id, 0):
+                    summ["pending"] += 1
+                    continue
+                else:
+                    agr = item_agreement(xs, spec.level)
+                    if model is not None:
+                        decided = model[0].get(item["item_key"])
+                        p = model[1].get(item["item_key"])
+                        low = p is not None and p < thr
+                    else:
+                        decided = fn(xs)
+                        low = agr < thr
+                    if decided is None or low:
+                        summ["disagreements"] += 1
+                        disagreements.append(item)
+                        continue
+                    extra = {"probability": model[1].get(item["item_key"])} if model is not None else {}
+                    if spec.level == "ordinal":
+                        rows = _decision_rows(c["kind"], item, str(round(decided)), decided, rname, len(xs), agr,
+                                              {"annotators": who, **extra})
+                    else:
+                        reasons = sorted({x for a in anns for x in (json.loads(a["details"]).get("reasons", [])
+                                                                    if a["details"] else [])})
+                        rows = _decision_rows(c["kind"], item, decided, None, rname, len(xs), agr,
+                                              {"annotators": who, **extra,
+                                               **({"reasons": reasons} if reasons else {})})
+                    rp = model[2] if model is not None else {"library": "cultura", "model": rname,
+                                                             "params": {"min_agreement": thr}}
+                    rows = [{**r, "rule_params": dumps(rp)} for r in rows]
+                    summ["decided"] += 1
+                changed = [record_decision(db, r) for r in rows]
+                if not any(changed):
+                    summ["unchanged"] += 1
+                if c["kind"] == "dedup-review" and item["cluster_id"] is not None:
+                    payload = json.loads(item["payload"])
+                    cids = payload.get("cluster_ids") or [item["cluster_id"]]
+                    db.conn.executemany("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?",
+                                        [(x,) for x in cids])
+                    # which copies are kept, not which cultures: a culture_conflict flag stays open until a
+                    # culture decision (relevance ratings or a person's resolution), cultures_decide
+        if c["kind"] == "relevance":
+            summ["flags_resolved"] = resolve_rated_conflicts(db, c["name"])
+        if c["kind"] in ("dedup-review", "relevance"):
+            summ["culture_questions_open"] = db.execute(
+                "SELECT count(*) FROM image_flags WHERE flag = 'culture_conflict' AND status = 'open'").fetchone()[0]
+        if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
+            summ["written_back"] = spec.write_back(db)
+        if disagreements:
+            summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn))
+        out.append(summ)
+    return out
+
+
+def _resolve_rated_conflicts(db, campaign: str) -> int:
+    """:func:`cultura.curate.cultures_decide.resolve_rated_conflicts` (kept under its old name)."""
+    return resolve_rated_conflicts(db, campaign)
+
+
+def _send_to_adjudication(project: Project, c: dict, items: list[dict], adjudicator: str | None,
+                          conn: Connection | None) -> dict:
+    db = project.db
+    people = get_annotators(project, [adjudicator]) if adjudicator else get_annotators(project, role="adjudicator")
+    if not people:
+        return {"unresolved": len(items), "note": "no adjudicator: add one with 'cultura annotate annotators add "
+                "NAME --email E --role adjudicator' or pass --adjudicator NAME"}
+    adj = people[0]
+    image_base = project.config.annotate.image_base_url
+    check_image_urls([{"payload": json.loads(it["payload"])} for it in items], image_base)
+    t = now()
+    with transaction(db):
+        prow = _project_row(db, c, adj, "adjudicate", 10 ** 9)
+        db["assignments"].insert_all([{"item_id": it["id"], "annotator_id": adj["id"], "project_id": prow["id"],
+                                       "purpose": "adjudicate", "status": "pending", "created_at": t}
+                                      for it in items], ignore=True)
+    conn = conn or connect(project)
+    with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
+        prow = db["campaign_projects"].get(prow["id"])
+        n = push_project(connection_for(project, adj, conn, prow), db, db["campaign_projects"].get(prow["id"]),
+                         c["kind"], image_base=image_base)
+    return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

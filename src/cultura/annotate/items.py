@@ -1,0 +1,365 @@
+"""Build annotation items from the database state (filter, dedup-review, relevance; entity, context and
+translation from their tables) or from an imported JSONL/CSV file (entity, context, translation, or gold
+answers for any kind).
+
+An item is ``{"item_key", "kind", "payload", "sha256", "country", "language", "cluster_id", "gold"}``; the
+key is stable so a second push recognises items it already has. Task data is made from the payload at push
+time (:func:`task_data`), so image URLs follow the current ``annotate.image_base_url``.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from ..cultures import registered_labels
+from ..curate.cultures_decide import inherited_links
+from ..db.readers import read_rows
+from ..errors import CulturaError, unknown
+from ..redact import strip_userinfo
+from .kinds import get_kind
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+BUILDERS: dict[str, Callable] = {}
+
+
+def builder(kind: str):
+    def reg(fn):
+        BUILDERS[kind] = fn
+        return fn
+    return reg
+
+
+def build_items(project: Project, kind: str, *, source: str | Path | None = None, other_countries: int = 1,
+                seed: int = 0) -> list[dict]:
+    """All items of ``kind`` the project holds now. ``source``: a JSONL/CSV file — the items for entity and
+    translation (default: the entity table's candidates, the LLM-written benchmark queries), gold answers
+    (``item_key, gold``) for the image kinds."""
+    if kind in FILE_KINDS:
+        if source:
+            return items_from_file(project, kind, source)
+        rows = TABLE_ROWS[kind](project)
+        if not rows:
+            raise CulturaError(f"No {kind} items in the project's tables ({TABLE_HINT[kind]}). Add some, or give "
+                               f"a source file (JSONL or CSV with columns {', '.join(FILE_KINDS[kind])}).",
+                               param="source")
+        return items_from_rows(project, kind, rows, f"the {kind} table")
+    if kind not in BUILDERS:
+        raise unknown("annotation kind", kind, [*BUILDERS, *FILE_KINDS])
+    items = BUILDERS[kind](project, other_countries=other_countries, seed=seed)
+    if source:
+        apply_gold(items, read_rows(source, strict=True))
+    return items
+
+
+def _image_url_sql() -> str:
+    return ("(SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256 AND c.status = 'downloaded') AS url,"
+            " (SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256) AS any_url")
+
+
+def current_removed(db) -> set[str]:
+    """Images with a current 'filter' decision 'remove'."""
+    return {r[0] for r in db.execute("SELECT sha256 FROM decisions WHERE kind = 'filter' AND superseded = 0 "
+                                     "AND label = 'remove' AND sha256 IS NOT NULL").fetchall()}
+
+
+@builder("filter")
+def filter_items(project: Project, **_) -> list[dict]:
+    """Downloaded, non-excluded images with the concept(s) and countries that found them."""
+    db = project.db
+    rows = db.execute(
+        f"""SELECT i.sha256, i.path, {_image_url_sql()},
+                   GROUP_CONCAT(DISTINCT co.name) AS concepts, GROUP_CONCAT(DISTINCT l.country) AS countries
+            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
+            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
+    out = []
+    for sha, path, url, any_url, concepts, countries in rows:
+        concept = " / ".join(sorted(set(concepts.split(","))))
+        out.append({"item_key": f"filter:{sha}", "kind": "filter", "sha256": sha,
+                    "country": sorted(countries.split(","))[0],
+                    "payload": {"sha256": sha, "path": path, "url": url or any_url, "concept": concept,
+                                "countries": sorted(countries.split(","))}})
+    return out
+
+
+@builder("dedup-review")
+def dedup_items(project: Project, **_) -> list[dict]:
+    """One item per duplicate set: open clusters that share an image (the pHash and the dHash cluster of the
+    same copies, say) are merged, so reviewers see each set once. Representative first; the item carries every
+    cluster id it covers (all are resolved by its decision)."""
+    db = project.db
+    clusters = db.execute("SELECT id, representative FROM dup_clusters WHERE status = 'open' ORDER BY id").fetchall()
+    members_of = {cid: [r[0] for r in db.execute("SELECT sha256 FROM dup_members WHERE cluster_id = ?", [cid])]
+                  for cid, _ in clusters}
+    parent = {cid: cid for cid, _ in clusters}
+
+    def find(c):
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    first_with: dict[str, int] = {}
+    for cid, _ in clusters:
+        for sha in members_of[cid]:
+            if sha in first_with:
+                a, b = find(first_with[sha]), find(cid)
+                parent[max(a, b)] = min(a, b)
+            else:
+                first_with[sha] = cid
+    groups: dict[int, list[int]] = {}
+    for cid, _ in clusters:
+        groups.setdefault(find(cid), []).append(cid)
+    rep_of = dict(clusters)
+    out = []
+    for root, cids in sorted(groups.items()):
+        rep = rep_of[root]
+        dist: dict[str, float] = {}
+        for cid in cids:
+            for sha, d in db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ?", [cid]):
+                dist.setdefault(sha, d)  # the root cluster's distance first (to its representative)
+        if len(dist) < 2:
+            continue
+        marks = ",".join("?" * len(dist))
+        members = db.execute(
+            f"""SELECT i.sha256, i.path, {_image_url_sql()} FROM images i WHERE i.sha256 IN ({marks})""",
+            list(dist)).fetchall()
+        members.sort(key=lambda m: (m[0] != rep, dist.get(m[0]) if dist.get(m[0]) is not None else 1e9, m[0]))
+        out.append({"item_key": f"dedup:{root}", "kind": "dedup-review", "cluster_id": root, "sha256": rep,
+                    "payload": {"cluster_id": root, "cluster_ids": cids, "members": [
+                        {"sha256": s, "path": p, "url": u or au, "distance": dist.get(s)}
+                        for s, p, u, au in members]}})
+    return out
+
+
+@builder("relevance")
+def relevance_items(project: Project, *, other_countries: int = 1, seed: int = 0, **_) -> list[dict]:
+    """Kept images (not removed by a filter decision) x culture labels: each image's own countries (with those
+    of the copies a dedup review dropped in its favour) plus
+    ``other_countries`` others drawn (seeded by the image hash) from the project's countries, plus every
+    registered free-text culture label (``cultura culture add``; seed 004's "Shinto", "Yoruba"…)."""
+    db = project.db
+    removed = current_removed(db)
+    codes = [c.code for c in project.countries]
+    names = {c.code: c.name for c in project.countries}
+    rows = db.execute(
+        f"""SELECT i.sha256, i.path, {_image_url_sql()}, GROUP_CONCAT(DISTINCT l.country),
+                   GROUP_CONCAT(DISTINCT co.name)
+            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
+            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
+    inherited = inherited_links(db)  # a dropped copy's countries are the kept copy's question (cultures_decide)
+    out = []
+    for sha, path, url, any_url, countries, concepts in rows:
+        if sha in removed:
+            continue
+        own = sorted(set(countries.split(",")) | {k for _, k in inherited.get(sha, {})})
+        rng = random.Random(f"{seed}:{sha}")
+        others = [c for c in codes if c not in own]
+        labels = own + sorted(rng.sample(others, min(other_countries, len(others))))
+        for cc in labels:
+            name = names.get(cc) or project.registry.country(cc).name
+            out.append({"item_key": f"relevance:{sha}:{cc}", "kind": "relevance", "sha256": sha, "country": cc,
+                        "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": cc,
+                                    "culture_name": name, "own": cc in own, "concept": concepts}})
+        for lab in registered_labels(project):
+            out.append({"item_key": f"relevance:{sha}:{lab.key}", "kind": "relevance", "sha256": sha,
+                        "country": lab.key,
+                        "payload": {"sha256": sha, "path": path, "url": url or any_url, "culture": lab.key,
+                                    "culture_name": lab.name, "label_country": lab.country, "own": False,
+                                    "concept": concepts}})
+    return out
+
+
+# ------------------------------------------------------------------------------------------- files
+
+FILE_KINDS = {"entity": ["entity", "country", "category", "language", "gold", "key"],
+              "context": ["text", "language", "type", "english", "kind", "gold", "key"],
+              "translation": ["source", "translation", "language", "source_language", "gold", "key"]}
+
+
+def _key(kind: str, row: dict, fields: Iterable[str]) -> str:
+    if row.get("key"):
+        return f"{kind}:{row['key']}"
+    h = hashlib.sha256(json.dumps([row.get(f) for f in fields], ensure_ascii=False).encode()).hexdigest()
+    return f"{kind}:{h[:16]}"
+
+
+def _gold(kind_level: str, g) -> dict | None:
+    if g is None or g == "":
+        return None
+    if kind_level == "ordinal":
+        return {"value": float(g)}
+    return {"label": str(g).strip().lower()}
+
+
+def entity_table_rows(project: Project) -> list[dict]:
+    """Candidate entities of the LLM-bias entity table (seed 001), keyed ``ent-<id>``; an entity without a
+    country gets the project's (else the registry's) country of its language."""
+    if not project.db["entities"].exists():
+        return []
+    out = []
+    for r in project.db.query("SELECT id, native, country, type, language FROM entities "
+                              "WHERE status = 'candidate' ORDER BY id"):
+        out.append({"key": f"ent-{r['id']}", "entity": r["native"], "category": r["type"],
+                    "language": r["language"], "country": r["country"] or _language_country(project,
+                                                                                            r["language"])})
+    return out
+
+
+def _language_country(project: Project, language: str) -> str:
+    for c in project.countries:
+        if c.language == language:
+            return c.code
+    for c in getattr(project.registry, "countries", {}).values():
+        if getattr(c, "language", None) == language:
+            return c.code
+    raise CulturaError(f"No country in the project speaks {language!r}; set the entity's country column.")
+
+
+_TYPE_WORDS = {"names_female": "female first name", "names_male": "male first name", "authors": "author",
+               "sports_clubs": "sports club"}
+
+
+def context_table_rows(project: Project) -> list[dict]:
+    """Candidate masked contexts of the LLM-bias contexts table (seed 001 §3.3: status ``candidate``), keyed
+    ``ctx-<id>``; adjudicated decisions go back to the table
+    (:func:`cultura.annotate.kinds.apply_context_decisions`)."""
+    if not project.db["contexts"].exists():
+        return []
+    return [{"key": f"ctx-{r['id']}", "text": r["text"], "language": r["language"], "type": r["type"],
+             "english": r["english"], "kind": r["kind"], "country": r["country"]}
+            for r in project.db.query("SELECT id, text, language, type, english, kind, country FROM contexts "
+                                      "WHERE status = 'candidate' ORDER BY id")]
+
+
+def translation_table_rows(project: Project) -> list[dict]:
+    """LLM-written benchmark queries (verbose and descriptor variants) next to their English counterpart of
+    the same concept and variant, keyed ``bq-<id>``; manual and short (native-term) queries are not rated."""
+    sql = """SELECT q.id, q.text, q.language, q.country, e.text AS source FROM benchmark_queries q
+             JOIN benchmark_queries e ON e.concept_id = q.concept_id AND e.variant = q.variant
+                  AND e.language = 'en' AND e.status = 'ok'
+             WHERE q.language != 'en' AND q.status = 'ok' AND q.source LIKE 'llm:%'
+               AND e.id = (SELECT min(id) FROM benchmark_queries x WHERE x.concept_id = q.concept_id
+                           AND x.variant = q.variant AND x.language = 'en' AND x.status = 'ok')
+             ORDER BY q.id"""
+    return [{"key": f"bq-{r['id']}", "source": r["source"], "translation": r["text"], "language": r["language"],
+             "source_language": "en", "country": r["country"]} for r in project.db.query(sql)]
+
+
+TABLE_ROWS = {"entity": entity_table_rows, "context": context_table_rows, "translation": translation_table_rows}
+TABLE_HINT = {"entity": "candidate entities: 'cultura entities import|collect-wikidata|extract'",
+              "context": "candidate contexts: 'cultura contexts import FILE --status candidate'",
+              "translation": "LLM-written queries: 'cultura build queries'"}
+
+
+def items_from_file(project: Project, kind: str, source) -> list[dict]:
+    return items_from_rows(project, kind, read_rows(source, strict=True), str(source))
+
+
+def items_from_rows(project: Project, kind: str, rows: list[dict], source: str) -> list[dict]:
+    """Items of the text kinds (entity, translation) from rows of a file or a table."""
+
+    level = get_kind(kind).level
+    out = []
+    for n, row in enumerate(rows, 1):
+        if kind == "entity":
+            if not row.get("entity") or not row.get("country"):
+                raise CulturaError(f"{source} row {n}: entity rows need 'entity' and 'country' columns.")
+            c = project.registry.country(row["country"])
+            lang = row.get("language") or c.language
+            payload = {"entity": row["entity"], "category": row.get("category") or "entity",
+                       "culture": c.code, "culture_name": c.name}
+            out.append({"item_key": _key(kind, row, ["entity", "country", "category"]), "kind": kind,
+                        "country": c.code, "language": lang, "payload": payload,
+                        "gold": _gold(level, row.get("gold"))})
+        elif kind == "context":
+            if not row.get("text") or not row.get("language") or not row.get("type"):
+                raise CulturaError(f"{source} row {n}: context rows need 'text', 'language' and 'type' columns.")
+            lang = project.registry.languages.get(row["language"])
+            payload = {"text": row["text"], "english": row.get("english") or "(no English translation)",
+                       "type": _TYPE_WORDS.get(row["type"], str(row["type"]).replace("_", " ")),
+                       "language": row["language"],
+                       "language_name": lang.name if lang is not None else row["language"],
+                       "proposed_kind": row.get("kind") or None}
+            out.append({"item_key": _key(kind, row, ["text", "language", "type"]), "kind": kind,
+                        "language": row["language"], "country": row.get("country") or None, "payload": payload,
+                        "gold": _gold(level, row.get("gold"))})
+        else:
+            if not row.get("source") or not row.get("translation") or not row.get("language"):
+                raise CulturaError(f"{source} row {n}: translation rows need 'source', 'translation' and "
+                                   "'language' columns.")
+            payload = {"source": row["source"], "translation": row["translation"], "language": row["language"],
+                       "source_language": row.get("source_language") or "en"}
+            out.append({"item_key": _key(kind, row, ["source", "translation", "language"]), "kind": kind,
+                        "language": row["language"], "country": row.get("country") or None, "payload": payload,
+                        "gold": _gold(level, row.get("gold"))})
+    return out
+
+
+def apply_gold(items: list[dict], rows: list[dict]) -> int:
+    """Set known answers from rows ``{"item_key": ..., "gold": ...}`` on matching items."""
+
+    by = {it["item_key"]: it for it in items}
+    n = 0
+    for r in rows:
+        it = by.get(r.get("item_key"))
+        if it is not None and r.get("gold") not in (None, ""):
+            it["gold"] = _gold(get_kind(it["kind"]).level, r["gold"])
+            n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------- task data
+
+def image_url(payload: dict, base: str | None) -> str:
+    """Blob URL under ``base`` (serve-images) when set, else the original URL; never base64.
+
+    ``base`` is the server root (``http://127.0.0.1:8081``); a base ending in ``/blobs`` (what serve-images
+    once printed) is accepted too, without doubling the folder.
+
+    >>> image_url({"path": "blobs/ab/x.jpg"}, "http://h:1/blobs/")
+    'http://h:1/blobs/ab/x.jpg'
+    """
+    if base and payload.get("path"):
+        root, path = strip_userinfo(base.rstrip("/")), payload["path"].lstrip("/")
+        if root.endswith("/blobs") and path.startswith("blobs/"):
+            root = root[: -len("/blobs")]
+        return root + "/" + path
+    return strip_userinfo(payload.get("url")) or ""  # never a user:password@ to Label Studio
+
+
+def browser_loadable(url: str) -> bool:
+    """True for an http(s) URL: what a browser showing a Label Studio task can fetch (not file://, not a path)."""
+    return str(url).lower().startswith(("http://", "https://"))
+
+
+def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None = None) -> dict:
+    """The Label Studio task data of one item (every ``$variable`` its template uses, plus item_key)."""
+    if kind == "filter":
+        return {"item_key": item_key, "image": image_url(payload, image_base), "concept": payload["concept"]}
+    if kind == "relevance":
+        return {"item_key": item_key, "image": image_url(payload, image_base),
+                "culture_name": payload["culture_name"]}
+    if kind == "dedup-review":
+        figs = "".join(
+            f"<figure style='margin:4px;text-align:center'><img src='{html.escape(image_url(m, image_base))}' "
+            f"style='max-width:300px;max-height:300px'/><figcaption>image {i}</figcaption></figure>"
+            for i, m in enumerate(payload["members"], 1))
+        options = [{"value": "keep all (all distinct)"}] + [
+            {"value": f"image {i}"} for i in range(1, len(payload["members"]) + 1)]
+        return {"item_key": item_key, "cluster": f"<div style='display:flex;flex-wrap:wrap'>{figs}</div>",
+                "options": options}
+    if kind == "entity":
+        return {"item_key": item_key, **{k: payload[k] for k in ("entity", "category", "culture_name")}}
+    if kind == "translation":
+        return {"item_key": item_key,
+                **{k: payload[k] for k in ("source", "translation", "language", "source_language")}}
+    if kind == "context":
+        return {"item_key": item_key, **{k: payload[k] for k in ("text", "english", "type", "language_name")}}
+    raise unknown("annotation kind", kind, ["filter", "dedup-review", "relevance", "entity", "context",
+                                            "translation"])

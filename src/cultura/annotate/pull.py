@@ -1,0 +1,208 @@
+"""Pull annotations from every campaign project into the append-only ``annotations`` table.
+
+Each project is exported through Label Studio's synchronous JSON export (labelled tasks only). An annotation
+is attributed by ``completed_by`` (the Label Studio user) to an annotator; a new annotation becomes version 1;
+an annotation whose result changed since the last pull becomes a new version and the older row is kept with
+``is_current = 0``. Pulling twice changes nothing. A project deleted by hand in Label Studio is detected,
+marked ``missing`` and reported; its rows pulled so far are kept.
+
+An annotation deleted in Label Studio becomes a *deleted* version (``deleted_at`` set, never current). An
+annotation by a Label Studio user who is not the project's annotator (the admin, say) is recorded under that
+user: an annotator row found by the user's e-mail, or created inactive (role ``external``) so it is never
+assigned work. At most one annotation per task and annotator is current: the most recently updated one.
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from cultura.db import dumps, now, transaction
+from cultura.db.leases import stage_lock
+
+from .accounts import connection_for
+from .kinds import get_kind
+from .push import LabelStudioError
+from .server import Connection, connect
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+
+def pull(project: Project, *, campaign: str | None = None, conn: Connection | None = None) -> dict:
+    """Pull every active campaign project (or those of ``campaign``); returns counts per status. One pull at a
+    time per project: a second one is refused at once, naming the process that runs the first."""
+    with stage_lock(project.root, "annotate-pull", "cultura annotate pull"):
+        return _pull(project, campaign=campaign, conn=conn)
+
+
+def _pull(project: Project, *, campaign: str | None, conn: Connection | None) -> dict:
+    db = project.db
+    conn = conn or connect(project)
+    where = "p.ls_project_id IS NOT NULL AND p.status = 'active'"
+    params: list = []
+    if campaign:
+        where += " AND c.name = ?"
+        params.append(campaign)
+    else:
+        where += " AND c.status != 'archived'"  # archived campaigns are pulled only when named
+    prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose, p.ls_as "
+                       f"FROM campaign_projects p JOIN campaigns c ON c.id = p.campaign_id WHERE {where} "
+                       f"ORDER BY p.id", params).fetchall()
+    users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
+                                            "WHERE ls_user_id IS NOT NULL").fetchall()}
+    total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,
+             "missing_projects": []}
+    for pid, ls_pid, title, kind, owner, purpose, ls_as in prows:
+        pc = connection_for(project, db["annotators"].get(owner), conn,
+                            {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as}) if owner else conn
+        r = pc.get(f"/api/projects/{ls_pid}/export", exportType="JSON")
+        if r.status_code == 404:
+            with transaction(db):
+                db["campaign_projects"].update(pid, {"status": "missing", "checked_at": now(),
+                                                     "reason": "project deleted in Label Studio"})
+                db["annotation_pulls"].insert({"project_id": pid, "status": "missing", "pulled_at": now(),
+                                               "error": f"Label Studio project {ls_pid} not found"})
+            total["missing_projects"].append({"project": title, "ls_project_id": ls_pid})
+            continue
+        if r.status_code >= 400:
+            raise LabelStudioError(f"Label Studio answered HTTP {r.status_code} exporting project {ls_pid} "
+                                   f"({title!r}).")
+        tasks = r.json()
+        for uid in {_user_id(a) for t in tasks for a in (t.get("annotations") or [])} - set(users) - {None}:
+            users[uid] = _external_annotator(pc, db, uid)
+        n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users)
+        for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks"):
+            total[k] += n[k]
+    return total
+
+
+def _user_id(a: dict):
+    u = a.get("completed_by")
+    if isinstance(u, dict):
+        u = u.get("id")
+    try:
+        return int(u) if u is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _external_annotator(conn: Connection, db, uid: int) -> int:
+    """The annotator row of Label Studio user ``uid`` who is none of the project's annotators: found by e-mail
+    (and linked), or created inactive with role ``external``."""
+    email = None
+    r = conn.get(f"/api/users/{uid}")
+    if r.status_code < 400:
+        email = (r.json() or {}).get("email") or None
+    with transaction(db):
+        row = db.execute("SELECT id FROM annotators WHERE ls_user_id = ?", [uid]).fetchone()
+        if row is None and email:
+            row = db.execute("SELECT id FROM annotators WHERE lower(email) = lower(?)", [email]).fetchone()
+            if row is not None:
+                db["annotators"].update(row[0], {"ls_user_id": uid, "updated_at": now()})
+        if row is not None:
+            return row[0]
+        name = f"ls-user-{uid}"
+        return db["annotators"].insert({"name": name, "email": email or f"{name}@label-studio.invalid",
+                                        "ls_user_id": uid, "ls_url": conn.url, "role": "external", "active": 0,
+                                        "created_at": now()}).last_pk
+
+
+def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
+    spec = get_kind(kind)
+    tmap = {t: (a, i) for a, t, i in db.execute(
+        "SELECT id, ls_task_id, item_id FROM assignments WHERE project_id = ? AND ls_task_id IS NOT NULL",
+        [pid]).fetchall()}
+    # the latest version of every annotation pulled so far (current or not)
+    cols = ("id", "assignment_id", "item_id", "annotator_id", "ls_task_id", "ls_annotation_id", "version",
+            "result", "was_cancelled", "completed_by", "lead_time", "ls_created_at", "ls_updated_at",
+            "deleted_at")
+    latest = {r[5]: dict(zip(cols, r)) for r in db.execute(
+        f"SELECT {', '.join(cols)} FROM annotations a WHERE ls_project_id = ? AND version = (SELECT max(version) "
+        "FROM annotations b WHERE b.ls_project_id = a.ls_project_id AND b.ls_annotation_id = a.ls_annotation_id)",
+        [ls_pid]).fetchall()}
+    n = {"new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0}
+    rows, seen = [], set()
+    t = now()
+    for task in tasks:
+        if task["id"] not in tmap:
+            n["unknown_tasks"] += 1
+            continue
+        assignment_id, item_id = tmap[task["id"]]
+        for a in task.get("annotations") or []:
+            seen.add(a["id"])
+            res = dumps(a.get("result") or [])
+            canc = int(bool(a.get("was_cancelled")))
+            prev = latest.get(a["id"])
+            if prev and not prev["deleted_at"] and prev["result"] == res and prev["was_cancelled"] == canc:
+                n["unchanged"] += 1
+                continue
+            parsed = spec.parse(a.get("result") or []) if not canc else {"label": None, "value": None,
+                                                                         "details": None}
+            version = prev["version"] + 1 if prev else 1
+            n["versions" if prev else "new"] += 1
+            uid = _user_id(a)
+            rows.append({"assignment_id": assignment_id, "item_id": item_id,
+                         "annotator_id": users.get(uid, owner) if uid is not None else owner, "purpose": purpose,
+                         "ls_project_id": ls_pid, "ls_task_id": task["id"], "ls_annotation_id": a["id"],
+                         "version": version, "result": res, "label": parsed["label"], "value": parsed["value"],
+                         "details": dumps(parsed["details"]) if parsed["details"] else None,
+                         "was_cancelled": canc, "completed_by": uid,
+                         "lead_time": a.get("lead_time"), "ls_created_at": a.get("created_at"),
+                         "ls_updated_at": a.get("updated_at"), "is_current": 0, "pulled_at": t})
+    # annotations pulled before and gone from Label Studio's export now: deleted there
+    for aid, prev in latest.items():
+        if aid in seen or prev["deleted_at"]:
+            continue
+        n["deleted"] += 1
+        rows.append({**{k: prev[k] for k in cols if k not in ("id", "deleted_at")}, "purpose": purpose,
+                     "ls_project_id": ls_pid, "version": prev["version"] + 1, "result": "[]", "label": None,
+                     "value": None, "details": None, "is_current": 0, "pulled_at": t, "deleted_at": t})
+    with transaction(db):
+        if rows:
+            db["annotations"].insert_all(rows)
+        _set_current(db, ls_pid)
+        db["annotation_pulls"].insert({"project_id": pid, "status": "ok", "n_new": n["new"],
+                                       "n_versions": n["versions"], "pulled_at": t})
+        db["campaign_projects"].update(pid, {"checked_at": t})
+    return n
+
+
+def _set_current(db, ls_pid: int) -> None:
+    """``is_current`` = the latest version of a not-deleted annotation that is the most recently updated one of
+    its annotator on its task (a second annotation by the same person replaces the first)."""
+    rows = db.execute(
+        "SELECT id, ls_task_id, annotator_id, ls_updated_at, ls_annotation_id, deleted_at, is_current "
+        "FROM annotations a WHERE ls_project_id = ? AND version = (SELECT max(version) FROM annotations b "
+        "WHERE b.ls_project_id = a.ls_project_id AND b.ls_annotation_id = a.ls_annotation_id)",
+        [ls_pid]).fetchall()
+    best: dict[tuple, tuple] = {}
+    for rid, task, annotator, updated, aid, deleted, _ in rows:
+        if deleted:
+            continue
+        key, rank = (task, annotator), (updated or "", aid)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, rid)
+    want = {rid for _, rid in best.values()}
+    have = {r[0] for r in db.execute("SELECT id FROM annotations WHERE ls_project_id = ? AND is_current = 1",
+                                     [ls_pid]).fetchall()}
+    if have - want:
+        db.conn.executemany("UPDATE annotations SET is_current = 0 WHERE id = ?", [(i,) for i in have - want])
+    if want - have:
+        db.conn.executemany("UPDATE annotations SET is_current = 1 WHERE id = ?", [(i,) for i in want - have])
+
+
+def current_annotations(db, campaign_id: int, *, purpose: str = "annotate") -> list[dict]:
+    """Current, non-cancelled annotations of a campaign with item and annotator fields."""
+    cur = db.execute(
+        """SELECT a.item_id, i.item_key, i.gold, i.country, i.sha256, i.cluster_id, i.payload,
+                  a.annotator_id, an.name AS annotator, a.label, a.value, a.details, a.lead_time,
+                  a.ls_updated_at
+           FROM annotations a JOIN annotation_items i ON i.id = a.item_id
+           LEFT JOIN annotators an ON an.id = a.annotator_id
+           WHERE i.campaign_id = ? AND a.purpose = ? AND a.is_current = 1 AND a.was_cancelled = 0
+           ORDER BY a.item_id, an.name""", [campaign_id, purpose])
+    cols = [d[0] for d in cur.description]
+    out = [dict(zip(cols, r)) for r in cur.fetchall()]
+    for r in out:
+        r["gold"] = json.loads(r["gold"]) if r["gold"] else None
+    return out

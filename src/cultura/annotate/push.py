@@ -1,0 +1,507 @@
+"""Push items to Label Studio: one project per annotator per campaign (Community edition has no task
+assignment), K annotators per item with balanced workload and native-speaker constraints, gold items mixed
+in for everyone.
+
+Idempotent and resumable: items, assignments and projects are recorded before anything is sent; a Label
+Studio project carries its cultura reference in its description and is found again by it (and its title) when
+a kill came between its creation and its recording, so no empty duplicate is left behind; tasks are
+imported in bulk chunks and their ids recorded per chunk; a rerun after a failure first reconciles the tasks
+Label Studio already holds (by ``item_key`` in the task data), so no task is ever imported twice. One push at
+a time per project: a second one is refused at once, naming the process that runs the first.
+"""
+from __future__ import annotations
+
+import hashlib
+import html as h
+import json
+import random
+from typing import TYPE_CHECKING
+
+import httpx
+
+from cultura.db import dumps, now, transaction
+from cultura.db.leases import db_root, stage_lock
+from cultura.db.pool import image_exclusions
+from cultura.errors import CulturaError, unknown
+from cultura.names import endpoint_url_problem
+from cultura.redact import strip_userinfo
+
+from .accounts import connection_for
+from . import priority
+from .annotators import get_annotators
+from .items import browser_loadable, build_items, image_url, task_data
+from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
+from .server import Connection, LabelStudioError, connect, unreachable
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+CHUNK = 2000
+MAX_TASKS_PER_PROJECT = 90_000      # Label Studio recommends < 100k tasks per project
+
+
+class ProjectMissing(LabelStudioError):
+    """A Label Studio project recorded by cultura no longer exists (deleted by hand)."""
+
+
+# --------------------------------------------------------------------------------------- eligibility
+
+def eligible(kind: str, item: dict, annotator: dict) -> bool:
+    """Native-speaker constraints: relevance for country X → annotators from X (seed 004); entity and
+    translation → speakers of the item's language; filter and dedup-review → anyone."""
+    if kind == "relevance":  # a free-text culture label (cultura.cultures) may name the country it belongs to
+        payload = item.get("payload")
+        label_cc = (json.loads(payload) if isinstance(payload, str) and payload else payload or {}).get("label_country")
+        return annotator.get("country") == item.get("country") or bool(label_cc and annotator.get("country") == label_cc)
+    if kind in ("entity", "translation", "context"):
+        lang = item.get("language")
+        if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):
+            return True
+        return bool(lang) and lang in (annotator.get("languages") or [])
+    return True
+
+
+# ------------------------------------------------------------------------------------------- campaign
+
+def ensure_campaign(db, name: str, kind: str, overlap: int, params: dict) -> dict:
+    rows = list(db["campaigns"].rows_where("name = ?", [name]))
+    if rows:
+        c = rows[0]
+        if c["kind"] != kind:
+            raise CulturaError(f"Campaign {name!r} is a {c['kind']!r} campaign; give another batch name for "
+                               f"{kind!r} items.", param="batch")
+        if overlap != c["overlap"]:
+            db["campaigns"].update(c["id"], {"overlap": overlap, "updated_at": now()})
+        return db["campaigns"].get(c["id"])
+    db["campaigns"].insert({"name": name, "kind": kind, "overlap": overlap, "params": dumps(params),
+                            "created_at": now()})
+    return next(db["campaigns"].rows_where("name = ?", [name]))
+
+
+def _project_row(db, campaign: dict, annotator: dict, purpose: str, max_tasks: int, *,
+                 full: bool = False) -> dict:
+    """The annotator's current project row for the campaign; a new part when the last one is full."""
+    rows = list(db["campaign_projects"].rows_where(
+        "campaign_id = ? AND annotator_id = ? AND purpose = ?", [campaign["id"], annotator["id"], purpose],
+        order_by="part DESC"))
+    if rows:
+        last = rows[0]
+        n = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ?", [last["id"]]).fetchone()[0]
+        if n < max_tasks and not full:
+            return last
+        part = last["part"] + 1
+    else:
+        part = 1
+    suffix = " · adjudication" if purpose == "adjudicate" else ""
+    title = f"cultura {campaign['name']} · {annotator['name']}{suffix}" + (f" · part {part}" if part > 1 else "")
+    pid = db["campaign_projects"].insert({"campaign_id": campaign["id"], "annotator_id": annotator["id"],
+                                          "purpose": purpose, "part": part, "title": title,
+                                          "created_at": now()}).last_pk
+    return db["campaign_projects"].get(pid)
+
+
+def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, overlap: int,
+           gold_keys: set[str], purpose: str = "annotate",
+           max_tasks: int = MAX_TASKS_PER_PROJECT) -> dict:
+    """Create assignment rows for items that have none yet. Gold items go to every eligible annotator,
+    others to the ``overlap`` least-loaded eligible ones (ties by name). Returns counts."""
+    kind = campaign["kind"]
+    load = {a["id"]: 0 for a in annotators}
+    for aid, n in db.execute("SELECT a.annotator_id, COUNT(*) FROM assignments a JOIN annotation_items i "
+                             "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ? GROUP BY 1",
+                             [campaign["id"], purpose]).fetchall():
+        if aid in load:
+            load[aid] = n
+    have = {r[0] for r in db.execute("SELECT DISTINCT a.item_id FROM assignments a JOIN annotation_items i "
+                                     "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ?",
+                                     [campaign["id"], purpose]).fetchall()}
+    projects: dict[int, dict] = {}
+    rows, under, unassigned = [], 0, []
+    for it in items:
+        if it["id"] in have:
+            continue
+        ok = [a for a in annotators if eligible(kind, it, a)]
+        if not ok:
+            unassigned.append((it["item_key"], it.get("country")))
+            continue
+        if it["item_key"] in gold_keys:
+            chosen = ok
+        else:
+            chosen = sorted(ok, key=lambda a: (load[a["id"]], a["name"]))[:overlap]
+            under += len(chosen) < overlap
+        for a in chosen:
+            load[a["id"]] += 1
+            p = projects.get(a["id"])
+            if p is None or p["_n"] >= max_tasks:
+                p = projects[a["id"]] = _project_row(db, campaign, a, purpose, max_tasks, full=p is not None)
+                p["_n"] = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ?",
+                                     [p["id"]]).fetchone()[0]
+            p["_n"] += 1
+            rows.append({"item_id": it["id"], "annotator_id": a["id"], "project_id": p["id"],
+                         "purpose": purpose, "status": "pending", "created_at": now()})
+    db["assignments"].insert_all(rows, ignore=True)
+    by_country: dict[str, int] = {}
+    for _, cc in unassigned:
+        if cc:
+            by_country[cc] = by_country.get(cc, 0) + 1
+    out = {"assignments": len(rows), "under_assigned": under, "unassigned": len(unassigned),
+           "unassigned_examples": [k for k, _ in unassigned[:5]]}
+    if kind == "relevance":  # relevance needs a native annotator per culture (seed 004): name who is missing
+        out["unassigned_countries"] = dict(sorted(by_country.items()))
+        if by_country:
+            out["warning"] = (f"{len(unassigned)} relevance items have no eligible annotator: no active annotator "
+                              f"is native to {', '.join(sorted(by_country))}. Add one per country ('cultura annotate "
+                              f"annotators add NAME --email E --country {min(by_country)}') and push again; until "
+                              "then build refuses these unrated links (or keeps them with --allow-unrated).")
+    return out
+
+
+# ----------------------------------------------------------------------------------- Label Studio I/O
+
+def _api(conn: Connection, fn, *args, **kwargs):
+    """Call the SDK; connection failures become one clear sentence."""
+    from label_studio_sdk.core.api_error import ApiError  # deferred: heavy optional dependency, loaded on first use
+    try:
+        return fn(*args, **kwargs)
+    except httpx.HTTPError as e:
+        raise unreachable(conn.url, e) from None
+    except ApiError as e:
+        if e.status_code == 404:
+            raise ProjectMissing(f"Label Studio at {conn.url} answered 404 (not found).") from None
+        raise LabelStudioError(f"Label Studio answered HTTP {e.status_code}: {e.body}") from None
+
+
+def check_project(conn: Connection, db, prow: dict) -> bool:
+    """True if the project still exists; otherwise mark it ``missing`` (nothing local is deleted)."""
+    r = conn.get(f"/api/projects/{prow['ls_project_id']}")
+    if r.status_code == 404:
+        db["campaign_projects"].update(prow["id"], {"status": "missing", "checked_at": now(), "reason":
+                                                    "project deleted in Label Studio"})
+        return False
+    if r.status_code >= 400:
+        raise LabelStudioError(f"Label Studio answered HTTP {r.status_code} for project "
+                               f"{prow['ls_project_id']}.")
+    db["campaign_projects"].update(prow["id"], {"checked_at": now()})
+    return True
+
+
+def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
+    """Create the Label Studio project of ``prow`` if not yet created; record its id at once."""
+    if prow.get("ls_project_id"):
+        if prow["status"] == "missing" or not check_project(conn, db, prow):
+            raise ProjectMissing(
+                f"Label Studio project {prow['ls_project_id']} ({prow['title']!r}) was deleted in Label Studio; "
+                "its annotations pulled so far are kept. Run 'cultura annotate status' to see it; push to a new "
+                "--batch to send its items again.")
+        return prow
+    adjud = prow["purpose"] == "adjudicate"
+    description = f"cultura campaign project ({kind}) · ref {_project_ref(db, prow)}"
+    ls_id = _find_ls_project(conn, db, prow["title"][:50], description)  # created, then a kill before recording
+    if ls_id is None:
+        cfg = render_config(kind, adjudication=adjud)
+        instr = _instructions(kind)
+        p = _api(conn, conn.client.projects.create, title=prow["title"][:50], label_config=cfg,
+                 description=description, expert_instruction=instr,
+                 show_instruction=True, maximum_annotations=1, show_skip_button=True)
+        ls_id = p.id
+    with transaction(db):
+        db["campaign_projects"].update(prow["id"], {"ls_project_id": ls_id, "ls_url": conn.url,
+                                                    "status": "active"})
+    return db["campaign_projects"].get(prow["id"])
+
+
+def _project_ref(db, prow: dict) -> str:
+    """A reference unique to this cultura project's campaign project row, written into the Label Studio
+    project's description so the project can be found again."""
+    seed = f"{db_root(db)}|{prow['id']}|{prow['created_at']}|{prow['title']}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+def _find_ls_project(conn: Connection, db, title: str, description: str) -> int | None:
+    """The id of a Label Studio project with this title and description that no campaign project records."""
+    known = {r[0] for r in db.execute("SELECT ls_project_id FROM campaign_projects "
+                                      "WHERE ls_project_id IS NOT NULL").fetchall()}
+    page = 1
+    while True:
+        r = conn.get("/api/projects", page=page, page_size=100)
+        if r.status_code >= 400:
+            return None
+        body = r.json()
+        results = body.get("results", []) if isinstance(body, dict) else body
+        for p in results:
+            if p.get("title") == title and (p.get("description") or "") == description and p["id"] not in known:
+                return p["id"]
+        if not isinstance(body, dict) or not body.get("next") or not results:
+            return None
+        page += 1
+
+
+def _instructions(kind: str) -> str:
+    name = {"dedup-review": "dedup_review", "relevance": "relevance_rubric", "entity": "entity",
+            "translation": "translation", "context": "context"}.get(kind)
+    text = guideline(name) if name else FILTER_GUIDELINE
+    return "<pre style='white-space:pre-wrap'>" + h.escape(text) + "</pre>"
+
+
+def ls_task_keys(conn: Connection, ls_project_id: int) -> dict[str, int]:
+    """item_key → task id for every task Label Studio holds in the project."""
+    out: dict[str, int] = {}
+    r = conn.get(f"/api/projects/{ls_project_id}/export", exportType="JSON", download_all_tasks="true")
+    if r.status_code == 404:
+        raise ProjectMissing(f"Label Studio project {ls_project_id} was deleted.")
+    r.raise_for_status()
+    for t in r.json():
+        k = (t.get("data") or {}).get("item_key")
+        if k is not None:
+            out.setdefault(k, t["id"])
+    return out
+
+
+def _after_import(prow: dict, n: int) -> None:
+    """Hook between a chunk's import and its recording (tests use it to simulate a crash there)."""
+
+
+def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str | None = None,
+                 chunk: int = CHUNK, on_chunk=None) -> int:
+    """Import the pending assignments of one campaign project; returns how many tasks were created."""
+    prow = ensure_ls_project(conn, db, prow, kind)
+    pending = db.execute(
+        """SELECT a.id, i.item_key, i.kind, i.payload, i.id FROM assignments a
+           JOIN annotation_items i ON i.id = a.item_id WHERE a.project_id = ? AND a.ls_task_id IS NULL
+           ORDER BY a.id""", [prow["id"]]).fetchall()
+    if not pending:
+        return 0
+    pushed_before = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ? AND ls_task_id IS NOT "
+                               "NULL", [prow["id"]]).fetchone()[0]
+    # Reconcile: tasks Label Studio holds that we did not record (a crash between import and record).
+    info = _api(conn, conn.client.projects.get, prow["ls_project_id"])
+    if (getattr(info, "task_number", None) or 0) > pushed_before:
+        keys = ls_task_keys(conn, prow["ls_project_id"])
+        with transaction(db):
+            for aid, key, *_ in pending:
+                if key in keys:
+                    db["assignments"].update(aid, {"ls_task_id": keys[key], "status": "pushed",
+                                                   "pushed_at": now()})
+        pending = [p for p in pending if p[1] not in keys]
+    earlier = _earlier_labels(db, prow) if prow["purpose"] == "adjudicate" else {}
+    created = 0
+    for start in range(0, len(pending), chunk):
+        part = pending[start:start + chunk]
+        tasks = []
+        for aid, key, k, payload, item_id in part:
+            data = task_data(k, key, json.loads(payload), image_base=image_base)
+            if earlier:
+                data["earlier"] = earlier.get(item_id, "")
+            tasks.append(data)
+        res = _api(conn, conn.client.projects.import_tasks, prow["ls_project_id"], request=tasks,
+                   return_task_ids=True)
+        ids = list(res.task_ids or [])
+        if len(ids) != len(part):
+            raise LabelStudioError(f"Label Studio returned {len(ids)} task ids for {len(part)} tasks; rerun "
+                                   "push to reconcile.")
+        _after_import(prow, len(part))
+        t = now()
+        with transaction(db):
+            db.conn.executemany("UPDATE assignments SET ls_task_id = ?, status = 'pushed', pushed_at = ? WHERE id = ?",
+                           [(tid, t, p[0]) for tid, p in zip(ids, part)])
+            db.execute("UPDATE campaign_projects SET n_tasks = (SELECT COUNT(*) FROM assignments WHERE "
+                       "project_id = ? AND ls_task_id IS NOT NULL) WHERE id = ?", [prow["id"], prow["id"]])
+        created += len(part)
+        if on_chunk:
+            on_chunk(prow, created)
+    return created
+
+
+def _earlier_labels(db, prow: dict) -> dict[int, str]:
+    rows = db.execute(
+        """SELECT a.item_id, an.name, a.label, a.value FROM annotations a JOIN annotators an
+           ON an.id = a.annotator_id JOIN annotation_items i ON i.id = a.item_id
+           WHERE i.campaign_id = ? AND a.is_current = 1 AND a.purpose = 'annotate' AND a.was_cancelled = 0
+           ORDER BY an.name""", [prow["campaign_id"]]).fetchall()
+    out: dict[int, list[str]] = {}
+    for item_id, name, label, value in rows:
+        out.setdefault(item_id, []).append(f"{name}: {label if label is not None else value}")
+    return {k: "; ".join(v) for k, v in out.items()}
+
+
+# ------------------------------------------------------------------------------------------- image URLs
+
+IMAGE_URL_HINT = ("Run 'cultura annotate serve-images' (it prints the base URL) and set it as annotate.image_base_url "
+                  "in cultura.toml ([annotate] image_base_url = \"http://127.0.0.1:8081\"), or pass image_base "
+                  "(--image-base URL).")
+
+
+def check_image_urls(items: list[dict], image_base: str | None) -> None:
+    """Refuse items whose task image a browser cannot load (``file://`` URLs of a local folder, no URL at all):
+    every annotator would see a broken image."""
+    check_image_base(image_base)
+    members = [m for it in items for m in (it["payload"].get("members") or [it["payload"]]) if "path" in m]
+    bad = [image_url(m, image_base) for m in members if not browser_loadable(image_url(m, image_base))]
+    if bad:
+        raise CulturaError(f"{len(bad)} of {len(members)} task images would have a URL annotators' browsers "
+                           f"cannot load (e.g. {bad[0] or '(none)'!r}: images from a local folder or an import "
+                           f"have no web address). {IMAGE_URL_HINT}")
+
+
+def check_image_base(image_base: str | None) -> None:
+    """Refuse an image base that is not an http(s) URL or does not parse (one sentence, credentials stripped)."""
+    if image_base is not None and not browser_loadable(image_base):
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not an http(s) URL, so annotators' "
+                           f"browsers cannot load task images from it. {IMAGE_URL_HINT}", param="image_base")
+    if image_base is not None and endpoint_url_problem(image_base):
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not a valid URL "
+                           f"({endpoint_url_problem(image_base)}). {IMAGE_URL_HINT}", param="image_base")
+
+
+def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | None = None) -> int:
+    """Update the data of tasks already in Label Studio whose data changed (a new ``image_base``, an edited
+    payload): a re-push fixes broken image URLs in place, annotations kept. Returns how many were updated."""
+    if not prow.get("ls_project_id"):
+        return 0
+    want = {}
+    earlier = _earlier_labels(db, prow) if prow["purpose"] == "adjudicate" else {}
+    for key, k, payload, item_id in db.execute(
+            """SELECT i.item_key, i.kind, i.payload, i.id FROM assignments a JOIN annotation_items i
+               ON i.id = a.item_id WHERE a.project_id = ? AND a.ls_task_id IS NOT NULL""", [prow["id"]]):
+        data = task_data(k, key, json.loads(payload), image_base=image_base)
+        if earlier:
+            data["earlier"] = earlier.get(item_id, "")
+        want[key] = data
+    if not want:
+        return 0
+    r = conn.get(f"/api/projects/{prow['ls_project_id']}/export", exportType="JSON", download_all_tasks="true")
+    if r.status_code == 404:
+        raise ProjectMissing(f"Label Studio project {prow['ls_project_id']} was deleted.")
+    r.raise_for_status()
+    n = 0
+    for t in r.json():
+        data = t.get("data") or {}
+        new = want.get(data.get("item_key"))
+        if new is not None and any(data.get(f) != v for f, v in new.items()):
+            _api(conn, conn.client.tasks.update, id=t["id"], data={**data, **new})
+            n += 1
+    return n
+
+
+def check_campaign_open(db, name: str) -> None:
+    """A closed or archived campaign takes no new items (reopen it with 'cultura annotate campaigns open')."""
+    row = db.execute("SELECT status FROM campaigns WHERE name = ?", [name]).fetchone()
+    if row and row[0] in ("closed", "archived"):
+        raise CulturaError(f"Campaign {name!r} is {row[0]}: it takes no new items. Reopen it with 'cultura "
+                           f"annotate campaigns open {name}', or push to a new batch name.")
+
+
+# ------------------------------------------------------------------------------------------------ push
+
+PRIORITIES = ("attribution",)
+
+
+def prioritised(project: Project, kind: str, items: list[dict], how: str) -> list[dict]:
+    """Reorder ``items`` by ``how`` (see :func:`push`); a stable sort, so ties keep their order."""
+    if how not in PRIORITIES:
+        raise unknown("priority", how, PRIORITIES)
+    if kind != "relevance":
+        raise CulturaError("Prioritising by attribution applies to 'relevance' pushes only.", param="prioritise")
+    uncertainty = {(s, c): u for s, c, u in priority.judge_uncertainty(project)}
+    if not uncertainty:
+        raise CulturaError("No attribution scores to prioritise by. Run 'cultura attribution run' first, or push "
+                           "without --prioritise.")
+    return sorted(items, key=lambda it: -uncertainty.get((it.get("sha256"), it.get("country")), -1.0))
+
+
+def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str] | None = None, gold: int | None = None,
+         batch: str | None = None, source=None, other_countries: int | None = None, seed: int = 0,
+         image_base: str | None = None, conn: Connection | None = None, chunk: int = CHUNK,
+         max_tasks: int | None = None, on_chunk=None, prioritise: str | None = None) -> dict:
+    """Build the items of ``kind``, assign them and import the new tasks into Label Studio.
+
+    ``prioritise="attribution"`` (relevance only): items the automated CAIRe judge is least sure about come
+    first (the entropy of its five-score distribution, from ``cultura attribution run``), so people rate
+    those first; items the judge has not scored follow in their usual order.
+
+    ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
+    (default: all of them). Returns a summary; a second call with the same state adds nothing."""
+    get_kind(kind)  # unknown kinds fail here, naming the valid ones
+    if overlap < 1:
+        raise CulturaError(f"overlap must be at least 1 (got {overlap}).", param="overlap")
+    cfg = project.config.annotate
+    other_countries = int(cfg.relevance_other_countries if other_countries is None else other_countries)
+    image_base = image_base or cfg.image_base_url
+    check_image_base(image_base)
+    max_tasks = int(max_tasks or cfg.max_tasks_per_project)
+    with stage_lock(project.root, "annotate-push", "cultura annotate push"):
+        return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,
+                     source=source, other_countries=other_countries, seed=seed, image_base=image_base,
+                     conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
+
+
+#: Pool exclusions (:mod:`cultura.db.pool`) that keep an image from annotators: a decision already took it out.
+#: An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
+#: review is for, so those images are still sent.
+PUSH_EXCLUDED = ("image_excluded", "duplicate_dropped", "filter_removed")
+
+
+def _out_of_pool(db, kind: str) -> set[str]:
+    """Images no annotator should see for ``kind``: out of the pool for a reason in :data:`PUSH_EXCLUDED` (a
+    dedup review still sees dropped copies of the sets it decides)."""
+    reasons = PUSH_EXCLUDED if kind != "dedup-review" else ("image_excluded", "filter_removed")
+    return {sha for sha, r in image_exclusions(db).items() if r in reasons}
+
+
+def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
+          chunk, max_tasks, on_chunk, prioritise) -> dict:
+    db = project.db
+    check_campaign_open(db, batch or kind)
+    people = get_annotators(project, annotators, role=None if annotators else "annotator")
+    if not people:
+        raise CulturaError("No active annotators. Add some with 'cultura annotate annotators add NAME --email E "
+                           "[--country C] [--languages ja,en]'.")
+    items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
+    out_of_pool = _out_of_pool(db, kind)   # images a decision already took out: never sent to annotators
+    left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
+    items = [it for it in items if it.get("sha256") not in out_of_pool]
+    if prioritise:
+        items = prioritised(project, kind, items, prioritise)
+    check_image_urls(items, image_base)
+    name = batch or kind
+    n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
+                          "WHERE c.name = ?", [name]).fetchone()[0]
+    with transaction(db):
+        campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
+                                                             "source": str(source) if source else None})
+        t = now()
+        db["annotation_items"].insert_all(
+            [{"campaign_id": campaign["id"], "item_key": it["item_key"], "kind": kind,
+              "payload": dumps(it["payload"]), "sha256": it.get("sha256"), "country": it.get("country"),
+              "language": it.get("language"), "cluster_id": it.get("cluster_id"),
+              "gold": dumps(it["gold"]) if it.get("gold") else None, "created_at": t} for it in items],
+            ignore=True)
+    stored = [dict(r) for r in db["annotation_items"].rows_where("campaign_id = ?", [campaign["id"]],
+                                                                 order_by="id")]
+    gold_rows = [r for r in stored if r["gold"]]
+    rng = random.Random(seed)
+    gold_keys = {r["item_key"] for r in (gold_rows if gold is None else
+                                         rng.sample(gold_rows, min(gold, len(gold_rows))))}
+    # gold items not selected for mixing are left out of this push; so are items of an earlier push whose image
+    # has left the pool since
+    pool = [r for r in stored if (not r["gold"] or r["item_key"] in gold_keys)
+            and r.get("sha256") not in out_of_pool]
+    with transaction(db):
+        counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
+    conn = conn or connect(project)
+    created, updated, missing = 0, 0, []
+    # read all rows first: iterating a cursor while writing holds a read snapshot that another process's
+    # commit makes stale, and the write then fails at once with "database is locked" (no busy wait)
+    prows = [dict(r) for r in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
+                                                                 [campaign["id"]], order_by="id")]
+    for prow in prows:
+        try:
+            # a blind annotator's projects live in their own organization: made with their own token
+            pc = connection_for(project, db["annotators"].get(prow["annotator_id"]), conn, prow)
+            created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
+            updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
+        except ProjectMissing as e:
+            missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
+    return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
+            "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created,
+            "tasks_updated": updated, "image_base": strip_userinfo(image_base), "missing_projects": missing}

@@ -1,0 +1,463 @@
+"""Export benchmarks as a dataset others can load: tables, images and a dataset card.
+
+``export_benchmark(project, DIR)`` writes, for the chosen benchmarks:
+
+- ``benchmarks``, ``items``, ``candidates``, ``queries`` and ``images`` tables (Parquet by default, or JSON
+  Lines, or a WebDataset tar of images + JSON sidecars with the tables as JSON Lines);
+- ``images/<sha256>.<ext>``: the image files (in the tar for ``webdataset``);
+- ``README.md``: a dataset card (``templates/dataset_card.md.j2``) with the statistics in the shape of seed
+  000 Tables 9 and 10, the annotation protocol and agreement figures, collection dates, provenance and licence
+  notes, a takedown contact, intended use and limitations.
+
+Everything is written to a temporary folder beside DIR and renamed into place, so DIR is either absent or
+complete. Row order is fixed and no timestamp is written except stored ones (search dates, decision dates),
+so exporting the same benchmark twice gives byte-identical files.
+
+The folder is a Hugging Face Hub dataset (``hub.py``): ``datasets.load_dataset(DIR)`` loads the ``default``
+config (every benchmark's trials, split ``test``, images as a ``datasets.Image`` feature), one config per
+benchmark, and one per normalised table; the card's YAML is written through ``huggingface_hub`` and
+``croissant.json`` through ``mlcroissant`` (Parquet and JSON Lines exports). ``hub.push_to_hub`` uploads it.
+"""
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import shutil
+import tarfile
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import db as dbmod
+from ..errors import CulturaError, storage_failure, unknown
+from ..templates import render_template
+from ..view.links import inspect_note
+from . import hub
+from .build import KINDS, get_benchmark
+from .readiness import card_data, check_ready
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+FORMATS = ("parquet", "jsonl", "webdataset")  # keys of WRITERS (defined below)
+
+
+class ExportError(CulturaError):
+    """An export cannot be written as asked."""
+
+
+#: The export's tables, in the order they are written (each one's Parquet schema: :func:`parquet_schemas`).
+TABLES = ("benchmarks", "items", "candidates", "queries", "images")
+
+
+def parquet_schemas() -> dict:
+    """The Parquet schema of each table of :data:`TABLES`."""
+    import pyarrow as pa  # deferred: heavy
+
+    _link = pa.struct([("concept", pa.string()), ("country", pa.string()), ("language", pa.string()),
+                       ("query", pa.string()), ("query_kind", pa.string()), ("provider", pa.string()),
+                       ("rank", pa.int64()), ("source_page", pa.string()), ("found_at", pa.string())])
+    _tag = pa.struct([("tag", pa.string()), ("score", pa.float64()), ("source", pa.string())])
+    _decision = pa.struct([("kind", pa.string()), ("label", pa.string()), ("value", pa.float64()),
+                           ("country", pa.string()), ("rule", pa.string()), ("n_annotations", pa.int64()),
+                           ("agreement", pa.float64()), ("decided_at", pa.string())])
+    _caption = pa.struct([("language", pa.string()), ("text", pa.string()), ("source", pa.string())])
+
+    return {
+        "benchmarks": pa.schema([("name", pa.string()), ("version", pa.int64()), ("kind", pa.string()),
+                                 ("seed", pa.int64()), ("params", pa.string()), ("content_hash", pa.string()),
+                                 ("n_items", pa.int64()), ("report", pa.string())]),
+        "items": pa.schema([("benchmark", pa.string()), ("item_key", pa.string()), ("concept", pa.string()),
+                            ("query_country", pa.string()), ("query_language", pa.string()),
+                            ("descriptor_country", pa.string()), ("roles", pa.list_(pa.string())),
+                            ("images", pa.list_(pa.string())), ("image_countries", pa.list_(pa.string())),
+                            ("image_concepts", pa.list_(pa.string()))]),
+        "candidates": pa.schema([("benchmark", pa.string()), ("item_key", pa.string()), ("role", pa.string()),
+                                 ("position", pa.int64()), ("sha256", pa.string()), ("concept", pa.string()),
+                                 ("country", pa.string()), ("file", pa.string())]),
+        "queries": pa.schema([("benchmark", pa.string()), ("concept", pa.string()), ("country", pa.string()),
+                              ("language", pa.string()), ("variant", pa.string()),
+                              ("descriptor_country", pa.string()), ("text", pa.string()), ("source", pa.string())]),
+        "images": pa.schema([("sha256", pa.string()), ("file", pa.string()), ("format", pa.string()),
+                             ("width", pa.int64()), ("height", pa.int64()), ("bytes", pa.int64()),
+                             ("links", pa.list_(_link)), ("tags", pa.list_(_tag)),
+                             ("relevance", pa.list_(_decision)), ("decisions", pa.list_(_decision)),
+                             ("captions", pa.list_(_caption))]),
+    }
+
+
+def _resolve(project: Project, benchmarks) -> list[dict]:
+    if benchmarks:
+        specs = [benchmarks] if isinstance(benchmarks, str) else list(benchmarks)
+        rows = [get_benchmark(project, s) for s in specs]
+    else:
+        names = [r[0] for r in project.db.execute(
+            "SELECT DISTINCT name FROM benchmarks WHERE status = 'ready' ORDER BY name")]
+        if not names:
+            raise ExportError("No benchmark has been built yet. Run 'cultura build association' (or "
+                              "'cultura build descriptor') first, then export.")
+        rows = [get_benchmark(project, n) for n in names]
+    seen = set()
+    for b in rows:
+        if b["name"] in seen:
+            raise ExportError(f"Two versions of benchmark {b['name']!r} were asked for. Export one version "
+                              "per name into one folder.")
+        seen.add(b["name"])
+    return sorted(rows, key=lambda b: b["name"])
+
+
+def collect(project: Project, benchmarks=None) -> dict[str, list[dict]]:
+    """The export tables as lists of rows (fixed order), without writing anything."""
+    db = project.db
+    bms = _resolve(project, benchmarks)
+    names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
+    paths = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in db.execute(
+        "SELECT sha256, path, format, width, height, bytes FROM images")}
+    tables: dict[str, list[dict]] = {k: [] for k in TABLES}
+    shas: set[str] = set()
+
+    def file_of(sha):
+        return f"images/{sha}{Path(paths[sha][0]).suffix}"
+
+    for b in bms:
+        tables["benchmarks"].append({k: b[k] for k in ("name", "version", "kind", "seed", "params",
+                                                       "content_hash", "n_items", "report")})
+        order = {r.name: i for i, r in enumerate(KINDS.get(b["kind"], ()))}
+        items = db.execute("SELECT id, item_key, concept_id, query_country, query_language, descriptor_country "
+                           "FROM benchmark_items WHERE benchmark_id = ? ORDER BY item_key", [b["id"]]).fetchall()
+        for iid, key, cid, qc, ql, dc in items:
+            cands = db.execute("SELECT role, position, sha256, concept_id, country FROM benchmark_candidates "
+                               "WHERE item_id = ? ORDER BY position", [iid]).fetchall()
+            cands.sort(key=lambda c: (c[1], order.get(c[0], 99)))
+            tables["items"].append({
+                "benchmark": b["name"], "item_key": key, "concept": names[cid], "query_country": qc,
+                "query_language": ql, "descriptor_country": dc, "roles": [c[0] for c in cands],
+                "images": [c[2] for c in cands], "image_countries": [c[4] for c in cands],
+                "image_concepts": [names[c[3]] for c in cands]})
+            for role, pos, sha, ccid, country in cands:
+                shas.add(sha)
+                tables["candidates"].append({"benchmark": b["name"], "item_key": key, "role": role,
+                                             "position": pos, "sha256": sha, "concept": names[ccid],
+                                             "country": country, "file": file_of(sha)})
+        for r in db.execute("SELECT concept_id, country, language, variant, descriptor_country, text, source "
+                            "FROM benchmark_query_snapshot WHERE benchmark_id = ?", [b["id"]]).fetchall():
+            tables["queries"].append({"benchmark": b["name"], "concept": names[r[0]], "country": r[1],
+                                      "language": r[2], "variant": r[3], "descriptor_country": r[4],
+                                      "text": r[5], "source": r[6]})
+    tables["queries"].sort(key=lambda q: (q["benchmark"], q["concept"], q["country"], q["variant"]))
+    tables["images"] = _image_rows(project, sorted(shas), paths, names, file_of)
+    return {**tables, "_benchmarks": bms}
+
+
+def _image_rows(project: Project, shas, paths, names, file_of) -> list[dict]:
+    db = project.db
+    wanted = set(shas)
+    links, tags, decs, caps = (defaultdict(list) for _ in range(4))
+    for r in db.query("SELECT l.sha256, l.concept_id, l.country, l.language, q.text AS query, l.query_kind, "
+                      "l.provider, l.rank, l.source_page, l.found_at FROM image_links l "
+                      "JOIN queries q ON q.id = l.query_id"):
+        if r["sha256"] in wanted:
+            links[r["sha256"]].append({"concept": names[r["concept_id"]], "country": r["country"],
+                                       "language": r["language"], "query": r["query"],
+                                       "query_kind": r["query_kind"], "provider": r["provider"],
+                                       "rank": r["rank"], "source_page": r["source_page"],
+                                       "found_at": r["found_at"]})
+    for r in db.query("SELECT sha256, tag, score, source FROM image_tags"):
+        if r["sha256"] in wanted:
+            tags[r["sha256"]].append({"tag": r["tag"], "score": r["score"], "source": r["source"]})
+    for r in db.query("SELECT sha256, kind, label, value, country, rule, n_annotations, agreement, decided_at "
+                      "FROM decisions WHERE superseded = 0 AND sha256 IS NOT NULL"):
+        if r["sha256"] in wanted:
+            decs[r["sha256"]].append({k: r[k] for k in ("kind", "label", "value", "country", "rule",
+                                                        "n_annotations", "agreement", "decided_at")})
+    if db["captions"].exists():
+        for r in db.query("SELECT image_sha256, language, idx, text, source FROM captions"):
+            if r["image_sha256"] in wanted:
+                caps[r["image_sha256"]].append(r)
+
+    def key(d):
+        return json.dumps(d, sort_keys=True, ensure_ascii=False, default=str)
+
+    rows = []
+    for sha in shas:
+        p, fmt, w, h, n = paths[sha]
+        dl = sorted(decs[sha], key=key)
+        rows.append({
+            "sha256": sha, "file": file_of(sha), "format": fmt, "width": w, "height": h, "bytes": n,
+            "links": sorted(links[sha], key=key), "tags": sorted(tags[sha], key=key),
+            "relevance": [d for d in dl if d["kind"] == "relevance"],
+            "decisions": [d for d in dl if d["kind"] != "relevance"],
+            "captions": [{"language": c["language"], "text": c["text"], "source": c["source"]}
+                         for c in sorted(caps[sha], key=lambda c: (c["language"], c["idx"], c["source"]))]})
+    return rows
+
+
+# ------------------------------------------------------------------ writers (a registry, one per format)
+
+def _copy_images(tmp: Path, tables: dict, project: Project) -> list[str]:
+    (tmp / "images").mkdir()
+    for row in tables["images"]:
+        shutil.copyfile(_blob(project, row["sha256"]), tmp / row["file"])
+    return ["images/"]
+
+
+def _write_parquet(tmp: Path, tables: dict, project: Project, images: bool = True) -> list[str]:
+    import pyarrow as pa  # deferred: heavy
+    import pyarrow.parquet as pq  # deferred: heavy
+
+    out = []
+    for name, schema in parquet_schemas().items():
+        pq.write_table(pa.Table.from_pylist(tables[name], schema=schema), tmp / f"{name}.parquet",
+                       compression="zstd")
+        out.append(f"{name}.parquet")
+    return out + (_copy_images(tmp, tables, project) if images else [])
+
+
+def _write_jsonl(tmp: Path, tables: dict, project: Project, images: bool = True) -> list[str]:
+    out = []
+    for name in TABLES:
+        with open(tmp / f"{name}.jsonl", "w", encoding="utf-8", newline="\n") as f:
+            for row in tables[name]:
+                f.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+        out.append(f"{name}.jsonl")
+    return out + (_copy_images(tmp, tables, project) if images else [])
+
+
+def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = len(data), 0, 0o644, 0, 0, "", ""
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _write_webdataset(tmp: Path, tables: dict, project: Project, images: bool = True) -> list[str]:
+    """Tables as JSON Lines plus ``images.tar``: per image ``<sha>.<ext>`` and ``<sha>.json`` (metadata)."""
+    out = _write_jsonl(tmp, tables, project, images=False)
+    with tarfile.open(tmp / "images.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+        for row in tables["images"]:
+            src = _blob(project, row["sha256"])
+            ext = Path(row["file"]).suffix
+            _tar_add(tar, f"{row['sha256']}{ext}", src.read_bytes())
+            _tar_add(tar, f"{row['sha256']}.json",
+                     json.dumps(row, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    return out + ["images.tar"]
+
+
+#: format -> writer(tmp_dir, tables, project, images) -> files written
+WRITERS = {"parquet": _write_parquet, "jsonl": _write_jsonl, "webdataset": _write_webdataset}
+
+
+def _blob(project: Project, sha: str) -> Path:
+    row = project.db.execute("SELECT path FROM images WHERE sha256 = ?", [sha]).fetchone()
+    p = project.root / row[0]
+    if not p.exists():
+        raise ExportError(f"The image file {row[0]} for {sha[:12]}… is missing from the project. Restore the "
+                          "blobs folder (or re-run 'cultura images download') and export again.")
+    return p
+
+
+def _embed_image_column(tmp: Path, tables: dict, project: Project) -> None:
+    """Rewrite ``images.parquet`` with an ``image`` column (``datasets.Image``, the bytes embedded)."""
+    import datasets  # deferred: heavy
+    import pyarrow as pa  # deferred: heavy
+    import pyarrow.parquet as pq  # deferred: heavy
+
+    feats = datasets.Features.from_arrow_schema(parquet_schemas()["images"])
+    feats["image"] = datasets.Image()
+    rows = [{**r, "image": {"bytes": _blob(project, r["sha256"]).read_bytes(), "path": Path(r["file"]).name}}
+            for r in tables["images"]]
+    pq.write_table(pa.Table.from_pylist(rows, schema=feats.arrow_schema), tmp / "images.parquet",
+                   compression="zstd")
+
+
+# ------------------------------------------------------------------ the card
+
+def card_context(project: Project, tables: dict) -> dict:
+    """Variables of ``dataset_card.md.j2``: statistics, annotation figures, dates, provenance."""
+    reg = project.registry
+    db = project.db
+    per_country: dict[str, set] = defaultdict(set)
+    per_concept: dict[str, set] = defaultdict(set)
+    for c in tables["candidates"]:
+        per_country[c["country"]].add(c["sha256"])
+        per_concept[c["concept"]].add(c["sha256"])
+    countries = [{"name": reg.countries[k].name if k in reg.countries else k, "code": k, "samples": len(v)}
+                 for k, v in sorted(per_country.items(), key=lambda kv: reg.countries[kv[0]].name
+                                    if kv[0] in reg.countries else kv[0])]
+    half = (len(countries) + 1) // 2
+    country_rows = [(countries[i], countries[i + half] if i + half < len(countries) else None)
+                    for i in range(half)]
+    concepts = [{"name": k, "images": len(v)} for k, v in sorted(per_concept.items())]
+    found = [ln["found_at"] for im in tables["images"] for ln in im["links"] if ln["found_at"]]
+    providers = sorted({ln["provider"] for im in tables["images"] for ln in im["links"]})
+    sources = provenance_of(providers, {im["sha256"]: {ln["provider"] for ln in im["links"]}
+                                        for im in tables["images"]})
+    shas = {im["sha256"] for im in tables["images"]}
+    annot = []
+    for kind, rule, n, ag, na in db.execute(
+            "SELECT kind, rule, sha256, agreement, n_annotations FROM decisions WHERE superseded = 0"):
+        annot.append((kind, rule, n, ag, na))
+    by_kind: dict[tuple, list] = defaultdict(list)
+    for kind, rule, sha, ag, na in annot:
+        if sha is None or sha in shas:
+            by_kind[(kind, rule)].append((ag, na))
+    annotation = [{"kind": k, "rule": r, "decisions": len(v),
+                   "mean_agreement": (round(sum(a for a, _ in v if a is not None) /
+                                            max(1, sum(1 for a, _ in v if a is not None)), 3)
+                                      if any(a is not None for a, _ in v) else None),
+                   "mean_annotations": (round(sum(n for _, n in v if n is not None) /
+                                              max(1, sum(1 for _, n in v if n is not None)), 2)
+                                        if any(n is not None for _, n in v) else None)}
+                  for (k, r), v in sorted(by_kind.items())]
+    bcfg = project.config.build
+    benchmarks = []
+    rows = {(r["name"], r["version"]): r for r in tables.get("_bench_rows", [])}
+    for b in tables["benchmarks"]:
+        rep = json.loads(b["report"] or "{}")
+        roles = defaultdict(int)
+        for c in tables["candidates"]:
+            if c["benchmark"] == b["name"]:
+                roles[c["role"]] += 1
+        row = rows.get((b["name"], b["version"]))
+        benchmarks.append({**b, "params": json.loads(b["params"] or "{}"), "report": rep,
+                           "roles": dict(sorted(roles.items())), "config": hub.config_name(b["name"]),
+                           "readiness": card_data(project, row, [r.name for r in KINDS.get(b["kind"], ())])
+                           if row else None})
+    return {
+        "title": bcfg.title or project.config.project.name, "benchmarks": benchmarks,
+        "countries": countries, "country_rows": country_rows, "concepts": concepts,
+        "average": round(sum(c["samples"] for c in countries) / len(countries), 2) if countries else 0,
+        "n_images": len(tables["images"]), "n_items": len(tables["items"]), "n_queries": len(tables["queries"]),
+        "variants": sorted({q["variant"] for q in tables["queries"]}),
+        "first_found": min(found) if found else None, "last_found": max(found) if found else None,
+        "providers": providers, "sources": sources, "annotation": annotation,
+        "license": bcfg.license, "contact": bcfg.contact,
+        "files": tables.get("_files", []), "table_ext": tables.get("_ext", "parquet"),
+        "languages": sorted({q["language"] for q in tables["queries"]} | {i["query_language"]
+                                                                           for i in tables["items"]}),
+        "citation": hub.CITATION, "inspect": inspect_note(),
+    }
+
+
+#: what each kind of provider means for provenance and rights (the dataset card reads this, never a fixed text)
+PROVENANCE = {
+    "web": ("web image search", "copies of publicly reachable web images found by image search; copyright remains "
+            "with their owners, and each image's source page is listed in `images` (`links.source_page`)"),
+    "urls": ("a list of image URLs", "copies of the images at the listed URLs; copyright remains with their "
+             "owners, and each image's URL is listed in `images`"),
+    "folder": ("a local folder", "files from a local folder supplied by the benchmark's authors (they hold or "
+               "cleared the rights to share them); no web source is recorded"),
+    "import": ("an existing dataset", "images of an existing dataset, re-distributed under that dataset's own "
+               "licence and terms (see its documentation)"),
+}
+
+
+def provenance_of(providers: list[str], per_image: dict[str, set[str]]) -> list[dict]:
+    """One entry per kind of source (web search, URL list, local folder, imported dataset) with the number of
+    images from it, what it was (``how``) and what that means for rights (``rights``)."""
+    def kind(p: str) -> tuple[str, str]:
+        if p.startswith("import:"):
+            return "import", p.split(":", 1)[1]
+        if p in PROVENANCE:
+            return p, p
+        return "web", p
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for provs in per_image.values():
+        for k in {kind(p) for p in provs}:
+            counts[k] += 1
+    return [{"kind": k, "provider": name, "images": n, "how": PROVENANCE[k][0], "rights": PROVENANCE[k][1]}
+            for (k, name), n in sorted(counts.items())]
+
+
+def render_card(context: dict) -> str:
+    return render_template("dataset_card.md.j2", **context)
+
+
+# ------------------------------------------------------------------ the export
+
+def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "parquet", images: bool = True,
+                     embed_images: bool = False) -> dict:
+    """Export ``benchmarks`` (``NAME`` or ``NAME@VERSION`` specs; default: the latest ready version of every
+    benchmark) into the new or empty folder ``dest``. Returns ``{"dir", "files", "benchmarks", ...}``.
+
+    ``embed_images``: store the image bytes in the Parquet files (ready-to-evaluate configs and the images
+    table) instead of an ``images/`` folder (Parquet only)."""
+    if fmt not in FORMATS:
+        raise unknown("export format", fmt, FORMATS)
+    if embed_images and fmt != "parquet":
+        raise ExportError("Embedded images are written in Parquet only. Drop embed_images or export with "
+                          "fmt='parquet'.", param="embed_images")
+    if embed_images and not images:
+        raise ExportError("embed_images and images=False contradict each other: choose one.", param="embed_images")
+    dest = Path(dest).resolve()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ExportError(f"{dest} is not an empty folder. Choose a new folder (it is created) or empty this "
+                          "one; an export never overwrites files.")
+    for b in _resolve(project, benchmarks):  # an incomplete benchmark is never published
+        check_ready(project, b)
+    tables = collect(project, benchmarks)
+    bms = tables.pop("_benchmarks")
+    tables["_bench_rows"] = bms
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_tmp(project, dest)
+    # the temp folder is named after this process's lease: a later export removes it if this process dies
+    tmp = dest.parent / f".{dest.name}.tmp-{dbmod.owner_token(project.db)}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        files = WRITERS[fmt](tmp, tables, project, images and not embed_images)
+        ext = "parquet" if fmt == "parquet" else "jsonl"
+        configs = hub.table_configs(ext)
+        if embed_images:
+            _embed_image_column(tmp, tables, project)
+        if fmt != "webdataset" and (images or embed_images):
+            trial_files, trial_configs = hub.write_trials(
+                tmp, tables, lambda sha: _blob(project, sha).read_bytes(), fmt=fmt, embed_images=embed_images)
+            files += trial_files
+            # one loader per folder (datasets): with an image folder, only image-folder configs
+            configs = trial_configs + (configs if embed_images else [])
+        else:  # no image feature possible: the items table is the default config
+            configs[1] = {**configs[1], "default": True}
+        data = hub.card_data(project, tables, configs)
+        if fmt != "webdataset":
+            files.append(hub.write_croissant(tmp, tables, parquet_schemas(), ext=ext, title=data.pretty_name,
+                                             license=data.license, langs=data.language))
+        files.append("README.md")
+        tables["_files"] = files
+        tables["_ext"] = ext
+        ctx = card_context(project, tables)
+        card = f"---\n{data.to_yaml()}\n---\n{render_card(ctx)}"
+        hub.check_card(card)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        try:
+            if dest.exists():
+                dest.rmdir()
+            os.rename(tmp, dest)
+        except OSError:
+            if dest.exists() and any(dest.iterdir()):  # another export finished there meanwhile
+                raise ExportError(f"{dest} was filled by another export while this one ran; nothing of this "
+                                  "one was kept. Choose a new folder.") from None
+            raise
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError) and not isinstance(e.filename, str) and storage_failure(e):
+            e.filename = str(dest)  # a full disk under pyarrow names no file: the CLI's sentence names the export
+        raise
+    return {"dir": str(dest), "format": fmt, "files": files, "embedded_images": embed_images,
+            "configs": [c["config_name"] for c in configs],
+            "benchmarks": [f"{b['name']}@{b['version']}" for b in bms], "items": len(tables["items"]),
+            "images": len(tables["images"]), "queries": len(tables["queries"])}
+
+
+def _sweep_tmp(project: Project, dest: Path) -> int:
+    """Remove half-written export folders for ``dest`` left by an export process that died (kill -9)."""
+    n = 0
+    for p in dest.parent.glob(f".{glob.escape(dest.name)}.tmp-*"):
+        rest = p.name[len(f".{dest.name}.tmp-"):]
+        token = rest.rsplit("-", 1)[0] if rest.count("-") >= 2 else None
+        if p.is_dir() and not (token and dbmod.owner_alive(project.db, token)):
+            shutil.rmtree(p, ignore_errors=True)
+            n += 1
+    return n
+

@@ -1,0 +1,588 @@
+"""Benchmark query texts, parallel across languages by construction (seed 000 §3.2, App. S).
+
+Variants stored in ``benchmark_queries`` per concept × country (its primary language):
+
+- ``short``: the native term exactly (``terms``), source ``term``;
+- ``task`` / ``casual``: verbose queries from one LLM call per concept covering every country at once
+  (``templates/prompts/verbose_query.j2``, seed 000 Figure 22), so the sentences are parallel;
+- ``mention_<CC>``: the short descriptor query of RQ3 ("Train of Japan" written in Thai), per concept × query
+  country × descriptor country CC (:func:`build_mention_queries`: LLM, ``mention_query.j2``, or a per-language
+  pattern from ``data/mention_patterns.toml``); ``descriptor_country`` = CC;
+- ``task_mention_<CC>`` / ``casual_mention_<CC>``: the English verbose sentences with a descriptor for country
+  CC inserted and translated into the target language (``descriptor_query.j2``, Figure 23);
+  ``descriptor_country`` = CC.
+
+Every LLM text is validated: it must contain the native term exactly, and carry no culture cue — no country
+name, native country name, language name or nationality adjective from the registry, nor a country's name in
+the query's language (CLDR, through babel), other than the descriptor country's own for ``*_mention_<CC>``
+variants — and a ``*mention_<CC>`` text must name CC in the query language. A text failing a check is stored with status
+``invalid`` and the reason, never dropped. Texts set by a person (:func:`set_query`, source ``manual``) are
+never overwritten.
+
+>>> validate_text("I need a picture of a bus for school", "bus", cue_patterns(["JP"]))
+>>> validate_text("A Japanese bus please", "bus", cue_patterns(["JP"]))
+"culture cue 'Japanese'"
+>>> validate_text("ขอรูปรถบัส", "รถบัส", cue_patterns(allow=["JP"], language="th"))
+"descriptor JP missing in language 'th' (looked for 'ญี่ปุ่น')"
+>>> validate_text("ขอรูปรถบัสญี่ปุ่น", "รถบัส", cue_patterns(allow=["JP"], language="th"))
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Iterable
+
+from babel import Locale, UnknownLocaleError
+from pydantic import RootModel
+
+from .. import db as dbmod
+from ..countries import registry
+from ..db import transaction
+from ..errors import CulturaError, unknown
+from ..models.llm import LLM
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+STAGE = "build.queries"
+
+#: English nationality adjectives where the language name does not already give one.
+DEMONYMS = {
+    "US": ["American"], "GB": ["British", "English", "Scottish", "Welsh"], "AU": ["Australian", "Aussie"],
+    "NZ": ["New Zealander", "Kiwi"], "CA": ["Canadian"], "IE": ["Irish"], "IN": ["Indian"],
+    "NG": ["Nigerian"], "KE": ["Kenyan"], "ZA": ["South African"], "BR": ["Brazilian"],
+    "AR": ["Argentinian", "Argentine"], "MX": ["Mexican"], "SA": ["Saudi"], "AE": ["Emirati"],
+    "EG": ["Egyptian"], "CN": ["Chinese"], "JP": ["Japanese"], "TH": ["Thai"], "DE": ["German"],
+    "FR": ["French"], "ES": ["Spanish"], "PT": ["Portuguese"], "IT": ["Italian"], "KR": ["Korean"],
+    "VN": ["Vietnamese"], "ID": ["Indonesian"], "PH": ["Filipino"], "RU": ["Russian"], "TR": ["Turkish"],
+    "PK": ["Pakistani"], "BD": ["Bangladeshi"], "ET": ["Ethiopian"], "GH": ["Ghanaian"], "PE": ["Peruvian"],
+    "CO": ["Colombian"], "CL": ["Chilean"], "IR": ["Iranian", "Persian"], "IL": ["Israeli"],
+    "GR": ["Greek"], "PL": ["Polish"], "NL": ["Dutch"], "SE": ["Swedish"], "NO": ["Norwegian"],
+    "FJ": ["Fijian"], "MY": ["Malaysian"], "SG": ["Singaporean"], "UA": ["Ukrainian"],
+}
+#: Native short forms not contained in the registry's native country names.
+NATIVE_FORMS = {"TH": ["ไทย"], "JP": ["日本"], "CN": ["中国", "中國"], "KR": ["한국"], "DE": ["deutsch"],
+                "FR": ["français", "française"], "ES": ["español", "española"], "BR": ["brasileir"],
+                "AR": ["argentin"], "PT": ["portugu"], "RU": ["росси", "русск"], "SA": ["سعود"],
+                "IN": ["भारत"], "KE": ["kenya"], "NG": ["nàìjíríà", "naijiria"]}
+
+
+class QueryError(CulturaError):
+    """Queries cannot be built as asked."""
+
+
+class VerboseReply(RootModel[dict[str, dict[str, dict[str, str]]]]):
+    """``{concept: {"format_task"|"format_casual": {country name: text}}}`` (Figure 22 output)."""
+
+
+class DescriptorReply(RootModel[dict[str, dict[str, dict[str, dict[str, str]]]]]):
+    """``{concept: {"format_task"|"format_casual": {target name: {"mention_<Name>": text}}}}`` (Figure 23)."""
+
+
+# ------------------------------------------------------------------ culture cues
+
+@lru_cache(maxsize=None)
+def _cues(code: str) -> tuple[str, ...]:
+    reg = registry()
+    c = reg.countries[code]
+    words = {c.name, c.native_name, *DEMONYMS.get(code, []), *NATIVE_FORMS.get(code, [])}
+    for lang in c.languages[:1]:
+        ln = reg.languages.get(lang)
+        if ln and lang != "en":
+            words |= {ln.name, ln.native_name}
+    return tuple(sorted(w for w in words if w and len(w) >= 2))
+
+
+@lru_cache(maxsize=None)
+def _cldr(language: str):
+    """The CLDR locale of ``language`` (babel), or None when CLDR does not know it."""
+    try:
+        return Locale.parse(language.replace("-", "_"))
+    except (UnknownLocaleError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def language_forms(code: str, language: str) -> tuple[str, ...]:
+    """How a text in ``language`` names country ``code``: the CLDR country name in that language, the CLDR
+    name of the country's language when no other registry country has it as its primary language
+    (``japonés``, ``ญี่ปุ่น``), and — in English or in the country's own language — the registry's names,
+    demonyms and native forms. These are the forms a descriptor must take in a query of that language."""
+    reg = registry()
+    c = reg.countries[code]
+    words: set[str] = set()
+    loc = _cldr(language)
+    if loc is not None:
+        words.add(loc.territories.get(code, ""))
+        if sum(1 for x in reg.countries.values() if x.language == c.language) == 1:
+            words.add(loc.languages.get(c.language, ""))
+    base = language.split("-")[0].split("_")[0].lower()
+    if base == "en":
+        words |= {c.name, *DEMONYMS.get(code, [])}
+    if base == c.language:
+        words |= {c.native_name, *NATIVE_FORMS.get(code, [])}
+        ln = reg.languages.get(c.language)
+        if ln:
+            words.add(ln.native_name)
+    return tuple(sorted(w for w in words if w and len(w) >= 2))
+
+
+def _compile(w: str) -> re.Pattern:
+    """Latin-script cues match at a word start, each word of a several-word name with any ending (German
+    'den Vereinigten Staaten' names 'Vereinigte Staaten'); other scripts match anywhere."""
+    if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
+        return re.compile(r"(?<![\w])" + r"\w*\s+".join(re.escape(x) for x in w.split()), re.I)
+    return re.compile(re.escape(w), re.I)
+
+
+class CuePatterns(list):
+    """The culture-cue patterns a query must not contain (a list of ``(word, pattern)``), and in ``required``
+    the descriptor countries whose cue must appear: ``[(code, [(word, pattern), …]), …]``."""
+
+    required: list[tuple[str, list[tuple[str, re.Pattern]]]]
+    language: str | None
+
+
+def cue_patterns(countries: Iterable[str] | None = None, *, allow: Iterable[str] = (),
+                 language: str | None = None) -> CuePatterns:
+    """Compiled culture-cue patterns for ``countries`` (default: every registry country), minus the cues of
+    the ``allow`` countries — the descriptor countries, whose cue a query **must** carry (``required``).
+
+    With ``language`` (the query's language code), each country's name in that language (CLDR) is a cue too,
+    and a descriptor must be written in that language (:func:`language_forms`); without it, any registry cue
+    of the descriptor country counts. Latin-script cues match at a word start (so 'Japan' catches
+    'Japanese'); other scripts match anywhere."""
+    return _cue_patterns(tuple(sorted(countries)) if countries is not None else None,
+                         tuple(sorted(a.upper() for a in allow)), language)
+
+
+@lru_cache(maxsize=256)
+def _cue_patterns(countries, allow, language) -> CuePatterns:
+    codes = countries if countries is not None else tuple(sorted(registry().countries))
+    allowed_codes = set(allow)
+
+    def forms(code):
+        return set(_cues(code)) | (set(language_forms(code, language)) if language else set())
+
+    allowed = {w.lower() for a in allowed_codes for w in forms(a)}
+    out = CuePatterns()
+    for code in codes:
+        for w in sorted(forms(code)):
+            if w.lower() in allowed:
+                continue
+            out.append((w, _compile(w)))
+    out.sort(key=lambda wp: (-len(wp[0]), wp[0]))  # report the longest cue ('Japanese' over 'Japan')
+    out.required = []
+    for a in sorted(allowed_codes):
+        words = language_forms(a, language) if language else _cues(a)
+        out.required.append((a, sorted(((w, _compile(w)) for w in words), key=lambda wp: (-len(wp[0]), wp[0]))))
+    out.language = language
+    return out
+
+
+def validate_text(text: str, term: str, patterns) -> str | None:
+    """The reason a generated query is invalid, or None: the native term must appear exactly, no culture
+    cue may appear outside it, and each descriptor country of ``patterns`` (``cue_patterns(allow=…)``) must
+    be named — in the query language when ``patterns`` were built with one."""
+    if not text or not text.strip():
+        return "empty text"
+    if term not in text:
+        return f"native term {term!r} missing"
+    rest = text.replace(term, " ")
+    for word, pat in patterns:
+        if pat.search(rest):
+            return f"culture cue {word!r}"
+    for code, pats in getattr(patterns, "required", ()):
+        if not any(pat.search(rest) for _, pat in pats):
+            lang = getattr(patterns, "language", None)
+            shown = ", ".join(repr(w) for w, _ in pats[:4]) or "none known"
+            where = f" in language {lang!r}" if lang else ""
+            return f"descriptor {code} missing{where} (looked for {shown})"
+    return None
+
+
+# ------------------------------------------------------------------ short queries
+
+def _terms(project: Project) -> dict[tuple[int, str], str]:
+    """(concept_id, country) -> native term in the country's primary language."""
+    reg = registry()
+    out = {}
+    for cid, country, language, term in project.db.execute(
+            "SELECT concept_id, country, language, term FROM terms"):
+        c = reg.countries.get(country)
+        if c is not None and c.language == language:
+            out[(cid, country)] = term
+    return out
+
+
+def missing_terms(project: Project, pairs: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The (concept_id, country) pairs without a native term in the country's primary language."""
+    have = _terms(project)
+    return [p for p in sorted(set(pairs)) if p not in have]
+
+
+def _missing_error(project: Project, missing) -> QueryError:
+    names = {r[0]: r[1] for r in project.db.execute("SELECT id, name FROM concepts")}
+    shown = ", ".join(f"{names.get(c, c)} × {k}" for c, k in missing[:8])
+    more = f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""
+    return QueryError(f"No native term for {shown}{more}. Run 'cultura concepts translate' or set one with "
+                      "'cultura concepts set-term CONCEPT COUNTRY TERM'.")
+
+
+def ensure_short_queries(project: Project, pairs: Iterable[tuple[int, str]]) -> int:
+    """Upsert the ``short`` variant (= the native term) for each (concept_id, country) pair through the raw
+    connection (no commit: callers may hold a transaction). Manual texts are kept. Returns rows changed."""
+    have = _terms(project)
+    conn = project.db.conn
+    n = 0
+    for cid, country in sorted(set(pairs)):
+        term = have.get((cid, country))
+        if term is None:
+            raise _missing_error(project, [(cid, country)])
+        cur = conn.execute(
+            "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "
+            "source, status, reason, updated_at) VALUES (?, ?, ?, 'short', NULL, ?, 'term', 'ok', NULL, ?) "
+            "ON CONFLICT (concept_id, country, language, variant) DO UPDATE SET text = excluded.text, "
+            "source = 'term', status = 'ok', reason = NULL, updated_at = excluded.updated_at "
+            "WHERE benchmark_queries.source != 'manual' AND benchmark_queries.text != excluded.text",
+            [cid, country, project.country(country).language, term, dbmod.now()])
+        n += cur.rowcount
+    return n
+
+
+def _scope(project: Project, concepts: Iterable[str] | None, countries: Iterable[str] | None):
+    db = project.db
+    rows = {r[1]: r[0] for r in db.execute("SELECT id, name FROM concepts WHERE status = 'active' ORDER BY name")}
+    if concepts:
+        for c in concepts:
+            if c not in rows:
+                raise unknown("concept", c, rows, hint="See 'cultura concepts list'.")
+        rows = {c: rows[c] for c in sorted(concepts)}
+    cs = project.registry.resolve(countries) if countries else project.countries
+    return rows, cs
+
+
+def build_short_queries(project: Project, *, concepts=None, countries=None) -> dict:
+    """The ``short`` query of every active concept × project country. Every missing native term is one
+    error (nothing written)."""
+    names, cs = _scope(project, concepts, countries)
+    pairs = [(cid, c.code) for cid in names.values() for c in cs]
+    missing = missing_terms(project, pairs)
+    if missing:
+        raise _missing_error(project, missing)
+    with transaction(project.db):
+        changed = ensure_short_queries(project, pairs)
+    return {"short": len(pairs), "changed": changed}
+
+
+# ------------------------------------------------------------------ LLM variants
+
+def _language_label(project: Project, country, countries) -> str:
+    lang = project.registry.languages.get(country.language)
+    name = lang.name if lang else country.language
+    if sum(1 for c in countries if c.language == country.language) > 1:
+        return f"{name} ({country.name})"
+    return name
+
+
+def _store(conn, cid, country, language, variant, descriptor, text, source, reason, overwrite) -> str:
+    """Upsert one LLM text (manual texts kept; existing ok texts kept unless ``overwrite``)."""
+    row = conn.execute("SELECT source, status FROM benchmark_queries WHERE concept_id = ? AND country = ? AND "
+                       "language = ? AND variant = ?", [cid, country, language, variant]).fetchone()
+    if row and (row[0] == "manual" or (row[1] == "ok" and not overwrite)):
+        return "kept"
+    status = "invalid" if reason else "ok"
+    conn.execute(
+        "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "
+        "source, status, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (concept_id, country, language, variant) DO UPDATE SET text = excluded.text, "
+        "descriptor_country = excluded.descriptor_country, source = excluded.source, "
+        "status = excluded.status, reason = excluded.reason, updated_at = excluded.updated_at",
+        [cid, country, language, variant, descriptor, text or "", source, status, reason, dbmod.now()])
+    return status
+
+
+def _get(d: dict, key: str):
+    """Case- and space-insensitive dict lookup (LLMs vary key spelling)."""
+    if key in d:
+        return d[key]
+    norm = {k.strip().lower(): v for k, v in d.items()}
+    return norm.get(key.strip().lower())
+
+
+def build_verbose_queries(project: Project, *, llm=None, model: str | None = None, concepts=None, countries=None,
+                          overwrite: bool = False) -> dict:
+    """``task`` and ``casual`` variants: one Figure 22 call per concept over all countries (parallel).
+    A concept whose call fails is counted under ``failed_calls`` and can be rerun (idempotent)."""
+
+    names, cs = _scope(project, concepts, countries)
+    pairs = [(cid, c.code) for cid in names.values() for c in cs]
+    missing = missing_terms(project, pairs)
+    if missing:
+        raise _missing_error(project, missing)
+    llm = llm or LLM(project, model=model)
+    terms = _terms(project)
+    patterns = {c.language: cue_patterns(language=c.language) for c in cs}
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0}
+    run = dbmod.start_run(project.db, STAGE + ".verbose", {"model": llm.model})
+    for cname, cid in names.items():
+        variables = {"concept": cname, "countries": [
+            {"name": c.name, "native_term": terms[(cid, c.code)], "language": _language_label(project, c, cs)}
+            for c in cs]}
+        obj, _ = llm.json_call(stage=STAGE, template="verbose_query.j2", variables=variables,
+                               schema=VerboseReply, run_id=run)
+        if obj is None:
+            counts["failed_calls"] += 1
+            continue
+        reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
+        with transaction(project.db):
+            for fmt, variant in (("format_task", "task"), ("format_casual", "casual")):
+                block = _get(reply, fmt) or {}
+                for c in cs:
+                    text = _get(block, c.name)
+                    term = terms[(cid, c.code)]
+                    reason = "missing from the reply" if not text else validate_text(text, term, patterns[c.language])
+                    st = _store(project.db.conn, cid, c.code, c.language, variant, None, text, f"llm:{llm.model}",
+                                reason, overwrite)
+                    counts[st] += 1
+    dbmod.finish_run(project.db, run, counts)
+    return counts
+
+
+def _english_base(project: Project, cid) -> tuple[str, str] | None:
+    for task, casual in project.db.execute(
+            "SELECT t.text, c.text FROM benchmark_queries t JOIN benchmark_queries c ON c.concept_id = t.concept_id "
+            "AND c.country = t.country AND c.variant = 'casual' AND c.status = 'ok' WHERE t.concept_id = ? "
+            "AND t.language = 'en' AND t.variant = 'task' AND t.status = 'ok' ORDER BY t.country", [cid]):
+        return task, casual
+    return None
+
+
+def build_descriptor_queries(project: Project, *, llm=None, model: str | None = None, concepts=None, countries=None,
+                             overwrite: bool = False) -> dict:
+    """``task_mention_<CC>`` / ``casual_mention_<CC>`` for every target country and every descriptor country
+    CC (Figure 23). The English base sentences are the ``task``/``casual`` queries of an English-language
+    country; without one, they come from one extra Figure 22 call with English as the only language."""
+
+    names, cs = _scope(project, concepts, countries)
+    llm = llm or LLM(project, model=model)
+    terms = _terms(project)
+    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
+    if missing:
+        raise _missing_error(project, missing)
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_english_base": 0}
+    run = dbmod.start_run(project.db, STAGE + ".descriptor", {"model": llm.model})
+    tags = [{"name": c.name, "tag": c.language.upper() + (f"-{c.code}" if sum(
+        1 for x in cs if x.language == c.language) > 1 else "")} for c in cs]
+    for cname, cid in names.items():
+        base = _english_base(project, cid)
+        if base is None:
+            obj, _ = llm.json_call(stage=STAGE, template="verbose_query.j2", schema=VerboseReply, run_id=run,
+                                   variables={"concept": cname, "countries": [
+                                       {"name": "English", "native_term": cname, "language": "English"}]})
+            reply = (_get(obj.root, cname) or {}) if obj else {}
+            task, casual = (_get(_get(reply, "format_task") or {}, "English"),
+                            _get(_get(reply, "format_casual") or {}, "English"))
+            if not (task and casual):
+                counts["no_english_base"] += 1
+                continue
+            base = (task, casual)
+        for target in cs:
+            obj, _ = llm.json_call(stage=STAGE, template="descriptor_query.j2", schema=DescriptorReply,
+                                   run_id=run, variables={
+                                       "concept": cname, "format_task": base[0], "format_casual": base[1],
+                                       "target": {"name": target.name,
+                                                  "language": _language_label(project, target, cs)},
+                                       "countries": tags})
+            if obj is None:
+                counts["failed_calls"] += 1
+                continue
+            reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
+            term = terms[(cid, target.code)]
+            with transaction(project.db):
+                for fmt, prefix in (("format_task", "task"), ("format_casual", "casual")):
+                    block = _get(_get(reply, fmt) or {}, target.name) or {}
+                    for d in cs:
+                        text = _get(block, f"mention_{d.name}")
+                        reason = ("missing from the reply" if not text else
+                                  validate_text(text, term, cue_patterns(allow=[d.code], language=target.language)))
+                        st = _store(project.db.conn, cid, target.code, target.language,
+                                    f"{prefix}_mention_{d.code}", d.code, text, f"llm:{llm.model}", reason,
+                                    overwrite)
+                        counts[st] += 1
+    dbmod.finish_run(project.db, run, counts)
+    return counts
+
+
+class MentionReply(RootModel[dict[str, dict[str, str]]]):
+    """``{concept: {"mention_<Name>": text}}`` (``mention_query.j2``)."""
+
+
+@lru_cache(maxsize=1)
+def mention_patterns() -> dict[str, str]:
+    """Language → short descriptor query pattern (``data/mention_patterns.toml``)."""
+    return dict(tomllib.loads(resources.files("cultura.data").joinpath("mention_patterns.toml")
+                              .read_text("utf-8")).get("mention", {}))
+
+
+def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
+    """The short descriptor query for ``term`` in ``language`` naming country ``descriptor`` by the
+    language's pattern, or None when the language has no pattern (or the country has no name in it)."""
+    pat = mention_patterns().get(language)
+    if pat is None:
+        return None
+    loc = _cldr(language)
+    country = loc.territories.get(descriptor) if loc is not None else None
+    adjective = (DEMONYMS.get(descriptor) or [None])[0]
+    if ("{country}" in pat and not country) or ("{adjective}" in pat and not adjective):
+        return None
+    return pat.format(term=term, country=country or "", adjective=adjective or "")
+
+
+def build_mention_queries(project: Project, *, method: str = "llm", llm=None, model: str | None = None, concepts=None,
+                          countries=None, descriptors=None, overwrite: bool = False) -> dict:
+    """The short descriptor query ``mention_<CC>`` of seed 000 RQ3 ("Train of Japan" written in Thai) for
+    every concept × query country × descriptor country CC ≠ the query country.
+
+    ``method="llm"``: one ``mention_query.j2`` call per concept × query country covering every descriptor;
+    ``method="pattern"``: the query language's pattern from ``data/mention_patterns.toml`` (languages without
+    one are counted under ``no_pattern``: use the LLM or set them by hand). Every text is validated
+    (:func:`validate_text`: the native term, the descriptor named in the query language, no other culture
+    cue) and stored with status ok or invalid and the reason; manual texts are never overwritten."""
+    if method not in ("llm", "pattern"):
+        raise QueryError(f"Unknown method {method!r}: use 'llm' or 'pattern'.")
+    names, cs = _scope(project, concepts, countries)
+    ds = project.registry.resolve(descriptors) if descriptors else cs
+    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
+    if missing:
+        raise _missing_error(project, missing)
+    terms = _terms(project)
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_pattern": 0}
+    if method == "llm":
+
+        llm = llm or LLM(project, model=model)
+    source = f"llm:{llm.model}" if method == "llm" else "pattern"
+    run = dbmod.start_run(project.db, STAGE + ".mention", {"method": method,
+                                                           **({"model": llm.model} if method == "llm" else {})})
+    for cname, cid in names.items():
+        for target in cs:
+            term = terms[(cid, target.code)]
+            dlist = [d for d in ds if d.code != target.code]
+            texts: dict[str, str | None] = {}
+            if method == "pattern":
+                texts = {d.code: pattern_mention(term, target.language, d.code) for d in dlist}
+                if all(t is None for t in texts.values()):
+                    counts["no_pattern"] += len(dlist)
+                    continue
+            else:
+                obj, _ = llm.json_call(stage=STAGE, template="mention_query.j2", schema=MentionReply, run_id=run,
+                                       variables={"concept": cname, "native_term": term,
+                                                  "language": _language_label(project, target, cs),
+                                                  "countries": [{"name": d.name, "forms": list(
+                                                      language_forms(d.code, target.language))} for d in dlist]})
+                if obj is None:
+                    counts["failed_calls"] += 1
+                    continue
+                reply = _get(obj.root, cname) or (next(iter(obj.root.values())) if len(obj.root) == 1 else {})
+                texts = {d.code: _get(reply, f"mention_{d.name}") for d in dlist}
+            with transaction(project.db):
+                for d in dlist:
+                    text = texts.get(d.code)
+                    reason = (("missing from the reply" if method == "llm" else
+                               f"the {target.language!r} pattern has no name for {d.code}") if not text else
+                              validate_text(text, term, cue_patterns(allow=[d.code], language=target.language)))
+                    st = _store(project.db.conn, cid, target.code, target.language, f"mention_{d.code}", d.code,
+                                text, source, reason, overwrite)
+                    counts[st] += 1
+    dbmod.finish_run(project.db, run, counts)
+    return counts
+
+
+def ensure_pattern_mentions(project: Project, keys: Iterable[tuple]) -> dict:
+    """Make the missing short descriptor queries ``keys`` (``(concept_id, country, language, "mention_<CC>")``)
+    from the query language's pattern where it has one (validated and stored like :func:`build_mention_queries`
+    with ``method="pattern"``; manual and valid texts kept). Languages without a pattern are left to the caller
+    (counted under ``no_pattern``). One transaction."""
+    terms = _terms(project)
+    counts = {"ok": 0, "invalid": 0, "kept": 0, "no_pattern": 0}
+    with transaction(project.db):
+        for cid, country, language, variant in sorted(set(keys)):
+            d = variant.rsplit("_", 1)[1]
+            term = terms.get((cid, country))
+            text = pattern_mention(term, language, d) if term else None
+            if text is None:
+                counts["no_pattern"] += 1
+                continue
+            reason = validate_text(text, term, cue_patterns(allow=[d], language=language))
+            counts[_store(project.db.conn, cid, country, language, variant, d, text, "pattern", reason,
+                          False)] += 1
+    return counts
+
+
+def build_queries(project: Project, *, verbose: bool = True, descriptors: bool = True, llm=None, model=None,
+                  concepts=None, countries=None, overwrite: bool = False) -> dict:
+    """All variants: short (terms), then verbose and descriptor ones (short ``mention_<CC>`` and verbose
+    ``*_mention_<CC>``) by LLM (each optional)."""
+    out = {"short": build_short_queries(project, concepts=concepts, countries=countries)}
+    if verbose or descriptors:
+        llm = llm or LLM(project, model=model)
+    if verbose:
+        out["verbose"] = build_verbose_queries(project, llm=llm, concepts=concepts, countries=countries,
+                                               overwrite=overwrite)
+    if descriptors:
+        out["mention"] = build_mention_queries(project, llm=llm, concepts=concepts, countries=countries,
+                                               overwrite=overwrite)
+        out["descriptor"] = build_descriptor_queries(project, llm=llm, concepts=concepts, countries=countries,
+                                                     overwrite=overwrite)
+    return out
+
+
+# ------------------------------------------------------------------ by hand
+
+VARIANT_RE = re.compile(r"^(short|task|casual|(task_|casual_)?mention_[A-Z]{2})$")
+
+
+def set_query(project: Project, concept: str, country: str, variant: str, text: str) -> dict:
+    """Set one query text by hand (source ``manual``, status ``ok``; never overwritten by a rebuild).
+    The validation result is returned as ``warning`` but does not block a person's choice."""
+    db = project.db
+    row = db.execute("SELECT id FROM concepts WHERE name = ?", [concept]).fetchone()
+    if row is None:
+        names = [r[0] for r in db.execute("SELECT name FROM concepts")]
+        raise unknown("concept", concept, names, hint="See 'cultura concepts list'.")
+    c = project.country(country)
+    if not VARIANT_RE.match(variant):
+        raise QueryError(f"Variant {variant!r} is not one of short, task, casual, mention_CC, task_mention_CC, "
+                         "casual_mention_CC (CC an upper-case country code).")
+    if not text.strip():
+        raise QueryError("The query text is empty. Pass the text to store.")
+    descriptor = variant.rsplit("_", 1)[1] if "mention_" in variant else None
+    if descriptor:
+        project.country(descriptor)
+    term = _terms(project).get((row[0], c.code))
+    warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [],
+                                                     language=c.language)) if term else None
+    with transaction(db):
+        db.conn.execute(
+            "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "
+            "source, status, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'manual', 'ok', NULL, ?) "
+            "ON CONFLICT (concept_id, country, language, variant) DO UPDATE SET text = excluded.text, "
+            "descriptor_country = excluded.descriptor_country, source = 'manual', status = 'ok', reason = NULL, "
+            "updated_at = excluded.updated_at", [row[0], c.code, c.language, variant, descriptor, text.strip(),
+                                                 dbmod.now()])
+    return {"concept": concept, "country": c.code, "variant": variant, "text": text.strip(), "warning": warning}
+
+
+def list_queries(project: Project, *, concept: str | None = None, country: str | None = None,
+                 status: str | None = None) -> list[dict]:
+    """Stored query texts (for review and the translation campaign)."""
+    sql = ("SELECT c.name AS concept, q.country, q.language, q.variant, q.text, q.source, q.status, q.reason "
+           "FROM benchmark_queries q JOIN concepts c ON c.id = q.concept_id WHERE 1 = 1")
+    args = []
+    for col, val in (("c.name", concept), ("q.country", country), ("q.status", status)):
+        if val:
+            sql += f" AND {col} = ?"
+            args.append(val)
+    return [dict(r) for r in project.db.query(sql + " ORDER BY c.name, q.country, q.variant", args)]

@@ -1,0 +1,427 @@
+"""Culture decisions: which cultures a photo stands for when it was found for several (seed 000, App. J).
+
+One rule, the same for byte-identical files and near copies. A photo's culture links are the (concept,
+country) pairs whose queries found it (``image_links``) plus, once a dedup review drops a copy, the links of
+that dropped copy (the kept copy *is* the photo the other query found: :func:`inherited_links`). When those
+links span more than one (concept, country) pair, dedup writes a ``culture_conflict`` flag
+(:func:`update_conflict_flags_many`, evidence per ``method/scope``) and the question stays **open** until a
+culture decision settles it:
+
+- **relevance ratings**: a current relevance decision for every country of the flag, given to the image or to
+  any copy of it (a member of a duplicate cluster it shares) — :func:`resolve_rated_conflicts`; the build then
+  keeps the countries rated at or above its ``min_relevance``;
+- **an explicit resolution** by a person: ``cultura images flags --resolve SHA --reason TEXT`` keeps every
+  country of the flag, ``--cultures JP,US`` keeps only those (:func:`resolve_flags`).
+
+The dedup review decides which copy stays, never which culture: it resolves the duplicate cluster, not the
+flag. Open questions block ``cultura build`` (:func:`require_decided`, one sentence naming the commands);
+:func:`decided_links` gives the build each image's links under this rule.
+
+Flags follow dedup's rerun rule: an evidence entry that no longer holds is removed, a flag left with none
+becomes ``superseded``, and a ``resolved`` flag is reopened only when its list of pairs grows (a decision
+covers the pairs it saw).
+
+>>> FLAG
+'culture_conflict'
+"""
+from __future__ import annotations
+
+import functools
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from ..db import dumps, now, transaction
+from ..errors import CulturaError
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+FLAG = "culture_conflict"
+ACTIVE_CLUSTERS = ("open", "resolved")
+FIX = ("rate them ('cultura annotate push relevance', then 'cultura annotate pull' and 'cultura annotate "
+       "adjudicate') or decide by hand ('cultura images flags --resolve SHA256 --cultures CC,CC --reason TEXT')")
+
+
+class CulturesUndecided(CulturaError):
+    """Images found for several cultures have no culture decision yet."""
+
+
+def _compose(parts: dict[str, str]) -> str:
+    """The JSON text of a dict whose values are already JSON texts, as :func:`cultura.db.dumps` writes it
+    (sorted keys, ``", "`` and ``": "`` separators), so a text shared by thousands of flags is encoded once.
+
+    >>> from cultura.db import dumps
+    >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
+    True
+    """
+    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
+
+
+@functools.lru_cache(maxsize=256)
+def _key_text(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _pair_json(inv, pairs) -> list[dict]:
+    return [{"concept_id": c, "concept": inv.concept_names.get(c), "country": k} for c, k in pairs]
+
+
+def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str, dict[int, dict]], *,
+                               writes: Callable, bump: Callable) -> dict[str, dict]:
+    """Write ``culture_conflict`` flags for several evidence keys (``method/scope``) in one pass over the
+    stored flags and one ``writes()`` transaction; ``evidence`` maps an inventory index (``inv``:
+    :class:`cultura.curate.dedup.Inventory`) to ``{"pairs": [(concept_id, country), ...], ...}``. A flag
+    created is counted as new once, for the first key, in order, that has it. ``bump(db)`` is called once
+    after inserts (dedup's change counter). Returns ``{key: {"flagged": n, "new": n}}``."""
+    db = project.db
+    keys = set(evidence_by_key)
+    current = {}
+    for sha, d, st in db.execute("SELECT sha256, details, status FROM image_flags WHERE flag = ?", [FLAG]):
+        current[sha] = (json.loads(d or "{}"), st)
+    pair_json: dict[tuple, list[dict]] = {}
+    pair_text: dict[tuple, str] = {}
+
+    def as_json(pairs):
+        key = tuple(map(tuple, pairs))
+        if key not in pair_json:
+            pair_json[key] = _pair_json(inv, key)
+        return pair_json[key]
+
+    def as_text(pairs):
+        key = tuple(map(tuple, pairs))
+        if key not in pair_text:
+            pair_text[key] = dumps(as_json(key))
+        return pair_text[key]
+
+    shared_text: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
+
+    def item_text(ev: dict) -> str:
+        """``dumps(dict(ev, pairs=as_json(ev["pairs"])))``, assembled from texts built once per distinct part."""
+        parts = {}
+        for k, v in ev.items():
+            if k == "pairs":
+                parts[k] = as_text(v)
+            elif type(v) is int:
+                parts[k] = str(v)
+            elif isinstance(v, (dict, list)):
+                if id(v) not in shared_text:
+                    shared_text[id(v)] = dumps(v)
+                parts[k] = shared_text[id(v)]
+            else:
+                parts[k] = dumps(v)
+        return _compose(parts)
+
+    by_sha: dict[str, dict[str, dict]] = {}
+    ready: dict[int, dict] = {}  # id(evidence item) -> the item with its pairs as JSON (items are shared)
+    ready_text: dict[int, str] = {}  # id(evidence item) -> its JSON text (for new flags)
+    sha_of = inv.sha
+    for ek, evidence in evidence_by_key.items():
+        for i, ev in evidence.items():
+            by_sha.setdefault(sha_of[i], {})[ek] = ev
+    fresh_text: dict[tuple, str] = {}  # the details text of a new flag, by the items it holds
+    ts = now()
+    inserts, updates = [], []
+    new_by_key = {k: 0 for k in keys}
+    stale = {s for s, (d, _) in current.items() if keys & set(d.get("evidence", {}))}
+    for sha in set(by_sha) | stale:
+        details, status = current.get(sha, ({}, None))
+        mine = by_sha.get(sha, {})
+        if status is None:  # a new flag: its text depends only on its (shared) items
+            ids = tuple((ek, id(mine[ek])) for ek in evidence_by_key if ek in mine)
+            if ids not in fresh_text:
+                texts = {}
+                for ek, i in ids:
+                    if i not in ready_text:
+                        ready_text[i] = item_text(mine[ek])
+                    texts[ek] = ready_text[i]
+                pairs = sorted({tuple(p) for ek, _ in ids for p in mine[ek]["pairs"]})
+                # == dumps({"pairs": as_json(pairs), "evidence": {ek: item as JSON}}) (tested)
+                fresh_text[ids] = _compose({"evidence": _compose(texts), "pairs": as_text(pairs)})
+            inserts.append((sha, FLAG, fresh_text[ids], "open", ts))
+            new_by_key[ids[0][0]] += 1  # counted once, for the first key
+            continue
+        ev = dict(details.get("evidence", {}))
+        for ek in keys:
+            if ek in mine:
+                i = id(mine[ek])
+                if i not in ready:
+                    ready[i] = dict(mine[ek], pairs=as_json(mine[ek]["pairs"]))
+                ev[ek] = ready[i]
+            else:
+                ev.pop(ek, None)
+        pairs = sorted({(p["concept_id"], p["country"]) for e in ev.values() for p in e["pairs"]})
+        old_pairs = {(p["concept_id"], p["country"]) for p in details.get("pairs", [])}
+        new_details = {"pairs": as_json(pairs), "evidence": ev}
+        if "resolution" in details:  # who resolved it and why survives reruns
+            new_details["resolution"] = details["resolution"]
+        if not ev:
+            new_status = "superseded"
+        elif status == "superseded" or (status == "resolved" and not set(pairs) <= old_pairs):
+            new_status = "open"
+        else:
+            new_status = status
+        if new_details != details or new_status != status:
+            updates.append([dumps(new_details), new_status, sha, FLAG])
+    if updates or inserts:
+        with writes():
+            db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
+                                updates)
+            db.conn.executemany("INSERT INTO image_flags (sha256, flag, details, status, created_at) "
+                                "VALUES (?, ?, ?, ?, ?)", inserts)
+            if inserts:
+                bump(db)  # culture_conflict inserts fire no trigger (db/schema.py m008)
+    return {k: {"flagged": len(evidence_by_key[k]), "new": new_by_key[k]} for k in keys}
+
+
+def resolve_flags(db, shas, *, resolution: str, by: str = "review", flag: str = FLAG,
+                  cultures: list[str] | None = None, reopened: bool = False) -> int:
+    """Mark the open ``flag`` rows of ``shas`` resolved, recording ``{"by", "resolution", "at"}`` (and
+    ``cultures``, the countries the image stands for, when a person names them) in their details (kept by
+    later dedup runs; a flag reopens only when its pairs grow). ``reopened``: also re-decide resolved flags (a
+    person changing an earlier decision). Returns how many changed. Called by relevance decisions
+    (:func:`resolve_rated_conflicts`) and by ``cultura images flags --resolve``."""
+    shas = list(dict.fromkeys(shas))
+    states = "('open', 'resolved')" if reopened else "('open')"
+    n = 0
+    for sha, details in db.execute(
+            f"SELECT sha256, details FROM image_flags WHERE flag = ? AND status IN {states} AND sha256 IN "
+            f"({','.join('?' * len(shas))})", [flag, *shas]).fetchall() if shas else []:
+        d = json.loads(details or "{}")
+        d["resolution"] = {"by": by, "resolution": resolution, "at": now()}
+        if cultures is not None:
+            d["resolution"]["cultures"] = sorted(set(cultures))
+        db.execute("UPDATE image_flags SET status = 'resolved', details = ? WHERE sha256 = ? AND flag = ?",
+                   [dumps(d), sha, flag])
+        n += 1
+    return n
+
+
+def reopen_flags(db, shas, *, flag: str = FLAG) -> int:
+    """Reopen resolved ``flag`` rows of ``shas`` (an undo of :func:`resolve_flags`)."""
+    n = 0
+    for sha in dict.fromkeys(shas):
+        cur = db.execute("UPDATE image_flags SET status = 'open' WHERE sha256 = ? AND flag = ? AND "
+                         "status = 'resolved'", [sha, flag])
+        n += cur.rowcount
+    return n
+
+
+def list_flags(db, *, status: str | None = "open", flag: str | None = None) -> list[dict]:
+    """Flags with their pairs (concept × country), the countries in question, and the culture decision
+    (``resolved_by``, ``resolution``, ``cultures`` kept), oldest first."""
+    sql, args = "SELECT sha256, flag, status, details, created_at FROM image_flags WHERE 1 = 1", []
+    if status:
+        sql, args = sql + " AND status = ?", [*args, status]
+    if flag:
+        sql, args = sql + " AND flag = ?", [*args, flag]
+    out = []
+    for sha, fl, st, details, created in db.execute(sql + " ORDER BY created_at, sha256", args):
+        d = json.loads(details or "{}")
+        res = d.get("resolution") or {}
+        out.append({"sha256": sha, "flag": fl, "status": st,
+                    "pairs": ", ".join(f"{p.get('concept')}/{p.get('country')}" for p in d.get("pairs", [])),
+                    "countries": sorted({p.get("country") for p in d.get("pairs", [])}),
+                    "evidence": ", ".join(sorted(d.get("evidence", {}))),
+                    "resolved_by": res.get("by"), "resolution": res.get("resolution"),
+                    "cultures": res.get("cultures"), "created_at": created})
+    return out
+
+
+def link_conflicts(inv) -> dict[int, dict]:
+    """Images linked to more than one (concept, country) pair (links are distinct triples)."""
+    multi = np.flatnonzero(np.bincount(inv.link_img, minlength=inv.n) > 1)
+    if not len(multi):
+        return {}
+    b = inv._bounds()
+    concept, country, countries = inv.link_concept.tolist(), inv.link_country.tolist(), inv.countries
+    return {i: {"pairs": sorted((concept[k], countries[country[k]]) for k in range(b[i], b[i + 1]))}
+            for i in multi.tolist()}
+
+
+def cluster_conflicts(inv, clusters, ids, params) -> dict[int, dict]:
+    """Members of clusters whose members were found for more than one (concept, country) pair (within the
+    cluster's concept when it has one). Vectorised; one evidence dict per cluster, shared by its members."""
+    if not clusters:
+        return {}
+    sizes = np.array([len(m) for _, m in clusters], dtype=np.int64)
+    flat = np.concatenate([m for _, m in clusters])
+    label = np.repeat(np.arange(len(clusters)), sizes)
+    cc = np.array([-1 if c is None else c for c, _ in clusters], dtype=np.int64)
+    b = inv._bounds()
+    count = b[flat + 1] - b[flat]
+    which = np.repeat(np.arange(len(flat)), count)
+    link = b[flat][which] + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    lab = label[which]
+    keep = (cc[lab] < 0) | (inv.link_concept[link] == cc[lab])
+    lab, link = lab[keep], link[keep]
+    n_c = int(inv.link_concept.max()) + 1 if len(inv.link_concept) else 1
+    n_k = max(len(inv.countries), 1)
+    key = np.unique((lab * n_c + inv.link_concept[link]) * n_k + inv.link_country[link])
+    klab = key // (n_c * n_k)
+    conflict = np.flatnonzero(np.bincount(klab, minlength=len(clusters)) > 1)
+    starts = np.searchsorted(klab, conflict).tolist()
+    ends = np.searchsorted(klab, conflict, side="right").tolist()
+    out: dict[int, dict] = {}
+    concept_of = (key // n_k % n_c).tolist()
+    country_of = [inv.countries[k] for k in (key % n_k).tolist()]
+    for c, s0, e0 in zip(conflict.tolist(), starts, ends):
+        members = clusters[c][1]
+        item = {"pairs": list(zip(concept_of[s0:e0], country_of[s0:e0])), "cluster_id": ids[c],
+                "size": len(members), "params": params}
+        out.update(dict.fromkeys(members.tolist(), item))
+    return out
+
+
+
+
+# ------------------------------------------------------------------------------------------ decisions
+def copies(db) -> dict[str, set[str]]:
+    """sha256 → the other members of every active (open or resolved) duplicate cluster it belongs to."""
+    members: dict[int, list[str]] = defaultdict(list)
+    for cid, sha in db.execute(
+            "SELECT m.cluster_id, m.sha256 FROM dup_members m JOIN dup_clusters c ON c.id = m.cluster_id "
+            f"WHERE c.status IN {ACTIVE_CLUSTERS}"):
+        members[cid].append(sha)
+    out: dict[str, set[str]] = defaultdict(set)
+    for shas in members.values():
+        for s in shas:
+            out[s].update(x for x in shas if x != s)
+    return dict(out)
+
+
+def _dropped(db) -> set[str]:
+    latest: dict[str, str] = {}
+    for sha, label in db.execute("SELECT sha256, label FROM decisions WHERE kind = 'dedup' AND superseded = 0 "
+                                 "AND sha256 IS NOT NULL ORDER BY id"):
+        latest[sha] = label
+    return {s for s, lab in latest.items() if lab == "drop"}
+
+
+def inherited_links(db) -> dict[str, dict[tuple[int, str], str]]:
+    """Kept sha256 → {(concept_id, country): the dropped copy it came from} for the links of copies that a
+    dedup review dropped (within the cluster's concept for a within-concept cluster). A dropped copy was
+    found by its query; the photo that query found is now the kept copy, so the link is the kept copy's
+    question too (decided like its own links, never silently lost)."""
+    dropped = _dropped(db)
+    if not dropped:
+        return {}
+    links: dict[str, set[tuple[int, str]]] = defaultdict(set)
+    for sha, cid, cc in db.execute("SELECT sha256, concept_id, country FROM image_links"):
+        if sha in dropped:
+            links[sha].add((cid, cc))
+    out: dict[str, dict[tuple[int, str], str]] = defaultdict(dict)
+    clusters: dict[int, tuple[int | None, list[str]]] = {}
+    for cid, concept, sha in db.execute(
+            "SELECT c.id, c.concept_id, m.sha256 FROM dup_clusters c JOIN dup_members m ON m.cluster_id = c.id "
+            f"WHERE c.status IN {ACTIVE_CLUSTERS} ORDER BY c.id, m.sha256"):
+        clusters.setdefault(cid, (concept, []))[1].append(sha)
+    for concept, shas in clusters.values():
+        kept = [s for s in shas if s not in dropped]
+        for d in shas:
+            if d not in dropped:
+                continue
+            for c, k in sorted(links.get(d, ())):
+                if concept is None or c == concept:
+                    for s in kept:
+                        out[s].setdefault((c, k), d)
+    return dict(out)
+
+
+def _flags(db) -> dict[str, tuple[str, dict]]:
+    return {sha: (st, json.loads(d or "{}")) for sha, st, d in db.execute(
+        "SELECT sha256, status, details FROM image_flags WHERE flag = ? AND status IN ('open', 'resolved')",
+        [FLAG])}
+
+
+def resolve_rated_conflicts(db, campaign: str) -> int:
+    """Resolve the open culture-conflict flag of every image rated (a current relevance decision, on the image
+    or on a copy of it) for each country of its flagged pairs: the ratings now say which cultures the image
+    stands for (the build keeps those rated at or above its threshold)."""
+    rated: dict[str, set[str]] = defaultdict(set)
+    for sha, cc in db.execute("SELECT sha256, country FROM decisions WHERE kind = 'relevance' AND superseded = 0 "
+                              "AND sha256 IS NOT NULL"):
+        rated[sha].add(cc)
+    twins = copies(db)
+    done = []
+    for sha, (st, details) in _flags(db).items():
+        if st != "open":
+            continue
+        need = {p["country"] for p in details.get("pairs", [])}
+        have = set(rated.get(sha, ()))
+        for other in twins.get(sha, ()):
+            have |= rated.get(other, set())
+        if need and need <= have:
+            done.append(sha)
+    with transaction(db):
+        return resolve_flags(db, done, by=f"relevance review {campaign}", resolution="cultures rated")
+
+
+def open_questions(db, excluded: dict[str, str]) -> list[dict]:
+    """The open culture questions that block a build: images with an open ``culture_conflict`` flag that
+    nothing else keeps out of the pool (``excluded``: sha256 → first exclusion reason, as
+    :func:`cultura.db.pool.image_exclusions` gives: ``culture_conflict`` only when no other reason applies;
+    a dropped copy's question is its kept copy's)."""
+    out = []
+    for row in list_flags(db, status="open", flag=FLAG):
+        if excluded.get(row["sha256"]) == FLAG:
+            out.append(row)
+    return out
+
+
+def require_decided(db, excluded: dict[str, str]) -> None:
+    """Raise :class:`CulturesUndecided` (one sentence naming the commands) while any culture question is open."""
+    rows = open_questions(db, excluded)
+    if not rows:
+        return
+    shown = "; ".join(f"{r['sha256'][:12]} ({r['pairs']})" for r in rows[:3])
+    more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+    raise CulturesUndecided(
+        f"{len(rows)} image{'s' if len(rows) != 1 else ''} found for more than one culture "
+        f"{'have' if len(rows) != 1 else 'has'} no culture decision yet ({shown}{more}): {FIX}, then rebuild "
+        "('cultura images flags' lists them).")
+
+
+def decided_links(db, raw_links: dict[str, set[tuple[int, str]]], ratings: dict[tuple[str, str], float], *,
+                  active: set[int] | None = None) -> tuple[dict[str, set[tuple[int, str]]], dict]:
+    """Each image's culture links under the one rule (module doc): its own links plus those inherited from
+    dropped copies; for an image with a resolved flag, only the countries its decision supports (a person's
+    ``cultures``, else every rated or flagged country: ``ratings`` then filter them); an inherited link with no
+    decision is kept only for a country the image was found for itself. ``ratings`` ((sha256, country) →
+    value) is returned extended with the ratings of copies for the countries an image inherited from them.
+    ``raw_links`` maps sha256 → {(concept_id, country)}; ``active``: the concepts that count (None: all)."""
+    inherited = inherited_links(db)
+    flags = _flags(db)
+    ratings = dict(ratings)
+    twins = copies(db) if inherited or flags else {}
+    out: dict[str, set[tuple[int, str]]] = {}
+    for sha in raw_links:
+        own = set(raw_links.get(sha, ()))
+        links = set(own)
+        st, details = flags.get(sha, (None, {}))
+        decided = st == "resolved"
+        own_countries = {k for _, k in own}
+        for (c, k), _src in inherited.get(sha, {}).items():
+            if active is not None and c not in active:
+                continue
+            if decided or k in own_countries:
+                links.add((c, k))
+        if decided:
+            keep = (details.get("resolution") or {}).get("cultures")
+            if keep is not None:
+                links = {(c, k) for c, k in links if k in set(keep)}
+        for c, k in links:
+            if (sha, k) not in ratings:
+                for other in sorted(twins.get(sha, ())):
+                    if (other, k) in ratings:
+                        ratings[(sha, k)] = ratings[(other, k)]
+                        break
+        out[sha] = links
+    return out, ratings
+
+
+__all__ = ["FLAG", "CulturesUndecided", "update_conflict_flags_many", "resolve_flags", "reopen_flags",
+           "list_flags", "link_conflicts", "cluster_conflicts", "copies", "inherited_links",
+           "resolve_rated_conflicts", "open_questions", "require_decided", "decided_links"]

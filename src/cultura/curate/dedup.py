@@ -1,0 +1,851 @@
+"""Image de-duplication: exact (sha256), perceptual (pHash, dHash) and embedding duplicates, and culture
+conflicts. Nothing is deleted: the output is clusters for a person to review (seed 000, App. J guideline).
+
+Methods (a registry, :data:`METHODS`):
+
+- ``sha256`` — identical bytes are one ``images`` row by construction, so this method makes no clusters;
+  it flags an image linked (through ``image_links``) to more than one (concept, country) pair;
+- ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
+  threshold found exactly by a faiss binary index. Both hash the image's content box (uniform borders
+  trimmed); pHash compares every view of an image with every view of the other — the full, 5 % and 10 %
+  centre (``images.phash_centre``, ``images.phash_variants``) and mirrored pHashes
+  (:mod:`cultura.curate.invariance`) — which finds padded, cropped, slightly rotated and mirrored copies. The
+  hashes come from the downloader's or importer's validating decode (or are computed here once, in this
+  process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
+- ``embedding`` — image embeddings of any :mod:`cultura.models.embedders` embedder (cached in
+  ``embeddings``, read into one matrix), pairs with cosine similarity ``>= threshold``, found by
+  :func:`cultura.curate.vector_search.similar_pairs`: exact blocked products up to 100k rows per search,
+  an IVF search above (exact products inside the probed cells: exact precision, measured recall), or as
+  ``embedding_index`` says.
+
+Scope: ``within-concept`` links two images only inside a concept they were both found for (one cluster set
+per concept, ``dup_clusters.concept_id`` set; each concept's images are searched apart); ``global`` links
+any two images.
+
+Clusters are the connected components of the pair graph. Each has a representative — the largest
+resolution, then the most bytes, then the smallest sha256 — and each member's distance to it (Hamming bits,
+or ``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding
+method, scope and params (thresholds, hash definition or embedder identity).
+
+Culture conflicts: an image found for two different (concept, country) pairs, or a cluster whose members
+were found for different pairs (within its concept, for within-concept scope), gets an ``image_flags`` row
+``culture_conflict`` whose ``details`` JSON lists the pairs and the evidence (per ``method/scope``); the
+flags and the culture decisions that settle them live in :mod:`cultura.curate.cultures_decide` (the dedup
+review decides which copy stays, never which culture).
+
+Idempotency (rerun rule): clusters are matched to the active (``open`` or ``resolved``) clusters of earlier
+runs with the same method, scope and params by (concept, exact member set). A matching cluster is kept as
+it is (id, status and any review decision stay valid); an earlier cluster with no match becomes
+``superseded``; only the unmatched new ones are inserted, under a new ``dedup_runs`` row. A rerun on an
+unchanged image set therefore writes nothing (no run row, no cluster, no hash); when nothing dedup reads or
+writes changed since the same call last finished, it returns that call's summary at once (``unchanged``,
+see :func:`dedup_images`). Flags follow the same rule:
+an evidence entry that no longer holds is removed, a flag left with none becomes ``superseded``, and a
+``resolved`` flag is reopened only when its list of pairs grows.
+
+>>> from cultura.curate.dedup import METHODS
+>>> sorted(METHODS)
+['dhash', 'embedding', 'phash', 'sha256']
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
+from ..db.blobs import check_blobs
+from ..db.leases import stage_lock
+from ..errors import ConfigError, unknown
+from ..executor import use_executor
+from ..progress import Progress
+from ..progress import task as progress_task
+from ..models.embedders import embed_images_cached, get_embedder
+from . import executor as executors
+from . import hashing, vector_search
+from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
+from .cultures_decide import update_conflict_flags_many as _update_flags
+from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+SCOPES = ("within-concept", "global")
+ACTIVE = ("open", "resolved")
+UNREADABLE = "unreadable"
+HASH_CHUNK = 1024  # images hashed and written per step (an interrupted run keeps what it finished)
+ROWS_CHUNK = 100_000  # rows fetched per step while loading the inventory
+COUNTER = "dedup"  # change_counters row bumped by triggers on every input and output table (db/schema.py)
+
+
+# ------------------------------------------------------------------------------------------ inventory
+@dataclass
+class Inventory:
+    """The images under consideration (status ``ok``), in ``images`` rowid order, as arrays.
+
+    ``phash`` / ``dhash`` are uint64 (0 where ``has_phash`` / ``has_dhash`` is False). Links — the
+    (concept, country) pairs an image was found for, merged concepts counted as the one they were merged
+    into, removed concepts left out — are three parallel arrays sorted by image: ``link_img``,
+    ``link_concept`` and ``link_country`` (an index into ``countries``), each triple once.
+    """
+
+    sha: list[str]
+    pixels: np.ndarray
+    nbytes: np.ndarray
+    phash: np.ndarray
+    dhash: np.ndarray
+    has_phash: np.ndarray
+    has_dhash: np.ndarray
+    link_img: np.ndarray
+    link_concept: np.ndarray
+    link_country: np.ndarray
+    countries: list[str]
+    concept_names: dict[int, str]
+    unreadable: set[int] = field(default_factory=set)
+    phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
+    has_phash_centre: np.ndarray | None = None
+    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)) uint64: mirror, 10 % centre pHash
+    has_phash_variants: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.phash_centre is None:
+            self.phash_centre = np.zeros(self.n, dtype=np.uint64)
+        if self.has_phash_centre is None:
+            self.has_phash_centre = np.zeros(self.n, dtype=bool)
+        if self.phash_variants is None:
+            self.phash_variants = np.zeros((self.n, len(hashing.VARIANTS)), dtype=np.uint64)
+        if self.has_phash_variants is None:
+            self.has_phash_variants = np.zeros(self.n, dtype=bool)
+
+    def phash_views(self) -> np.ndarray:
+        """``(n, 4)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre; 0 where missing), the
+        columns :func:`hashing.pair_views` compares."""
+        centre = np.where(self.has_phash_centre, self.phash_centre, np.uint64(0))
+        variants = np.where(self.has_phash_variants[:, None], self.phash_variants, np.uint64(0))
+        return np.column_stack([self.phash, centre, variants]).astype(np.uint64)
+
+    @classmethod
+    def from_lists(cls, sha, pixels, nbytes, *, phash=None, dhash=None, links=None, concept_names=None,
+                   unreadable=None, phash_centre=None, phash_variants=None) -> "Inventory":
+        """An inventory from Python lists (hex hashes or None, one set of (concept, country) per image)."""
+        n = len(sha)
+        phash = phash if phash is not None else [None] * n
+        dhash = dhash if dhash is not None else [None] * n
+        phash_centre = phash_centre if phash_centre is not None else [None] * n
+        phash_variants = phash_variants if phash_variants is not None else [None] * n
+        links = links if links is not None else [set()] * n
+        countries = sorted({k for s in links for _, k in s})
+        triples = sorted((i, c, countries.index(k)) for i, s in enumerate(links) for c, k in s)
+        cols = np.array(triples, dtype=np.int64).reshape(-1, 3)
+        return cls(sha=list(sha), pixels=np.asarray(pixels, dtype=np.int64),
+                   nbytes=np.asarray(nbytes, dtype=np.int64),
+                   phash=_hex_array(phash), dhash=_hex_array(dhash),
+                   has_phash=np.array([bool(v) for v in phash], dtype=bool),
+                   has_dhash=np.array([bool(v) for v in dhash], dtype=bool),
+                   link_img=cols[:, 0], link_concept=cols[:, 1], link_country=cols[:, 2],
+                   countries=countries, concept_names=dict(concept_names or {}), unreadable=set(unreadable or ()),
+                   phash_centre=_hex_array(phash_centre),
+                   has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool),
+                   phash_variants=hashing.variants_from_hex(phash_variants),
+                   has_phash_variants=np.array([bool(v) for v in phash_variants], dtype=bool))
+
+    @property
+    def n(self) -> int:
+        return len(self.sha)
+
+    def hashes(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(indexes of images that have a ``kind`` hash, their uint64 hashes)."""
+        has, h = (self.has_phash, self.phash) if kind == "phash" else (self.has_dhash, self.dhash)
+        idx = np.flatnonzero(has)
+        return idx, h[idx]
+
+    def _bounds(self) -> np.ndarray:
+        """``link_img`` offsets: image ``i``'s links are ``[b[i], b[i + 1])`` (cached)."""
+        key = (len(self.link_img), self.n)
+        if getattr(self, "_bounds_cache", (None,))[0] != key:
+            self._bounds_cache = (key, np.searchsorted(self.link_img, np.arange(self.n + 1)))
+        return self._bounds_cache[1]
+
+    def links_of(self, members) -> list[tuple[int, str]]:
+        """Sorted distinct (concept_id, country) pairs of one image or of several."""
+        b = self._bounds()
+        out = set()
+        for i in np.atleast_1d(members).tolist():
+            for k in range(b[i], b[i + 1]):
+                out.add((int(self.link_concept[k]), self.countries[self.link_country[k]]))
+        return sorted(out)
+
+
+def _hex_array(values) -> np.ndarray:
+    """16-hex strings (None / '' for missing) -> uint64 array with 0 where missing; vectorised."""
+    filled = [v if v else "0" * 16 for v in values]
+    if not filled:
+        return np.zeros(0, dtype=np.uint64)
+    return np.frombuffer(bytes.fromhex("".join(filled)), dtype=">u8").astype(np.uint64)
+
+
+@contextlib.contextmanager
+def _snapshot(db):
+    """One read transaction: every SELECT inside sees the same state of the database (WAL snapshot)."""
+    conn = db.conn
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _final_concepts(db) -> tuple[dict[int, str], dict[int, int | None]]:
+    """Concept names, and each concept's final id (merged -> the one it was merged into; removed -> None)."""
+    concepts = {cid: (name, status, merged) for cid, name, status, merged in
+                db.execute("SELECT id, name, status, merged_into FROM concepts").fetchall()}
+
+    def final(cid):
+        seen = set()
+        while cid in concepts and concepts[cid][1] == "merged" and concepts[cid][2] and cid not in seen:
+            seen.add(cid)
+            cid = concepts[cid][2]
+        return None if cid not in concepts or concepts[cid][1] == "removed" else cid
+
+    return {cid: v[0] for cid, v in concepts.items()}, {cid: final(cid) for cid in concepts}
+
+
+def load_inventory(project: Project) -> Inventory:
+    """Read ``images`` (status ok), their (concept, country) links and open ``unreadable`` flags.
+
+    Streams the rows into arrays (no per-image Python objects but the sha256 strings) with sequential scans
+    only: the links are joined in memory (candidate sha256 -> image, search result -> candidate -> query)
+    and the (concept, country) of a query and the de-duplication of links are done with numpy.
+    """
+    db = project.db
+    with _snapshot(db):
+        sha: list[str] = []
+        rowid, pixels, nbytes, flags, hexes, variants = [], [], [], [], ([], [], []), []
+        zero = "0" * 16
+        # missing hashes are filled and flagged by SQLite, so each column arrives ready for one C-level join
+        cur = db.execute(
+            "SELECT rowid, sha256, width * height, bytes, "
+            "(coalesce(phash, '') != '') + 2 * (coalesce(dhash, '') != '') + 4 * (coalesce(phash_centre, '') != '') "
+            f"+ 8 * (length(coalesce(phash_variants, '')) = {16 * len(hashing.VARIANTS)}), "
+            f"coalesce(nullif(phash, ''), '{zero}'), coalesce(nullif(dhash, ''), '{zero}'), "
+            f"coalesce(nullif(phash_centre, ''), '{zero}'), phash_variants "
+            "FROM images WHERE status = 'ok'")  # rowid order: sequential
+        while rows := cur.fetchmany(ROWS_CHUNK):
+            r_id, r_sha, r_px, r_b, r_has, *r_hex, r_var = zip(*rows)
+            del rows
+            sha.extend(r_sha)
+            rowid.append(np.array(r_id, dtype=np.int64))
+            pixels.append(np.array(r_px, dtype=np.int64))
+            nbytes.append(np.array(r_b, dtype=np.int64))
+            flags.append(np.array(r_has, dtype=np.uint8))
+            for out, col in zip(hexes, r_hex):
+                out.append(np.frombuffer(bytes.fromhex("".join(col)), dtype=">u8").astype(np.uint64))
+            variants.append(hashing.variants_from_hex(r_var))
+        n = len(sha)
+        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        rowid_a = cat(rowid)
+        has = cat(flags).astype(np.uint8)
+        has_ph, has_dh, has_pc = (has & 1).astype(bool), (has & 2).astype(bool), (has & 4).astype(bool)
+        has_pv = (has & 8).astype(bool)
+        pv_a = np.concatenate(variants) if variants else np.zeros((0, len(hashing.VARIANTS)), dtype=np.uint64)
+        ph_a, dh_a, pc_a = (np.concatenate(h) if h else np.zeros(0, dtype=np.uint64) for h in hexes)
+        del hexes, flags
+
+        names, final = _final_concepts(db)
+        queries = db.execute("SELECT id, concept_id, country FROM queries").fetchall()
+        countries = sorted({q[2] for q in queries})
+        max_q = max((q[0] for q in queries), default=0)
+        q_concept = np.full(max_q + 1, -1, dtype=np.int64)
+        q_country = np.zeros(max_q + 1, dtype=np.int64)
+        country_index = {k: i for i, k in enumerate(countries)}
+        for qid, cid, country in queries:
+            c = final.get(cid)
+            q_concept[qid] = -1 if c is None else c
+            q_country[qid] = country_index[country]
+        # links: search result -> candidate by its integer key in SQL, candidate sha256 -> image by a dict
+        # (a join on images' TEXT sha256 key in SQL costs one random index lookup per row: 4x slower at 1M)
+        pos_of = dict(zip(sha, range(n)))
+        get = pos_of.get
+        img_parts, q_parts = [], []
+        cur = db.execute("SELECT sr.query_id, c.sha256 FROM search_results sr "
+                         "CROSS JOIN candidates c ON c.id = sr.candidate_id WHERE c.sha256 IS NOT NULL")
+        while rows := cur.fetchmany(ROWS_CHUNK):
+            qids, shas = zip(*rows)
+            q_parts.append(np.array(qids, dtype=np.int64))
+            img_parts.append(np.fromiter(map(get, shas, itertools.repeat(-1)), dtype=np.int64, count=len(shas)))
+        del pos_of, get
+        pos = np.full(int(rowid_a.max()) + 1 if n else 1, -1, dtype=np.int64)
+        pos[rowid_a] = np.arange(n)
+        img, q = cat(img_parts), cat(q_parts)
+        ok = (img >= 0) & (q >= 0) & (q <= max_q)
+        img, q = img[ok], q[ok]
+        concept = q_concept[q]
+        keep = concept >= 0
+        img, concept, country = img[keep], concept[keep], q_country[q][keep]
+        n_c, n_k = int(concept.max()) + 1 if len(concept) else 1, max(len(countries), 1)
+        key = np.unique((img * n_c + concept) * n_k + country)
+        unreadable = {int(k) for (r,) in db.execute(
+            "SELECT i.rowid FROM image_flags f CROSS JOIN images i ON i.sha256 = f.sha256 "
+            "WHERE f.flag = ? AND f.status = 'open'", [UNREADABLE]) if r < len(pos) and (k := pos[r]) >= 0}
+    return Inventory(sha=sha, pixels=cat(pixels), nbytes=cat(nbytes), phash=ph_a, dhash=dh_a,
+                     has_phash=has_ph, has_dhash=has_dh, link_img=key // (n_c * n_k),
+                     link_concept=key // n_k % n_c, link_country=key % n_k, countries=countries,
+                     concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc,
+                     phash_variants=pv_a, has_phash_variants=has_pv)
+
+
+class _Writes:
+    """Tracks the dedup change counter across this call's own write transactions.
+
+    Each write runs in :func:`cultura.db.transaction`; inside it the counter is compared with the value the
+    previous step left (a difference means another writer changed an input or an output meanwhile), and the
+    value after the write becomes the expected one. A call whose chain is unbroken may record a fingerprint.
+    """
+
+    def __init__(self, db, start: int | None):
+        self.db, self.expected, self.foreign = db, start, start is None
+
+    @contextlib.contextmanager
+    def __call__(self):
+        with transaction(self.db):
+            if _counter(self.db) != self.expected:
+                self.foreign = True
+            yield self.db
+            self.expected = _counter(self.db)
+
+
+def _bump(db) -> None:
+    """Count one change for dedup's own bulk inserts (clusters, culture_conflict flags), which no row trigger
+    counts; every other write to a watched table is counted by its trigger."""
+    db.execute("UPDATE change_counters SET value = value + 1 WHERE name = ?", [COUNTER])
+
+
+def _counter(db) -> int | None:
+    try:
+        row = db.execute("SELECT value FROM change_counters WHERE name = ?", [COUNTER]).fetchone()
+    except Exception:  # noqa: BLE001 - a database without the counter table: never skip
+        return None
+    return None if row is None else int(row[0])
+
+
+def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None, writes: _Writes | None = None,
+                  executor: str = "local") -> dict:
+    """Compute and store the hashes of the images that lack any of them (pHash, dHash, centre pHash, pHash
+    variants: an image hashed before a hash was added is hashed again, all its hashes from one decode, so
+    an upgrade re-hashes step by step and an interrupted run resumes); an unreadable blob gets an
+    ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts.
+
+    ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
+    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants)
+    if inv.unreadable:
+        missing[list(inv.unreadable)] = False
+    todo = np.flatnonzero(missing).tolist()
+    done = failed = 0
+    if not todo:
+        return {"hashes_computed": 0, "hash_failures": 0}
+    db = project.db
+    writes = writes or _Writes(db, _counter(db))
+    bar = progress_task("hashing images", len(todo), progress=progress)
+    step = HASH_CHUNK if executor == "local" else HASH_CHUNK * 64  # a Ray job per 64k images
+    try:
+        for part in chunks(todo, step):
+            shas = [inv.sha[i] for i in part]
+            paths = {}
+            for sub in chunks(shas, 900):
+                paths.update(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})",
+                                        sub).fetchall())
+            res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
+            ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
+            pv = hashing.variants_to_hex(res.phash_variants)
+            ts = now()
+            with writes():
+                ok = [(ph[k], dh[k], pc[k], pv[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
+                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ?, phash_variants = ? "
+                                    "WHERE sha256 = ?", ok)
+                db.conn.executemany(
+                    "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
+                    "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
+                    "created_at = excluded.created_at",
+                    [(inv.sha[part[k]], UNREADABLE, dumps({"stage": "dedup", "error": err}), ts)
+                     for k, err in res.errors.items()])
+            for k, i in enumerate(part):
+                if k in res.errors:
+                    inv.unreadable.add(i)
+                else:
+                    inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
+                    inv.phash_variants[i] = res.phash_variants[k]
+                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = inv.has_phash_variants[i] = True
+            done += len(part) - len(res.errors)
+            failed += len(res.errors)
+            bar.advance(len(part))
+    finally:
+        bar.close()
+    return {"hashes_computed": done, "hash_failures": failed}
+
+
+# ------------------------------------------------------------------------------------------ methods
+@dataclass
+class Found:
+    """A method's result: pairs of inventory indexes (i < j) and a distance function: ``distance(reps,
+    members)`` gives, element-wise, each member's distance to its representative (``reps`` broadcasts)."""
+
+    pairs: np.ndarray
+    distance: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass
+class Method:
+    """One de-duplication method: ``params(opts)`` names the run, ``find(project, inv, opts)`` finds pairs.
+
+    ``find`` returns None for a method that makes no clusters (sha256)."""
+
+    name: str
+    params: Callable[[dict], dict]
+    find: Callable[[Any, Inventory, dict], Found | None]
+    needs_hashes: bool = False
+
+
+def _hash_method(kind: str) -> Method:
+    """pHash: every view of an image (full, 5 % and 10 % centre, mirror: :mod:`cultura.curate.invariance`)
+    against every view of the other (:func:`hashing.pair_views`), which finds padded, cropped, slightly
+    rotated and mirrored copies; dHash: full hashes (of the content box). The distance to a representative
+    is the smallest of the compared combinations."""
+    views = kind == "phash"
+
+    def params(opts):
+        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
+        if views:
+            p["centre_crop"] = hashing.CENTRE_CROP
+            p["views"] = ["full", "centre", *hashing.VARIANTS]
+        return p
+
+    def find(project: Project, inv, opts):
+        t = opts[f"{kind}_threshold"]
+        if views:
+            has = inv.has_phash  # a missing view is 0 in the table: never compared
+            table = inv.phash_views()
+
+            def search(idx, workers=None):
+                return hashing.pair_views(table[idx], t, workers=workers)
+        else:
+            full, has = inv.dhash, inv.has_dhash
+
+            def search(idx, workers=None):
+                return hashing.hamming_pairs(full[idx], t, workers=workers)
+        if opts.get("scope") == "within-concept":
+            # concepts searched in parallel, one thread each (faiss releases the GIL)
+            pairs = concept_pairs(inv, has, functools.partial(search, workers=1), workers=os.cpu_count() or 1)
+        else:
+            idx = np.flatnonzero(has)
+            pairs = idx[search(idx)].reshape(-1, 2)
+
+        def distance(reps, members):
+            reps = np.broadcast_to(reps, np.shape(members))
+            if not views:
+                return hashing.hamming_to_each(inv.dhash[members], inv.dhash[reps])
+            d = hashing.view_distances(table[members], table[reps])
+            d[members == reps] = 0
+            return d
+
+        return Found(pairs, distance)
+
+    return Method(kind, params, find, needs_hashes=True)
+
+
+def concept_groups(inv: Inventory, mask: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
+    """``[(concept_id, sorted image indexes), ...]``: the images found for each concept (an image found for
+    several concepts is in each of their groups), restricted to ``mask`` when given."""
+    if not len(inv.link_img):
+        return []
+    n_c = int(inv.link_concept.max()) + 1
+    node = np.unique(inv.link_concept * inv.n + inv.link_img)   # sorted by concept, then image
+    node_c, node_img = node // inv.n, node % inv.n
+    if mask is not None:
+        keep = mask[node_img]
+        node_c, node_img = node_c[keep], node_img[keep]
+    bounds = np.searchsorted(node_c, np.arange(n_c + 1))
+    return [(c, node_img[bounds[c]:bounds[c + 1]]) for c in range(n_c) if bounds[c + 1] - bounds[c] > 1]
+
+
+def concept_pairs(inv: Inventory, mask: np.ndarray, search: Callable[[np.ndarray], np.ndarray], *,
+                  workers: int = 1) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``, found by ``search`` inside each concept's group of images (see
+    :func:`concept_groups`); ``search(indexes)`` returns local pairs into ``indexes``. Sorted, each once.
+    ``workers > 1``: concepts are searched by a pool of that many threads (``search`` must then be
+    single-threaded and release the GIL, as faiss does).
+
+    Within-concept scope needs no pair across concepts, so one search per concept replaces one search over
+    everything: with ``n`` images in ``k`` concepts a brute-force search costs ``n**2 / k`` instead of
+    ``n**2``."""
+    def one(group):
+        idx = group[1]
+        local = np.asarray(search(idx), dtype=np.int64).reshape(-1, 2)
+        return idx[local]  # idx is ascending, so i < j is kept
+
+    groups = concept_groups(inv, mask)
+    if workers > 1 and len(groups) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = [p for p in pool.map(one, groups) if len(p)]
+    else:
+        found = [p for p in map(one, groups) if len(p)]
+    if not found:
+        return np.zeros((0, 2), dtype=np.int64)
+    pairs = np.concatenate(found)
+    key = np.unique(pairs[:, 0] * inv.n + pairs[:, 1])
+    return np.stack([key // inv.n, key % inv.n], axis=1)
+
+
+def _embedder(opts):
+
+    if opts.get("_embedder_obj") is None:
+        opts["_embedder_obj"] = get_embedder(opts["embedder"])
+    return opts["_embedder_obj"]
+
+
+def _index_options(opts) -> dict:
+    """The embedding search's index options (``[dedup] embedding_index / embedding_nlist /
+    embedding_nprobe``), validated; defaults where ``opts`` has none."""
+    o = {"index": opts.get("embedding_index", "auto"), "nlist": opts.get("embedding_nlist"),
+         "nprobe": opts.get("embedding_nprobe", vector_search.DEFAULT_NPROBE)}
+    vector_search.validate_index_options(o["index"], o["nlist"], o["nprobe"])
+    return o
+
+
+def _embedding_params(opts):
+    """Embedder identity, threshold, and how pairs are searched (:func:`vector_search.index_params`: exact,
+    IVF with its parameters, or the ``auto`` rule), so stored clusters record how they were found."""
+    return {"embedder": _embedder(opts).identity, "threshold": opts["embedding_threshold"],
+            "index": vector_search.index_params(**_index_options(opts))}
+
+
+def _embedding_find(project: Project, inv, opts):
+    """Cosine pairs of image embeddings (cached). The matrix is held once: one row per readable image,
+    filled in place from the cache (:func:`embed_images_cached`). Within-concept scope searches each
+    concept's images apart (``n**2 / k`` work for ``k`` concepts), global scope everything at once; each
+    search is exact or IVF (:func:`vector_search.similar_pairs`: ``auto`` picks exact up to
+    ``EXACT_MAX_ROWS`` rows; IVF pairs are exact products, only recall is approximate)."""
+
+    emb = _embedder(opts)
+    ix = _index_options(opts)
+    keep = np.ones(inv.n, dtype=bool)
+    keep[list(inv.unreadable)] = False
+    idx = np.flatnonzero(keep)
+    t = opts["embedding_threshold"]
+    pos = np.full(inv.n, -1, dtype=np.int64)      # image index -> row of the matrix (-1: unreadable)
+    pos[idx] = np.arange(len(idx))
+    vecs = np.zeros((0, 1), dtype=np.float32)
+    pairs = np.zeros((0, 2), dtype=np.int64)
+    if len(idx):
+        vecs = embed_images_cached(project, emb, [inv.sha[i] for i in idx])
+        if opts.get("scope") == "within-concept":
+            pairs = concept_pairs(inv, keep, lambda g: vector_search.similar_pairs(vecs, t, rows=pos[g], **ix))
+        else:
+            pairs = idx[vector_search.similar_pairs(vecs, t, **ix)].reshape(-1, 2)
+
+    def distance(reps, members):
+        reps = np.broadcast_to(reps, np.shape(members))
+        return np.clip(1.0 - np.einsum("ij,ij->i", vecs[pos[members]], vecs[pos[reps]]), 0.0, 2.0)
+
+    return Found(pairs, distance)
+
+
+METHODS: dict[str, Method] = {
+    "sha256": Method("sha256", lambda opts: {}, lambda project, inv, opts: None),
+    "phash": _hash_method("phash"),
+    "dhash": _hash_method("dhash"),
+    "embedding": Method("embedding", _embedding_params, _embedding_find),
+}
+
+
+# ------------------------------------------------------------------------------------------ clusters
+def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple[int | None, np.ndarray]]:
+    """``[(concept_id or None, member indexes), ...]``: connected components of the pair graph, per concept
+    (edges only between two images both found for that concept) or over everything (global); sorted by
+    concept, then by first member.
+
+    Within a concept, the nodes are the (image, concept) links, an edge joins ``(i, c)`` and ``(j, c)`` for a
+    pair ``(i, j)`` and every concept ``c`` both were found for, and one connected-components call over all
+    concepts at once gives every concept's clusters (numpy only, no per-pair Python).
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if scope == "global":
+        return [(None, c) for c in hashing.connected_clusters(inv.n, pairs)]
+    if not len(pairs) or not len(inv.link_img):
+        return []
+    n_c = int(inv.link_concept.max()) + 1
+    node = np.unique(inv.link_img * n_c + inv.link_concept)          # (image, concept), sorted by image
+    node_img, node_c = node // n_c, node % n_c
+    bounds = np.searchsorted(node_img, np.arange(inv.n + 1))
+    i, j = pairs[:, 0], pairs[:, 1]
+    count = bounds[i + 1] - bounds[i]
+    which = np.repeat(np.arange(len(pairs)), count)
+    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    ni = bounds[i][which] + offset                                   # every concept of i, per pair
+    want = j[which] * n_c + node_c[ni]                               # the same concept for j
+    nj = np.minimum(np.searchsorted(node, want), len(node) - 1)
+    hit = node[nj] == want
+    comps = hashing.connected_clusters(len(node), np.stack([ni[hit], nj[hit]], axis=1))
+    out = [(int(node_c[c[0]]), node_img[c]) for c in comps]
+    out.sort(key=lambda t: (t[0], int(t[1][0])))
+    return out
+
+
+def representative(inv: Inventory, members: np.ndarray) -> int:
+    """The member with the largest resolution, then the most bytes, then the smallest sha256."""
+    return min(np.asarray(members).tolist(), key=lambda i: (-int(inv.pixels[i]), -int(inv.nbytes[i]), inv.sha[i]))
+
+
+def representatives(inv: Inventory, clusters: list[np.ndarray]) -> np.ndarray:
+    """:func:`representative` of each cluster, for all clusters at once (one sort of all members)."""
+    if not clusters:
+        return np.zeros(0, dtype=np.int64)
+    sizes = np.array([len(m) for m in clusters], dtype=np.int64)
+    flat = np.concatenate(clusters).astype(np.int64)
+    label = np.repeat(np.arange(len(clusters)), sizes)
+    _, sha_rank = np.unique(np.array([inv.sha[i] for i in flat.tolist()]), return_inverse=True)
+    order = np.lexsort((sha_rank.reshape(-1), -inv.nbytes[flat], -inv.pixels[flat], label))
+    first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each cluster's best member sorts first
+    return flat[order[first]]
+
+
+def _active_clusters(db, method: str, scope: str, ptext: str) -> dict[tuple, int]:
+    existing: dict[tuple, int] = {}
+    for cid, concept_id, members in db.execute(
+            "SELECT c.id, c.concept_id, group_concat(m.sha256) FROM dup_clusters c "
+            "JOIN dedup_runs r ON r.id = c.run_id JOIN dup_members m ON m.cluster_id = c.id "
+            f"WHERE c.method = ? AND c.scope = ? AND r.params = ? AND c.status IN {ACTIVE} GROUP BY c.id",
+            [method, scope, ptext]):
+        existing[(concept_id, tuple(sorted(members.split(","))))] = cid
+    return existing
+
+
+def _save_clusters(project: Project, method: str, scope: str, params: dict, inv: Inventory, found: Found,
+                   clusters: list[tuple[int | None, np.ndarray]], writes: _Writes | None = None) -> dict:
+    """Insert new clusters, keep matching ones, supersede vanished ones (see the module docstring).
+
+    All writes of one call are one transaction of batched statements (cluster ids are allotted under the
+    transaction's write lock, so clusters and members go in with two ``executemany`` calls)."""
+    db = project.db
+    writes = writes or _Writes(db, _counter(db))
+    ptext = dumps(params)
+    existing = _active_clusters(db, method, scope, ptext)
+    had_run = db.execute("SELECT 1 FROM dedup_runs WHERE method = ? AND scope = ? AND params = ? LIMIT 1",
+                         [method, scope, ptext]).fetchone() is not None
+    ids: list[int] = []
+    new = []
+    sha = inv.sha
+    for concept_id, members in clusters:
+        # (a first run has no stored clusters to match: no keys built)
+        cid = existing.pop((concept_id, tuple(sorted(sha[i] for i in members.tolist()))), None) if existing else None
+        if cid is None:
+            new.append((len(ids), concept_id, members))
+            cid = -1
+        ids.append(cid)
+    if new or existing or not had_run:
+        ts = now()
+        reps = representatives(inv, [m for _, _, m in new])
+        sizes = np.array([len(m) for _, _, m in new], dtype=np.int64)
+        flat = np.concatenate([m for _, _, m in new]) if new else np.zeros(0, dtype=np.int64)
+        dist = found.distance(np.repeat(reps, sizes), flat) if new else np.zeros(0)
+        with writes():
+            run_id = db.execute("INSERT INTO dedup_runs (method, scope, params, created_at) VALUES (?, ?, ?, ?)",
+                                [method, scope, ptext, ts]).lastrowid
+            first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM dup_clusters").fetchone()[0]
+            cluster_ids = list(range(first, first + len(new)))
+            db.conn.executemany(
+                "INSERT INTO dup_clusters (id, run_id, method, scope, concept_id, representative, size, status, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+                [(cid, run_id, method, scope, concept_id, sha[rep], len(members), ts)
+                 for cid, (_, concept_id, members), rep in zip(cluster_ids, new, reps.tolist())])
+            owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
+            db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
+                                zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
+            _bump(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
+            for part in chunks(list(existing.values()), 500):
+                db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
+                           part)
+        for cid, (pos, _, _) in zip(cluster_ids, new):
+            ids[pos] = cid
+    return {"clusters": len(clusters), "new_clusters": len(new), "superseded_clusters": len(existing),
+            "images_in_clusters": int(len(np.unique(np.concatenate([m for _, m in clusters])))) if clusters else 0,
+            "pairs": len(found.pairs), "cluster_ids": ids}
+
+
+# ------------------------------------------------------------------------------------------ conflicts
+def update_conflict_flags(project: Project, inv: Inventory, evidence_key: str,
+                          evidence: dict[int, dict], writes: _Writes | None = None) -> dict:
+    """Write ``culture_conflict`` flags for one ``method/scope`` (:mod:`cultura.curate.cultures_decide`):
+    ``evidence`` maps an inventory index to ``{"pairs": [(concept_id, country), ...], ...}``. Returns
+    ``{"flagged": n, "new": n}``."""
+    return update_conflict_flags_many(project, inv, {evidence_key: evidence}, writes)[evidence_key]
+
+
+def update_conflict_flags_many(project: Project, inv: Inventory, evidence_by_key: dict[str, dict[int, dict]],
+                               writes: _Writes | None = None) -> dict[str, dict]:
+    """:func:`cultura.curate.cultures_decide.update_conflict_flags_many` under dedup's change counter."""
+    return _update_flags(project, inv, evidence_by_key, writes=writes or _Writes(project.db, _counter(project.db)),
+                         bump=_bump)
+
+
+# ------------------------------------------------------------------------------------------ entry point
+def resolve_options(project: Project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
+                    embedder=None, embedding_threshold=None, executor=None, embedding_index=None) -> dict:
+    """Fill unset options from ``project.config.dedup`` and validate them (ConfigError naming the option)."""
+    cfg = project.config.dedup
+    methods = list(dict.fromkeys(methods if methods else cfg.methods))
+    for m in methods:
+        if m not in METHODS:
+            raise unknown("dedup method", m, METHODS, param="methods")
+    scope = scope or cfg.scope
+    if scope not in SCOPES:
+        raise unknown("dedup scope", scope, SCOPES)
+    opts = {"methods": methods, "scope": scope,
+            "phash_threshold": cfg.phash_threshold if phash_threshold is None else phash_threshold,
+            "dhash_threshold": cfg.dhash_threshold if dhash_threshold is None else dhash_threshold,
+            "embedder": cfg.embedder if embedder is None else embedder,
+            "embedding_threshold": cfg.embedding_threshold if embedding_threshold is None else embedding_threshold,
+            "executor": (executor or getattr(cfg, "executor", "local"))}
+    if opts["executor"] not in executors.EXECUTORS:
+        raise unknown("executor", opts["executor"], executors.EXECUTORS, param="executor")
+    for name in ("phash_threshold", "dhash_threshold"):
+        v = opts[name]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 64:
+            raise ConfigError(f"{name} must be a whole number of bits between 0 and 64, got {v!r}; set "
+                              f"--{name.replace('_', '-')} or dedup.{name} in cultura.toml.")
+        opts[name] = int(v)
+    t = opts["embedding_threshold"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not -1 <= t <= 1:
+        raise ConfigError(f"embedding_threshold must be a cosine similarity between -1 and 1, got {t!r}; set "
+                          "--embedding-threshold or dedup.embedding_threshold in cultura.toml.")
+    opts["embedding_threshold"] = float(t)
+    opts.update({k: getattr(cfg, k) for k in ("embedding_index", "embedding_nlist", "embedding_nprobe")})
+    if embedding_index is not None:
+        opts["embedding_index"] = embedding_index
+    _index_options(opts)  # validated here, before any work
+    if not isinstance(opts["embedder"], str):  # an Embedder instance
+        opts["_embedder_obj"], opts["embedder"] = opts["embedder"], opts["embedder"].identity
+    return opts
+
+
+def dedup_images(project: Project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
+                 embedder=None, embedding_threshold=None, progress: Progress = None, executor=None,
+                 embedding_index=None) -> dict:
+    """Find duplicate images and culture conflicts; store clusters and flags for review (nothing deleted).
+
+    Unset options come from ``project.config.dedup``. ``embedder`` is a spec string or an Embedder.
+    Returns a summary: ``hashes_computed``, ``clusters`` / ``images_in_clusters`` / ``new_clusters`` /
+    ``superseded_clusters`` per method, ``conflicts_flagged`` (images with a conflict found by this call),
+    ``conflicts_new`` (flags created), and counts of images and hash failures.
+
+    No-op rerun: triggers bump ``change_counters.dedup`` on every write to the tables dedup reads (images,
+    candidates, search results, queries, concepts, image flags) or writes (runs, clusters, members). A call
+    whose own writes were the only ones since it read the project records the counter under its options
+    (``dedup_state``); a later call with the same options that finds the counter unchanged returns the
+    recorded summary (``unchanged: true``, nothing new) without reading the images.
+    """
+    opts = resolve_options(project, methods=methods, scope=scope, phash_threshold=phash_threshold,
+                           dhash_threshold=dhash_threshold, embedder=embedder,
+                           embedding_threshold=embedding_threshold, executor=executor,
+                           embedding_index=embedding_index)
+    # two at once would store clusters twice; millions of row tuples: the cyclic GC paused (db.gc_paused);
+    # hashing and embedding run where the executor says (cultura.executor)
+    with stage_lock(project.root, "dedup", "cultura images dedup"), gc_paused(), \
+            use_executor(opts["executor"], config=project.config):
+        return _dedup_alone(project, opts, progress)
+
+
+def _dedup_alone(project: Project, opts: dict, progress: Progress) -> dict:
+    db = project.db
+    run = start_run(db, "dedup", {k: v for k, v in opts.items() if not k.startswith("_")})
+    try:
+        check_blobs(project)  # an image whose file is gone is marked 'missing' (re-fetched later), not fatal
+        with transaction(db):  # a cluster left without members by an older, non-atomic writer: repaired
+            db.execute("DELETE FROM dup_clusters WHERE NOT EXISTS "
+                       "(SELECT 1 FROM dup_members m WHERE m.cluster_id = dup_clusters.id)")
+        key = dumps({"scope": opts["scope"], "methods": {m: METHODS[m].params(opts) for m in opts["methods"]}})
+        with _snapshot(db):
+            start = _counter(db)
+            state = db.execute("SELECT counter, summary FROM dedup_state WHERE key = ?", [key]).fetchone() \
+                if start is not None else None
+            if state is not None and state[0] == start:
+                summary = _unchanged(json.loads(state[1]))
+            else:
+                summary = None
+                inv = load_inventory(project)
+        if summary is None:
+            writes = _Writes(db, start)
+            summary = _dedup(project, inv, opts, writes, progress)
+            with writes():
+                if not writes.foreign:
+                    db.execute("INSERT INTO dedup_state (key, counter, summary, updated_at) VALUES (?, ?, ?, ?) "
+                               "ON CONFLICT (key) DO UPDATE SET counter = excluded.counter, "
+                               "summary = excluded.summary, updated_at = excluded.updated_at",
+                               [key, writes.expected, json.dumps(summary, default=str), now()])  # keeps key order
+    except BaseException as e:
+        finish_run(db, run, status="failed" if isinstance(e, Exception) else "interrupted",
+                   error=f"{type(e).__name__}: {e}")
+        raise
+    finish_run(db, run, summary)
+    return summary
+
+
+def _unchanged(summary: dict) -> dict:
+    """A recorded summary as a no-op rerun reports it: nothing computed, created or superseded."""
+    out = dict(summary, hashes_computed=0, hash_failures=0, conflicts_new=0, unchanged=True)
+    for k in ("new_clusters", "superseded_clusters"):
+        out[k] = {m: 0 for m in summary.get(k, {})}
+    return out
+
+
+def _dedup(project: Project, inv: Inventory, opts: dict, writes: _Writes, progress: Progress) -> dict:
+    summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
+                               "hashes_computed": 0, "hash_failures": 0}
+    if any(METHODS[m].needs_hashes for m in opts["methods"]):
+        summary.update(ensure_hashes(project, inv, progress=progress, writes=writes, executor=opts["executor"]))
+    flagged: set[int] = set()
+    per: dict[str, dict] = {}
+    evidence: dict[str, dict[int, dict]] = {}
+    keys: dict[str, str] = {}
+    for name in opts["methods"]:
+        method = METHODS[name]
+        params = method.params(opts)
+        found = method.find(project, inv, opts)
+        keys[name] = name if found is None else f"{name}/{opts['scope']}"
+        if found is None:  # sha256: conflicts from links only
+            ev = link_conflicts(inv)
+            per[name] = {"multi_linked_images": len(ev)}
+        else:
+            clusters = scoped_clusters(inv, found.pairs, opts["scope"])
+            per[name] = _save_clusters(project, name, opts["scope"], params, inv, found, clusters, writes)
+            ev = cluster_conflicts(inv, clusters, per[name].pop("cluster_ids"), params)
+            del found, clusters
+        evidence[keys[name]] = ev
+        flagged |= set(ev)
+    res = update_conflict_flags_many(project, inv, evidence, writes)
+    for name, key in keys.items():
+        per[name]["conflicts"] = res[key]["flagged"]
+    new_flags = sum(r["new"] for r in res.values())
+    for k in ("clusters", "images_in_clusters", "new_clusters", "superseded_clusters"):
+        summary[k] = {m: v[k] for m, v in per.items() if k in v}
+    summary["multi_linked_images"] = per.get("sha256", {}).get("multi_linked_images", 0)
+    summary["conflicts_flagged"] = len(flagged)
+    summary["conflicts_new"] = new_flags
+    summary["unchanged"] = False
+    return summary
+
+
+__all__ = ["FLAG", "METHODS", "SCOPES", "Inventory", "Method", "Found", "dedup_images", "load_inventory",
+           "ensure_hashes", "scoped_clusters", "representative", "cosine_pairs", "update_conflict_flags",
+           "resolve_flags", "reopen_flags", "list_flags",
+           "resolve_options"]

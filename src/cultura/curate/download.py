@@ -1,0 +1,726 @@
+"""The image downloader: pending ``candidates`` → validated, content-addressed ``images``.
+
+One asyncio loop, ``workers`` concurrent downloads and at most ``per_host`` per host, streamed through the
+downloader's own HTTP/1.1 client (:mod:`.fetcher`: every connection address-checked, keep-alive per host). A
+worker hands each fetched body on and takes its next URL at once; the validating decode and the blob write
+run off the connection (at most ``workers`` bodies wait for them).
+
+Each URL gets connect/read timeouts, a wall-clock cap per attempt, retries with exponential back-off on
+408/425/429/5xx, timeouts and connection errors (``Retry-After`` honoured up to ``retry_after_max``), at
+most ``max_redirects`` redirects each re-checked against the address policy of :mod:`.safety`, a byte cap
+enforced while streaming (``Content-Length`` is not trusted), and ``X-Robots-Tag: noai``/``noimageai``.
+
+Content is trusted from its bytes, never from ``Content-Type``: an image served as ``text/plain`` is
+accepted, HTML served as ``image/jpeg`` is not. Sniffing (:mod:`.sniff`) runs in a thread or a process pool
+(Pillow, restricted to :data:`ALLOWED_FORMATS` so no exotic decoder ever sees web data): HTML, SVG, non-images,
+truncated or corrupt files, decompression bombs (more than ``max_pixels``) and images whose shorter side is below
+``min_side`` are refused. ``file://`` URLs (the local-folder provider) are read from disk and validated the
+same way.
+
+Every candidate ends with ``status`` ``downloaded``, ``failed`` or ``skipped`` (policy refusals) and a
+``reason`` from :data:`REASONS`. Resumability: blobs are renamed into place before their rows are committed
+(small batches written by the event loop only), and each run starts by sweeping files without rows
+(:func:`.blobs.sweep_blobs`), so kill -9 at any moment leaves nothing half-done; rerunning picks up the
+candidates still ``pending``.
+
+Library use::
+
+    from cultura.curate.download import download_candidates
+    summary = download_candidates(project, workers=32)
+
+or, for one URL (``settings`` is a ``DownloadSection``)::
+
+    async with make_client(settings) as client:
+        result = await fetch_image(client, url, settings)
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import email.utils
+import json
+import os
+import random
+import time
+import urllib.parse
+import urllib.request
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import httpx
+
+from .. import db as dbmod
+from ..db import transaction
+from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
+from ..errors import CulturaError
+from ..progress import Progress
+from ..progress import task as progress_task
+from ..redact import strip_userinfo
+from . import safety
+from .fetcher import make_client, within  # noqa: F401 - make_client: re-exported (the downloader's API)
+from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
+    ALLOWED_FORMATS,
+    DECODE_POOL_MIN,
+    ImageInfo,
+    _Failure,
+    _sniff,
+    decode_pool,
+    sniff_image,
+    validate_image,
+)
+
+if TYPE_CHECKING:
+    from ..project import Project
+
+try:  # POSIX file locks; elsewhere the downloader runs without a project lock
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
+__all__ = ["REASONS", "ALLOWED_FORMATS", "FetchResult", "ImageInfo", "download_candidates",
+           "adownload_candidates", "fetch_image", "make_client", "sniff_image", "store_blob", "DownloadLocked"]
+
+#: The closed set of failure reasons: reason -> (candidate status, meaning).
+REASONS: dict[str, tuple[str, str]] = {
+    "http_404": ("failed", "the server answered 404 Not Found or 410 Gone"),
+    "http_status": ("failed", "the server answered another non-success status (401, 403, 400, …)"),
+    "too_many_retries": ("failed", "429/5xx persisted over max_attempts, or Retry-After exceeded retry_after_max"),
+    "timeout": ("failed", "connect/read timeout or total_timeout on every attempt"),
+    "connection_error": ("failed", "connection refused/reset, TLS or protocol error on every attempt"),
+    "dns_error": ("failed", "the host name does not resolve"),
+    "bad_url": ("failed", "not an http(s) or file URL, or no host"),
+    "bad_redirect": ("failed", "a redirect without Location or to a non-http(s) URL"),
+    "too_many_redirects": ("failed", "more than max_redirects redirects"),
+    "too_large": ("failed", "more than max_bytes (Content-Length, or counted while streaming after decoding "
+                            "gzip/deflate: a compression bomb stops at the cap)"),
+    "bad_encoding": ("failed", "a Content-Encoding other than gzip/deflate/identity, or a body that does not "
+                               "decode"),
+    "not_image": ("failed", "the bytes are not an image in an allowed format (or the body is empty)"),
+    "html": ("failed", "the body is an HTML page"),
+    "svg": ("failed", "the body is an SVG (vector) image"),
+    "truncated": ("failed", "the image data ends early"),
+    "corrupt": ("failed", "the image cannot be decoded"),
+    "too_many_pixels": ("failed", "width x height above max_pixels (decompression bomb guard)"),
+    "too_small": ("failed", "shorter side below min_side"),
+    "extreme_aspect_ratio": ("failed", "longer side more than max_aspect_ratio times the shorter one (a thin "
+                                       "strip that passes the pixel cap but blows up model preprocessing)"),
+    "file_missing": ("failed", "a file:// URL whose file does not exist or cannot be read"),
+    "blocked_address": ("skipped", "the host resolves to a loopback/private/link-local/multicast/reserved "
+                                   "address not listed in download.allow_hosts"),
+    "robots_noai": ("skipped", "X-Robots-Tag forbids AI use (noai / noimageai)"),
+}
+
+
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524})
+
+
+#: validations allowed at once, beyond one per spare CPU, once every URL of a run is taken
+WIDE_VALIDATIONS = 4
+
+
+class DownloadLocked(CulturaError):
+    """Another downloader holds this project's lock."""
+
+
+@dataclass
+class FetchResult:
+    """The outcome for one URL. ``data`` holds the bytes when ``status == 'downloaded'``."""
+    url: str
+    status: str                      # downloaded | failed | skipped ('fetched': bytes not yet validated)
+    reason: str | None = None        # a key of REASONS when not downloaded
+    detail: str | None = None
+    final_url: str | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    nbytes: int | None = None
+    sha256: str | None = None
+    format: str | None = None
+    width: int | None = None
+    height: int | None = None
+    attempts: int = 0
+    redirects: int = 0
+    data: bytes | None = field(default=None, repr=False)
+    hashes: tuple | None = None      # (phash, dhash, phash_centre, phash_variants) from the validating decode
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "downloaded"
+
+
+def _redact(url: str) -> str:
+    """The URL without user:password (never written to the database or logs): :func:`cultura.redact.strip_userinfo`."""
+    return strip_userinfo(url)
+
+
+# ---------------------------------------------------------------------------------------------- fetching
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds, lenient about decimals, or a date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _robots_noai(headers: httpx.Headers) -> str | None:
+    for value in headers.get_list("x-robots-tag"):
+        for token in value.replace(";", ",").split(","):
+            word = token.split(":")[-1].strip().lower()  # "googlebot: noimageai" -> "noimageai"
+            if word in ("noai", "noimageai"):
+                return value.strip()
+    return None
+
+
+async def _hop(client, u: httpx.URL, settings):
+    """One request: returns ``("redirect", location_url)`` or ``("body", bytes, response)``."""
+    async with client.stream("GET", u, follow_redirects=False) as resp:
+        status = resp.status_code
+        ctype = resp.headers.get("content-type")
+        if resp.is_redirect:
+            loc = resp.headers.get("location")
+            if not loc:
+                raise _Failure("bad_redirect", f"HTTP {status} without Location", http_status=status)
+            try:
+                return "redirect", str(resp.url.join(loc))
+            except (httpx.InvalidURL, ValueError) as e:
+                raise _Failure("bad_redirect", f"invalid Location: {e}", http_status=status) from None
+        if status in RETRY_STATUSES:
+            raise _Failure("too_many_retries", f"HTTP {status}", http_status=status, content_type=ctype,
+                           retryable=True, retry_after=_retry_after(resp.headers.get("retry-after")))
+        if status in (404, 410):
+            raise _Failure("http_404", f"HTTP {status}", http_status=status, content_type=ctype)
+        if not 200 <= status < 300:
+            raise _Failure("http_status", f"HTTP {status}", http_status=status, content_type=ctype)
+        if settings.respect_robots_tag and (tag := _robots_noai(resp.headers)):
+            raise _Failure("robots_noai", f"X-Robots-Tag: {tag}", http_status=status, content_type=ctype)
+        declared = resp.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_bytes:
+            raise _Failure("too_large", f"Content-Length {declared} > max_bytes {settings.max_bytes}",
+                           http_status=status, content_type=ctype, nbytes=int(declared))
+        decoder = _Decoder(resp.headers.get("content-encoding"), http_status=status, content_type=ctype)
+        buf = bytearray()
+        async for chunk in resp.aiter_raw():  # raw bytes: decoded here, never more than the cap at a time
+            buf += decoder.feed(chunk, settings.max_bytes - len(buf))
+            if len(buf) > settings.max_bytes:
+                raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming"
+                               f"{' (decoded)' if decoder.stages else ''}",
+                               http_status=status, content_type=ctype, nbytes=len(buf))
+        buf += decoder.feed(b"", settings.max_bytes - len(buf), final=True)
+        if len(buf) > settings.max_bytes:
+            raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming (decoded)",
+                           http_status=status, content_type=ctype, nbytes=len(buf))
+        return "body", bytes(buf), resp
+
+
+class _Decoder:
+    """Content-Encoding decoding (gzip, deflate, stacked) that never produces more than ``cap + 1`` bytes
+    per call: zlib's ``max_length`` stops inflating as soon as the output passes the cap, so a compression
+    bomb costs at most ``max_bytes`` of memory, not its decoded size."""
+
+    def __init__(self, header: str | None, **kw):
+        self.kw = kw
+        self.stages = []
+        for enc in reversed([e.strip().lower() for e in (header or "").split(",") if e.strip()]):
+            if enc == "identity":
+                continue
+            if enc in ("gzip", "x-gzip"):
+                self.stages.append([zlib.decompressobj(zlib.MAX_WBITS | 16), enc, False])
+            elif enc == "deflate":  # zlib-wrapped per RFC 9110; raw deflate is tried when that fails
+                self.stages.append([zlib.decompressobj(zlib.MAX_WBITS), enc, False])
+            else:
+                raise _Failure("bad_encoding", f"Content-Encoding {enc!r} is not supported (only gzip, deflate)",
+                               **kw)
+
+    def feed(self, data: bytes, cap: int, *, final: bool = False) -> bytes:
+        """Decode ``data`` through every stage; the result is longer than ``cap`` only when over it."""
+        limit = max(cap, 0) + 1
+        for stage in self.stages:
+            d, enc, fed = stage
+            try:
+                out = d.decompress(data, limit)
+            except zlib.error as e:
+                if enc != "deflate" or fed:
+                    raise _Failure("bad_encoding", f"the {enc} body does not decode ({e})", **self.kw) from None
+                stage[:] = [zlib.decompressobj(-zlib.MAX_WBITS), "raw deflate", True]  # a server sending raw deflate
+                try:
+                    out = stage[0].decompress(data, limit)
+                except zlib.error as e2:
+                    raise _Failure("bad_encoding", f"the deflate body does not decode ({e2})", **self.kw) from None
+                d = stage[0]
+            stage[2] = stage[2] or bool(data)
+            if final and len(out) < limit and not d.unconsumed_tail:
+                out += d.flush()
+            data = out
+            if len(data) > cap:  # over the cap already: stop decoding here
+                return data
+        return data
+
+
+async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[bytes, httpx.Response, int]:
+    """One attempt: follow redirects by hand (each hop checked), stream the body under the byte cap.
+    ``total_timeout`` bounds the whole attempt, every redirect hop included (not the waits for a per-host
+    slot)."""
+    current = url
+    spent = 0.0  # seconds of network time used by this attempt so far
+    for hop in range(settings.max_redirects + 1):
+        try:
+            u = httpx.URL(current)
+        except httpx.InvalidURL as e:
+            raise _Failure("bad_redirect" if hop else "bad_url", f"invalid URL: {e}") from None
+        if u.scheme not in ("http", "https") or not u.host:
+            raise _Failure("bad_redirect" if hop else "bad_url",
+                           f"{'redirect to ' if hop else ''}unsupported URL {_redact(current)!r}")
+        if pre_check:  # clients not made by make_client: check here (the safe client checks on connect)
+            await safety.acheck_host(u.host, u.port or (443 if u.scheme == "https" else 80),
+                                     settings.allow_hosts, timeout=settings.connect_timeout)
+        async with (slot(u.host) if slot else contextlib.nullcontext()):
+            left = settings.total_timeout - spent
+            t0 = time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                out = await within(_hop(client, u, settings), left)
+            except (TimeoutError, asyncio.TimeoutError):
+                raise _Failure("timeout", f"total_timeout {settings.total_timeout:g}s exceeded after {hop} "
+                               "redirect(s)" if hop else f"total_timeout {settings.total_timeout:g}s exceeded",
+                               retryable=True) from None
+            except httpx.RemoteProtocolError as e:
+                if "location header" in str(e).lower():  # httpx parses Location even when not following
+                    raise _Failure("bad_redirect", f"malformed redirect: {e}") from None
+                raise
+            finally:
+                spent += time.monotonic() - t0
+        if out[0] == "redirect":
+            current = out[1]
+            continue
+        return out[1], out[2], hop
+    raise _Failure("too_many_redirects", f"more than {settings.max_redirects} redirects (last: "
+                   f"{_redact(current)})")
+
+
+def _read_file(url: str, settings) -> bytes:
+    p = urllib.parse.urlsplit(url)
+    if p.netloc not in ("", "localhost"):
+        raise _Failure("bad_url", f"file URL with a remote host {p.netloc!r}")
+    path = urllib.request.url2pathname(p.path)
+    try:
+        st = os.stat(path)
+        if not os.path.isfile(path):
+            raise _Failure("file_missing", f"{path} is not a regular file")
+        if st.st_size > settings.max_bytes:
+            raise _Failure("too_large", f"{st.st_size} bytes > max_bytes {settings.max_bytes}", nbytes=st.st_size)
+        with open(path, "rb") as f:
+            data = f.read(settings.max_bytes + 1)
+    except OSError as e:
+        raise _Failure("file_missing", f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > settings.max_bytes:
+        raise _Failure("too_large", f"more than max_bytes {settings.max_bytes}", nbytes=len(data))
+    return data
+
+
+def _fail(url, e: _Failure, attempts, **kw) -> FetchResult:
+    return FetchResult(url=url, status=REASONS[e.reason][0], reason=e.reason, detail=e.detail,
+                       http_status=e.http_status, content_type=e.content_type, nbytes=e.nbytes,
+                       attempts=attempts, **kw)
+
+
+async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
+                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None,
+                      decoder=None) -> FetchResult:
+    """Download and validate one image URL (``http(s)://`` or ``file://``); never raises for bad input.
+
+    ``settings`` is a ``DownloadSection``. ``client`` should come from :func:`make_client` (any other client
+    gets a resolve-and-check before each hop instead). ``slot(host)``, when given, returns an async context
+    manager held around each request (the per-host limit); it is released while backing off. ``decoder``: a
+    process pool (:func:`decode_pool`) for the validating decode, or None (a thread).
+    """
+    return await _validate_body(await _fetch_body(client, url, settings, slot=slot), settings, decoder)
+
+
+async def _fetch_body(client, url: str, settings, *, slot=None) -> FetchResult:
+    """The network half of :func:`fetch_image`: the body's bytes, not yet validated (``status`` ``'fetched'``,
+    ``data`` set), or the failure. The stage validates them off the connection (:func:`_validate_body`)."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower() if url else ""
+    if scheme == "file":
+        try:
+            data = await asyncio.to_thread(_read_file, url, settings)
+        except _Failure as e:
+            return _fail(url, e, 1)
+        return FetchResult(url=url, status="fetched", final_url=url, nbytes=len(data), data=data, attempts=1)
+    if scheme not in ("http", "https"):
+        return _fail(url, _Failure("bad_url", f"unsupported URL scheme {scheme or '(none)'!r}"), 0)
+    pre_check = not getattr(client, "_cultura_safe", False)
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            data, resp, hops = await _attempt(client, url, settings, pre_check, slot)
+            break
+        except _Failure as e:
+            failure = e
+        except safety.BlockedAddress as e:
+            return _fail(url, _Failure("blocked_address", str(e)), attempts)
+        except safety.DNSError as e:
+            return _fail(url, _Failure("dns_error", str(e)), attempts)
+        except (httpx.TimeoutException, asyncio.TimeoutError) as e:
+            failure = _Failure("timeout", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__,
+                               retryable=True)
+        except httpx.InvalidURL as e:
+            return _fail(url, _Failure("bad_url", f"invalid URL: {e}"), attempts)
+        except httpx.HTTPError as e:  # transport and protocol errors
+            failure = _Failure("connection_error", f"{type(e).__name__}: {e}", retryable=True)
+        if not failure.retryable:
+            return _fail(url, failure, attempts)
+        if attempts >= settings.max_attempts:
+            failure.detail = f"{failure.detail} (after {attempts} attempts)"
+            return _fail(url, failure, attempts)
+        wait = failure.retry_after
+        if wait is not None and wait > settings.retry_after_max:
+            failure.reason = "too_many_retries"
+            failure.detail = (f"{failure.detail}: Retry-After {wait:.0f}s exceeds retry_after_max "
+                              f"{settings.retry_after_max:.0f}s")
+            return _fail(url, failure, attempts)
+        if wait is None:
+            wait = min(settings.backoff_base * 2 ** (attempts - 1) * (0.5 + random.random()),
+                       settings.retry_after_max)
+        await asyncio.sleep(wait)
+    return FetchResult(url=url, status="fetched", final_url=_redact(str(resp.url)), http_status=resp.status_code,
+                       content_type=resp.headers.get("content-type"), nbytes=len(data), data=data,
+                       attempts=attempts, redirects=hops)
+
+
+async def _validate_body(r: FetchResult, settings, decoder=None) -> FetchResult:
+    """The validating decode of a fetched body (:func:`.sniff.sniff_image`: format allow-list, pixel and
+    aspect caps, HTML/SVG refusal, the hashes); ``r`` unchanged when it is already a failure."""
+    if r.status != "fetched":
+        return r
+    try:
+        info = await _sniff(r.data, decoder, **_sniff_options(r, settings))
+    except _Failure as e:
+        return _refused(r, e)
+    return _accepted(r, info)
+
+
+def _validate_and_store(project: Project, r: FetchResult, settings) -> tuple[FetchResult, str | None]:
+    """:func:`_validate_body` and the blob write in one call (one thread hop per image, not two)."""
+    try:
+        info = sniff_image(r.data, **_sniff_options(r, settings))
+    except _Failure as e:
+        return _refused(r, e), None
+    r = _accepted(r, info)
+    return r, store_blob(project, r.data, r.format, sha256=r.sha256)[1]
+
+
+def _sniff_options(r: FetchResult, settings) -> dict:
+    web = {"content_type": r.content_type} if r.http_status is not None else {}
+    return dict(max_pixels=settings.max_pixels, min_side=settings.min_side,
+                max_aspect_ratio=settings.max_aspect_ratio, **web)
+
+
+def _refused(r: FetchResult, e: _Failure) -> FetchResult:
+    if r.http_status is None:  # file://
+        return _fail(r.url, e, r.attempts)
+    e.http_status, e.content_type = r.http_status, r.content_type
+    return _fail(r.url, e, r.attempts, final_url=r.final_url, redirects=r.redirects)
+
+
+def _accepted(r: FetchResult, info: ImageInfo) -> FetchResult:
+    r.status, r.sha256, r.format, r.width, r.height = "downloaded", info.sha256, info.format, info.width, info.height
+    r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants)
+    return r
+
+
+# ----------------------------------------------------------------------------------------------- the stage
+
+class _Writer:
+    """Buffers outcomes and commits them in small transactions; only the event loop calls it."""
+
+    def __init__(self, db, *, batch: int = 64, interval: float = 0.5):
+        self.db, self.batch, self.interval = db, batch, interval
+        self.images: list[tuple] = []
+        self.updates: list[tuple] = []
+        self.last = time.monotonic()
+        self.new_images = 0
+
+    def add(self, cand_id: int, r: FetchResult, relpath: str | None) -> None:
+        ts = dbmod.now()
+        if r.ok:
+            self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
+                                *(r.hashes or (None, None, None, None)), ts))
+        self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
+                             r.sha256 if r.ok else None, r.attempts, ts, cand_id))
+        if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        self.last = time.monotonic()
+        if not self.updates:
+            return
+        with transaction(self.db):
+            if self.images:
+                cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
+                    "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
+                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) "
+                    "ON CONFLICT (sha256) DO UPDATE "
+                    "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
+                    self.images)
+                self.new_images += max(cur.rowcount, 0)
+            self.db.conn.executemany(
+                "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
+                "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
+        self.images, self.updates = [], []
+
+
+@contextlib.contextmanager
+def _project_lock(project: Project):
+    """One downloader per project (the orphan sweep must not race another writer of blobs)."""
+    project.blobs.mkdir(parents=True, exist_ok=True)
+    path = project.blobs / ".download.lock"
+    if fcntl is None:  # pragma: no cover - not POSIX: no lock
+        yield
+        return
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DownloadLocked(f"Another download is running on {project.root} (lock {path}); wait for it "
+                                 "to finish or stop it, then rerun.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _round_robin_by_host(rows: list[dict]) -> collections.deque:
+    """Interleave hosts so that one big host does not make every worker wait on its per-host limit."""
+    by_host: dict[str, collections.deque] = {}
+    for r in rows:
+        try:
+            host = urllib.parse.urlsplit(r["url"]).hostname or ""
+        except ValueError:
+            host = ""
+        by_host.setdefault(host, collections.deque()).append(r)
+    out: collections.deque = collections.deque()
+    queues = list(by_host.values())
+    while queues:
+        for q in queues:
+            out.append(q.popleft())
+        queues = [q for q in queues if q]
+    return out
+
+
+async def adownload_candidates(project: Project, *, workers: int | None = None, retry_failed: bool = False,
+                               limit: int | None = None, progress: Progress = None,
+                               decode_processes: int | None = None) -> dict:
+    """Async form of :func:`download_candidates` (for code already inside an event loop)."""
+    settings = project.config.download
+    n_workers = workers or settings.workers
+    if n_workers < 1:
+        raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
+    db = project.db
+    with _project_lock(project), blob_writer(project):
+        swept = sweep_blobs(project)  # removes nothing while another process (an import) is writing blobs
+        swept.update(check_blobs(project))  # rows whose file is gone: back to pending, fetched again below
+        reexamined = reexamine_policy_skips(db, settings.allow_hosts, everything=retry_failed)
+        statuses = ["pending", "failed"] if retry_failed else ["pending"]
+        sql = (f"SELECT id, url FROM candidates WHERE status IN ({','.join('?' * len(statuses))}) ORDER BY id"
+               + (" LIMIT ?" if limit else ""))
+        rows = [dict(id=r[0], url=r[1]) for r in db.execute(sql, [*statuses, *([limit] if limit else [])])]
+        run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
+                                                  "limit": limit, "candidates": len(rows),
+                                                  "allow_hosts": _policy(settings.allow_hosts)})
+        todo = _round_robin_by_host(rows)
+        if decode_processes is None:  # auto: processes for a large batch on a machine with cores to spare
+            cpus = os.cpu_count() or 1
+            decode_processes = min(4, cpus - 1) if len(rows) >= DECODE_POOL_MIN and cpus >= 4 else 0
+        if decode_processes < 0:
+            raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
+                               param="decode_processes")
+        writer = _Writer(db)
+        by_status: collections.Counter = collections.Counter()
+        by_reason: collections.Counter = collections.Counter()
+        total_bytes = 0
+        t0 = time.monotonic()
+        sems: dict[str, asyncio.Semaphore] = {}
+
+        def slot(host: str) -> asyncio.Semaphore:
+            return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
+
+        # Validation and the blob write run off the connection: a worker hands the fetched bytes on and takes
+        # its next URL at once (at most ``n_workers`` bodies wait to be validated, so at most twice that many
+        # are held in memory); the per-image CPU no longer adds to every request's round trip (issue 23).
+        backlog = asyncio.Semaphore(n_workers)
+        # While URLs remain, validations run at most one per CPU beyond the event loop's (the decode threads
+        # would otherwise take the cores the loop needs); once every URL is taken, the rest run as wide as the
+        # thread pool allows (the last wave's validations are then all that is left).
+        validating = asyncio.Semaphore(max(1, _usable_cpus() - 1))
+        widened = False
+        finishing: set[asyncio.Task] = set()
+        broken: list[BaseException] = []
+
+        def record(cand: dict, r: FetchResult, rel: str | None, bar) -> None:
+            nonlocal total_bytes
+            if r.ok:
+                total_bytes += r.nbytes or 0
+            writer.add(cand["id"], r, rel)
+            by_status[r.status] += 1
+            if r.reason:
+                by_reason[r.reason] += 1
+            bar.advance(ok=by_status["downloaded"])
+
+        async def finish(cand: dict, r: FetchResult, bar) -> None:
+            try:
+                if decoder is None:  # a thread validates and writes
+                    async with validating:
+                        r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
+                else:  # a decode process validates, a thread writes
+                    r, rel = await _validate_body(r, settings, decoder), None
+                    if r.ok:
+                        _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
+                r.data = None
+                record(cand, r, rel, bar)
+            finally:
+                backlog.release()
+
+        def finished(task: asyncio.Task) -> None:
+            finishing.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                broken.append(task.exception())
+
+        async def worker(client, bar):
+            nonlocal widened
+            while todo and not broken:
+                cand = todo.popleft()
+                if not todo and not widened:
+                    widened = True
+                    for _ in range(WIDE_VALIDATIONS):
+                        validating.release()
+                r = await _fetch_body(client, cand["url"], settings, slot=slot)
+                if r.status != "fetched":
+                    record(cand, r, None, bar)
+                    continue
+                await backlog.acquire()
+                task = asyncio.ensure_future(finish(cand, r, bar))
+                finishing.add(task)
+                task.add_done_callback(finished)
+
+        async def run_all(client, bar):
+            tasks = [asyncio.ensure_future(worker(client, bar))
+                     for i in range(min(n_workers, len(rows)))]
+            try:
+                await asyncio.gather(*tasks)
+                while finishing:  # the last bodies being validated and written
+                    await asyncio.gather(*finishing)
+                if broken:  # a blob write failed (disk full, ...): the run fails with it
+                    raise broken[0]
+            except BaseException:
+                for t in [*tasks, *finishing]:
+                    t.cancel()
+                await asyncio.gather(*tasks, *finishing, return_exceptions=True)
+                raise
+
+        status, error = "done", None
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
+                client = await stack.enter_async_context(make_client(settings, max_connections=n_workers))
+                with progress_task("download", len(rows), progress=progress if rows else False, ok=0) as bar:
+                    await run_all(client, bar)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status, error = "interrupted", "interrupted"
+            raise
+        except BaseException as e:
+            status, error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            writer.flush()
+            seconds = time.monotonic() - t0
+            summary = {"candidates": len(rows), "processed": sum(by_status.values()),
+                       "by_status": dict(by_status), "by_reason": dict(sorted(by_reason.items())),
+                       "new_images": writer.new_images, "bytes": total_bytes, "seconds": round(seconds, 3),
+                       "per_second": round(sum(by_status.values()) / seconds, 2) if seconds > 0 else None,
+                       "swept": swept, "reexamined_skips": reexamined, "run_id": run_id}
+            dbmod.finish_run(db, run_id, summary, status=status, error=error)
+        # every blob this download wrote is in place: record the folders' state now, so the next stage (dedup,
+        # tagging) lists only what changes after this instead of every folder (seconds at 1M images)
+        check_blobs(project)
+    return summary
+
+
+#: skip reasons that depend on cultura's own policy (``download.allow_hosts``), so a policy change or an explicit
+#: retry re-examines them; a publisher's refusal (``robots_noai``) is not re-examined
+POLICY_SKIPS = ("blocked_address",)
+
+
+def _policy(allow_hosts) -> list[str]:
+    return sorted({a.strip().lower() for a in allow_hosts if a.strip()})
+
+
+def _host_port(url: str) -> str | None:
+    try:
+        u = httpx.URL(url)
+    except Exception:  # noqa: BLE001 - a malformed URL is never allowed
+        return None
+    port = u.port or {"http": 80, "https": 443}.get(u.scheme)
+    return f"{u.host.lower()}:{port}" if u.host and port else None
+
+
+def reexamine_policy_skips(db, allow_hosts, *, everything: bool = False) -> int:
+    """Put candidates skipped by cultura's address policy (:data:`POLICY_SKIPS`) back to ``pending`` when the
+    policy may now let them through: ``download.allow_hosts`` differs from the one the last download ran under,
+    or lists the URL's ``host:port``; ``everything`` (``--retry-failed``): all of them. Each is checked again on
+    fetch, so a re-examined URL that the policy still refuses is skipped again with the same reason (no dead
+    end, no loosening). Returns how many went back to pending."""
+    policy = _policy(allow_hosts)
+    rows = db.execute(f"SELECT id, url FROM candidates WHERE status = 'skipped' AND reason IN "
+                      f"({','.join('?' * len(POLICY_SKIPS))})", list(POLICY_SKIPS)).fetchall()
+    if not rows:
+        return 0
+    last = db.execute("SELECT params FROM runs WHERE stage = 'download' AND status != 'running' "
+                      "ORDER BY id DESC LIMIT 1").fetchone()
+    before = json.loads(last[0] or "{}").get("allow_hosts") if last else None
+    changed = before is not None and before != policy
+    ids = [i for i, url in rows if everything or changed or _host_port(url) in policy]
+    if ids:
+        with dbmod.transaction(db):
+            for part in dbmod.chunks(ids, 500):
+                db.execute(f"UPDATE candidates SET status = 'pending', reason = NULL, detail = NULL, updated_at = ? "
+                           f"WHERE id IN ({','.join('?' * len(part))})", [dbmod.now(), *part])
+    return len(ids)
+
+
+def download_candidates(project: Project, *, workers: int | None = None, retry_failed: bool = False,
+                        limit: int | None = None, progress: Progress = None,
+                        decode_processes: int | None = None) -> dict:
+    """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
+    Candidates skipped by the address policy are re-examined first (:func:`reexamine_policy_skips`: after a
+    change of ``download.allow_hosts``, or all of them with ``retry_failed``).
+
+    Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
+    "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
+    a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
+    runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None:
+    up to 4 from :data:`DECODE_POOL_MIN` candidates on with 4 CPUs or more, else threads) — the same checks.
+    """
+    return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
+                                            limit=limit, progress=progress, decode_processes=decode_processes))

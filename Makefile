@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test test-fast bench docs clean chromium fonts texlive peers
+.PHONY: setup demo test test-fast perf docs clean chromium fonts texlive peers
 
 setup: $(VENV)/.ready $(LS_VENV)/.ready chromium fonts texlive
 
@@ -40,7 +40,7 @@ FONT_PKGS := fonts-noto-core fonts-noto-cjk fonts-thai-tlwg
 fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
 
-# The benchmarks' peers that pin conflicting numpy versions, each in its own virtualenv (issue 23):
+# The performance scripts' peers that pin conflicting numpy versions, each in its own virtualenv:
 #   python perf/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
 #   python perf/bench_download.py --peers-python .venv-img2dataset/bin/python
 peers:
@@ -62,10 +62,11 @@ demo: setup
 test: setup
 	LABEL_STUDIO_BIN=$(CURDIR)/$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest -q -p no:randomly
 
+# The inner loop: the unit tier (no server, subprocess virtualenv, Label Studio or Ray), one worker per CPU.
 test-fast: $(VENV)/.ready
-	$(BIN)/python -m pytest -q -x -m "not labelstudio and not slow"
+	$(BIN)/python -m pytest -q -x -p no:randomly -n auto tests/unit
 
-bench: $(VENV)/.ready
+perf: $(VENV)/.ready
 	for b in perf/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

@@ -1,6 +1,6 @@
 """Benchmark: ``dedup_images`` on a project with 1M stored hashes, hashing excluded, phase by phase.
 
-Builds (once, into ``--dir``; reused when it exists) the project of issue 15: ``--concepts`` concepts (200)
+Builds (once, into ``--dir``; reused when it exists) a million-image project: ``--concepts`` concepts (200)
 × 16 countries, one query each; ``--images`` images (1M) with stored pHash/dHash, each found by one search
 result (2% by a second query of another country too); ``--copies`` of them (5%) are near-duplicates of
 another image of the same concept (0-6 bits flipped in each hash: pHash, centre pHash, dHash), found for a
@@ -11,10 +11,10 @@ each in a fresh process so peak RSS is the dedup's own:
    (load_inventory, hash search, scoped clusters, cluster writes, conflict flags);
 2. the same call again on the unchanged project (the no-op rerun).
 
-It prints each phase's seconds and each run's peak RSS against the goals of issue 15: end to end <= 20 s,
+It prints each phase's seconds and each run's peak RSS against its goals: end to end <= 20 s,
 no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, measured / goal).
 
-3. (issue 23) **one search as wide as the project**: every stored pHash at once (global scope),
+3. **one search as wide as the project**: every stored pHash at once (global scope),
    :func:`hashing.hamming_pairs` against a plain faiss ``IndexBinaryFlat`` (one all-against-all
    ``range_search``) on the same hashes, in a child process each, faiss with a time limit
    (``--baseline-timeout``; when it runs out the ratio printed is a lower bound, ``>=``). The pairs of both

@@ -1,4 +1,4 @@
-"""Dedup quality on real photographs against the peers, in one run (issue 23; docs/dedup_calibration.md).
+"""Dedup quality on real photographs against the peers, in one run (docs/dedup_calibration.md).
 
 The 20 photographs of ``tests/fakes/real_photos.py`` with 9 planted copies each (JPEG q30, resize 50 %,
 crop 5 % and 10 % per side, rotate 3 degrees, mirror, greyscale, watermark text, 10 % white border): 200
@@ -63,7 +63,7 @@ def run_cultura(planted, tmp: Path):
 
     from cultura.cli import cli
     from cultura.project import init_project
-    from cultura.tests.curate.test_dedup import Builder, clusters
+    from tests.unit.curate.test_dedup import Builder, clusters
 
     p = init_project(tmp / "project", countries=["US", "JP"])
     b = Builder(p)

@@ -29,7 +29,7 @@ Two rates are printed for cultura and img2dataset: over the **whole run** (image
 reports for its download loop: start-up and the validation of the last wave included) and in the **steady
 state** (the slope of completions against time over the middle 80 % of completions, each completion being a
 written image file's mtime: cultura's blobs, img2dataset's files; the same measure for both, as in the
-issue's own measurement). The ratio against img2dataset is the median of the per-round ratios.
+way the downloader was first measured against it). The ratio against img2dataset is the median of the per-round ratios.
 
 Loopback is refused by the downloader by default; the benchmark allows its server's ``host:port`` through
 ``download.allow_hosts``, as the tests do. Exits 1 when cultura's median is below 85 % of the ideal (or its
@@ -174,7 +174,7 @@ def steady_rate(folder: Path, pattern: str) -> float:
     """Images per second in the steady state: the least-squares slope of completion count against time over
     the middle 80 % of completions, each completion being a written image file's mtime (the same measure for
     cultura's blobs and img2dataset's files; the start-up and the last wave's tail are left out, as in the
-    issue's own measurement)."""
+    way the downloader was first measured against it)."""
     import numpy as np
 
     times = np.sort([p.stat().st_mtime_ns / 1e9 for p in folder.glob(pattern)])

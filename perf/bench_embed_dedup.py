@@ -1,6 +1,6 @@
 """Benchmark: the embedding dedup method at 1M images × 512-d, through the real path, against its goals.
 
-Builds (once, into ``--dir``; reused when it exists) the project of issue 15 with ``benchmarks/
+Builds (once, into ``--dir``; reused when it exists) a million-image project with ``benchmarks/
 bench_dedup_1m.build`` (``--n`` images, ``--concepts`` concepts × 16 countries, each image found by a search
 result) and stores one 512-d embedding per image in the embedding cache (table ``embeddings``) under the
 identity of the ``fake:dim=512`` embedder, so ``dedup_images(methods=["embedding"])`` reads every vector from
@@ -25,7 +25,7 @@ Then, each in a fresh process (so each peak RSS is its own), it measures:
    and the IVF recall against the exact pairs at thresholds 0.95 (the default) and 0.90 (harder: pairs
    further apart). The exact search at 1M is extrapolated from it (``n**2``).
 
-Goals (issue 15, at 1M × 512-d): within-concept <= 2 min, global <= 15 min, memory <= 1.5× the matrix.
+Goals (at 1M × 512-d): within-concept <= 2 min, global <= 15 min, memory <= 1.5× the matrix.
 Each figure is printed as a ratio against its goal and against its baseline. Run::
 
     .venv/bin/python perf/bench_embed_dedup.py --dir /tmp/embed1m        # 1M (build ~12 min, once; 4 GB)

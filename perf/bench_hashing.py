@@ -8,7 +8,7 @@ runs, one after the other (interleaved, so a change of machine load hits both si
 - the baseline: the very decode ``compute_hashes`` does (open, reduced grey draft for JPEG, convert to L)
   and nothing else, on the same number of threads, then on 1 thread;
 - ``compute_hashes(paths)`` (decode + pHash, dHash and centre pHash), on the same threads, then on 1;
-- the peers, in the same interleaved rounds (issue 23): PIL + imagehash (open + ``imagehash.phash`` +
+- the peers, in the same interleaved rounds: PIL + imagehash (open + ``imagehash.phash`` +
   ``imagehash.dhash``, 1 thread, against ``compute_hashes`` on 1 thread) and imagededup 0.3.3
   (``PHash().encode_images(folder, num_enc_workers=threads)``, against ``compute_hashes`` on the same
   threads); imagededup (and torch, which it imports) is imported before the timed rounds. Their hashes do

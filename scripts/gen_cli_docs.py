@@ -1,4 +1,4 @@
-"""Regenerate docs/cli.md from the click command tree (tests/test_docs.py fails when it is out of date).
+"""Regenerate docs/cli.md from the click command tree (tests/unit/test_docs.py fails when it is out of date).
 
     .venv/bin/python scripts/gen_cli_docs.py
 """
@@ -23,7 +23,7 @@ def render() -> str:
     from cultura.cli import cli
 
     lines = ["# CLI reference", "",
-             "Generated from the command tree by `scripts/gen_cli_docs.py`; `tests/test_docs.py` keeps it true.",
+             "Generated from the command tree by `scripts/gen_cli_docs.py`; `tests/unit/test_docs.py` keeps it true.",
              ""]
     for path, cmd in walk(cli, ["cultura"]):
         ctx = click.Context(cmd, info_name=" ".join(path), help_option_names=["-h", "--help"])

@@ -3,6 +3,7 @@ are replaced by test values."""
 from __future__ import annotations
 
 import os
+import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -14,11 +15,24 @@ import pytest  # noqa: E402
 pytest_plugins = ["tests.fixtures"]
 
 
-@pytest.fixture
-def project(tmp_path):
-    """A fresh project with four countries (two Western, two not)."""
+@pytest.fixture(scope="session")
+def _fresh_project(tmp_path_factory):
+    """One project made by ``init_project`` per test session: each test copies its folder (a migrated database
+    in a few milliseconds instead of a third of a second)."""
     from cultura.project import init_project
 
-    p = init_project(tmp_path / "proj", countries=["US", "JP", "TH", "DE"])
+    p = init_project(tmp_path_factory.mktemp("template") / "proj", countries=["US", "JP", "TH", "DE"])
+    p.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    p.close()
+    return p.root
+
+
+@pytest.fixture
+def project(tmp_path, _fresh_project):
+    """A fresh project with four countries (two Western, two not)."""
+    from cultura.project import Project
+
+    shutil.copytree(_fresh_project, tmp_path / "proj")
+    p = Project(tmp_path / "proj")
     yield p
     p.close()

@@ -47,7 +47,8 @@ class Event:
     task: int = 0
 
 
-Reporter = Callable[[Event], None]
+#: A reporter: any callable taking an Event (its return value is ignored: ``print`` will do).
+Reporter = Callable[[Event], object]
 #: What a stage's ``progress`` argument takes: a reporter, False (silent), or None/True (the context's reporter).
 Progress = Union[Reporter, bool, None]
 

@@ -6,6 +6,7 @@ first run keeps a migrated copy in ``.cache/labelstudio-seed/`` (gitignored) and
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -43,7 +44,16 @@ class LabelStudioServer:
 
 
 def _snapshot(data_dir: Path, creds: dict) -> None:
-    """Keep a consistent copy of a migrated data dir (sqlite backup API) as the seed for later sessions."""
+    """Keep a consistent copy of a migrated data dir (sqlite backup API) as the seed for later sessions. Test
+    workers running side by side take turns (a lock file), and a seed already there is kept."""
+    SEED.parent.mkdir(parents=True, exist_ok=True)
+    with open(SEED.parent / "labelstudio-seed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ((SEED / "creds.json").exists() and (SEED / "label_studio.sqlite3").exists()):
+            _write_snapshot(data_dir, creds)
+
+
+def _write_snapshot(data_dir: Path, creds: dict) -> None:
     tmp = SEED.with_name(SEED.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

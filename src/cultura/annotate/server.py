@@ -301,7 +301,7 @@ def adopt_seed(seed_dir: str | Path, data: Path) -> None:
     src = Path(seed_dir) / "label_studio.sqlite3"
     make_private(data)
     dst = Path(data) / "label_studio.sqlite3"
-    tmp = dst.with_name(dst.name + ".seed-tmp")
+    tmp = dst.with_name(dst.name + f".seed-tmp{os.getpid()}")  # two processes may fill one cache at once
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.close(fd)
     a, b = sqlite3.connect(src), sqlite3.connect(tmp)

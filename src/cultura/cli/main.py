@@ -5,7 +5,7 @@ The root group lives here; every command group has its module in this package (o
 commands listed in ``COMMANDS``), above the library it calls. The root group names, for each top-level command,
 the module that defines it and its one-line help (:data:`COMMAND_MODULES`): a command's module is imported only
 when that command runs, so ``cultura --help``, ``cultura status`` and each TAB of shell completion start
-without the code (and the libraries) of the other areas. ``tests/test_startup.py`` keeps every one-liner equal
+without the code (and the libraries) of the other areas. ``tests/integration/test_startup.py`` keeps every one-liner equal
 to its command's own help and checks what each command imports.
 """
 from __future__ import annotations

@@ -568,7 +568,7 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
 
         # Validation and the blob write run off the connection: a worker hands the fetched bytes on and takes
         # its next URL at once (at most ``n_workers`` bodies wait to be validated, so at most twice that many
-        # are held in memory); the per-image CPU no longer adds to every request's round trip (issue 23).
+        # are held in memory); the per-image CPU no longer adds to every request's round trip.
         backlog = asyncio.Semaphore(n_workers)
         # While URLs remain, validations run at most one per CPU beyond the event loop's (the decode threads
         # would otherwise take the cores the loop needs); once every URL is taken, the rest run as wide as the

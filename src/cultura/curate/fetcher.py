@@ -9,8 +9,8 @@ errors are httpx's exception types (``ConnectError``, ``ConnectTimeout``, ``Read
 
 Why not httpx's own client: its request and response models, cookie extraction, auth and redirect machinery
 and httpcore's pool bookkeeping cost about 0.8 ms of event-loop CPU per image, which on a busy 2-core machine
-kept the downloader at 96 % of the ideal rate against img2dataset's 99 % (issue 23); this client costs about
-a fifth of that. It does less on purpose: no proxies, no cookies, no redirects (the downloader follows them
+kept the downloader at 96 % of the ideal rate against img2dataset's 99 % (docs/scaling.md); this client costs
+about a fifth of that. It does less on purpose: no proxies, no cookies, no redirects (the downloader follows them
 itself, checking each hop), no HTTP/2, no content decoding (the downloader decodes under its byte cap).
 
 Safety, as before:

@@ -5,7 +5,7 @@ integer coefficients, each pass rounding and clipping to uint8; it computes the 
 tap) on every call and runs a scalar loop. Here the coefficients are computed the same way once per geometry
 (cached) and each pass is a float64 matrix product with them: every product and partial sum is an integer
 below 2**53, so the arithmetic is exact and the result is Pillow's bit for bit (tested against
-``Image.resize`` over thousands of sizes and boxes, tests/curate/test_hashing.py). :func:`lanczos_boxes`
+``Image.resize`` over thousands of sizes and boxes, tests/unit/curate/test_hashing.py). :func:`lanczos_boxes`
 resizes several boxes of one image (the content box, its centre crops) in two matrix products in all.
 """
 from __future__ import annotations

@@ -30,7 +30,7 @@ ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
 #: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
 #: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
 #: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads. Measured on 2 cores with the
-#: validation off the connection (docs/scaling.md, issue 23): idle, one process gained 0.1-0.4 % of the ideal
+#: validation off the connection (docs/scaling.md, "Download"): idle, one process gained 0.1-0.4 % of the ideal
 #: rate on 1600x1200 JPEGs and nothing on 640x480; beside two CPU-bound processes it lost up to 1.6 %.
 DECODE_POOL_MIN = 2000
 _HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")

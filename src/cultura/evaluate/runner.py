@@ -145,8 +145,8 @@ def _run_evaluation(project: Project, models, suites, *, benchmark, batch_size, 
                 except CulturaError as e:
                     error = scrub(str(e))
             if error is not None:
-                # a model that cannot be built is one failure, not one per suite (issue 14: --model clip
-                # started 7 failing runs)
+                # a model that cannot be built is one failure, not one per suite (a mistyped --model would
+                # otherwise start one failing run per suite)
                 records.append(_record_failure(project, str(spec), suite, benchmark, error))
                 break
             records.append(run_suite(project, embedder, suite, benchmark=benchmark, options=opts,

@@ -2,7 +2,7 @@
 
 Each function validates its input and raises `MetricInputError` (a `ValueError` and a `CulturaError`) naming
 the offending argument; undefined values are ``inf`` or ``nan`` as documented, never a silent 0. Every public
-name below is catalogued with its properties in ``tests/test_metric_catalogue.py``.
+name below is catalogued with its properties in ``tests/unit/evaluate/test_metric_catalogue.py``.
 
 Submodules: `retrieval` (seed 000 §3.1), `association` (seed 000 §3.2, seed 002), `social` (seed 003),
 `llm` (seeds 001 and 004), `resampling` (bootstrap intervals). Statistical tests live in

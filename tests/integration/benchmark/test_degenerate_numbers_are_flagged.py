@@ -1,0 +1,35 @@
+"""A benchmark you can vouch for (issue 20), through the CLI on real photographs with planted copies
+(scikit-image / scikit-learn samples written by :func:`cultura.cli.demo.real_photos`):
+
+- completeness: a descriptor build makes the short descriptor queries a pattern can make, refuses with the
+  command for the rest (German has no pattern), and export refuses an incomplete benchmark;
+- balanced candidate positions (χ² against scipy, exact Latin-square counts), deterministic from the seed;
+- versions that say what happened; a hash that ignores query variants the trials do not use;
+- degenerate metrics (9 captions, k = 10) flagged in the result rows and the report.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.benchmark.test_benchmark_integrity import Run, curated, run, template  # noqa: F401 - shared with the unit tests
+
+
+def test_degenerate_prevalence_is_flagged(tmp_path):
+    run = Run(curated(tmp_path, countries=["US", "JP", "TH"]))   # 3 concepts × 3 countries = 9 captions
+    run("build", "association", "--allow-unreviewed")
+    run("evaluate", "run", "--model", "fake", "--suite", "prevalence", "--option", "n_resamples=50",
+        "--option", "prevalence.pool=\"queries\"")
+    rows = [r for r in run.json("evaluate", "results") if r["suite"] == "prevalence"]
+    assert {r["details"]["n_captions"] for r in rows if "n_captions" in r["details"]} == {9}
+    share = [r for r in rows if r["metric"] == "retrieval_share"]
+    assert share and all("covers the whole pool of 9 captions" in r["details"]["degenerate"] for r in share)
+    assert all(r["value"] == pytest.approx(r["details"]["pool_share"]) for r in share)  # why it is trivial
+    lb10 = next(r for r in rows if r["metric"] == "lbkl@10")
+    assert "only 9 captions" in lb10["details"]["reason"] and lb10["details"]["degenerate"]
+    acc5 = next(r for r in rows if r["metric"] == "acc@5")
+    assert "degenerate" not in acc5["details"]                      # k = 5 < 9: a real number
+    rep = run.json("evaluate", "report")
+    md = Path(rep["markdown"]).read_text(encoding="utf-8")
+    assert "Degenerate numbers in prevalence" in md and "covers the whole pool of 9 captions" in md

@@ -1,0 +1,103 @@
+"""The export as a Hub dataset: load_dataset(DIR) as is, Image feature, ready-to-evaluate configs, a card
+huggingface_hub reads, Croissant that mlcroissant validates, and a push through huggingface_hub to a local
+fake Hub — on real photographs (scikit-image), through the CLI."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from cultura.cli import cli
+from cultura.benchmark import hub
+from tests.unit.benchmark.test_export_hub import _photos, photos  # noqa: F401 - shared with the unit tests
+
+
+def _cli(project, *args, env=None):
+    return CliRunner().invoke(cli, ["--project", str(project.root), *args], env=env)
+
+
+def test_load_dataset_as_is_with_image_feature(photos, tmp_path):
+    import datasets
+    import mlcroissant as mlc
+    from huggingface_hub import DatasetCard
+
+    r = _cli(photos, "export", str(tmp_path / "out"), "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    out = tmp_path / "out"
+    assert res["configs"] == ["default", "association", "descriptor", "images"]
+    ds = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf"))
+    assert list(ds) == ["test"]                       # a test benchmark, not a train split
+    t = ds["test"]
+    assert t.features["images"] == datasets.List(datasets.Image())
+    assert t.num_rows == res["items"] == 24 + 36
+    # a fixed row order: benchmarks by name, trials by item key (as in items.parquet)
+    items = datasets.load_dataset("parquet", data_files=str(out / "items.parquet"), cache_dir=str(tmp_path / "hf"))
+    assert t["item_key"] == items["train"]["item_key"] and t["benchmark"] == items["train"]["benchmark"]
+    # every row is ready to evaluate: the query text and the candidates' images, in position order
+    queries = {(q["benchmark"], q["concept"], q["country"], q["variant"]): q["text"]
+               for q in datasets.load_dataset("parquet", data_files=str(out / "queries.parquet"),
+                                              cache_dir=str(tmp_path / "hf"))["train"]}
+    stored = {r[0]: (r[1], r[2]) for r in photos.db.execute("SELECT sha256, width, height FROM images")}
+    for row in t.select(range(0, t.num_rows, 7)):
+        assert row["query"] == queries.get((row["benchmark"], row["concept"], row["query_country"],
+                                            row["query_variant"]))
+        assert row["query_variant"] == ("short" if row["benchmark"] == "association"
+                                        else f"mention_{row['descriptor_country']}")
+        assert row["query"]  # every trial carries the query its suite needs
+        assert row["positions"] == sorted(row["positions"])
+        assert len(row["images"]) == len(row["roles"]) == len(row["sha256"])
+        for img, sha in zip(row["images"], row["sha256"]):
+            assert img.format == "JPEG" and img.size == stored[sha]
+    assert any(q["language"] == "ja" for row in t for q in row["queries"])
+    # one config per benchmark, and the images config
+    for name, n in (("association", 24), ("descriptor", 36), ("images", res["images"])):
+        assert datasets.load_dataset(str(out), name, split="test", cache_dir=str(tmp_path / "hf")).num_rows == n
+    cand = datasets.load_dataset(str(out), "descriptor", split="test", cache_dir=str(tmp_path / "hf"))[0]
+    assert cand["roles"] == ["cr", "orlb", "or", "cdr", "lb", "ti"] or sorted(cand["roles"]) == \
+        sorted(["cr", "orlb", "or", "cdr", "lb", "ti"])
+
+    # the card, read back by huggingface_hub
+    card = DatasetCard.load(out / "README.md")
+    meta = card.data.to_dict()
+    assert meta["license"] == "unknown"            # build.license is not set in this project
+    assert set(meta["language"]) == {"en", "ja", "th", "de"}
+    assert meta["size_categories"] == ["n<1K"]
+    assert "zero-shot-image-classification" in meta["task_categories"] and "cultural-bias" in meta["tags"]
+    assert [c["config_name"] for c in meta["configs"]] == res["configs"]
+    assert [c["config_name"] for c in meta["configs"] if c.get("default")] == ["default"]
+    assert "Evaluating Perspectival Biases in Cross-Modal Retrieval" in card.text
+    assert "| role | position 0 | position 1 | position 2 |" in card.text
+    hub.check_card(str(card))
+
+    # Croissant, loaded (and so validated) by mlcroissant; its records are the tables' rows
+    cr = mlc.Dataset(jsonld=str(out / "croissant.json"))
+    assert cr.metadata.ctx.issues.errors == set()
+    items = list(cr.records("items"))
+    assert len(items) == res["items"]
+    assert {bytes(i["items/benchmark"]).decode() if isinstance(i["items/benchmark"], bytes)
+            else i["items/benchmark"] for i in items} == {"association", "descriptor"}
+
+
+def test_embedded_images_are_self_contained(photos, tmp_path):
+    import datasets
+
+    r = _cli(photos, "export", str(tmp_path / "emb"), "--embed-images", "--json")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "emb"
+    assert not (out / "images").exists()
+    res = json.loads(r.output)
+    assert res["embedded_images"] and "items" in res["configs"] and res["configs"][0] == "default"
+    t = datasets.load_dataset(str(out), split="test", cache_dir=str(tmp_path / "hf"))
+    t = t.cast_column("images", datasets.List(datasets.Image(decode=False)))
+    row = t[0]
+    for im, sha in zip(row["images"], row["sha256"]):
+        path = photos.db["images"].get(sha)["path"]
+        assert im["bytes"] == (photos.root / path).read_bytes()   # the stored bytes, unchanged
+    imgs = datasets.load_dataset(str(out), "images", split="test", cache_dir=str(tmp_path / "hf"))
+    assert imgs.features["image"] == datasets.Image() and imgs[0]["image"].format == "JPEG"
+    items = datasets.load_dataset(str(out), "items", split="test", cache_dir=str(tmp_path / "hf"))
+    assert items.num_rows == 60
+    # jsonl cannot embed: one clear sentence naming the fix
+    r = _cli(photos, "export", str(tmp_path / "j"), "--embed-images", "--format", "jsonl")
+    assert r.exit_code == 1 and "Parquet only" in r.output

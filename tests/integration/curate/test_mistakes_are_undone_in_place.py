@@ -1,0 +1,62 @@
+"""No dead ends that force a new project (issue 20 item 5), through the CLI on real photographs.
+
+- a URL skipped because its host was not allowed is fetched once ``download.allow_hosts`` lists it (set with
+  ``cultura config set``), and ``--retry-failed`` re-examines policy skips (still refused while not allowed);
+- ``cultura config get/set`` validate exactly like the file and keep its comments;
+- ``cultura images tag --overwrite`` retags (a plain rerun with a new ``--top-k`` says how), and the build's
+  "every cell short of images" names the tags as the cause when every image carries every concept's tag.
+"""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from cultura.cli import cli
+from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
+
+
+class Run:
+    def __init__(self, proj):
+        self.proj, self.runner = proj, CliRunner()
+
+    def __call__(self, *args, ok=True):
+        res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env={"HF_HUB_OFFLINE": "1"},
+                                 catch_exceptions=False)
+        assert ok is None or (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
+        return res.output
+
+    def json(self, *args, ok=True):
+        return json.loads(self(*args, "--json", ok=ok))
+
+
+def test_retag_with_overwrite_and_the_build_names_the_tags(tmp_path):
+    photos = tmp_path / "photos"
+    planted = real_photos(photos)
+    proj = tmp_path / "proj"
+    assert CliRunner().invoke(cli, ["init", str(proj), "--countries", ",".join(COUNTRIES)]).exit_code == 0
+    run = Run(proj)
+    run("concepts", "add", *PLAN)
+    (tmp_path / "terms.tsv").write_text("concept\tcountry\tterm\n" + "".join(
+        f"{k}\t{cc}\t{t}\n" for k, v in TERMS.items() for cc, t in v.items()), encoding="utf-8")
+    run("concepts", "set-term", "--from", str(tmp_path / "terms.tsv"))
+    run("images", "search", "--provider", f"folder:{photos}")
+    assert run.json("images", "download")["new_images"] == planted["distinct"]
+
+    # the default top-3 tags with 3 concepts: every image carries every concept's tag
+    tiny = ("--method", "clip", "--clip-model", "openclip:cultura-tiny")
+    t = run.json("images", "tag", *tiny)
+    assert t["done"] == planted["distinct"] and t["tags"] == 3 * planted["distinct"]
+    refused = run("build", "association", "--allow-unreviewed", "--allow-random-tags", ok=False)
+    assert "short of images" in refused and "The tags are the cause" in refused
+    assert "cultura images tag --overwrite --top-k 1" in refused
+
+    # a plain rerun with a new --top-k does nothing, and says how to retag
+    again = run.json("images", "tag", *tiny, "--top-k", "1")
+    assert again["images"] == 0 and "--overwrite" in again["note"]
+    over = run.json("images", "tag", *tiny, "--top-k", "1", "--overwrite")
+    assert over["done"] == planted["distinct"] and over["tags"] == planted["distinct"]   # one tag each, replaced
+    listed = run.json("images", "list")
+    assert all(len([x for x in r["tags"].split(", ") if x]) == 1 for r in listed)
+    out = run("build", "association", "--allow-unreviewed", "--allow-random-tags", ok=None)
+    assert "The tags are the cause" not in out

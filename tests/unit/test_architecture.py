@@ -1,0 +1,292 @@
+"""The house stays as drawn in docs/architecture.md: the library under src/cultura/, the command line above it
+(cultura.cli, the only package that imports click or rich), imports one way between the areas, no import cycle,
+no import inside a function unless it defers a heavy optional dependency (said in a comment). A small AST check
+over the package's own files (no import is executed)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests import REPO
+
+PKG = REPO / "src" / "cultura"
+#: Optional or heavy dependencies a function may import on first use (with a comment saying so).
+HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "sentence_transformers",
+         "tokenizers", "huggingface_hub", "ray", "label_studio_sdk", "playwright", "datasets", "img2dataset",
+         "openai", "ddgs", "imagededup", "pandas", "pyarrow", "statsmodels", "mlcroissant", "geopandas",
+         "cartopy", "plotly", "skimage", "cv2", "sklearn", "scipy", "krippendorff", "safetensors", "crowdkit",
+         "torchvision", "PIL.ImageFont")
+CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
+        "cultura.cultures", "cultura.lazy", "cultura.names", "cultura.progress",
+        "cultura.data", "cultura.executor", "cultura.view.links")
+SHARED_EVALUATE = ("cultura.evaluate.common", "cultura.evaluate.data", "cultura.evaluate.stats",
+                   "cultura.evaluate.stats_extra", "cultura.evaluate.reportkit", "cultura.evaluate.metrics",
+                   "cultura.evaluate.suites.registry", "cultura.evaluate.schema")
+#: The layers, bottom up: a module may import its own layer and those below it, never one above. The areas of
+#: one floor (evaluate and view) do not import each other.
+LAYERS = {
+    "core": 0, "project": 1, "models": 2, "curate": 3, "annotate": 4, "benchmark": 5, "evaluate": 6, "view": 6,
+    "api": 7, "cli": 8,
+}
+#: The libraries of the terminal: only the command line draws.
+TERMINAL = ("click", "rich")
+
+
+def _modname(path: Path) -> str:
+    parts = list(path.relative_to(PKG).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["cultura", *parts])
+
+
+def _modules() -> dict[str, tuple[Path, ast.Module]]:
+    return {_modname(p): (p, ast.parse(p.read_text(encoding="utf-8"))) for p in PKG.rglob("*.py")}
+
+
+MODULES = _modules()
+
+
+def _target(mod: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _resolve(name: str) -> str | None:
+    """The cultura module ``name`` refers to (a module, or the module defining an imported attribute)."""
+    while name.startswith("cultura"):
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _top_level_imports(tree: ast.Module):
+    """Imports executed when the module is imported (not under ``if TYPE_CHECKING:``, not in functions)."""
+    def visit(body):
+        for n in body:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                yield n
+            elif isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+                continue
+            elif isinstance(n, (ast.If, ast.Try, ast.With)):
+                for field in ("body", "orelse", "finalbody"):
+                    yield from visit(getattr(n, field, []))
+                for h in getattr(n, "handlers", []):
+                    yield from visit(h.body)
+    yield from visit(tree.body)
+
+
+def _edges() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for mod, (path, tree) in MODULES.items():
+        for node in _top_level_imports(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = _target(mod, path, node)
+                subs = [f"{base}.{a.name}" for a in node.names]
+                # ``from pkg import submodule`` depends on the submodule; ``from pkg import name`` on pkg
+                targets = [t if t in MODULES else base for t in subs]
+            for t in targets:
+                r = _resolve(t)
+                if r and r != mod:
+                    graph[mod].add(r)
+        for t in _lazy_targets(mod, path, tree):
+            r = _resolve(t)
+            if r and r != mod:
+                graph[mod].add(r)
+    return graph
+
+
+def _lazy_targets(mod: str, path: Path, tree: ast.Module):
+    """Modules named as strings for a lazy import: ``".kb:import_kb"`` (``lazy_attributes``, relative to the
+    package) and ``"cultura.cli.images"`` (the CLI's command modules) are edges of the graph too."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        v = node.value
+        if v.startswith(".") and ":" in v and " " not in v:
+            rel, _, _ = v.partition(":")
+            level = len(rel) - len(rel.lstrip("."))
+            yield _target(mod, path, ast.ImportFrom(module=rel.lstrip(".") or None, names=[], level=level))
+        elif v.startswith("cultura.") and v in MODULES:
+            yield v
+
+
+GRAPH = _edges()
+
+
+def _layer(mod: str) -> str:
+    """The layer of a module: core, project, models, an area (curate, annotate, benchmark, evaluate, view), the
+    front door (api: ``cultura`` itself and ``cultura.api``) or the command line (cli)."""
+    if mod.startswith(CORE):
+        return "core"
+    if mod in ("cultura", "cultura.api"):
+        return "api"
+    if mod == "cultura.__main__":
+        return "cli"
+    parts = mod.split(".")
+    return parts[1] if parts[1] in LAYERS else "core"
+
+
+def test_no_import_cycle():
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+    counter = [0]
+
+    def strong(v):  # Tarjan, iterative enough for this size
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            # a package importing its own submodules is not a cycle unless a submodule imports it back
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            strong(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def _violations(rule) -> list[str]:
+    return sorted(f"{m} -> {t}" for m, ts in GRAPH.items() for t in ts if rule(m, t))
+
+
+def test_every_module_has_a_layer():
+    assert not [m for m in MODULES if _layer(m) not in LAYERS]
+
+
+def test_imports_run_down_the_layers():
+    """core ← project ← models ← curate ← annotate ← benchmark ← evaluate, view ← api ← cli: nothing imports a
+    layer above its own, and evaluate and view do not import each other. The schema modules are the one
+    exception, by design: the project (the composition root) lists every area's migration set."""
+    def rule(m, t):
+        lm, lt = _layer(m), _layer(t)
+        if m == "cultura.project" and t.endswith(".schema"):
+            return False
+        return LAYERS[lt] > LAYERS[lm] or (LAYERS[lt] == LAYERS[lm] and lt != lm)
+    assert not _violations(rule)
+
+
+def test_view_is_imported_only_by_the_front_door_and_the_cli():
+    """Other areas link into the view through ``cultura.view.links`` (core: it imports nothing)."""
+    assert not _violations(lambda m, t: t.startswith("cultura.view") and t != "cultura.view.links" and
+                           _layer(m) not in ("view", "api", "cli"))
+
+
+def _terminal_imports():
+    for mod, (path, tree) in MODULES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for n in names:
+                if n.split(".")[0] in TERMINAL:
+                    yield mod, f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}"
+
+
+def test_only_the_cli_imports_click_or_rich():
+    """The library returns data and reports progress through a callback (:mod:`cultura.progress`); drawing on a
+    terminal is the command line's job."""
+    bad = [where for mod, where in _terminal_imports() if _layer(mod) != "cli"]
+    assert not bad, "click/rich outside cultura.cli:\n" + "\n".join(bad)
+
+
+def test_the_terminal_check_sees_the_cli_itself():
+    """The check above can fail: the command line does import click and rich."""
+    assert {m for m, _ in _terminal_imports()} >= {"cultura.cli.main", "cultura.cli.console"}
+
+
+def test_project_is_the_composition_root_of_schemas():
+    """The project imports core modules and each area's schema module, nothing else."""
+    assert not _violations(lambda m, t: m == "cultura.project" and not (t.startswith(CORE) or t.endswith(".schema")
+                                                                          or t in ("cultura.models", "cultura.evaluate",
+                                                                                   "cultura.evaluate.suites")))
+
+
+def test_suite_folders_import_only_evaluates_shared_modules():
+    """A suite folder imports its own folder, evaluate's shared modules, models and core — not the runner,
+    the report engine, another suite folder, annotate or the CLI. The social folder's portrait import reuses
+    curate's image import (one blob-writer protocol)."""
+    def rule(m, t):
+        parts = m.split(".")
+        if len(parts) < 4 or parts[1:3] != ["evaluate", "suites"] or parts[3] == "registry":
+            return False
+        own = ".".join(parts[:4])
+        allowed = (own, *SHARED_EVALUATE, "cultura.models", *CORE, "cultura.evaluate.suites")
+        if own == "cultura.evaluate.suites.social" and t == "cultura.curate.importers":
+            return False
+        if t in ("cultura.evaluate", "cultura.evaluate.suites"):
+            return t == "cultura.evaluate.suites" and m != own
+        return not t.startswith(allowed)
+    assert not _violations(rule)
+
+
+def _function_imports():
+    for mod, (path, tree) in MODULES.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    yield mod, path, lines, node
+
+
+def test_imports_inside_functions_only_defer_heavy_dependencies():
+    bad = []
+    for mod, path, lines, node in _function_imports():
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        heavy = node.__class__ is ast.Import or node.level == 0
+        heavy = heavy and all(n == h or n.startswith(h + ".") for n in names for h in HEAVY if n == h or n.startswith(h + "."))
+        heavy = heavy and all(any(n == h or n.startswith(h + ".") for h in HEAVY) for n in names)
+        said = "#" in lines[node.lineno - 1] or lines[node.lineno - 2].strip().startswith("#")
+        if not (heavy and said):
+            bad.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, "imports inside functions (hoist them, or defer a heavy dependency with a comment):\n" + \
+        "\n".join(bad)
+
+
+@pytest.mark.parametrize("path", ["cultura.evaluate.metrics", "cultura.evaluate.models", "cultura.annotate.agreement"])
+def test_public_import_paths_keep_working(path):
+    assert path in MODULES
+
+
+def _project_parameters():
+    for mod, (path, tree) in MODULES.items():
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = fn.args
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                    if arg.arg == "project":
+                        yield f"{path.relative_to(REPO)}:{fn.lineno} {fn.name}", arg.annotation
+
+
+def test_every_project_parameter_is_typed_as_a_project():
+    """An editor (and the type checker run on the public API) knows what ``project`` is in every signature."""
+    params = list(_project_parameters())
+    assert len(params) > 200  # the library's functions take the project first
+    bad = [where for where, ann in params if ann is None or ast.unparse(ann) not in ("Project", "Project | None")]
+    assert not bad, "untyped project parameters:\n" + "\n".join(bad)

@@ -226,17 +226,16 @@ def test_project_is_the_composition_root_of_schemas():
 
 
 def test_suite_folders_import_only_evaluates_shared_modules():
-    """A suite folder imports its own folder, evaluate's shared modules, models and core — not the runner,
-    the report engine, another suite folder, annotate or the CLI. The social folder's portrait import reuses
-    curate's image import (one blob-writer protocol)."""
+    """A suite folder imports its own folder, evaluate's shared modules, the areas below evaluate (whose
+    functions own the tables a suite reads: the images, the decisions, the benchmarks) and core — not the
+    runner, the report engine, another suite folder, the view or the CLI."""
     def rule(m, t):
         parts = m.split(".")
         if len(parts) < 4 or parts[1:3] != ["evaluate", "suites"] or parts[3] == "registry":
             return False
         own = ".".join(parts[:4])
-        allowed = (own, *SHARED_EVALUATE, "cultura.models", *CORE, "cultura.evaluate.suites")
-        if own == "cultura.evaluate.suites.social" and t == "cultura.curate.importers":
-            return False
+        below = tuple(f"cultura.{a}" for a, n in LAYERS.items() if n < LAYERS["evaluate"] and a != "core")
+        allowed = (own, *SHARED_EVALUATE, *below, *CORE, "cultura.evaluate.suites")
         if t in ("cultura.evaluate", "cultura.evaluate.suites"):
             return t == "cultura.evaluate.suites" and m != own
         return not t.startswith(allowed)

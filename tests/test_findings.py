@@ -13,7 +13,7 @@ from cultura.cli import cli
 from cultura.config import parse_config
 from cultura.benchmark.build import BuildError, build_benchmark, load_pool
 from cultura.curate.dedup import list_flags, resolve_flags
-from cultura.db.pool import image_exclusions
+from cultura.annotate.pool import image_exclusions
 from cultura.errors import ConfigError, CulturaError
 from cultura.models.tiny import is_random_init
 from tests.fakes.world import decide, dup_cluster, make_world

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..cultures import registered_labels
+from ..curate import clusters as dup, images as curated
 from ..curate.cultures_decide import inherited_links
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
 from ..redact import strip_userinfo
+from .decisions import dropped_copies, removed_images
 from .kinds import get_kind
 
 if TYPE_CHECKING:
@@ -57,28 +59,11 @@ def build_items(project: Project, kind: str, *, source: str | Path | None = None
     return items
 
 
-def _image_url_sql() -> str:
-    return ("(SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256 AND c.status = 'downloaded') AS url,"
-            " (SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256) AS any_url")
-
-
-def current_removed(db) -> set[str]:
-    """Images with a current 'filter' decision 'remove'."""
-    return {r[0] for r in db.execute("SELECT sha256 FROM decisions WHERE kind = 'filter' AND superseded = 0 "
-                                     "AND label = 'remove' AND sha256 IS NOT NULL").fetchall()}
-
-
 @builder("filter")
 def filter_items(project: Project, **_) -> list[dict]:
     """Downloaded, non-excluded images with the concept(s) and countries that found them."""
-    db = project.db
-    rows = db.execute(
-        f"""SELECT i.sha256, i.path, {_image_url_sql()},
-                   GROUP_CONCAT(DISTINCT co.name) AS concepts, GROUP_CONCAT(DISTINCT l.country) AS countries
-            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
-            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
     out = []
-    for sha, path, url, any_url, concepts, countries in rows:
+    for sha, path, url, any_url, concepts, countries in curated.ok_image_links(project.db):
         concept = " / ".join(sorted(set(concepts.split(","))))
         out.append({"item_key": f"filter:{sha}", "kind": "filter", "sha256": sha,
                     "country": sorted(countries.split(","))[0],
@@ -93,9 +78,8 @@ def dedup_items(project: Project, **_) -> list[dict]:
     same copies, say) are merged, so reviewers see each set once. Representative first; the item carries every
     cluster id it covers (all are resolved by its decision)."""
     db = project.db
-    clusters = db.execute("SELECT id, representative FROM dup_clusters WHERE status = 'open' ORDER BY id").fetchall()
-    members_of = {cid: [r[0] for r in db.execute("SELECT sha256 FROM dup_members WHERE cluster_id = ?", [cid])]
-                  for cid, _ in clusters}
+    clusters = dup.open_clusters(db)
+    members_of = {cid: [sha for sha, _ in dup.cluster_members(db, cid)] for cid, _ in clusters}
     parent = {cid: cid for cid, _ in clusters}
 
     def find(c):
@@ -121,14 +105,11 @@ def dedup_items(project: Project, **_) -> list[dict]:
         rep = rep_of[root]
         dist: dict[str, float] = {}
         for cid in cids:
-            for sha, d in db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ?", [cid]):
+            for sha, d in dup.cluster_members(db, cid):
                 dist.setdefault(sha, d)  # the root cluster's distance first (to its representative)
         if len(dist) < 2:
             continue
-        marks = ",".join("?" * len(dist))
-        members = db.execute(
-            f"""SELECT i.sha256, i.path, {_image_url_sql()} FROM images i WHERE i.sha256 IN ({marks})""",
-            list(dist)).fetchall()
+        members = curated.image_urls(db, dist)
         members.sort(key=lambda m: (m[0] != rep, dist.get(m[0]) if dist.get(m[0]) is not None else 1e9, m[0]))
         out.append({"item_key": f"dedup:{root}", "kind": "dedup-review", "cluster_id": root, "sha256": rep,
                     "payload": {"cluster_id": root, "cluster_ids": cids, "members": [
@@ -144,17 +125,13 @@ def relevance_items(project: Project, *, other_countries: int = 1, seed: int = 0
     ``other_countries`` others drawn (seeded by the image hash) from the project's countries, plus every
     registered free-text culture label (``cultura culture add``; seed 004's "Shinto", "Yoruba"…)."""
     db = project.db
-    removed = current_removed(db)
+    removed = removed_images(db)
     codes = [c.code for c in project.countries]
     names = {c.code: c.name for c in project.countries}
-    rows = db.execute(
-        f"""SELECT i.sha256, i.path, {_image_url_sql()}, GROUP_CONCAT(DISTINCT l.country),
-                   GROUP_CONCAT(DISTINCT co.name)
-            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
-            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
-    inherited = inherited_links(db)  # a dropped copy's countries are the kept copy's question (cultures_decide)
+    # a dropped copy's countries are the kept copy's question (cultures_decide)
+    inherited = inherited_links(db, dropped_copies(db))
     out = []
-    for sha, path, url, any_url, countries, concepts in rows:
+    for sha, path, url, any_url, concepts, countries in curated.ok_image_links(db):
         if sha in removed:
             continue
         own = sorted(set(countries.split(",")) | {k for _, k in inherited.get(sha, {})})

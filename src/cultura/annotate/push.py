@@ -21,7 +21,7 @@ import httpx
 
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
-from cultura.db.pool import image_exclusions
+from cultura.annotate.pool import image_exclusions
 from cultura.errors import CulturaError, unknown
 from cultura.names import endpoint_url_problem
 from cultura.redact import strip_userinfo
@@ -435,7 +435,7 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
                      conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
 
 
-#: Pool exclusions (:mod:`cultura.db.pool`) that keep an image from annotators: a decision already took it out.
+#: Pool exclusions (:mod:`cultura.annotate.pool`) that keep an image from annotators: a decision already took it out.
 #: An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
 #: review is for, so those images are still sent.
 PUSH_EXCLUDED = ("image_excluded", "duplicate_dropped", "filter_removed")

@@ -32,7 +32,8 @@ from markupsafe import Markup
 
 from ..annotate.team import annotator_report
 from ..db import now
-from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
+from ..annotate.decisions import filter_reviewed
+from ..annotate.pool import exclusion_summary, image_exclusions
 from ..errors import CulturaError
 from ..templates import render_template
 from ..view.links import view_page
@@ -173,7 +174,7 @@ def degenerate_warnings(results: list[dict]) -> list[str]:
 
 
 def pool_section(project: Project) -> ReportSection | None:
-    """What the image-pool suites and the benchmarks left out, and why (:mod:`cultura.db.pool`)."""
+    """What the image-pool suites and the benchmarks left out, and why (:mod:`cultura.annotate.pool`)."""
     db = project.db
     reviewed = filter_reviewed(db)
     summary = exclusion_summary(db, require_review=reviewed)

@@ -12,7 +12,8 @@ from collections import defaultdict
 from urllib.parse import urlsplit
 
 from ..benchmark.build import KINDS
-from ..db.pool import REASON_TEXT, current_decisions, image_exclusions
+from ..annotate.decisions import current_decisions
+from ..annotate.pool import REASON_TEXT, image_exclusions
 from ..redact import strip_userinfo
 
 
@@ -42,7 +43,7 @@ def concept_names(db) -> dict[int, str]:
 
 def images(db) -> dict[str, dict]:
     """sha256 → {path, width, height, format, status, reason}: every image, with its pool status
-    (``in``, or ``out`` with the first reason of :mod:`cultura.db.pool`)."""
+    (``in``, or ``out`` with the first reason of :mod:`cultura.annotate.pool`)."""
     out_of_pool = image_exclusions(db)
     rows = {}
     for sha, path, w, h, fmt, st, why in db.execute(

@@ -2,7 +2,7 @@
 
 Images come from the ``image_links`` view (the project's searched images and imported sets such as GlobalRG
 alike) or, with ``benchmark``, from one benchmark's candidates. Kept: active concepts, ``images.status = 'ok'``,
-in the reviewed pool (:mod:`cultura.db.pool`: not excluded, no open culture conflict, not a duplicate reviewers
+in the reviewed pool (:mod:`cultura.annotate.pool`: not excluded, no open culture conflict, not a duplicate reviewers
 dropped, not removed by the filter review). An image found for several countries of one concept is left
 out of that concept (its culture is ambiguous) and counted, never silently dropped.
 
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ....db.pool import EXCLUSION_REASONS as POOL_REASONS
-from ....db.pool import image_exclusions
+from ....annotate.pool import EXCLUSION_REASONS as POOL_REASONS
+from ....annotate.pool import image_exclusions
 from ....errors import CulturaError
 from ...data import resolve_benchmark
 from ..registry import SuiteSkipped
@@ -153,7 +153,7 @@ def load_concept_sets(project: Project, *, benchmark: str | None = None, groupin
             "JOIN concepts c ON c.id = l.concept_id JOIN images i ON i.sha256 = l.sha256 "
             "WHERE c.status = 'active' AND i.status = 'ok'").fetchall()
         prov = None
-    removed = image_exclusions(db)  # the reviewed pool (cultura.db.pool): one definition with build
+    removed = image_exclusions(db)  # the reviewed pool (cultura.annotate.pool): one definition with build
     wanted = set(concepts) if concepts else None
     kinds = set(query_kinds) if query_kinds else None
     links: dict[tuple[int, str], set[str]] = defaultdict(set)

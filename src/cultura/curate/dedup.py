@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
-from ..db.blobs import check_blobs
+from .blobs import check_blobs
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
 from ..executor import use_executor

@@ -15,12 +15,12 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ..db import dumps, finish_run, now, start_run, transaction
-from ..db.blobs import check_blobs
+from .blobs import check_blobs
 from ..errors import CulturaError, unknown
 from ..executor import current_executor, use_executor
 from ..models.embedders import cache_images, embed_images_cached, embed_texts_cached, get_embedder
 from ..models.embedders.base import ModelUnavailable
-from ..models.llm import LLM, render_prompt
+from ..models.llm import LLM, call_outcome, render_prompt
 from ..names import check_concept
 from ..progress import Progress, track
 from .concepts import active_concepts
@@ -82,7 +82,7 @@ def tag_with_llm(project: Project, *, model: str | None = None, retry_failed: bo
         obj, call_id = llm.json_call(stage="images.tag", schema=TagReply, messages=messages, run_id=run)
         with transaction(db):
             if obj is None:
-                err = db["llm_calls"].get(call_id)["error"]
+                err = call_outcome(db, call_id)[0]
                 _mark(db, row["sha256"], source, "failed", error=err)
                 failed += 1
                 continue

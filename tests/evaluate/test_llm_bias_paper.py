@@ -232,7 +232,7 @@ def test_western_entities_in_one_pass_written_in_6_languages(project):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from urllib.parse import parse_qs, urlparse
 
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.wikidata import build_western_query, collect_western_wikidata
 
     q = build_western_query("authors")
@@ -294,7 +294,7 @@ def test_llm_extraction_proposes_both_sides(project, tmp_path, openai_stub):
     from click.testing import CliRunner
 
     from cultura.cli import cli
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
 
     corpus = tmp_path / "ja.txt"
     corpus.write_text("昨日はラーメンとピザを食べた。\nケバブも美味しい。\n", encoding="utf-8")
@@ -379,7 +379,7 @@ def test_western_languages_list_is_camellia():
 
 
 def test_unigrams_and_bigrams_after_a_pattern(project, tmp_path):
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.patterns import extract_entities
 
     corpus = _write_jsonl(tmp_path / "hi.jsonl", [{"text": "आज मैंने आलू पराठा की रेसिपी देखी"},
@@ -392,7 +392,7 @@ def test_unigrams_and_bigrams_after_a_pattern(project, tmp_path):
 
 
 def test_pattern_windows_go_to_the_llm(project, tmp_path, openai_stub):
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.patterns import llm_extract_entities
 
     corpus = tmp_path / "ja.txt"
@@ -464,8 +464,8 @@ def test_no_parseable_reply_is_nan_with_a_reason_not_zero(project, tmp_path, ope
 # -- Tables 2, 3, 5 and Figure 7: the benchmark's own statistics ------------------------------------------------
 
 def test_entity_and_context_counts(project, tmp_path):
-    from cultura.evaluate.suites.llm_bias.contexts import context_counts
-    from cultura.evaluate.suites.llm_bias.entities import entity_counts
+    from cultura.curate.contexts import context_counts
+    from cultura.curate.entities import entity_counts
 
     import_entities(project, _write_jsonl(tmp_path / "e.jsonl", [
         *PAR_ENTS, {"language": "ja", "type": "food", "side": "western", "native": "ピザ2", "country": "IT"}]))
@@ -520,7 +520,7 @@ def test_cbs_native_and_english_score_the_same_entity_pairs(project, tmp_path, t
 def test_context_writes_are_atomic(project):
     import sqlite3
 
-    from cultura.evaluate.suites.llm_bias.contexts import add_contexts, list_contexts
+    from cultura.curate.contexts import add_contexts, list_contexts
 
     good = {"language": "ja", "kind": "grounded", "type": "food", "text": "A [MASK].", "country": None,
             "sentiment": None, "english": None, "parallel_id": None, "source": None, "status": "active"}

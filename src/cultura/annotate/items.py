@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..cultures import registered_labels
 from ..curate import clusters as dup, images as curated
+from ..curate.benchmark_queries import translation_pairs
+from ..curate.contexts import context_item_rows
 from ..curate.cultures_decide import inherited_links
+from ..curate.entities import entity_item_rows
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
 from ..redact import strip_userinfo
@@ -175,27 +178,9 @@ def _gold(kind_level: str, g) -> dict | None:
 
 
 def entity_table_rows(project: Project) -> list[dict]:
-    """Candidate entities of the LLM-bias entity table (seed 001), keyed ``ent-<id>``; an entity without a
-    country gets the project's (else the registry's) country of its language."""
-    if not project.db["entities"].exists():
-        return []
-    out = []
-    for r in project.db.query("SELECT id, native, country, type, language FROM entities "
-                              "WHERE status = 'candidate' ORDER BY id"):
-        out.append({"key": f"ent-{r['id']}", "entity": r["native"], "category": r["type"],
-                    "language": r["language"], "country": r["country"] or _language_country(project,
-                                                                                            r["language"])})
-    return out
-
-
-def _language_country(project: Project, language: str) -> str:
-    for c in project.countries:
-        if c.language == language:
-            return c.code
-    for c in getattr(project.registry, "countries", {}).values():
-        if getattr(c, "language", None) == language:
-            return c.code
-    raise CulturaError(f"No country in the project speaks {language!r}; set the entity's country column.")
+    """Candidate entities of the entity table (seed 001), keyed ``ent-<id>``; an entity without a country gets
+    the project's (else the registry's) country of its language (:func:`cultura.curate.entities.entity_item_rows`)."""
+    return entity_item_rows(project)
 
 
 _TYPE_WORDS = {"names_female": "female first name", "names_male": "male first name", "authors": "author",
@@ -203,29 +188,17 @@ _TYPE_WORDS = {"names_female": "female first name", "names_male": "male first na
 
 
 def context_table_rows(project: Project) -> list[dict]:
-    """Candidate masked contexts of the LLM-bias contexts table (seed 001 §3.3: status ``candidate``), keyed
+    """Candidate masked contexts of the contexts table (seed 001 §3.3: status ``candidate``), keyed
     ``ctx-<id>``; adjudicated decisions go back to the table
     (:func:`cultura.annotate.kinds.apply_context_decisions`)."""
-    if not project.db["contexts"].exists():
-        return []
-    return [{"key": f"ctx-{r['id']}", "text": r["text"], "language": r["language"], "type": r["type"],
-             "english": r["english"], "kind": r["kind"], "country": r["country"]}
-            for r in project.db.query("SELECT id, text, language, type, english, kind, country FROM contexts "
-                                      "WHERE status = 'candidate' ORDER BY id")]
+    return context_item_rows(project)
 
 
 def translation_table_rows(project: Project) -> list[dict]:
     """LLM-written benchmark queries (verbose and descriptor variants) next to their English counterpart of
     the same concept and variant, keyed ``bq-<id>``; manual and short (native-term) queries are not rated."""
-    sql = """SELECT q.id, q.text, q.language, q.country, e.text AS source FROM benchmark_queries q
-             JOIN benchmark_queries e ON e.concept_id = q.concept_id AND e.variant = q.variant
-                  AND e.language = 'en' AND e.status = 'ok'
-             WHERE q.language != 'en' AND q.status = 'ok' AND q.source LIKE 'llm:%'
-               AND e.id = (SELECT min(id) FROM benchmark_queries x WHERE x.concept_id = q.concept_id
-                           AND x.variant = q.variant AND x.language = 'en' AND x.status = 'ok')
-             ORDER BY q.id"""
     return [{"key": f"bq-{r['id']}", "source": r["source"], "translation": r["text"], "language": r["language"],
-             "source_language": "en", "country": r["country"]} for r in project.db.query(sql)]
+             "source_language": "en", "country": r["country"]} for r in translation_pairs(project.db)]
 
 
 TABLE_ROWS = {"entity": entity_table_rows, "context": context_table_rows, "translation": translation_table_rows}

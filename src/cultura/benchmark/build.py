@@ -42,7 +42,7 @@ from .. import db as dbmod
 from ..errors import unknown
 from ..curate.cultures_decide import require_decided
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
-from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
+from ..curate.benchmark_queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         native_annotators, position_balance, position_counts, position_orders, signature,
                         unrated_links, unrated_message, used_variants)

@@ -19,6 +19,10 @@ variants — and a ``*mention_<CC>`` text must name CC in the query language. A 
 ``invalid`` and the reason, never dropped. Texts set by a person (:func:`set_query`, source ``manual``) are
 never overwritten.
 
+The texts are curated before any benchmark exists (``cultura build queries``): annotation rates the LLM-written
+ones (kind ``translation``: :func:`translation_pairs`) and a build freezes the ones it uses
+(``benchmark_query_snapshot``, the benchmark's own copy). So curation owns ``benchmark_queries``, below both.
+
 >>> validate_text("I need a picture of a bus for school", "bus", cue_patterns(["JP"]))
 >>> validate_text("A Japanese bus please", "bus", cue_patterns(["JP"]))
 "culture cue 'Japanese'"
@@ -573,6 +577,20 @@ def set_query(project: Project, concept: str, country: str, variant: str, text: 
             "updated_at = excluded.updated_at", [row[0], c.code, c.language, variant, descriptor, text.strip(),
                                                  dbmod.now()])
     return {"concept": concept, "country": c.code, "variant": variant, "text": text.strip(), "warning": warning}
+
+
+def translation_pairs(db) -> list[dict]:
+    """LLM-written queries (verbose and descriptor variants) beside their English counterpart of the same
+    concept and variant: ``{"id", "text", "language", "country", "source"}`` (``source`` the English text), by
+    id; manual and short (native-term) queries are not rated."""
+    sql = """SELECT q.id, q.text, q.language, q.country, e.text AS source FROM benchmark_queries q
+             JOIN benchmark_queries e ON e.concept_id = q.concept_id AND e.variant = q.variant
+                  AND e.language = 'en' AND e.status = 'ok'
+             WHERE q.language != 'en' AND q.status = 'ok' AND q.source LIKE 'llm:%'
+               AND e.id = (SELECT min(id) FROM benchmark_queries x WHERE x.concept_id = q.concept_id
+                           AND x.variant = q.variant AND x.language = 'en' AND x.status = 'ok')
+             ORDER BY q.id"""
+    return [dict(r) for r in db.query(sql)]
 
 
 def list_queries(project: Project, *, concept: str | None = None, country: str | None = None,

@@ -123,6 +123,27 @@ def decided_values(db, kind: str, item_keys: list[str]) -> dict[str, float]:
     return out
 
 
+def ratings_by_language(db, kind: str, unit: str) -> list[tuple[str | None, float]]:
+    """``(language, value)`` of the 1-5 ratings of ``kind`` items: ``unit`` ``item``, each item's decided value
+    (its newest current decision with a value); ``rating``, every rater's current answer."""
+    if not db["annotation_items"].exists():
+        return []
+    if unit == "item":
+        sql = ("SELECT ai.language, d.value FROM decisions d JOIN (SELECT DISTINCT item_key, language FROM "
+               "annotation_items WHERE kind = ?) ai ON ai.item_key = d.item_key WHERE d.id IN "
+               "(SELECT max(id) FROM decisions WHERE kind = ? AND superseded = 0 AND value IS NOT "
+               "NULL GROUP BY item_key)")
+        args = [kind, kind]
+    elif unit == "rating":
+        sql = ("SELECT ai.language, a.value FROM annotations a JOIN annotation_items ai ON ai.id = a.item_id "
+               "WHERE ai.kind = ? AND a.is_current = 1 AND a.was_cancelled = 0 "
+               "AND a.purpose = 'annotate' AND a.value IS NOT NULL")
+        args = [kind]
+    else:
+        raise ValueError(f"unit must be 'item' or 'rating', not {unit!r}")
+    return [(lang, float(value)) for lang, value in db.execute(sql, args).fetchall()]
+
+
 def decision_counts(db) -> dict[str, int]:
     """Current decisions per kind."""
     return {r[0] if r[0] is not None else "(none)": r[1] for r in db.execute(

@@ -104,7 +104,8 @@ def list_images(project: Project, *, concept: str | None = None, country: str | 
             continue
         why = None if in_pool else excl[sha]
         out.append({"sha256": sha, "size": f"{r['width']}x{r['height']}", "status": st,
-                    "found_for": ", ".join(sorted(links.get(sha, ()))), "tags": ", ".join(dict.fromkeys(tags.get(sha, []))),
+                    "found_for": ", ".join(sorted(links.get(sha, ()))),
+                    "tags": ", ".join(dict.fromkeys(tags.get(sha, []))),
                     "pool": "in" if in_pool else "out", "reason": why,
                     "detail": None if in_pool else (reason if why == "image_excluded" and reason else REASON_TEXT[why]),
                     "path": r["path"]})

@@ -209,6 +209,13 @@ def reopen_flags(db, shas, *, flag: str = FLAG) -> int:
     return n
 
 
+def live_flag_rows(db) -> list[tuple[str, str, str, str | None, str]]:
+    """``(sha256, flag, status, details JSON, created_at)`` of every flag no later dedup run superseded, oldest
+    first."""
+    return db.execute("SELECT sha256, flag, status, details, created_at FROM image_flags "
+                      "WHERE status != 'superseded' ORDER BY created_at, sha256").fetchall()
+
+
 def open_conflicts(db) -> list[str]:
     """The images with an open ``culture_conflict`` flag (a culture question no decision settled yet)."""
     return [r[0] for r in db.execute("SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'", [FLAG])]
@@ -418,5 +425,5 @@ def decided_links(db, raw_links: dict[str, set[tuple[int, str]]], ratings: dict[
 
 
 __all__ = ["FLAG", "CulturesUndecided", "update_conflict_flags_many", "resolve_flags", "reopen_flags",
-           "list_flags", "open_conflicts", "link_conflicts", "cluster_conflicts", "copies", "inherited_links",
-           "resolve_rated_conflicts", "open_questions", "require_decided", "decided_links"]
+           "list_flags", "live_flag_rows", "open_conflicts", "link_conflicts", "cluster_conflicts", "copies",
+           "inherited_links", "resolve_rated_conflicts", "open_questions", "require_decided", "decided_links"]

@@ -6,7 +6,8 @@ here (plain rows, no policy), so every area that depends on curated images impor
 """
 from __future__ import annotations
 
-from typing import Iterable
+import functools
+from typing import Callable, Iterable
 
 from ..db import chunks
 
@@ -39,15 +40,21 @@ def image_paths(db, shas: Iterable[str] | None = None) -> dict[str, str]:
     return out
 
 
+def image_files(db) -> Callable[[list[str]], dict[str, str]]:
+    """The ``files`` of the image embedders (:func:`cultura.models.embedders.embed_images_cached`): sha256s →
+    the blob paths their ``images`` rows name."""
+    return functools.partial(image_paths, db)
+
+
 def ok_image_paths(db) -> list[tuple[str, str]]:
     """``(sha256, path)`` of the ``ok`` images, by sha256."""
     return db.execute("SELECT sha256, path FROM images WHERE status = 'ok' ORDER BY sha256").fetchall()
 
 
-def image_rows(db) -> list[dict]:
-    """Every image: sha256, path, format, width, height, bytes, status, reason (by sha256)."""
+def image_rows(db, *, by_sha: bool = True) -> list[dict]:
+    """Every image: sha256, path, format, width, height, bytes, status, reason (by sha256, else as stored)."""
     return [dict(r) for r in db.query("SELECT sha256, path, format, width, height, bytes, status, reason "
-                                      "FROM images ORDER BY sha256")]
+                                      "FROM images" + (" ORDER BY sha256" if by_sha else ""))]
 
 
 def ok_image_links(db) -> list[tuple[str, str, str | None, str | None, str, str]]:

@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - not POSIX: no cross-process protocol
 if TYPE_CHECKING:
     from ..project import Project
 
-__all__ = ["EXTENSIONS", "blob_relpath", "store_blob", "sweep_files", "blob_writer", "release_blob_lease",
+__all__ = ["EXTENSIONS", "blob_relpath", "blob_files", "store_blob", "sweep_files", "blob_writer", "release_blob_lease",
            "WRITERS_LOCK"]
 
 WRITERS_LOCK = ".writers.lock"
@@ -64,6 +64,27 @@ def blob_relpath(sha256: str, fmt: str) -> str:
     """``blobs/ab/<sha256>.<ext>`` for a Pillow format name (``'jpeg'``, ``'PNG'``…)."""
     ext = EXTENSIONS.get(fmt.lower(), fmt.lower())
     return f"blobs/{sha256[:2]}/{sha256}.{ext}"
+
+
+def blob_files(root, shas) -> dict[str, str]:
+    """sha256 → ``blobs/ab/<sha256>.<ext>`` of the stored blobs among ``shas`` (those with no file are left
+    out): the store is addressed by content, so a blob is found from its hash alone, one folder listing per
+    shard (names starting with a dot are not blobs)."""
+    root = Path(root)
+    wanted: dict[str, set[str]] = {}
+    for sha in shas:
+        wanted.setdefault(sha[:2], set()).add(sha)
+    out: dict[str, str] = {}
+    for shard, group in wanted.items():
+        try:
+            names = os.listdir(root / "blobs" / shard)
+        except OSError:  # no such folder: none of them is stored
+            continue
+        for name in names:
+            sha, _, ext = name.partition(".")
+            if sha in group and ext and name[0] != ".":
+                out[sha] = f"blobs/{shard}/{name}"
+    return out
 
 
 def store_blob(project: Project, data: bytes, fmt: str, *, sha256: str | None = None) -> tuple[str, str]:

@@ -24,6 +24,9 @@ import numpy as np
 
 from ....annotate.pool import EXCLUSION_REASONS as POOL_REASONS
 from ....annotate.pool import image_exclusions
+from ....benchmark.store import images as bench_images
+from ....curate.concepts import common_term, concept_names
+from ....curate.images import active_ok_links
 from ....errors import CulturaError
 from ...data import resolve_benchmark
 from ..registry import SuiteSkipped
@@ -142,16 +145,12 @@ def load_concept_sets(project: Project, *, benchmark: str | None = None, groupin
     if benchmark:
 
         bench = resolve_benchmark(project, benchmark)
-        raw = db.execute(
-            "SELECT DISTINCT bc.sha256, bc.concept_id, c.name, bc.country, 'benchmark' FROM benchmark_candidates bc "
-            "JOIN benchmark_items bi ON bi.id = bc.item_id JOIN concepts c ON c.id = bc.concept_id "
-            "WHERE bi.benchmark_id = ?", [bench.id]).fetchall()
+        concept_name = concept_names(db)
+        raw = [(sha, cid, concept_name[cid], cc, "benchmark") for sha, cid, cc in bench_images(db, bench.id)
+               if cid in concept_name]
         prov = bench.provenance()
     else:
-        raw = db.execute(
-            "SELECT l.sha256, l.concept_id, c.name, l.country, l.query_kind FROM image_links l "
-            "JOIN concepts c ON c.id = l.concept_id JOIN images i ON i.sha256 = l.sha256 "
-            "WHERE c.status = 'active' AND i.status = 'ok'").fetchall()
+        raw = active_ok_links(db)
         prov = None
     removed = image_exclusions(db)  # the reviewed pool (cultura.annotate.pool): one definition with build
     wanted = set(concepts) if concepts else None
@@ -202,6 +201,4 @@ def load_concept_sets(project: Project, *, benchmark: str | None = None, groupin
 
 def term_for(project: Project, concept_id: int, language: str) -> str | None:
     """The concept's native term in ``language`` (the most common one across countries), or None."""
-    rows = project.db.execute("SELECT term, count(*) AS n FROM terms WHERE concept_id = ? AND language = ? "
-                              "GROUP BY term ORDER BY n DESC, term LIMIT 1", [concept_id, language]).fetchall()
-    return rows[0][0] if rows else None
+    return common_term(project.db, concept_id, language)

@@ -166,7 +166,7 @@ def reset(root: Path) -> None:
 def cold_check(root: Path) -> None:
     """``check_blobs`` from scratch (no record of checked folders), timed: what a download pays at its end
     (it records the blob folders' state, so the dedup after it lists only what changed since)."""
-    from cultura.db.blobs import check_blobs
+    from cultura.curate.blobs import check_blobs
     from cultura.project import Project
 
     p = Project(root)

@@ -121,7 +121,7 @@ def run_curation(project_dir: str | Path, *, say=print) -> dict:
     from cultura.curate.dedup import dedup_images
     from cultura.curate.download import download_candidates
     from cultura.curate.search import search_images
-    from cultura.curate.status import project_status
+    from cultura.benchmark.status import project_status
     from cultura.curate.tagging import tag_images
     from cultura.project import init_project
 

@@ -1,10 +1,12 @@
 """The house stays as drawn in docs/architecture.md: the library under src/cultura/, the command line above it
 (cultura.cli, the only package that imports click or rich), imports one way between the areas, no import cycle,
-no import inside a function unless it defers a heavy optional dependency (said in a comment). A small AST check
-over the package's own files (no import is executed)."""
+no import inside a function unless it defers a heavy optional dependency (said in a comment), and every table
+read and written with SQL only by its owning area. A small AST check over the package's own files (no import
+is executed)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -227,17 +229,16 @@ def test_project_is_the_composition_root_of_schemas():
 
 
 def test_suite_folders_import_only_evaluates_shared_modules():
-    """A suite folder imports its own folder, evaluate's shared modules, models and core — not the runner,
-    the report engine, another suite folder, annotate or the CLI. The social folder's portrait import reuses
-    curate's image import (one blob-writer protocol)."""
+    """A suite folder imports its own folder, evaluate's shared modules, the areas below evaluate (whose
+    functions own the tables a suite reads: the images, the decisions, the benchmarks) and core — not the
+    runner, the report engine, another suite folder, the view or the CLI."""
     def rule(m, t):
         parts = m.split(".")
         if len(parts) < 4 or parts[1:3] != ["evaluate", "suites"] or parts[3] == "registry":
             return False
         own = ".".join(parts[:4])
-        allowed = (own, *SHARED_EVALUATE, "cultura.models", *CORE, "cultura.evaluate.suites")
-        if own == "cultura.evaluate.suites.social" and t == "cultura.curate.importers":
-            return False
+        below = tuple(f"cultura.{a}" for a, n in LAYERS.items() if n < LAYERS["evaluate"] and a != "core")
+        allowed = (own, *SHARED_EVALUATE, *below, *CORE, "cultura.evaluate.suites")
         if t in ("cultura.evaluate", "cultura.evaluate.suites"):
             return t == "cultura.evaluate.suites" and m != own
         return not t.startswith(allowed)
@@ -290,3 +291,146 @@ def test_every_project_parameter_is_typed_as_a_project():
     assert len(params) > 200  # the library's functions take the project first
     bad = [where for where, ann in params if ann is None or ast.unparse(ann) not in ("Project", "Project | None")]
     assert not bad, "untyped project parameters:\n" + "\n".join(bad)
+
+
+# ------------------------------------------------------------------------------------------ table owners
+#: The tables of the core schema (``db/schema.py``) by owning area: the first migration set made them for every
+#: area before the areas had schemas of their own. Core tables (``core``) are infrastructure any area may use.
+CORE_SCHEMA_OWNERS = {
+    "core": "meta countries runs change_counters",
+    "models": "llm_calls embeddings",
+    "curate": "concepts concept_examples terms queries searches candidates search_results images image_links "
+              "dedup_runs dup_clusters dup_members dedup_state image_flags image_tags image_tag_status "
+              "ingest_rejects blob_checks blob_recheck benchmark_queries",
+    "annotate": "decisions",
+    "benchmark": "benchmarks benchmark_items benchmark_candidates",
+}
+#: Tables an area's migration set created for another owner (a migration cannot move between sets once
+#: applied): the import log and the culture labels are infrastructure of every area (``cultura.cultures`` is
+#: core); the captions, the LLM-bias entities and contexts are curated data (written by curation's importers,
+#: reviewed by annotation, which sits below the suites).
+REHOMED = {"import_rows": "core", "culture_labels": "core", "captions": "curate", "entities": "curate",
+           "contexts": "curate"}
+_CREATE = re.compile(r"\bCREATE\s+(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?\[?(\w+)")
+_SQL_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE(?:\s+IF\s+(?:NOT\s+)?EXISTS)?|VIEW(?:\s+IF\s+NOT\s+"
+                        r"EXISTS)?)\s+\[?(\w+)\]?")
+
+
+def _area(mod: str) -> str:
+    """The area owning a module's tables: ``core``, ``project``, an area, or a suite folder
+    (``evaluate.suites.<name>``, part of evaluate)."""
+    layer = _layer(mod)
+    parts = mod.split(".")
+    if layer == "evaluate" and len(parts) > 3 and parts[2] == "suites" and parts[3] != "registry":
+        return ".".join(parts[1:4])
+    return layer
+
+
+def table_owners() -> dict[str, str]:
+    """Table → owning area: the area whose ``schema.py`` creates it, the map above for the core schema."""
+    owners: dict[str, str] = {}
+    for mod, (path, _) in MODULES.items():
+        if path.name == "schema.py" and _area(mod) != "core":
+            for t in _CREATE.findall(path.read_text(encoding="utf-8")):
+                owners.setdefault(t, _area(mod))
+    core_schema = set(_CREATE.findall((PKG / "db" / "schema.py").read_text(encoding="utf-8")))
+    mapped = {t: area for area, names in CORE_SCHEMA_OWNERS.items() for t in names.split()}
+    assert core_schema <= set(mapped), f"core schema tables without an owner: {sorted(core_schema - set(mapped))}"
+    return {**owners, **mapped, **REHOMED}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _is_db(node: ast.AST) -> bool:
+    """``db``, ``conn``, ``x.db``: what names a database (sqlite-utils) in the library."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name in ("db", "conn", "database")
+
+
+def table_references(source: str, tree: ast.Module, tables) -> list[tuple[int, str]]:
+    """``(line, table)`` for every table a module names in SQL (FROM, JOIN, INTO, UPDATE, CREATE/ALTER TABLE,
+    in any string but a docstring; f-strings by their literal parts) or as ``db["t"]`` / ``db.table("t")``."""
+    skip = _docstrings(tree)
+    out = []
+    for node in ast.walk(tree):
+        text = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if text is not None:
+            for t in {m.group(1) for m in _SQL_TABLE.finditer(text)} & set(tables):
+                segment = ast.get_source_segment(source, node) or ""   # the line of the name, not the string's
+                at = re.search(rf"\b{t}\b", segment)
+                out.append((node.lineno + (segment[:at.start()].count("\n") if at else 0), t))
+            continue
+        key = None
+        if isinstance(node, ast.Subscript) and _is_db(node.value):
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "table"
+              and _is_db(node.func.value) and node.args):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and key.value in tables:
+            out.append((node.lineno, key.value))
+    return sorted(set(out))
+
+
+def _foreign_references(modules=None) -> list[str]:
+    """``file:line table (owner)`` for every table a library module names outside its owning area."""
+    owners = table_owners()
+    bad = []
+    for mod, (path, tree) in sorted((modules or MODULES).items()):
+        area = _area(mod)
+        if area in ("api", "cli") or path.name == "schema.py":
+            continue
+        where = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
+        for line, t in table_references(path.read_text(encoding="utf-8"), tree, owners):
+            owner = owners[t]
+            if owner in ("core", area) or area.startswith(owner + "."):
+                continue
+            bad.append(f"{where}:{line} {t} ({owner})")
+    return bad
+
+
+def test_a_table_is_read_and_written_by_its_owner_only():
+    """Every table has one owning area (the area whose schema creates it; the core schema's by the map above).
+    Only the owner's modules name it in SQL; another area calls the owner's functions, so the import rules see
+    every dependency between areas. Core tables are infrastructure any area may use; a suite folder is part of
+    evaluate (it may read evaluate's own tables); the schema modules (the migration history) and the two doors
+    (api, cli: they call the library) are not scanned."""
+    bad = _foreign_references()
+    assert not bad, "tables used outside their owning area (call the owner's functions):\n" + "\n".join(bad)
+
+
+def test_the_table_scan_sees_references(tmp_path):
+    """The scan above can fail: it finds the owners' own SQL, and a foreign reference planted in a module."""
+    owners = table_owners()
+    assert owners["decisions"] == "annotate" and owners["kb_entities"] == "evaluate.suites.attribution"
+    found = {t for mod, (path, tree) in MODULES.items() if _area(mod) == "curate"
+             for _, t in table_references(path.read_text(encoding="utf-8"), tree, owners)}
+    assert {"images", "candidates", "dup_clusters", "image_flags", "concepts"} <= found
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""Not SQL: rows FROM decisions in a docstring."""\n'
+                       'def f(db, x):\n'
+                       '    x["decisions"]\n'
+                       '    db.execute("SELECT label FROM decisions WHERE kind = ?", ["filter"])\n'
+                       '    db["benchmarks"].insert({})\n'
+                       '    return db.execute(f"""SELECT 1\n    FROM eval_runs WHERE id = {x}""")\n')
+    tree = ast.parse(planted.read_text())
+    assert table_references(planted.read_text(), tree, owners) == [(4, "decisions"), (5, "benchmarks"),
+                                                                    (7, "eval_runs")]
+    as_curation = {"cultura.curate.planted": (planted, tree)}
+    assert _foreign_references(as_curation) == ["planted.py:4 decisions (annotate)",
+                                                "planted.py:5 benchmarks (benchmark)",
+                                                "planted.py:7 eval_runs (evaluate)"]
+    as_annotation = {"cultura.annotate.planted": (planted, tree)}
+    assert _foreign_references(as_annotation) == ["planted.py:5 benchmarks (benchmark)",
+                                                  "planted.py:7 eval_runs (evaluate)"]

@@ -29,7 +29,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Callable
 
-from cultura.curate.cultures_decide import resolve_rated_conflicts
+from cultura.curate.clusters import resolve_clusters
+from cultura.curate.cultures_decide import open_conflicts, resolve_rated_conflicts
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
@@ -37,6 +38,7 @@ from cultura.errors import CulturaError, unknown
 from .accounts import connection_for
 from .aggregate import CROWD_RULES, ORDINAL_RULES, aggregate, rule_params
 from .annotators import get_annotators
+from .decisions import rated_countries
 from .kinds import get_kind
 from .pull import current_annotations
 from .push import _project_row, check_image_urls, push_project
@@ -211,15 +213,13 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
                 if c["kind"] == "dedup-review" and item["cluster_id"] is not None:
                     payload = json.loads(item["payload"])
                     cids = payload.get("cluster_ids") or [item["cluster_id"]]
-                    db.conn.executemany("UPDATE dup_clusters SET status = 'resolved' WHERE id = ?",
-                                        [(x,) for x in cids])
+                    resolve_clusters(db, cids)
                     # which copies are kept, not which cultures: a culture_conflict flag stays open until a
                     # culture decision (relevance ratings or a person's resolution), cultures_decide
         if c["kind"] == "relevance":
-            summ["flags_resolved"] = resolve_rated_conflicts(db, c["name"])
+            summ["flags_resolved"] = _resolve_rated_conflicts(db, c["name"])
         if c["kind"] in ("dedup-review", "relevance"):
-            summ["culture_questions_open"] = db.execute(
-                "SELECT count(*) FROM image_flags WHERE flag = 'culture_conflict' AND status = 'open'").fetchone()[0]
+            summ["culture_questions_open"] = len(open_conflicts(db))
         if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
             summ["written_back"] = spec.write_back(db)
         if disagreements:
@@ -229,8 +229,8 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
 
 
 def _resolve_rated_conflicts(db, campaign: str) -> int:
-    """:func:`cultura.curate.cultures_decide.resolve_rated_conflicts` (kept under its old name)."""
-    return resolve_rated_conflicts(db, campaign)
+    """:func:`cultura.curate.cultures_decide.resolve_rated_conflicts` with the current relevance decisions."""
+    return resolve_rated_conflicts(db, campaign, rated_countries(db))
 
 
 def _send_to_adjudication(project: Project, c: dict, items: list[dict], adjudicator: str | None,

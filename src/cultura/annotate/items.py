@@ -16,10 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..cultures import registered_labels
+from ..curate import clusters as dup, images as curated
+from ..curate.benchmark_queries import translation_pairs
+from ..curate.contexts import context_item_rows
 from ..curate.cultures_decide import inherited_links
+from ..curate.entities import entity_item_rows
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
 from ..redact import strip_userinfo
+from .decisions import dropped_copies, removed_images
 from .kinds import get_kind
 
 if TYPE_CHECKING:
@@ -57,28 +62,11 @@ def build_items(project: Project, kind: str, *, source: str | Path | None = None
     return items
 
 
-def _image_url_sql() -> str:
-    return ("(SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256 AND c.status = 'downloaded') AS url,"
-            " (SELECT MIN(c.url) FROM candidates c WHERE c.sha256 = i.sha256) AS any_url")
-
-
-def current_removed(db) -> set[str]:
-    """Images with a current 'filter' decision 'remove'."""
-    return {r[0] for r in db.execute("SELECT sha256 FROM decisions WHERE kind = 'filter' AND superseded = 0 "
-                                     "AND label = 'remove' AND sha256 IS NOT NULL").fetchall()}
-
-
 @builder("filter")
 def filter_items(project: Project, **_) -> list[dict]:
     """Downloaded, non-excluded images with the concept(s) and countries that found them."""
-    db = project.db
-    rows = db.execute(
-        f"""SELECT i.sha256, i.path, {_image_url_sql()},
-                   GROUP_CONCAT(DISTINCT co.name) AS concepts, GROUP_CONCAT(DISTINCT l.country) AS countries
-            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
-            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
     out = []
-    for sha, path, url, any_url, concepts, countries in rows:
+    for sha, path, url, any_url, concepts, countries in curated.ok_image_links(project.db):
         concept = " / ".join(sorted(set(concepts.split(","))))
         out.append({"item_key": f"filter:{sha}", "kind": "filter", "sha256": sha,
                     "country": sorted(countries.split(","))[0],
@@ -93,9 +81,8 @@ def dedup_items(project: Project, **_) -> list[dict]:
     same copies, say) are merged, so reviewers see each set once. Representative first; the item carries every
     cluster id it covers (all are resolved by its decision)."""
     db = project.db
-    clusters = db.execute("SELECT id, representative FROM dup_clusters WHERE status = 'open' ORDER BY id").fetchall()
-    members_of = {cid: [r[0] for r in db.execute("SELECT sha256 FROM dup_members WHERE cluster_id = ?", [cid])]
-                  for cid, _ in clusters}
+    clusters = dup.open_clusters(db)
+    members_of = {cid: [sha for sha, _ in dup.cluster_members(db, cid)] for cid, _ in clusters}
     parent = {cid: cid for cid, _ in clusters}
 
     def find(c):
@@ -121,14 +108,11 @@ def dedup_items(project: Project, **_) -> list[dict]:
         rep = rep_of[root]
         dist: dict[str, float] = {}
         for cid in cids:
-            for sha, d in db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ?", [cid]):
+            for sha, d in dup.cluster_members(db, cid):
                 dist.setdefault(sha, d)  # the root cluster's distance first (to its representative)
         if len(dist) < 2:
             continue
-        marks = ",".join("?" * len(dist))
-        members = db.execute(
-            f"""SELECT i.sha256, i.path, {_image_url_sql()} FROM images i WHERE i.sha256 IN ({marks})""",
-            list(dist)).fetchall()
+        members = curated.image_urls(db, dist)
         members.sort(key=lambda m: (m[0] != rep, dist.get(m[0]) if dist.get(m[0]) is not None else 1e9, m[0]))
         out.append({"item_key": f"dedup:{root}", "kind": "dedup-review", "cluster_id": root, "sha256": rep,
                     "payload": {"cluster_id": root, "cluster_ids": cids, "members": [
@@ -144,17 +128,13 @@ def relevance_items(project: Project, *, other_countries: int = 1, seed: int = 0
     ``other_countries`` others drawn (seeded by the image hash) from the project's countries, plus every
     registered free-text culture label (``cultura culture add``; seed 004's "Shinto", "Yoruba"…)."""
     db = project.db
-    removed = current_removed(db)
+    removed = removed_images(db)
     codes = [c.code for c in project.countries]
     names = {c.code: c.name for c in project.countries}
-    rows = db.execute(
-        f"""SELECT i.sha256, i.path, {_image_url_sql()}, GROUP_CONCAT(DISTINCT l.country),
-                   GROUP_CONCAT(DISTINCT co.name)
-            FROM images i JOIN image_links l ON l.sha256 = i.sha256 JOIN concepts co ON co.id = l.concept_id
-            WHERE i.status = 'ok' GROUP BY i.sha256 ORDER BY i.sha256""").fetchall()
-    inherited = inherited_links(db)  # a dropped copy's countries are the kept copy's question (cultures_decide)
+    # a dropped copy's countries are the kept copy's question (cultures_decide)
+    inherited = inherited_links(db, dropped_copies(db))
     out = []
-    for sha, path, url, any_url, countries, concepts in rows:
+    for sha, path, url, any_url, concepts, countries in curated.ok_image_links(db):
         if sha in removed:
             continue
         own = sorted(set(countries.split(",")) | {k for _, k in inherited.get(sha, {})})
@@ -198,27 +178,9 @@ def _gold(kind_level: str, g) -> dict | None:
 
 
 def entity_table_rows(project: Project) -> list[dict]:
-    """Candidate entities of the LLM-bias entity table (seed 001), keyed ``ent-<id>``; an entity without a
-    country gets the project's (else the registry's) country of its language."""
-    if not project.db["entities"].exists():
-        return []
-    out = []
-    for r in project.db.query("SELECT id, native, country, type, language FROM entities "
-                              "WHERE status = 'candidate' ORDER BY id"):
-        out.append({"key": f"ent-{r['id']}", "entity": r["native"], "category": r["type"],
-                    "language": r["language"], "country": r["country"] or _language_country(project,
-                                                                                            r["language"])})
-    return out
-
-
-def _language_country(project: Project, language: str) -> str:
-    for c in project.countries:
-        if c.language == language:
-            return c.code
-    for c in getattr(project.registry, "countries", {}).values():
-        if getattr(c, "language", None) == language:
-            return c.code
-    raise CulturaError(f"No country in the project speaks {language!r}; set the entity's country column.")
+    """Candidate entities of the entity table (seed 001), keyed ``ent-<id>``; an entity without a country gets
+    the project's (else the registry's) country of its language (:func:`cultura.curate.entities.entity_item_rows`)."""
+    return entity_item_rows(project)
 
 
 _TYPE_WORDS = {"names_female": "female first name", "names_male": "male first name", "authors": "author",
@@ -226,29 +188,17 @@ _TYPE_WORDS = {"names_female": "female first name", "names_male": "male first na
 
 
 def context_table_rows(project: Project) -> list[dict]:
-    """Candidate masked contexts of the LLM-bias contexts table (seed 001 §3.3: status ``candidate``), keyed
+    """Candidate masked contexts of the contexts table (seed 001 §3.3: status ``candidate``), keyed
     ``ctx-<id>``; adjudicated decisions go back to the table
     (:func:`cultura.annotate.kinds.apply_context_decisions`)."""
-    if not project.db["contexts"].exists():
-        return []
-    return [{"key": f"ctx-{r['id']}", "text": r["text"], "language": r["language"], "type": r["type"],
-             "english": r["english"], "kind": r["kind"], "country": r["country"]}
-            for r in project.db.query("SELECT id, text, language, type, english, kind, country FROM contexts "
-                                      "WHERE status = 'candidate' ORDER BY id")]
+    return context_item_rows(project)
 
 
 def translation_table_rows(project: Project) -> list[dict]:
     """LLM-written benchmark queries (verbose and descriptor variants) next to their English counterpart of
     the same concept and variant, keyed ``bq-<id>``; manual and short (native-term) queries are not rated."""
-    sql = """SELECT q.id, q.text, q.language, q.country, e.text AS source FROM benchmark_queries q
-             JOIN benchmark_queries e ON e.concept_id = q.concept_id AND e.variant = q.variant
-                  AND e.language = 'en' AND e.status = 'ok'
-             WHERE q.language != 'en' AND q.status = 'ok' AND q.source LIKE 'llm:%'
-               AND e.id = (SELECT min(id) FROM benchmark_queries x WHERE x.concept_id = q.concept_id
-                           AND x.variant = q.variant AND x.language = 'en' AND x.status = 'ok')
-             ORDER BY q.id"""
     return [{"key": f"bq-{r['id']}", "source": r["source"], "translation": r["text"], "language": r["language"],
-             "source_language": "en", "country": r["country"]} for r in project.db.query(sql)]
+             "source_language": "en", "country": r["country"]} for r in translation_pairs(project.db)]
 
 
 TABLE_ROWS = {"entity": entity_table_rows, "context": context_table_rows, "translation": translation_table_rows}

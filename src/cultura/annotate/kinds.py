@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from ..db import now, transaction
+from ..curate.contexts import apply_context_labels
+from ..curate.entities import apply_entity_labels
 from ..errors import CulturaError, unknown
 from ..templates import render_template
 
@@ -174,86 +175,23 @@ def parse_context(result):
     return {"label": kind, "value": None, "details": None}
 
 
+def _current_labels(db, kind: str, prefix: str) -> list[tuple[str, str | None]]:
+    """``(item key, label)`` of the current ``kind`` decisions on items keyed ``<prefix>…``, oldest first."""
+    return db.execute("SELECT item_key, label FROM decisions WHERE kind = ? AND superseded = 0 "
+                      "AND item_key LIKE ? ORDER BY id", [kind, prefix + "%"]).fetchall()
+
+
 def apply_context_decisions(db) -> dict:
-    """Write the current ``context`` decisions back to the contexts table (item keys ``context:ctx-<id>``),
-    atomically: ``grounded/<sentiment>``, ``neutral/<sentiment>`` and ``qa`` make the context ``active`` with
-    that kind and sentiment; ``reject`` excludes it (reason "annotated reject"). A kind change that would
-    duplicate an existing context of that kind excludes the candidate with the reason. Returns counts."""
-    n = {"active": 0, "excluded": 0, "unknown": 0}
-    if not db["contexts"].exists():
-        return n
-    rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'context' AND superseded = 0 "
-                      "AND item_key LIKE 'context:ctx-%' ORDER BY id").fetchall()
-    ts = now()
-    with transaction(db):
-        for key, label in rows:
-            try:
-                cid = int(key.rsplit("ctx-", 1)[1])
-            except ValueError:
-                n["unknown"] += 1
-                continue
-            cur = db.execute("SELECT language, type, text FROM contexts WHERE id = ?", [cid]).fetchone()
-            if cur is None:
-                n["unknown"] += 1
-                continue
-            kind, _, sentiment = (label or "").partition("/")
-            if kind not in ("grounded", "neutral", "qa"):
-                db.execute("UPDATE contexts SET status = 'excluded', reason = ?, updated_at = ? WHERE id = ?",
-                           [f"annotated {label or 'without label'}", ts, cid])
-                n["excluded"] += 1
-                continue
-            clash = db.execute("SELECT id FROM contexts WHERE language = ? AND type = ? AND text = ? AND kind = ? "
-                               "AND id != ?", [cur[0], cur[1], cur[2], kind, cid]).fetchone()
-            if clash is not None:
-                db.execute("UPDATE contexts SET status = 'excluded', reason = ?, updated_at = ? WHERE id = ?",
-                           [f"annotated {kind}: duplicate of context {clash[0]}", ts, cid])
-                n["excluded"] += 1
-                continue
-            db.execute("UPDATE contexts SET kind = ?, sentiment = ?, status = 'active', reason = NULL, "
-                       "updated_at = ? WHERE id = ?", [kind, sentiment or None, ts, cid])
-            n["active"] += 1
-    return n
+    """Write the current ``context`` decisions back to the contexts table (item keys ``context:ctx-<id>``;
+    :func:`cultura.curate.contexts.apply_context_labels` says how). Returns counts."""
+    return apply_context_labels(db, _current_labels(db, "context", "context:ctx-"))
 
 
 def apply_entity_table_decisions(db) -> dict:
     """Write the current ``entity`` decisions on items of the entities table (keys ``entity:ent-<id>``) back
-    to it, atomically (seed 001 Figure 8): ``local`` / ``western`` → ``accepted`` with that side; ``neither`` /
-    ``noise`` → ``rejected`` (reason: the label). A side change that would duplicate an entity already on that
-    side rejects the candidate with the reason. Items pushed from a file (other keys) are left alone."""
-    n = {"accepted": 0, "rejected": 0, "unknown": 0}
-    if not db["entities"].exists():
-        return n
-    rows = db.execute("SELECT item_key, label FROM decisions WHERE kind = 'entity' AND superseded = 0 "
-                      "AND item_key LIKE 'entity:ent-%' ORDER BY id").fetchall()
-    ts = now()
-    with transaction(db):
-        for key, label in rows:
-            try:
-                eid = int(key.rsplit("ent-", 1)[1])
-            except ValueError:
-                n["unknown"] += 1
-                continue
-            cur = db.execute("SELECT language, type, native FROM entities WHERE id = ?", [eid]).fetchone()
-            if cur is None:
-                n["unknown"] += 1
-                continue
-            label = (label or "").strip().lower()
-            if label not in ("local", "western"):
-                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
-                           [f"annotated {label or 'without label'}", ts, eid])
-                n["rejected"] += 1
-                continue
-            clash = db.execute("SELECT id FROM entities WHERE language = ? AND type = ? AND native = ? AND side = ? "
-                               "AND id != ?", [cur[0], cur[1], cur[2], label, eid]).fetchone()
-            if clash is not None:
-                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
-                           [f"annotated {label}: duplicate of entity {clash[0]}", ts, eid])
-                n["rejected"] += 1
-                continue
-            db.execute("UPDATE entities SET status = 'accepted', side = ?, reason = NULL, updated_at = ? "
-                       "WHERE id = ?", [label, ts, eid])
-            n["accepted"] += 1
-    return n
+    to it (:func:`cultura.curate.entities.apply_entity_labels` says how). Items pushed from a file (other keys)
+    are left alone."""
+    return apply_entity_labels(db, _current_labels(db, "entity", "entity:ent-"))
 
 
 # ----------------------------------------------------------------------------------------- registry

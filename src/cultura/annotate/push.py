@@ -15,19 +15,18 @@ import hashlib
 import html as h
 import json
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import httpx
 
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
-from cultura.db.pool import image_exclusions
-from cultura.errors import CulturaError, unknown
+from cultura.annotate.pool import image_exclusions
+from cultura.errors import CulturaError
 from cultura.names import endpoint_url_problem
 from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
-from . import priority
 from .annotators import get_annotators
 from .items import browser_loadable, build_items, image_url, task_data
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
@@ -393,31 +392,16 @@ def check_campaign_open(db, name: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ push
 
-PRIORITIES = ("attribution",)
-
-
-def prioritised(project: Project, kind: str, items: list[dict], how: str) -> list[dict]:
-    """Reorder ``items`` by ``how`` (see :func:`push`); a stable sort, so ties keep their order."""
-    if how not in PRIORITIES:
-        raise unknown("priority", how, PRIORITIES)
-    if kind != "relevance":
-        raise CulturaError("Prioritising by attribution applies to 'relevance' pushes only.", param="prioritise")
-    uncertainty = {(s, c): u for s, c, u in priority.judge_uncertainty(project)}
-    if not uncertainty:
-        raise CulturaError("No attribution scores to prioritise by. Run 'cultura attribution run' first, or push "
-                           "without --prioritise.")
-    return sorted(items, key=lambda it: -uncertainty.get((it.get("sha256"), it.get("country")), -1.0))
-
-
 def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str] | None = None, gold: int | None = None,
          batch: str | None = None, source=None, other_countries: int | None = None, seed: int = 0,
          image_base: str | None = None, conn: Connection | None = None, chunk: int = CHUNK,
-         max_tasks: int | None = None, on_chunk=None, prioritise: str | None = None) -> dict:
+         max_tasks: int | None = None, on_chunk=None,
+         prioritise: Callable[[Project, str, list[dict]], list[dict]] | None = None) -> dict:
     """Build the items of ``kind``, assign them and import the new tasks into Label Studio.
 
-    ``prioritise="attribution"`` (relevance only): items the automated CAIRe judge is least sure about come
-    first (the entropy of its five-score distribution, from ``cultura attribution run``), so people rate
-    those first; items the judge has not scored follow in their usual order.
+    ``prioritise(project, kind, items)`` reorders the items before they are sent: ``--prioritise attribution``
+    (relevance only) passes :func:`cultura.evaluate.suites.attribution.priority.prioritised`, so the pairs the
+    automated CAIRe judge is least sure about are rated first.
 
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
     (default: all of them). Returns a summary; a second call with the same state adds nothing."""
@@ -435,7 +419,7 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
                      conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
 
 
-#: Pool exclusions (:mod:`cultura.db.pool`) that keep an image from annotators: a decision already took it out.
+#: Pool exclusions (:mod:`cultura.annotate.pool`) that keep an image from annotators: a decision already took it out.
 #: An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
 #: review is for, so those images are still sent.
 PUSH_EXCLUDED = ("image_excluded", "duplicate_dropped", "filter_removed")
@@ -461,7 +445,7 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
     left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
     items = [it for it in items if it.get("sha256") not in out_of_pool]
     if prioritise:
-        items = prioritised(project, kind, items, prioritise)
+        items = prioritise(project, kind, items)
     check_image_urls(items, image_base)
     name = batch or kind
     n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "

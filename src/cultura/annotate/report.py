@@ -252,3 +252,25 @@ def set_campaign_status(project: Project, name: str, status: str) -> dict:
 def require_campaign(db, name: str | None) -> None:
     if name is None and not db["campaigns"].count:
         raise CulturaError("No campaign yet. Push items first: 'cultura annotate push filter'.")
+
+
+# ------------------------------------------------------------------ the answers behind each item (the view)
+
+def current_answers(db) -> list[tuple]:
+    """Every rater's current answer, oldest first: ``(item id, annotator name, purpose, label, value, details,
+    lead time)`` (nothing when no annotation was ever pulled)."""
+    if "annotations" not in db.table_names():
+        return []
+    return db.execute(
+        "SELECT a.item_id, an.name, a.purpose, a.label, a.value, a.details, a.lead_time FROM annotations a "
+        "LEFT JOIN annotators an ON an.id = a.annotator_id WHERE a.is_current = 1 AND a.was_cancelled = 0 "
+        "AND a.deleted_at IS NULL ORDER BY a.id").fetchall()
+
+
+def items_with_campaign(db) -> list[tuple]:
+    """Every annotation item with its campaign, by id: ``(id, item_key, kind, sha256, country, cluster_id,
+    payload, campaign name)``."""
+    return db.execute(
+        "SELECT i.id, i.item_key, i.kind, i.sha256, i.country, i.cluster_id, i.payload, c.name FROM "
+        "annotation_items i JOIN campaigns c ON c.id = i.campaign_id ORDER BY i.id").fetchall()
+

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import get_config_value, load_config, set_config_file_value
-from ..curate.status import project_status
+from ..benchmark.status import project_status
 from ..errors import ProjectNotFound
 from ..project import CONFIG_NAME, find_project, init_project
 from ..project import Project as _Folder

@@ -18,6 +18,7 @@ from ..annotate.images import serve_in_thread
 from ..annotate.server import label_studio_origins, server_status, start_server, stop_server
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
+from ..evaluate.suites.attribution.priority import ordering
 from .tables import frame as _frame
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class Annotate:
         ``translation``), assign each to ``overlap`` annotators and send new tasks to their projects."""
         return push(self.project, kind, overlap=overlap, annotators=None if annotators is None else list(annotators),
                     gold=gold, batch=batch, source=source, other_countries=other_countries, image_base=image_base,
-                    prioritise=prioritise)
+                    prioritise=ordering(prioritise))
 
     def pull(self, campaign: str | None = None) -> Summary:
         """Fetch the annotations (append-only: an edited answer becomes a new version)."""

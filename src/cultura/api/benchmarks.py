@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from ..benchmark.build import build_benchmark, build_stats, get_benchmark, list_benchmarks
 from ..benchmark.export import export_benchmark
 from ..benchmark import hub
-from ..benchmark.queries import build_mention_queries, build_queries, list_queries, set_query
+from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
 from ..benchmark.releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
-from ..curate.importers import import_captions, import_globalrg, import_ratings
+from ..annotate.ratings import import_ratings
+from ..curate.importers import import_captions, import_globalrg
 from .tables import frame as _frame
 
 if TYPE_CHECKING:

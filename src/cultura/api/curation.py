@@ -6,13 +6,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..annotate.pool import list_clusters, list_images
 from ..curate.concepts import (ConceptCluster, add_concepts, build_queries, dedup_concepts, generate_concepts,
                                list_concepts, list_terms, load_preset, remove_concept, set_term,
                                set_terms_from_file, translate_concepts)
 from ..curate.dedup import dedup_images
 from ..curate.download import download_candidates
 from ..curate.search import ingest_img2dataset, search_images
-from ..curate.status import flags, list_clusters, list_failures, list_images, resolve_image_flags, set_image_status
+from ..curate.status import flags, list_failures, resolve_image_flags, set_image_status
 from ..curate.tagging import tag_images
 from ..progress import Progress
 from .tables import frame as _frame

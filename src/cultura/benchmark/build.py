@@ -39,13 +39,16 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 
 from .. import db as dbmod
-from ..errors import unknown
+from ..annotate.annotators import native_annotators
+from ..curate.benchmark_queries import (ensure_pattern_mentions, ensure_short_queries, live_queries, live_query_keys,
+                                        missing_terms)
+from ..curate.concepts import concept_names
 from ..curate.cultures_decide import require_decided
+from ..errors import unknown
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
-from .queries import ensure_pattern_mentions, ensure_short_queries, missing_terms
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
-                        native_annotators, position_balance, position_counts, position_orders, signature,
-                        unrated_links, unrated_message, used_variants)
+                        position_balance, position_counts, position_orders, signature, unrated_links,
+                        unrated_message, used_variants)
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -423,11 +426,8 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
     try:
         with dbmod.transaction(db):  # one transaction: the benchmark, its items, candidates and snapshot
             ensure_short_queries(project, pairs)
-            qrows = [dict(zip(("concept_id", "country", "language", "variant", "descriptor_country", "text",
-                               "source"), r)) for r in conn.execute(
-                "SELECT concept_id, country, language, variant, descriptor_country, text, source "
-                "FROM benchmark_queries WHERE status = 'ok' ORDER BY concept_id, country, variant")
-                if (r[0], r[1], r[2], r[3]) in wanted]   # exactly the variants the trials use
+            qrows = [q for q in live_queries(db, ordered=True)   # exactly the variants the trials use
+                     if (q["concept_id"], q["country"], q["language"], q["variant"]) in wanted]
             queries = [{"concept": pool.concept_names[q["concept_id"]], **{k: v for k, v in q.items()
                                                                            if k != "concept_id"}}
                        for q in qrows]
@@ -493,8 +493,7 @@ def _complete_queries(project: Project, kind: str, keys: list[tuple], names: dic
     the query language's pattern (stored, validated); anything still missing refuses the build, naming the
     command that makes it."""
     def have():
-        return {tuple(r) for r in project.db.execute(
-            "SELECT concept_id, country, language, variant FROM benchmark_queries WHERE status = 'ok'")}
+        return live_query_keys(project.db)
     missing = [m for m in missing_queries(kind, keys, have()) if m[3] != "short"]  # short: made at write time
     if not missing:
         return
@@ -546,7 +545,7 @@ def build_stats(project: Project, *, min_images: int = 3, benchmark: str | None 
         rows = project.db.execute(
             "SELECT DISTINCT c.sha256, c.concept_id, c.country FROM benchmark_candidates c "
             "JOIN benchmark_items i ON i.id = c.item_id WHERE i.benchmark_id = ?", [b["id"]]).fetchall()
-        names = {r[0]: r[1] for r in project.db.execute("SELECT id, name FROM concepts")}
+        names = concept_names(project.db)
         cells = {(r[0], r[1], r[2]) for r in rows}
         excluded = None
     else:

@@ -2,7 +2,7 @@
 links rated below ``min_relevance``), the ratings that cover them, their tags and duplicate clusters.
 
 Eligible images passed the human filter (or ``allow_unreviewed`` when no filter decision exists), are inside the
-reviewed pool (:mod:`cultura.db.pool`) and keep at least one culture after the relevance ratings.
+reviewed pool (:mod:`cultura.annotate.pool`) and keep at least one culture after the relevance ratings.
 """
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..db.pool import EXCLUSION_REASONS as POOL_REASONS
-from ..db.pool import filter_reviewed, image_exclusions
+from ..annotate.decisions import current_per_image, dropped_copies, filter_reviewed
+from ..annotate.pool import EXCLUSION_REASONS as POOL_REASONS
+from ..annotate.pool import image_exclusions
+from ..curate import images as curated
+from ..curate.clusters import memberships
+from ..curate.concepts import active_concept_ids
+from ..curate.concepts import concept_names as names_of_concepts
+from ..curate.cultures_decide import decided_links
 from ..errors import CulturaError
 from ..models.tiny import is_random_init
-from ..curate.cultures_decide import decided_links
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -59,18 +64,6 @@ class Pool:
                 "excluded_images": [{"sha256": s, "reason": r} for s, r in sorted(self.excluded.items())]}
 
 
-def _current(db, kind: str) -> list[dict]:
-    """Current (not superseded) decisions of one kind, newest per (sha256, country) kept."""
-    rows = db.execute(
-        "SELECT id, sha256, country, label, value FROM decisions WHERE kind = ? AND superseded = 0 "
-        "AND sha256 IS NOT NULL ORDER BY id", [kind]).fetchall()
-    latest: dict[tuple, dict] = {}
-    for i, sha, country, label, value in rows:
-        latest[(sha, country if kind == "relevance" else None)] = {
-            "sha256": sha, "country": country, "label": label, "value": value}
-    return list(latest.values())
-
-
 def load_pool(project: Project, *, allow_unreviewed: bool = False, min_relevance: float | None = 4.0,
               allow_random_tags: bool = False) -> Pool:
     """Read the eligible images, their links, tags and duplicate clusters (see module doc for the rules).
@@ -79,11 +72,10 @@ def load_pool(project: Project, *, allow_unreviewed: bool = False, min_relevance
     come from a random-init model (``openclip:cultura-tiny`` …) and ``allow_random_tags`` is false: such tags
     are noise and would steer which images may be distractors."""
     db = project.db
-    concept_names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
-    active = {r[0] for r in db.execute("SELECT id FROM concepts WHERE status = 'active'")}
+    concept_names = names_of_concepts(db)
+    active = active_concept_ids(db)
     raw_links: dict[str, set[tuple[int, str]]] = defaultdict(set)
-    for sha, cid, country in db.execute(
-            "SELECT l.sha256, l.concept_id, l.country FROM image_links l"):
+    for sha, cid, country in curated.links(db):
         if cid in active:
             raw_links[sha].add((cid, country))
     reviewed = filter_reviewed(db)
@@ -92,9 +84,10 @@ def load_pool(project: Project, *, allow_unreviewed: bool = False, min_relevance
                          "campaign ('cultura annotate push filter', then 'cultura annotate pull' and 'cultura "
                          "annotate adjudicate'), or pass --allow-unreviewed to build from unreviewed images.")
     pool_excluded = image_exclusions(db, require_review=True)
-    rel = {(d["sha256"], d["country"]): d["value"] for d in _current(db, "relevance")
+    rel = {(d["sha256"], d["country"]): d["value"] for d in current_per_image(db, "relevance")
            if d["value"] is not None}
-    raw_links, rel = decided_links(db, raw_links, rel, active=active)  # the one culture rule (cultures_decide)
+    # the one culture rule (cultures_decide)
+    raw_links, rel = decided_links(db, raw_links, rel, dropped=dropped_copies(db), active=active)
     ratings = bool(rel) and min_relevance is not None
 
     excluded: dict[str, str] = {}
@@ -113,18 +106,17 @@ def load_pool(project: Project, *, allow_unreviewed: bool = False, min_relevance
             else:
                 excluded[sha] = "low_relevance"
     tags: dict[str, set[str]] = {sha: {concept_names[c] for c, _ in ls} for sha, ls in links.items()}
-    random_sources = sorted(r[0] for r in db.execute("SELECT DISTINCT source FROM image_tags")
-                            if is_random_init(r[0]))
+    random_sources = sorted(src for src in curated.tag_sources(db) if is_random_init(src))
     if random_sources and not allow_random_tags:
         raise BuildError(f"Image tags from a random-init model ({', '.join(random_sources)}) would steer the "
                          "distractor choice with noise. Tag with a trained model ('cultura images tag --method "
                          "llm', or --clip-model with pretrained weights), or pass --allow-random-tags "
                          "(allow_random_tags=True) to use them anyway.")
-    for sha, tag in db.execute("SELECT sha256, tag FROM image_tags"):
+    for sha, tag, _score, _source in curated.tag_rows(db):
         if sha in tags:
             tags[sha].add(tag)
     clusters: dict[str, set[int]] = defaultdict(set)
-    for cid, sha in db.execute("SELECT cluster_id, sha256 FROM dup_members"):
+    for cid, sha in memberships(db):
         clusters[sha].add(cid)
     return Pool(links=links, tags=tags, clusters=dict(clusters), concept_names=concept_names,
                 excluded=excluded, total=len(raw_links), reviewed=reviewed, ratings=ratings,

@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import db as dbmod
+from ..annotate.decisions import current_rows
+from ..curate import images as curated
+from ..curate.concepts import concept_names
 from ..errors import CulturaError, storage_failure, unknown
 from ..templates import render_template
 from ..view.links import inspect_note
@@ -113,9 +116,9 @@ def collect(project: Project, benchmarks=None) -> dict[str, list[dict]]:
     """The export tables as lists of rows (fixed order), without writing anything."""
     db = project.db
     bms = _resolve(project, benchmarks)
-    names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
-    paths = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in db.execute(
-        "SELECT sha256, path, format, width, height, bytes FROM images")}
+    names = concept_names(db)
+    paths = {r["sha256"]: (r["path"], r["format"], r["width"], r["height"], r["bytes"])
+             for r in curated.image_rows(db)}
     tables: dict[str, list[dict]] = {k: [] for k in TABLES}
     shas: set[str] = set()
 
@@ -156,27 +159,23 @@ def _image_rows(project: Project, shas, paths, names, file_of) -> list[dict]:
     db = project.db
     wanted = set(shas)
     links, tags, decs, caps = (defaultdict(list) for _ in range(4))
-    for r in db.query("SELECT l.sha256, l.concept_id, l.country, l.language, q.text AS query, l.query_kind, "
-                      "l.provider, l.rank, l.source_page, l.found_at FROM image_links l "
-                      "JOIN queries q ON q.id = l.query_id"):
+    for r in curated.link_provenance(db):
         if r["sha256"] in wanted:
             links[r["sha256"]].append({"concept": names[r["concept_id"]], "country": r["country"],
                                        "language": r["language"], "query": r["query"],
                                        "query_kind": r["query_kind"], "provider": r["provider"],
                                        "rank": r["rank"], "source_page": r["source_page"],
                                        "found_at": r["found_at"]})
-    for r in db.query("SELECT sha256, tag, score, source FROM image_tags"):
-        if r["sha256"] in wanted:
-            tags[r["sha256"]].append({"tag": r["tag"], "score": r["score"], "source": r["source"]})
-    for r in db.query("SELECT sha256, kind, label, value, country, rule, n_annotations, agreement, decided_at "
-                      "FROM decisions WHERE superseded = 0 AND sha256 IS NOT NULL"):
+    for sha, tag, score, source in curated.tag_rows(db):
+        if sha in wanted:
+            tags[sha].append({"tag": tag, "score": score, "source": source})
+    for r in current_rows(db, with_image=True):
         if r["sha256"] in wanted:
             decs[r["sha256"]].append({k: r[k] for k in ("kind", "label", "value", "country", "rule",
                                                         "n_annotations", "agreement", "decided_at")})
-    if db["captions"].exists():
-        for r in db.query("SELECT image_sha256, language, idx, text, source FROM captions"):
-            if r["image_sha256"] in wanted:
-                caps[r["image_sha256"]].append(r)
+    for r in curated.caption_rows(db):
+        if r["image_sha256"] in wanted:
+            caps[r["image_sha256"]].append(r)
 
     def key(d):
         return json.dumps(d, sort_keys=True, ensure_ascii=False, default=str)
@@ -250,10 +249,10 @@ WRITERS = {"parquet": _write_parquet, "jsonl": _write_jsonl, "webdataset": _writ
 
 
 def _blob(project: Project, sha: str) -> Path:
-    row = project.db.execute("SELECT path FROM images WHERE sha256 = ?", [sha]).fetchone()
-    p = project.root / row[0]
+    path = curated.image_paths(project.db, [sha])[sha]
+    p = project.root / path
     if not p.exists():
-        raise ExportError(f"The image file {row[0]} for {sha[:12]}… is missing from the project. Restore the "
+        raise ExportError(f"The image file {path} for {sha[:12]}… is missing from the project. Restore the "
                           "blobs folder (or re-run 'cultura images download') and export again.")
     return p
 
@@ -296,9 +295,8 @@ def card_context(project: Project, tables: dict) -> dict:
                                         for im in tables["images"]})
     shas = {im["sha256"] for im in tables["images"]}
     annot = []
-    for kind, rule, n, ag, na in db.execute(
-            "SELECT kind, rule, sha256, agreement, n_annotations FROM decisions WHERE superseded = 0"):
-        annot.append((kind, rule, n, ag, na))
+    for d in current_rows(db):
+        annot.append((d["kind"], d["rule"], d["sha256"], d["agreement"], d["n_annotations"]))
     by_kind: dict[tuple, list] = defaultdict(list)
     for kind, rule, sha, ag, na in annot:
         if sha is None or sha in shas:

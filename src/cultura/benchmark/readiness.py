@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from ..annotate.annotators import native_annotators
+from ..annotate.decisions import rated_links
+from ..curate.concepts import concept_names
 from ..errors import CulturaError
 
 if TYPE_CHECKING:
@@ -104,15 +107,6 @@ def unrated_links(links: dict[str, set[tuple[int, str]]], rated: set[tuple[str, 
             if (sha, k) not in rated:
                 out[k] += 1
     return dict(sorted(out.items()))
-
-
-def native_annotators(db) -> dict[str, int]:
-    """Active annotators per country they rate (the annotators table, read as a table: no import of annotate)."""
-    if "annotators" not in db.table_names():
-        return {}
-    return {k: n for k, n in db.execute(
-        "SELECT country, COUNT(*) FROM annotators WHERE active = 1 AND country IS NOT NULL "
-        "AND role = 'annotator' GROUP BY country")}
 
 
 def unrated_message(unrated: dict[str, int], natives: dict[str, int], n_links: int) -> str:
@@ -267,7 +261,7 @@ def check_ready(project: Project, bench: dict) -> None:
                                          "benchmark_query_snapshot WHERE benchmark_id = ?", [bench["id"]])}
     missing = missing_queries(bench["kind"], [r[1:] for r in items], have)
     if missing:
-        names = {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
+        names = concept_names(db)
         miss = set(missing)
         n_bad = sum(1 for _, c, L, lang, D in items
                     if any((c, L, lang, v) in miss for v in used_variants(bench["kind"], D, required_only=True)))
@@ -300,9 +294,7 @@ def card_data(project: Project, bench: dict, roles: Iterable[str] | None = None)
         by_item[iid].append((role, pos))
     counts = position_counts(by_item.values())
     pos = rep.get("positions") or {}
-    rated = {(s, k) for s, k in db.execute(
-        "SELECT sha256, country FROM decisions WHERE kind = 'relevance' AND superseded = 0 AND value IS NOT NULL "
-        "AND sha256 IS NOT NULL")}
+    rated = rated_links(db)
     natives = native_annotators(db)
     per_country: dict[str, dict] = defaultdict(lambda: {"trials": 0, "images": set(), "rated": set(),
                                                        "unrated": set()})

@@ -29,11 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import db as dbmod
+from ..curate.benchmark_queries import store_released_query
+from ..curate.concepts import get_concept, imported_concept
+from ..curate.images import links
+from ..curate.importers import (DatasetImportError, _column, _done, _finish_row, _safe_file, _summary, link_image,
+                                read_table, resolve_country, store_image)
 from ..db import transaction
 from ..names import check_concept
 from .build import content_hash
-from ..curate.importers import (DatasetImportError, _column, _done, _finish_row, _safe_file, _summary, link_image,
-                        read_table, resolve_country, store_image)
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -147,7 +150,7 @@ def _role_column(rows, columns, role, table) -> str:
 
 def _linked(db, sha: str) -> tuple[int, str] | None:
     """(concept_id, country) of an image from an earlier import or search, when it has exactly one."""
-    rows = {(r[0], r[1]) for r in db.execute("SELECT concept_id, country FROM image_links WHERE sha256 = ?", [sha])}
+    rows = {(cid, cc) for _, cid, cc in links(db, sha)}
     return next(iter(rows)) if len(rows) == 1 else None
 
 
@@ -194,10 +197,7 @@ def import_3xcm_benchmark(project: Project, table, *, name: str = "3xcm", versio
 
         def concept_id(cname: str) -> int:
             if cname not in concept_ids:
-                r = db.execute("SELECT id FROM concepts WHERE name = ?", [cname]).fetchone()
-                concept_ids[cname] = r[0] if r else db.execute(
-                    "INSERT INTO concepts (name, source, status, created_at) VALUES (?, 'import:3xcm', 'active', ?)",
-                    [cname, dbmod.now()]).lastrowid
+                concept_ids[cname] = imported_concept(db, cname, "import:3xcm")
             return concept_ids[cname]
 
         for i, row in enumerate(rows):
@@ -239,7 +239,7 @@ def import_3xcm_benchmark(project: Project, table, *, name: str = "3xcm", versio
                     if not ccountry and link:
                         ccountry = link[1]
                     if not cconcept and link:
-                        cconcept = db.execute("SELECT name FROM concepts WHERE id = ?", [link[0]]).fetchone()[0]
+                        cconcept = get_concept(db, link[0])["name"]
                     if not (ccountry and cconcept):
                         reason = (f"{r}: the image's country and concept are unknown (give {r}_country and "
                                   f"{r}_concept columns, or import the image table first)")
@@ -285,14 +285,7 @@ def import_3xcm_benchmark(project: Project, table, *, name: str = "3xcm", versio
                        "descriptor_country, text, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        [bid, cid, q["country"], q["language"], q["variant"], q["descriptor_country"], q["text"],
                         q["source"]])
-            # the live query table too (a person's text is kept), so the query is listed and editable
-            db.execute("INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, "
-                       "text, source, status, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'ok', NULL, ?) "
-                       "ON CONFLICT (concept_id, country, language, variant) DO UPDATE SET text = excluded.text, "
-                       "source = excluded.source, status = 'ok', reason = NULL, updated_at = excluded.updated_at "
-                       "WHERE benchmark_queries.source != 'manual'",
-                       [cid, q["country"], q["language"], q["variant"], q["descriptor_country"], q["text"],
-                        q["source"], dbmod.now()])
+            store_released_query(db, cid, q)  # the live query table too, so the query is listed and editable
     return {"benchmark": f"{name}@{version}", "kind": kind, "items": len(items), "queries": len(qlist),
             "skipped": len(skipped), "failures": [{"key": f"row {s['row']}", "reason": s["reason"]}
                                                   for s in skipped[:20]]}

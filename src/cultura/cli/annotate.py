@@ -19,6 +19,7 @@ from ..annotate.report import agreement_report, list_campaigns, set_campaign_sta
 from ..annotate.server import label_studio_origins, server_status, start_server, stop_server
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
+from ..evaluate.suites.attribution.priority import ordering
 from .console import emit_json, json_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
 
 
@@ -238,7 +239,7 @@ def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, im
     only new items and resumes an interrupted push without duplicate tasks."""
     res = push(ctx.project, kind, overlap=overlap, annotators=names.split(",") if names else None, gold=gold,
                batch=batch, source=source, other_countries=other_countries, image_base=image_base,
-               prioritise=prioritise)
+               prioritise=ordering(prioritise))
     summary(f"annotate push {kind}", {k: v for k, v in res.items() if k != "warning"} if not as_json else res,
             as_json)
     if res.get("warning") and not as_json:

@@ -5,7 +5,7 @@ import click
 from rich.markup import escape
 
 from ..benchmark.build import build_benchmark, build_stats, list_benchmarks
-from ..benchmark.queries import build_mention_queries, build_queries, list_queries, set_query
+from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
 from .console import csv_list, emit_json, json_option, listing, out, pass_ctx, summary, table
 
 

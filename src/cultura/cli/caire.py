@@ -1,10 +1,10 @@
 """``cultura caire …``: import seed 004's (CAIRe) test sets from local files. Thin: each command calls one
-library function of :mod:`cultura.curate.caire` and prints its result."""
+library function of :mod:`cultura.evaluate.suites.attribution.caire` and prints its result."""
 from __future__ import annotations
 
 import click
 
-from ..curate.caire import import_caire_specific, import_caire_universal
+from ..evaluate.suites.attribution.caire import import_caire_specific, import_caire_universal
 from .console import json_option, pass_ctx, summary
 
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import click
 
+from ..annotate.pool import list_clusters, list_images, members_text
 from ..curate.dedup import dedup_images
 from ..curate.download import download_candidates
 from ..curate.search import ingest_img2dataset, search_images, uses_queries
-from ..curate.status import (flags, list_clusters, list_failures, list_images, members_text, resolve_image_flags,
-                             set_image_status)
+from ..curate.status import flags, list_failures, resolve_image_flags, set_image_status
 from ..curate.tagging import tag_images
 from .console import executor_option, json_option, listing, model_option, option, pass_ctx, stage_hint, summary
 

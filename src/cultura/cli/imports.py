@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from ..benchmark.releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
-from ..curate.importers import import_captions, import_globalrg, import_ratings
+from ..annotate.ratings import import_ratings
+from ..curate.importers import import_captions, import_globalrg
 from .console import emit_json, json_option, pass_ctx, summary, table
 
 

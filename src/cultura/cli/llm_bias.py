@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..evaluate.suites.llm_bias.contexts import context_counts, import_contexts, list_contexts
-from ..evaluate.suites.llm_bias.entities import entity_counts, import_entities, list_entities
+from ..curate.contexts import context_counts, import_contexts, list_contexts
+from ..curate.entities import entity_counts, import_entities, list_entities
 from ..evaluate.suites.llm_bias.patterns import extract_entities, llm_extract_entities
 from ..evaluate.suites.llm_bias.wikidata import DEFAULT_ENDPOINT, collect_western_wikidata, collect_wikidata
 from .console import json_option, listing, pass_ctx, summary

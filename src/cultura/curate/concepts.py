@@ -113,6 +113,32 @@ def active_concepts(db) -> list[dict]:
     return list(db["concepts"].rows_where("status = 'active'", order_by="name"))
 
 
+def concept_names(db) -> dict[int, str]:
+    """Concept id → name, every status."""
+    return {r[0]: r[1] for r in db.execute("SELECT id, name FROM concepts")}
+
+
+def active_concept_ids(db) -> set[int]:
+    return {r[0] for r in db.execute("SELECT id FROM concepts WHERE status = 'active'")}
+
+
+def imported_concept(db, name: str, source: str) -> int:
+    """The id of concept ``name``, added (active, ``source`` such as ``import:3xcm``) when it is new; part of
+    the caller's transaction."""
+    row = db.execute("SELECT id FROM concepts WHERE name = ?", [name]).fetchone()
+    if row:
+        return row[0]
+    return db.execute("INSERT INTO concepts (name, source, status, created_at) VALUES (?, ?, 'active', ?)",
+                      [name, source, now()]).lastrowid
+
+
+def common_term(db, concept_id: int, language: str) -> str | None:
+    """The concept's native term in ``language`` (the most common one across countries), or None."""
+    rows = db.execute("SELECT term, count(*) AS n FROM terms WHERE concept_id = ? AND language = ? "
+                      "GROUP BY term ORDER BY n DESC, term LIMIT 1", [concept_id, language]).fetchall()
+    return rows[0][0] if rows else None
+
+
 # ---------------------------------------------------------------- generation (seed 000 App. H)
 
 class GeneratedConcept(BaseModel):

@@ -209,6 +209,18 @@ def reopen_flags(db, shas, *, flag: str = FLAG) -> int:
     return n
 
 
+def live_flag_rows(db) -> list[tuple[str, str, str, str | None, str]]:
+    """``(sha256, flag, status, details JSON, created_at)`` of every flag no later dedup run superseded, oldest
+    first."""
+    return db.execute("SELECT sha256, flag, status, details, created_at FROM image_flags "
+                      "WHERE status != 'superseded' ORDER BY created_at, sha256").fetchall()
+
+
+def open_conflicts(db) -> list[str]:
+    """The images with an open ``culture_conflict`` flag (a culture question no decision settled yet)."""
+    return [r[0] for r in db.execute("SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'", [FLAG])]
+
+
 def list_flags(db, *, status: str | None = "open", flag: str | None = None) -> list[dict]:
     """Flags with their pairs (concept × country), the countries in question, and the culture decision
     (``resolved_by``, ``resolution``, ``cultures`` kept), oldest first."""
@@ -292,20 +304,12 @@ def copies(db) -> dict[str, set[str]]:
     return dict(out)
 
 
-def _dropped(db) -> set[str]:
-    latest: dict[str, str] = {}
-    for sha, label in db.execute("SELECT sha256, label FROM decisions WHERE kind = 'dedup' AND superseded = 0 "
-                                 "AND sha256 IS NOT NULL ORDER BY id"):
-        latest[sha] = label
-    return {s for s, lab in latest.items() if lab == "drop"}
-
-
-def inherited_links(db) -> dict[str, dict[tuple[int, str], str]]:
+def inherited_links(db, dropped: set[str]) -> dict[str, dict[tuple[int, str], str]]:
     """Kept sha256 → {(concept_id, country): the dropped copy it came from} for the links of copies that a
-    dedup review dropped (within the cluster's concept for a within-concept cluster). A dropped copy was
-    found by its query; the photo that query found is now the kept copy, so the link is the kept copy's
-    question too (decided like its own links, never silently lost)."""
-    dropped = _dropped(db)
+    dedup review dropped (``dropped``: the images the current dedup decisions drop, which annotation holds;
+    within the cluster's concept for a within-concept cluster). A dropped copy was found by its query; the
+    photo that query found is now the kept copy, so the link is the kept copy's question too (decided like its
+    own links, never silently lost)."""
     if not dropped:
         return {}
     links: dict[str, set[tuple[int, str]]] = defaultdict(set)
@@ -336,14 +340,11 @@ def _flags(db) -> dict[str, tuple[str, dict]]:
         [FLAG])}
 
 
-def resolve_rated_conflicts(db, campaign: str) -> int:
-    """Resolve the open culture-conflict flag of every image rated (a current relevance decision, on the image
-    or on a copy of it) for each country of its flagged pairs: the ratings now say which cultures the image
-    stands for (the build keeps those rated at or above its threshold)."""
-    rated: dict[str, set[str]] = defaultdict(set)
-    for sha, cc in db.execute("SELECT sha256, country FROM decisions WHERE kind = 'relevance' AND superseded = 0 "
-                              "AND sha256 IS NOT NULL"):
-        rated[sha].add(cc)
+def resolve_rated_conflicts(db, campaign: str, rated: dict[str, set[str]]) -> int:
+    """Resolve the open culture-conflict flag of every image rated (``rated``: sha256 → the countries of its
+    current relevance decisions; on the image or on a copy of it) for each country of its flagged pairs: the
+    ratings now say which cultures the image stands for (the build keeps those rated at or above its
+    threshold)."""
     twins = copies(db)
     done = []
     for sha, (st, details) in _flags(db).items():
@@ -362,7 +363,7 @@ def resolve_rated_conflicts(db, campaign: str) -> int:
 def open_questions(db, excluded: dict[str, str]) -> list[dict]:
     """The open culture questions that block a build: images with an open ``culture_conflict`` flag that
     nothing else keeps out of the pool (``excluded``: sha256 → first exclusion reason, as
-    :func:`cultura.db.pool.image_exclusions` gives: ``culture_conflict`` only when no other reason applies;
+    :func:`cultura.annotate.pool.image_exclusions` gives: ``culture_conflict`` only when no other reason applies;
     a dropped copy's question is its kept copy's)."""
     out = []
     for row in list_flags(db, status="open", flag=FLAG):
@@ -385,14 +386,15 @@ def require_decided(db, excluded: dict[str, str]) -> None:
 
 
 def decided_links(db, raw_links: dict[str, set[tuple[int, str]]], ratings: dict[tuple[str, str], float], *,
-                  active: set[int] | None = None) -> tuple[dict[str, set[tuple[int, str]]], dict]:
+                  dropped: set[str], active: set[int] | None = None) -> tuple[dict[str, set[tuple[int, str]]], dict]:
     """Each image's culture links under the one rule (module doc): its own links plus those inherited from
     dropped copies; for an image with a resolved flag, only the countries its decision supports (a person's
     ``cultures``, else every rated or flagged country: ``ratings`` then filter them); an inherited link with no
     decision is kept only for a country the image was found for itself. ``ratings`` ((sha256, country) →
     value) is returned extended with the ratings of copies for the countries an image inherited from them.
-    ``raw_links`` maps sha256 → {(concept_id, country)}; ``active``: the concepts that count (None: all)."""
-    inherited = inherited_links(db)
+    ``raw_links`` maps sha256 → {(concept_id, country)}; ``dropped``: the copies the dedup review dropped
+    (:func:`inherited_links`); ``active``: the concepts that count (None: all)."""
+    inherited = inherited_links(db, dropped)
     flags = _flags(db)
     ratings = dict(ratings)
     twins = copies(db) if inherited or flags else {}
@@ -423,5 +425,5 @@ def decided_links(db, raw_links: dict[str, set[tuple[int, str]]], ratings: dict[
 
 
 __all__ = ["FLAG", "CulturesUndecided", "update_conflict_flags_many", "resolve_flags", "reopen_flags",
-           "list_flags", "link_conflicts", "cluster_conflicts", "copies", "inherited_links",
-           "resolve_rated_conflicts", "open_questions", "require_decided", "decided_links"]
+           "list_flags", "live_flag_rows", "open_conflicts", "link_conflicts", "cluster_conflicts", "copies",
+           "inherited_links", "resolve_rated_conflicts", "open_questions", "require_decided", "decided_links"]

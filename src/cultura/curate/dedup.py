@@ -61,7 +61,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
-from ..db.blobs import check_blobs
+from .blobs import check_blobs
+from .images import image_files
 from ..db.leases import stage_lock
 from ..errors import ConfigError, unknown
 from ..executor import use_executor
@@ -547,7 +548,7 @@ def _embedding_find(project: Project, inv, opts):
     vecs = np.zeros((0, 1), dtype=np.float32)
     pairs = np.zeros((0, 2), dtype=np.int64)
     if len(idx):
-        vecs = embed_images_cached(project, emb, [inv.sha[i] for i in idx])
+        vecs = embed_images_cached(project, emb, [inv.sha[i] for i in idx], files=image_files(project.db))
         if opts.get("scope") == "within-concept":
             pairs = concept_pairs(inv, keep, lambda g: vector_search.similar_pairs(vecs, t, rows=pos[g], **ix))
         else:

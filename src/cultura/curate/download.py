@@ -53,7 +53,8 @@ import httpx
 
 from .. import db as dbmod
 from ..db import transaction
-from ..db.blobs import blob_writer, check_blobs, store_blob, sweep_blobs
+from ..db.blobs import blob_writer, store_blob
+from .blobs import check_blobs, sweep_blobs
 from ..errors import CulturaError
 from ..progress import Progress
 from ..progress import task as progress_task

@@ -3,8 +3,8 @@
 - :func:`import_globalrg`: a GlobalRG-style table (image, region/country, universal concept) + image folder;
 - :func:`import_captions`: a Crossmodal-3600-style ``captions.jsonl`` (keyed by image id, captions per
   language) + image folder; captions go to the ``captions`` table;
-- :func:`import_ratings`: CAIRe-style per-image culture ratings (image, country, Likert 1–5 score, optional
-  annotator) → ``decisions`` kind ``relevance``, rule ``import`` (mean over raters).
+- CAIRe-style per-image culture ratings become decisions, which annotation owns:
+  :func:`cultura.annotate.ratings.import_ratings` reads them with the helpers here.
 
 Images are verified with Pillow and stored content-addressed like downloaded ones (``blobs/ab/<sha>.<ext>``).
 Linking to concept × country goes through the core tables — a ``queries`` row (status ``imported``), a
@@ -29,6 +29,7 @@ from ..errors import CulturaError
 from ..names import check_concept
 from ..db import transaction
 from ..db.blobs import blob_writer, store_blob
+from .concepts import imported_concept
 from .download import validate_image
 
 if TYPE_CHECKING:
@@ -143,19 +144,11 @@ def store_image(project: Project, data: bytes) -> str:
     return sha
 
 
-def _concept_id(db, name: str, kind: str) -> int:
-    row = db.execute("SELECT id FROM concepts WHERE name = ?", [name]).fetchone()
-    if row:
-        return row[0]
-    return db["concepts"].insert({"name": name, "source": f"import:{kind}", "status": "active",
-                                  "created_at": dbmod.now()}).last_pk
-
-
 def link_image(project: Project, sha: str, concept: str, country: str, kind: str, key: str, source: str,
                source_page: str | None = None) -> None:
     """Link an imported image to concept × country through queries/searches/candidates/search_results."""
     db = project.db
-    cid = _concept_id(db, concept, kind)
+    cid = imported_concept(db, concept, f"import:{kind}")
     lang = project.country(country).language
     text = f"import:{kind}:{concept}"
     db["queries"].insert({"concept_id": cid, "country": country, "language": lang, "kind": "english",
@@ -335,73 +328,4 @@ def import_captions(project: Project, captions, images) -> dict:
             except ValueError as e:
                 reason = str(e)
         _finish_row(db, "captions", src, row_key, key, reason, sha, counts, failures)
-    return _summary(dict(counts), failures)
-
-
-# ------------------------------------------------------------------ CAIRe ratings
-
-def import_ratings(project: Project, path, *, image_column=None, country_column=None, score_column=None) -> dict:
-    """Import per-image culture ratings (Likert 1–5) as ``relevance`` decisions (rule ``import``, value = mean
-    over raters, ``n_annotations`` = raters). The image is a sha256 or the key of an earlier import. A
-    re-import supersedes the earlier imported decision for the same image × country."""
-    rows = read_table(path)
-    if not rows:
-        raise DatasetImportError(f"{path} has no rows.")
-    counts, failures = defaultdict(int), []
-    rows = _bad_rows(rows, "ratings", Path(path).name, project.db, counts, failures)
-    if not rows:
-        return _summary(dict(counts), failures)
-    ic = _column(rows, image_column, ("sha256",) + IMAGE_COLS, "image", path)
-    cc = _column(rows, country_column, COUNTRY_COLS, "country", path)
-    sc = _column(rows, score_column, SCORE_COLS, "score", path)
-    reg = project.registry
-    db = project.db
-    src = Path(path).name
-    known = {r[0] for r in db.execute("SELECT sha256 FROM images")}
-    by_key = {}
-    for k, sha in db.execute("SELECT key, sha256 FROM import_rows WHERE status = 'ok' AND sha256 IS NOT NULL "
-                             "ORDER BY created_at"):
-        k = k.split("#", 1)[0]  # without the content hash
-        by_key[k] = by_key[k.split("|", 1)[0]] = sha  # the full key, and the image name alone
-    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for i, row in enumerate(rows):
-        img = str(row.get(ic) or "").strip()
-        sha = img if SHA_RE.match(img) and img in known else by_key.get(img)
-        country = resolve_country(reg, row.get(cc))
-        try:
-            score = float(row.get(sc))
-        except (TypeError, ValueError):
-            score = None
-        reason = None
-        if sha is None:
-            reason = f"unknown image {img!r} (import the images first)"
-        elif country is None:
-            reason = f"unknown country {row.get(cc)!r}"
-        elif score is None or not 1 <= score <= 5:
-            reason = f"score {row.get(sc)!r} is not a number from 1 to 5 (rescale to the Likert scale)"
-        if reason:
-            counts["failed"] += 1
-            failures.append({"row": i + 1, "key": img, "reason": reason})
-            with transaction(db):
-                _record(db, "ratings", src, f"{img}|{row.get(cc)}|{i + 1}", "failed", reason, sha)
-            continue
-        groups[(sha, country)].append(score)
-    with transaction(db):
-        for (sha, country), scores in sorted(groups.items()):
-            key = f"relevance-import:{sha}:{country}"
-            value = sum(scores) / len(scores)
-            cur = db.execute("SELECT id, value, n_annotations FROM decisions WHERE kind = 'relevance' AND "
-                             "item_key = ? AND superseded = 0", [key]).fetchall()
-            if any(abs((v or 0) - value) < 1e-12 and n == len(scores) for _, v, n in cur):
-                counts["unchanged"] += 1
-                continue
-            for did, _, _ in cur:
-                db["decisions"].update(did, {"superseded": 1})
-            db["decisions"].insert({"kind": "relevance", "item_key": key, "campaign": f"import:{src}",
-                                    "sha256": sha, "country": country, "value": value, "rule": "import",
-                                    "n_annotations": len(scores), "details": dbmod.dumps({"scores": scores}),
-                                    "superseded": 0, "decided_at": dbmod.now()})
-            _record(db, "ratings", src, f"{sha}|{country}", "ok", None, sha)
-            counts["decisions"] += 1
-    counts["ratings"] = sum(len(v) for v in groups.values())
     return _summary(dict(counts), failures)

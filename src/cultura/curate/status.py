@@ -1,10 +1,11 @@
-"""``cultura status``: counts per stage, per country and per concept, and failures by reason."""
+"""Curation's status and corrections: its counts per stage, country and concept (``cultura status`` adds the
+other areas': :mod:`cultura.benchmark.status`), failed downloads, images excluded or included by hand, culture
+flags resolved by hand, and what to do first when a stage has nothing to work on."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..db import transaction
-from ..db.pool import REASON_TEXT, current_decisions, image_exclusions
 from ..errors import CulturaError
 from .cultures_decide import FLAG, list_flags, reopen_flags, resolve_flags
 
@@ -20,8 +21,9 @@ def _group(db, sql, params=()):
     return {r[0] if r[0] is not None else "(none)": r[1] for r in db.execute(sql, params).fetchall()}
 
 
-def project_status(project: Project) -> dict:
-    """Everything a person needs to see where the pipeline stands. JSON-serialisable."""
+def curation_counts(project: Project) -> dict:
+    """Curation's part of ``cultura status`` (:func:`cultura.benchmark.status.project_status` adds the other
+    areas'): ``stages`` and ``failures`` of the curation stages, ``per_country``, ``per_concept``."""
     db = project.db
     stages = {
         "concepts": _group(db, "SELECT status, count(*) FROM concepts GROUP BY status"),
@@ -38,17 +40,13 @@ def project_status(project: Project) -> dict:
         "tagged_images": _group(db, "SELECT source, count(*) FROM image_tag_status WHERE status='done' "
                                     "GROUP BY source"),
         "ingest_rejects": _scalar(db, "SELECT count(*) FROM ingest_rejects"),
-        "llm_calls": _group(db, "SELECT status, count(*) FROM llm_calls GROUP BY status"),
     }
-    stages["decisions"] = _group(db, "SELECT kind, count(*) FROM decisions WHERE superseded = 0 GROUP BY kind")
-    stages["benchmarks"] = _group(db, "SELECT kind || ':' || status, count(*) FROM benchmarks GROUP BY kind, status")
     failures = {
         "downloads": _group(db, "SELECT reason, count(*) FROM candidates WHERE status IN ('failed','skipped') "
                                 "GROUP BY reason ORDER BY 2 DESC"),
         "searches": _group(db, "SELECT substr(error, 1, instr(error || ':', ':') - 1), count(*) FROM searches "
                                "WHERE status = 'failed' GROUP BY 1"),
         "ingest": _group(db, "SELECT reason, count(*) FROM ingest_rejects GROUP BY reason"),
-        "llm": _group(db, "SELECT stage, count(*) FROM llm_calls WHERE status != 'ok' GROUP BY stage"),
         "tagging": _group(db, "SELECT source, count(*) FROM image_tag_status WHERE status = 'failed' GROUP BY source"),
     }
     per_country = []
@@ -69,11 +67,7 @@ def project_status(project: Project) -> dict:
         """SELECT c.name AS concept, l.country, count(DISTINCT l.sha256) AS images FROM image_links l
            JOIN concepts c ON c.id = l.concept_id JOIN images i ON i.sha256 = l.sha256 AND i.status = 'ok'
            WHERE c.status = 'active' GROUP BY c.name, l.country ORDER BY c.name, l.country""")]
-    last_runs = [dict(r) for r in db.query(
-        "SELECT stage, status, started_at, finished_at FROM runs WHERE id IN (SELECT max(id) FROM runs GROUP BY stage) "
-        "ORDER BY stage")]
-    return {"project": str(project.root), "countries": [c.code for c in project.countries], "stages": stages,
-            "failures": failures, "per_country": per_country, "per_concept": per_concept, "last_runs": last_runs}
+    return {"stages": stages, "failures": failures, "per_country": per_country, "per_concept": per_concept}
 
 
 # ------------------------------------------------------------------ inspect and correct images
@@ -94,71 +88,6 @@ def resolve_shas(db, prefixes) -> list[str]:
             raise CulturaError(f"{p!r} matches {len(rows)} images; give more characters.")
         out.append(rows[0])
     return out
-
-
-def list_images(project: Project, *, concept: str | None = None, country: str | None = None, status: str | None = None,
-                pool: str | None = None, limit: int | None = None) -> list[dict]:
-    """One row per image: sha256, size, status, the concept × country pairs that found it, tags, whether it is
-    in the reviewed pool (``pool``: ``in`` or ``out``), and when out, ``reason`` (the code,
-    :data:`cultura.db.pool.EXCLUSION_REASONS`) and ``detail`` (the reason stored with a hand exclusion, else what
-    the code means). The ``pool`` argument filters: ``in`` or ``out``."""
-    db = project.db
-    excl = image_exclusions(db, require_review=True)
-    links: dict[str, set[str]] = {}
-    for sha, name, cc in db.execute("SELECT l.sha256, c.name, l.country FROM image_links l JOIN concepts c "
-                                    "ON c.id = l.concept_id"):
-        if (concept is None or name == concept) and (country is None or cc == country.upper()):
-            links.setdefault(sha, set()).add(f"{name}/{cc}")
-    tags: dict[str, list[str]] = {}
-    for sha, tag in db.execute("SELECT sha256, tag FROM image_tags ORDER BY score DESC"):
-        tags.setdefault(sha, []).append(tag)
-    out = []
-    for sha, path, w, h, st, reason in db.execute(
-            "SELECT sha256, path, width, height, status, reason FROM images ORDER BY sha256"):
-        if (concept or country) and sha not in links:
-            continue
-        if status and st != status:
-            continue
-        in_pool = sha not in excl
-        if pool and (pool == "in") != in_pool:
-            continue
-        why = None if in_pool else excl[sha]
-        out.append({"sha256": sha, "size": f"{w}x{h}", "status": st, "found_for": ", ".join(sorted(links.get(
-            sha, ()))), "tags": ", ".join(dict.fromkeys(tags.get(sha, []))),
-            "pool": "in" if in_pool else "out", "reason": why,
-            "detail": None if in_pool else (reason if why == "image_excluded" and reason else REASON_TEXT[why]),
-            "path": path})
-        if limit and len(out) >= limit:
-            break
-    return out
-
-
-def list_clusters(project: Project, *, status: str | None = "open") -> list[dict]:
-    """Duplicate clusters with their members, representative first: ``members`` is a list of
-    ``{"sha256" (full), "distance", "countries", "decision"}`` (:func:`members_text` is the one-line view)."""
-    db = project.db
-    dedup = current_decisions(db, "dedup")
-    cc: dict[str, set[str]] = {}
-    for sha, c in db.execute("SELECT DISTINCT sha256, country FROM image_links"):
-        cc.setdefault(sha, set()).add(c)
-    sql, args = "SELECT id, method, scope, representative, size, status FROM dup_clusters", []
-    if status:
-        sql, args = sql + " WHERE status = ?", [status]
-    out = []
-    for cid, method, scope, rep, size, st in db.execute(sql + " ORDER BY id", args).fetchall():
-        mem = db.execute("SELECT sha256, distance FROM dup_members WHERE cluster_id = ? ORDER BY "
-                         "(sha256 != ?), distance, sha256", [cid, rep]).fetchall()
-        out.append({"cluster": cid, "method": method, "scope": scope, "status": st, "size": size,
-                    "members": [{"sha256": s, "distance": d, "countries": sorted(cc.get(s, ())),
-                                 "decision": dedup.get(s)} for s, d in mem],
-                    "representative": rep})
-    return out
-
-
-def members_text(members: list[dict]) -> str:
-    """The members of a cluster on one line for a table: ``sha256[:12] (d=distance, countries, decision)``."""
-    return " | ".join(f"{m['sha256'][:12]} (d={m['distance']:g}, {','.join(m['countries']) or '-'}"
-                      f"{', ' + m['decision'] if m['decision'] else ''})" for m in members)
 
 
 def list_failures(project: Project, *, limit: int | None = 50) -> list[dict]:

@@ -15,12 +15,13 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ..db import dumps, finish_run, now, start_run, transaction
-from ..db.blobs import check_blobs
+from .blobs import check_blobs
+from .images import image_files
 from ..errors import CulturaError, unknown
 from ..executor import current_executor, use_executor
 from ..models.embedders import cache_images, embed_images_cached, embed_texts_cached, get_embedder
 from ..models.embedders.base import ModelUnavailable
-from ..models.llm import LLM, render_prompt
+from ..models.llm import LLM, call_outcome, render_prompt
 from ..names import check_concept
 from ..progress import Progress, track
 from .concepts import active_concepts
@@ -82,7 +83,7 @@ def tag_with_llm(project: Project, *, model: str | None = None, retry_failed: bo
         obj, call_id = llm.json_call(stage="images.tag", schema=TagReply, messages=messages, run_id=run)
         with transaction(db):
             if obj is None:
-                err = db["llm_calls"].get(call_id)["error"]
+                err = call_outcome(db, call_id)[0]
                 _mark(db, row["sha256"], source, "failed", error=err)
                 failed += 1
                 continue
@@ -128,10 +129,10 @@ def tag_with_clip(project: Project, *, clip_model: str | None = None, top_k: int
     if todo:
         text = embed_texts_cached(project, emb, [template.format(c) for c in concepts])
         if current_executor().is_ray:  # one Ray job for every image; the parts below then read the cache
-            cache_images(project, emb, [r["sha256"] for r in todo])
+            cache_images(project, emb, [r["sha256"] for r in todo], files=image_files(db))
         for start in range(0, len(todo), 256):
             part = todo[start:start + 256]
-            img = embed_images_cached(project, emb, [r["sha256"] for r in part])
+            img = embed_images_cached(project, emb, [r["sha256"] for r in part], files=image_files(db))
             logits = 100.0 * img @ text.T
             logits -= logits.max(axis=1, keepdims=True)
             probs = np.exp(logits)

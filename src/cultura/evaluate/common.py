@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..curate.images import image_files
 from ..models.embedders import cache_texts, embed_images_cached, embed_texts_cached
 from .metrics.resampling import bootstrap_ci
 from ..lazy import lazy
@@ -86,7 +87,7 @@ def embed_images(project: Project, embedder, sha256s) -> np.ndarray:
     shas = list(sha256s)
     if not shas:
         return np.zeros((0, 0), dtype=np.float32)
-    return np.asarray(embed_images_cached(project, embedder, shas), dtype=np.float32)
+    return np.asarray(embed_images_cached(project, embedder, shas, files=image_files(project.db)), dtype=np.float32)
 
 
 # -- trials -----------------------------------------------------------------------------------------

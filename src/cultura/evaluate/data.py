@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..benchmark import store
+from ..curate.benchmark_queries import live_queries
+from ..curate.concepts import concept_names
+from ..curate.images import has_captions, iter_captions
 from ..errors import CulturaError, SuiteSkipped
 
 if TYPE_CHECKING:
@@ -45,29 +49,20 @@ def resolve_benchmark(project: Project, spec: str | None, kind: str | None = Non
     """The benchmark named ``spec`` (``NAME`` = latest ready version, or ``NAME@VERSION``); with ``spec`` None,
     the latest ready benchmark of ``kind``. Raises :class:`SuiteSkipped` when there is none of that kind."""
     db = project.db
-    where, args = ["status = 'ready'"], []
     if spec:
         name, _, version = str(spec).partition("@")
-        where.append("name = ?")
-        args.append(name)
-        if version:
-            if not version.isdigit():
-                raise CulturaError(f"Benchmark version in {spec!r} must be an integer, e.g. '{name}@2'.")
-            where.append("version = ?")
-            args.append(int(version))
-    elif kind:
-        where.append("kind = ?")
-        args.append(kind)
-    rows = list(db.query(f"SELECT * FROM benchmarks WHERE {' AND '.join(where)} ORDER BY version DESC, id DESC "
-                         "LIMIT 1", args))
-    if not rows:
+        if version and not version.isdigit():
+            raise CulturaError(f"Benchmark version in {spec!r} must be an integer, e.g. '{name}@2'.")
+        r = store.latest_ready(db, name=name, version=int(version) if version else None)
+    else:
+        r = store.latest_ready(db, kind=kind or None)
+    if r is None:
         if spec:
-            names = sorted({r["name"] for r in db.query("SELECT name FROM benchmarks WHERE status = 'ready'")})
+            names = store.ready_names(db)
             raise CulturaError(f"No ready benchmark {spec!r}. Ready benchmarks: {', '.join(names) or 'none'}; "
                                "build one with 'cultura build association' or 'cultura build descriptor'.")
         raise SuiteSkipped(f"No ready {kind} benchmark in this project. Build one with 'cultura build {kind}' "
                            "(or pass --benchmark NAME).")
-    r = rows[0]
     if kind and spec and r["kind"] != kind:
         raise CulturaError(f"Benchmark {spec!r} is a {r['kind']} benchmark, not {kind}. Give a {kind} benchmark, "
                            f"or run the suite that reads {r['kind']} benchmarks.", param="benchmark")
@@ -105,14 +100,7 @@ class Trials:
 def _queries(project: Project, bench: Benchmark) -> dict[tuple, str]:
     """(concept_id, country, language, variant) → text: the benchmark's frozen snapshot when it has one,
     else the live ``benchmark_queries`` rows with status ok."""
-    db = project.db
-    rows = []
-    if "benchmark_query_snapshot" in db.table_names():
-        rows = list(db.query("SELECT concept_id, country, language, variant, text FROM benchmark_query_snapshot "
-                             "WHERE benchmark_id = ?", [bench.id]))
-    if not rows:
-        rows = list(db.query("SELECT concept_id, country, language, variant, text FROM benchmark_queries "
-                             "WHERE status = 'ok'"))
+    rows = store.snapshot(project.db, bench.id) or live_queries(project.db)
     return {(r["concept_id"], r["country"], r["language"], r["variant"]): r["text"] for r in rows}
 
 
@@ -135,13 +123,11 @@ def load_trials(project: Project, bench: Benchmark, roles: tuple[str, ...], *, v
     counted in ``Trials.excluded``.
     """
     db = project.db
-    items = list(db.query(
-        "SELECT bi.id, bi.concept_id, c.name AS concept, bi.query_country, bi.query_language, "
-        "bi.descriptor_country FROM benchmark_items bi JOIN concepts c ON c.id = bi.concept_id "
-        "WHERE bi.benchmark_id = ? ORDER BY bi.id", [bench.id]))
+    names = concept_names(db)
+    items = [{**it, "concept": names[it["concept_id"]]} for it in store.items(db, bench.id)
+             if it["concept_id"] in names]
     cands: dict[int, dict[str, tuple[str, str]]] = {}
-    for r in db.query("SELECT bc.item_id, bc.role, bc.sha256, bc.country FROM benchmark_candidates bc "
-                      "JOIN benchmark_items bi ON bi.id = bc.item_id WHERE bi.benchmark_id = ?", [bench.id]):
+    for r in store.candidates(db, bench.id):
         cands.setdefault(r["item_id"], {})[r["role"]] = (r["sha256"], r["country"])
     queries = _queries(project, bench)
     keep, texts, excluded = [], [], {"missing_candidate": 0, "missing_query": 0}
@@ -202,23 +188,19 @@ def caption_pool(project: Project, *, pool: str = "auto", benchmark: str | None 
     (relevant = same concept) with the benchmark's images as queries. ``'auto'``: captions when imported, else
     queries. Raises :class:`SuiteSkipped` when neither exists."""
     db = project.db
-    has_captions = "captions" in db.table_names() and db["captions"].count > 0
+    captions = has_captions(db)
     if pool == "auto":
-        pool = "captions" if has_captions and not benchmark else "queries"
+        pool = "captions" if captions and not benchmark else "queries"
     if pool == "captions":
-        if not has_captions:
+        if not captions:
             raise SuiteSkipped("No imported captions in this project. Import a Crossmodal-3600-style caption "
                                "file with 'cultura import captions', or use --pool queries.")
-        where, args = "", []
-        if caption_source:
-            where, args = "WHERE source = ?", [caption_source]
         # one pass over a cursor (a Crossmodal-3600-size pool is 260k rows): no dict per row, each image id and
         # language string held once, the provenance hash updated as the rows go by
         texts, lang_codes, owner, h = [], [], [], hashlib.sha256()
         shas: dict[str, int] = {}
         langs: dict[str, int] = {}
-        for sha, lang, text in db.execute(f"SELECT image_sha256, language, text FROM captions {where} "
-                                          "ORDER BY image_sha256, language, idx", args):
+        for sha, lang, text in iter_captions(db, caption_source):
             texts.append(text)
             owner.append(shas.setdefault(sha, len(shas)))
             lang_codes.append(langs.setdefault(lang, len(langs)))
@@ -255,12 +237,9 @@ def caption_pool(project: Project, *, pool: str = "auto", benchmark: str | None 
         texts.append(text)
         langs.append(lang)
         keys.append(cid)
-    imgs = list(db.query("SELECT DISTINCT bc.sha256, bc.concept_id, bc.country FROM benchmark_candidates bc "
-                         "JOIN benchmark_items bi ON bi.id = bc.item_id WHERE bi.benchmark_id = ? "
-                         "ORDER BY bc.sha256", [bench.id]))
     first: dict[str, dict] = {}
-    for r in imgs:
-        first.setdefault(r["sha256"], r)
+    for sha, cid, cc in store.images(db, bench.id):
+        first.setdefault(sha, {"sha256": sha, "concept_id": cid, "country": cc})
     if not texts or not first:
         raise SuiteSkipped(f"Benchmark {bench.ref} has no queries or images to use as a caption pool. Run "
                            "'cultura build queries' first.")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +31,10 @@ from markupsafe import Markup
 
 from ..annotate.team import annotator_report
 from ..db import now
-from ..db.pool import exclusion_summary, filter_reviewed, image_exclusions
+from ..annotate.decisions import filter_reviewed
+from ..annotate.pool import exclusion_summary, image_exclusions
+from ..benchmark.store import benchmark_report
+from ..curate.images import image_count
 from ..errors import CulturaError
 from ..templates import render_template
 from ..view.links import view_page
@@ -146,9 +148,8 @@ def warnings(project: Project, results: list[dict]) -> list[str]:
     benches = {(r["benchmark"], r["benchmark_version"]) for r in results if r.get("benchmark")}
     tagged = []
     for name, version in sorted(benches, key=str):
-        row = project.db.execute("SELECT report FROM benchmarks WHERE name = ? AND version = ?",
-                                 [name, version]).fetchone()
-        srcs = (json.loads(row[0] or "{}").get("images") or {}).get("random_tag_sources") if row else None
+        rep = benchmark_report(project.db, name, version)
+        srcs = (rep.get("images") or {}).get("random_tag_sources") if rep is not None else None
         if srcs:
             tagged.append(f"{name}@{version}")
     if tagged:
@@ -173,11 +174,11 @@ def degenerate_warnings(results: list[dict]) -> list[str]:
 
 
 def pool_section(project: Project) -> ReportSection | None:
-    """What the image-pool suites and the benchmarks left out, and why (:mod:`cultura.db.pool`)."""
+    """What the image-pool suites and the benchmarks left out, and why (:mod:`cultura.annotate.pool`)."""
     db = project.db
     reviewed = filter_reviewed(db)
     summary = exclusion_summary(db, require_review=reviewed)
-    n_images = db.execute("SELECT COUNT(*) FROM images").fetchone()[0]
+    n_images = image_count(db)
     if not n_images:
         return None
     excl = image_exclusions(db, require_review=reviewed)

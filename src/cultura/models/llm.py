@@ -229,3 +229,25 @@ def _strip_data_urls(obj):
     if isinstance(obj, dict):
         return {k: _strip_data_urls(v) for k, v in obj.items()}
     return obj
+
+
+# ------------------------------------------------------------------ the call log read back
+
+def call_outcome(db, call_id: int) -> tuple[str | None, int]:
+    """``(error, attempts)`` of a logged call (the error is None for a call that succeeded)."""
+    row = db.execute("SELECT error, attempts FROM llm_calls WHERE id = ?", [call_id]).fetchone()
+    return (row[0], row[1]) if row else (None, 0)
+
+
+def call_counts(db) -> dict[str, int]:
+    """Logged calls per status (``ok``, ``invalid``, ``error``)."""
+    return _group(db, "SELECT status, count(*) FROM llm_calls GROUP BY status")
+
+
+def failed_calls_by_stage(db) -> dict[str, int]:
+    """Calls that did not end ``ok``, per stage."""
+    return _group(db, "SELECT stage, count(*) FROM llm_calls WHERE status != 'ok' GROUP BY stage")
+
+
+def _group(db, sql) -> dict:
+    return {r[0] if r[0] is not None else "(none)": r[1] for r in db.execute(sql).fetchall()}

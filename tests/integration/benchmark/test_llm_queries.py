@@ -8,7 +8,8 @@ import re
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.benchmark.queries import (build_mention_queries, build_queries, language_forms, list_queries, set_query)
+from cultura.curate.benchmark_queries import (QueryError, build_mention_queries, build_queries, build_short_queries,
+                                          cue_patterns, language_forms, list_queries, set_query, validate_text)
 from tests.fakes.openai_stub import last_user_message
 from tests.fakes.world import make_world
 

@@ -14,7 +14,8 @@ import pytest
 
 from cultura.curate import download as dl
 from cultura.curate import safety
-from cultura.db.blobs import store_blob, sweep_blobs
+from cultura.curate.blobs import sweep_blobs
+from cultura.db.blobs import store_blob
 from cultura.errors import CulturaError
 from cultura.project import init_project
 from tests.fakes.image_server import image_bytes, image_server  # noqa: F401 (fixture)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cultura.db import now
-from cultura.annotate.priority import judge_uncertainty as attribution_priority
+from cultura.evaluate.suites.attribution.priority import judge_uncertainty as attribution_priority
 from cultura.evaluate.suites.attribution import (evaluate_attribution, get_judge,
                                           human_ratings, run_attribution)
 from cultura.models.judges import result_from_logprobs

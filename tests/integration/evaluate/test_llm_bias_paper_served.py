@@ -113,7 +113,7 @@ def test_western_entities_in_one_pass_written_in_6_languages(project):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from urllib.parse import parse_qs, urlparse
 
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.wikidata import build_western_query, collect_western_wikidata
 
     q = build_western_query("authors")
@@ -175,7 +175,7 @@ def test_llm_extraction_proposes_both_sides(project, tmp_path, openai_stub):
     from click.testing import CliRunner
 
     from cultura.cli import cli
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
 
     corpus = tmp_path / "ja.txt"
     corpus.write_text("昨日はラーメンとピザを食べた。\nケバブも美味しい。\n", encoding="utf-8")
@@ -209,7 +209,7 @@ def test_qa_prompts_sent_by_the_suite_say_the_type_in_words(project, tmp_path, o
 
 
 def test_pattern_windows_go_to_the_llm(project, tmp_path, openai_stub):
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.patterns import llm_extract_entities
 
     corpus = tmp_path / "ja.txt"

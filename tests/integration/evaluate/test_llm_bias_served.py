@@ -74,7 +74,7 @@ def test_wikidata_collection_against_local_sparql(project):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from urllib.parse import parse_qs, urlparse
 
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.wikidata import build_query, collect_wikidata
 
     seen = []

@@ -294,7 +294,7 @@ def test_text_items_come_from_the_project_tables(project):
     from cultura.curate.concepts import add_concepts
     from cultura.db import now
     from cultura.errors import CulturaError
-    from cultura.evaluate.suites.llm_bias.entities import add_entities
+    from cultura.curate.entities import add_entities
 
     with pytest.raises(CulturaError, match="cultura build queries"):
         build_items(project, "translation")

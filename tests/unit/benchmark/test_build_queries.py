@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.benchmark.queries import (QueryError, build_short_queries,
+from cultura.curate.benchmark_queries import (QueryError, build_short_queries,
                                           cue_patterns, list_queries, validate_text)
 from tests.fakes.world import make_world
 

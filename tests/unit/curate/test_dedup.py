@@ -15,8 +15,10 @@ from PIL import Image
 
 from cultura.curate import dedup, hash_search, hashing, vector_search
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
-from cultura.db import blobs, dumps, now
-from cultura.db.blobs import check_blobs, store_blob
+from cultura.curate import blobs
+from cultura.curate.blobs import check_blobs
+from cultura.db import dumps, now
+from cultura.db.blobs import store_blob
 from cultura.errors import ConfigError, UnknownName
 from cultura.project import init_project
 

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from cultura.cli import cli
 from cultura.benchmark.build import build_benchmark, load_pool
-from cultura.curate.importers import DatasetImportError, import_captions, import_globalrg, import_ratings
+from cultura.annotate.ratings import import_ratings
+from cultura.curate.importers import DatasetImportError, import_captions, import_globalrg
 from tests.fakes.world import tiny_png
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from cultura.benchmark.build import load_pool
 from cultura.cli import cli
 from cultura.curate.dedup import list_flags, resolve_flags
-from cultura.db.pool import image_exclusions
+from cultura.annotate.pool import image_exclusions
 from tests.fakes.world import decide, dup_cluster, make_world
 
 

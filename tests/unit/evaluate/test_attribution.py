@@ -79,9 +79,9 @@ def test_relevance_agreement_validates():
 
 def test_push_prioritise_orders_by_judge_uncertainty(monkeypatch):
     """`annotate push relevance --prioritise attribution` puts the pairs the judge is least sure about first."""
-    from cultura.annotate import push as push_mod
+    from cultura.evaluate.suites.attribution import priority as push_mod
     from cultura.errors import CulturaError
-    from cultura.annotate import priority as ev
+    from cultura.evaluate.suites.attribution import priority as ev
 
     items = [{"sha256": "a", "country": "JP"}, {"sha256": "b", "country": "JP"}, {"sha256": "c", "country": "TH"}]
     monkeypatch.setattr(ev, "judge_uncertainty", lambda project: [("c", "TH", 0.9), ("a", "JP", 0.2)])

@@ -77,7 +77,7 @@ def test_llm_suite_skips_without_llm(filled):
 
 
 def test_pattern_extraction(project, tmp_path):
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.patterns import extract_entities
 
     corpus = _write_jsonl(tmp_path / "corpus.jsonl", [
@@ -93,7 +93,7 @@ def test_pattern_extraction(project, tmp_path):
 def test_entity_decisions_round_trip(project, tmp_path):
     from cultura.db import now
     from cultura.annotate.kinds import apply_entity_table_decisions
-    from cultura.evaluate.suites.llm_bias.entities import export_entity_items, list_entities
+    from cultura.curate.entities import export_entity_items, list_entities
 
     import_entities(project, _write_jsonl(tmp_path / "e.jsonl", ENTS[:2]), status="candidate")
     assert export_entity_items(project, tmp_path / "items.jsonl") == 2

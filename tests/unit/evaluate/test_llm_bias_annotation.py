@@ -77,7 +77,7 @@ def test_annotate_reads_the_entity_table_itself(project, tmp_path):
 
 def test_entity_decisions_go_back_to_the_entities_table_on_adjudication(project, tmp_path):
     from cultura.db import now
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
 
     import_entities(project, _jsonl(tmp_path / "e.jsonl", [
         {"language": "ja", "type": "food", "side": "local", "native": "寿司", "country": "JP"},

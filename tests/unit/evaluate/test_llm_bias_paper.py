@@ -143,7 +143,7 @@ def test_western_languages_list_is_camellia():
 
 
 def test_unigrams_and_bigrams_after_a_pattern(project, tmp_path):
-    from cultura.evaluate.suites.llm_bias.entities import list_entities
+    from cultura.curate.entities import list_entities
     from cultura.evaluate.suites.llm_bias.patterns import extract_entities
 
     corpus = _write_jsonl(tmp_path / "hi.jsonl", [{"text": "आज मैंने आलू पराठा की रेसिपी देखी"},
@@ -156,8 +156,8 @@ def test_unigrams_and_bigrams_after_a_pattern(project, tmp_path):
 
 
 def test_entity_and_context_counts(project, tmp_path):
-    from cultura.evaluate.suites.llm_bias.contexts import context_counts
-    from cultura.evaluate.suites.llm_bias.entities import entity_counts
+    from cultura.curate.contexts import context_counts
+    from cultura.curate.entities import entity_counts
 
     import_entities(project, _write_jsonl(tmp_path / "e.jsonl", [
         *PAR_ENTS, {"language": "ja", "type": "food", "side": "western", "native": "ピザ2", "country": "IT"}]))
@@ -197,7 +197,7 @@ def test_english_leaderboards_tables_18_to_21(project):
 def test_context_writes_are_atomic(project):
     import sqlite3
 
-    from cultura.evaluate.suites.llm_bias.contexts import add_contexts, list_contexts
+    from cultura.curate.contexts import add_contexts, list_contexts
 
     good = {"language": "ja", "kind": "grounded", "type": "food", "text": "A [MASK].", "country": None,
             "sentiment": None, "english": None, "parallel_id": None, "source": None, "status": "active"}

@@ -311,7 +311,7 @@ def test_folder_and_img2dataset_names_pass_the_validator(project, tmp_path):
 
 
 def test_importers_record_hostile_names_as_failed_rows(project, tmp_path):
-    from cultura.curate.caire import import_caire_universal
+    from cultura.evaluate.suites.attribution.caire import import_caire_universal
     from cultura.benchmark.releases import import_3xcm_images
 
     rng = np.random.default_rng(5)

@@ -64,7 +64,7 @@ def test_model_identities_never_carry_base_url_credentials(monkeypatch):
 def test_cli_errors_are_scrubbed(project, monkeypatch):
     """A library error that quotes a secret (e.g. a server's echo) is printed without it."""
     from cultura.cli import cli
-    from cultura.curate import status as status_mod
+    from cultura.benchmark import status as status_mod
     from cultura.errors import CulturaError
 
     monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)

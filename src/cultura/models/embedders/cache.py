@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from ...db import now, transaction
+from ...db.blobs import blob_files
 from ...errors import CulturaError
 from ...executor import Executor, as_list, current_executor, ray_map, ray_module, rebuild, set_torch_threads
 from ...progress import task as progress_task
@@ -189,18 +190,21 @@ def _cached(db, embedder: Embedder, kind: str, keys: list[str],
     return result
 
 
-def _image_paths(project: Project, shas: list[str]) -> list[str]:
-    """The blob file of each image (by sha256), from ``images.path``; an error for one not stored.
+#: Where the image files are: sha256s → {sha256: blob path relative to the project} (those not stored left out).
+ImageFiles = Callable[[list[str]], dict[str, str]]
+
+
+def _image_paths(project: Project, shas: list[str], files: ImageFiles | None = None) -> list[str]:
+    """The blob file of each image (by sha256): from ``files`` (curation passes the paths its ``images`` rows
+    name: :func:`cultura.curate.images.image_files`; models read no curation table), else found by hash in
+    the project's content-addressed store (:func:`cultura.db.blobs.blob_files`); an error for one not stored.
     ``project`` is a Project (checked by :func:`_image_loader`, which every caller builds first)."""
-    db = project.db
-    paths: dict[str, str] = {}
-    for part in chunks(shas, SQL_CHUNK):
-        marks = ",".join("?" * len(part))
-        paths.update(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({marks})", part).fetchall())
+    paths = files(shas) if files is not None else blob_files(project.root, shas)
     missing = [s for s in shas if s not in paths]
     if missing:
-        raise CulturaError(f"{len(missing)} image(s) are not in the images table (first: {missing[0]}). "
-                           "Download them first ('cultura images download'), or pass only stored sha256s.")
+        raise CulturaError(f"{len(missing)} image(s) have no stored file (first: {missing[0]}): not in the images "
+                           "table, or their file went missing. Download them first ('cultura images download'), or "
+                           "pass only stored sha256s.")
     return [str(project.blob_path(paths[s])) for s in shas]
 
 
@@ -217,13 +221,13 @@ def open_image(path, sha: str):
                            "restore it, or exclude it before embedding.") from e
 
 
-def _image_loader(project: Project) -> Callable[[list[str]], list]:
+def _image_loader(project: Project, files: ImageFiles | None = None) -> Callable[[list[str]], list]:
     if not hasattr(project, "blob_path"):
-        raise CulturaError("embed_images_cached needs a Project (to read images.path) or a load= function "
+        raise CulturaError("embed_images_cached needs a Project (to find the image files) or a load= function "
                            "that maps a sha256 to a PIL image.")
 
     def load_many(shas: list[str]) -> list:
-        return [open_image(p, s) for p, s in zip(_image_paths(project, shas), shas)]
+        return [open_image(p, s) for p, s in zip(_image_paths(project, shas, files), shas)]
 
     return load_many
 
@@ -314,41 +318,43 @@ def _ray_embed(embedder: Embedder, executor: Executor, kind: str, payload: Calla
 
 
 def embed_images_cached(project: Project, embedder: Embedder, sha256s: Sequence[str], *,
-                        load: Callable[[str], object] | None = None,
+                        load: Callable[[str], object] | None = None, files: ImageFiles | None = None,
                         chunk_size: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """Embeddings of images given by sha256, one row per input in input order, computing only the misses.
 
     ``out``: an ``(len(sha256s), dim)`` float32 array to fill and return (the matrix is then held once).
 
-    ``project`` is a Project (misses are read from ``images.path``) or a sqlite-utils Database together with
-    ``load`` (a function ``sha256 -> PIL.Image``). Misses are embedded ``chunk_size`` at a time (default
-    8 batches) and written after each chunk. Under the ``ray`` executor (:mod:`cultura.executor`) the chunks of
-    misses are embedded by Ray actors (the blobs read at the same path on every node; ``load`` is sent
-    pickled) and written here, into the same table.
+    ``project`` is a Project (misses are read from its blob files: ``files`` says where they are, as
+    :func:`cultura.curate.images.image_files` does from the ``images`` rows; by default they are found by
+    hash) or a sqlite-utils Database together with ``load`` (a function ``sha256 -> PIL.Image``). Misses are
+    embedded ``chunk_size`` at a time (default 8 batches) and written after each chunk. Under the ``ray``
+    executor (:mod:`cultura.executor`) the chunks of misses are embedded by Ray actors (the blobs read at the
+    same path on every node; ``load`` is sent pickled) and written here, into the same table.
     """
-    return _images(project, embedder, sha256s, load, chunk_size, out, True)
+    return _images(project, embedder, sha256s, load, files, chunk_size, out, True)
 
 
 def cache_images(project: Project, embedder: Embedder, sha256s: Sequence[str], *,
-                 load: Callable[[str], object] | None = None, chunk_size: int | None = None) -> int:
+                 load: Callable[[str], object] | None = None, files: ImageFiles | None = None,
+                 chunk_size: int | None = None) -> int:
     """Embed and store the images of ``sha256s`` not cached yet, without building the matrix; returns how many
     were embedded. A stage that reads its vectors part by part calls it first, so that the ``ray`` executor
     gets all the work in one job (same chunks, same vectors as :func:`embed_images_cached`)."""
-    return _images(project, embedder, sha256s, load, chunk_size, None, False)
+    return _images(project, embedder, sha256s, load, files, chunk_size, None, False)
 
 
-def _images(project: Project, embedder, sha256s, load, chunk_size, out, fill):
+def _images(project: Project, embedder, sha256s, load, files, chunk_size, out, fill):
     db = _db(project)
     sha256s = list(sha256s)
     if load is not None:
         def loader(shas):
             return [load(s) for s in shas]
     else:
-        loader = _image_loader(project)
+        loader = _image_loader(project, files)
     ex, remote = on_ray(embedder), None
     if ex is not None:
         remote = _ray_embed(embedder, ex, "image", lambda part: {"paths": [] if load is not None else
-                                                                 _image_paths(project, part)}, load=load)
+                                                                 _image_paths(project, part, files)}, load=load)
     return _cached(db, embedder, "image", sha256s, lambda part: embedder.embed_images(loader(part)),
                    chunk_size, out, remote, fill)
 

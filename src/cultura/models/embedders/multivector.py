@@ -35,7 +35,7 @@ import numpy as np
 
 from ...errors import CulturaError
 from .base import Embedder, ModelCapabilityError, _to_numpy, file_sha256, normalize, offline_error, resolve_device
-from .cache import _db, _image_loader, _lookup, _store, text_key
+from .cache import ImageFiles, _db, _image_loader, _lookup, _store, text_key
 from .openai import OpenAIEmbedder, image_data_url
 
 if TYPE_CHECKING:
@@ -175,9 +175,11 @@ def text_tokens_cached(project: Project, embedder: MultiVectorEmbedder, texts: S
                           lambda part: embedder.embed_text_tokens([by_key[k] for k in part]))
 
 
-def image_tokens_cached(project: Project, embedder: MultiVectorEmbedder, sha256s: Sequence[str]) -> list[np.ndarray]:
-    """Token matrices of stored images (by sha256) through the project's embedding cache."""
-    loader = _image_loader(project)
+def image_tokens_cached(project: Project, embedder: MultiVectorEmbedder, sha256s: Sequence[str], *,
+                        files: ImageFiles | None = None) -> list[np.ndarray]:
+    """Token matrices of stored images (by sha256) through the project's embedding cache (``files``: where the
+    image files are, as for :func:`cultura.models.embedders.cache.embed_images_cached`)."""
+    loader = _image_loader(project, files)
     return _tokens_cached(_db(project), embedder, "image", list(sha256s),
                           lambda part: embedder.embed_image_tokens(loader(part)))
 

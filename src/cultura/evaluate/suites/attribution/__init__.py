@@ -21,7 +21,7 @@ _PUBLIC = {
     "get_judge": "....models.judges:get_judge", "register_judge": "....models.judges:register_judge",
     "KBIndex": ".kb:KBIndex", "build_kb_index": ".kb:build_kb_index", "import_kb": ".kb:import_kb",
     "list_kb": ".kb:list_kb", "link_image": ".linking:link_image", "link_images": ".linking:link_images",
-    "run_attribution": ".run:run_attribution",
+    "run_attribution": ".run:run_attribution", "judge_uncertainty": ".priority:judge_uncertainty",
     #: The folder's suites (report section included), registered by :func:`cultura.evaluate.suites.load_suites`.
     "SUITES": ".suite:SUITES",
 }
@@ -31,5 +31,5 @@ __all__ = [
     "import_kb", "list_kb", "build_kb_index", "KBIndex", "link_image", "link_images", "RelevanceJudge",
     "OpenAIJudge", "StubJudge", "JudgeResult", "get_judge", "register_judge", "run_attribution",
     "LEVELS", "probe_texts", "baseline_scores", "run_baseline", "human_ratings", "relevance_agreement",
-    "evaluate_attribution", "load_scores",
+    "evaluate_attribution", "load_scores", "judge_uncertainty",
 ]

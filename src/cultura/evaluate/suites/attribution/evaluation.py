@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ....annotate.decisions import relevance_ratings
 from ....cultures import resolve_culture
+from ....curate.images import named_links
 from ....db.readers import read_rows
 from ....errors import CulturaError
 from ....lazy import lazy
@@ -75,21 +77,7 @@ def human_ratings(project: Project, *, source: str | Path | None = None) -> dict
                                    "'relevant') columns.")
             acc.setdefault((sha, cc), []).append(float(val))
         return {k: (float(np.mean(v)), len(v)) for k, v in acc.items()}
-    db = project.db
-    out: dict[tuple[str, str], tuple[float, int]] = {}
-    if "annotations" in db.table_names():
-        for sha, cc, mean, n in db.execute(
-                "SELECT i.sha256, i.country, avg(a.value), count(*) FROM annotations a "
-                "JOIN annotation_items i ON i.id = a.item_id WHERE i.kind = 'relevance' AND a.is_current = 1 "
-                "AND a.was_cancelled = 0 AND a.purpose = 'annotate' AND a.value IS NOT NULL "
-                "GROUP BY i.sha256, i.country").fetchall():
-            out[(sha, cc)] = (float(mean), int(n))
-    for sha, cc, val, n in db.execute(
-            "SELECT sha256, country, value, n_annotations FROM decisions WHERE kind = 'relevance' "
-            "AND superseded = 0 AND value IS NOT NULL").fetchall():
-        if (sha, cc) not in out and sha and cc:
-            out[(sha, cc)] = (float(val), int(n or 1))
-    return out
+    return relevance_ratings(project.db)
 
 
 #: Binary relevance of seed 004 §5.4 / Table 1: "scores greater than 3 ... to positive label 1" (score > 3).
@@ -284,8 +272,7 @@ def image_concepts(project: Project, *, source: str | Path | None = None) -> dic
                 out.setdefault(sha, set()).add(con)
         if out:
             return {k: tuple(sorted(v)) for k, v in out.items()}
-    for sha, name in project.db.execute(
-            "SELECT DISTINCT l.sha256, co.name FROM image_links l JOIN concepts co ON co.id = l.concept_id"):
+    for sha, name in named_links(project.db, distinct_concepts=True):
         out.setdefault(sha, set()).add(name)
     return {k: tuple(sorted(v)) for k, v in out.items()}
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ....db import now, transaction
 from ....errors import unknown
+from ....curate.images import image_files
 from ....models.embedders import embed_images_cached
 from .kb import KBIndex
 
@@ -85,7 +86,7 @@ def link_images(project: Project, embedder, index: KBIndex, sha256s, *, k: int =
             out[s] = [tuple(x) for x in json.loads(row[0])]
     todo = [s for s in shas if s not in out]
     if todo:
-        vecs = np.asarray(embed_images_cached(project, embedder, todo), dtype=np.float32)
+        vecs = np.asarray(embed_images_cached(project, embedder, todo, files=image_files(project.db)), dtype=np.float32)
         rows = []
         for s, v in zip(todo, vecs):
             out[s] = link_image(index, v, k=k, method=method)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from ....cultures import ensure_labels, resolve_cultures
 from ....db import now, transaction
-from ....db.pool import image_exclusions
+from ....annotate.pool import image_exclusions
+from ....curate.images import ok_image_paths
 from ....errors import CulturaError, unknown
 from ....models.embedders import get_embedder
 from ....models.judges import JudgeResult, get_judge
@@ -27,11 +28,10 @@ CONTEXTS = ("entity", "titles", "gold", "none")
 
 
 def project_images(project: Project, sha256s=None) -> list[tuple[str, str]]:
-    """``[(sha256, absolute path)]`` of the project's reviewed pool (:mod:`cultura.db.pool`: ``ok`` images that
+    """``[(sha256, absolute path)]`` of the project's reviewed pool (:mod:`cultura.annotate.pool`: ``ok`` images that
     reviews have not dropped), or of the given sha256s among them."""
     out = image_exclusions(project.db)
-    rows = [r for r in project.db.execute("SELECT sha256, path FROM images WHERE status = 'ok' ORDER BY sha256")
-            if r[0] not in out]
+    rows = [r for r in ok_image_paths(project.db) if r[0] not in out]
     if sha256s is not None:
         want = set(sha256s)
         rows = [r for r in rows if r[0] in want]

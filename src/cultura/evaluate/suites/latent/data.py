@@ -2,7 +2,7 @@
 
 Images come from the ``image_links`` view (the project's searched images and imported sets such as GlobalRG
 alike) or, with ``benchmark``, from one benchmark's candidates. Kept: active concepts, ``images.status = 'ok'``,
-in the reviewed pool (:mod:`cultura.db.pool`: not excluded, no open culture conflict, not a duplicate reviewers
+in the reviewed pool (:mod:`cultura.annotate.pool`: not excluded, no open culture conflict, not a duplicate reviewers
 dropped, not removed by the filter review). An image found for several countries of one concept is left
 out of that concept (its culture is ambiguous) and counted, never silently dropped.
 
@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ....db.pool import EXCLUSION_REASONS as POOL_REASONS
-from ....db.pool import image_exclusions
+from ....annotate.pool import EXCLUSION_REASONS as POOL_REASONS
+from ....annotate.pool import image_exclusions
+from ....benchmark.store import images as bench_images
+from ....curate.concepts import common_term, concept_names
+from ....curate.images import active_ok_links
 from ....errors import CulturaError
 from ...data import resolve_benchmark
 from ..registry import SuiteSkipped
@@ -142,18 +145,14 @@ def load_concept_sets(project: Project, *, benchmark: str | None = None, groupin
     if benchmark:
 
         bench = resolve_benchmark(project, benchmark)
-        raw = db.execute(
-            "SELECT DISTINCT bc.sha256, bc.concept_id, c.name, bc.country, 'benchmark' FROM benchmark_candidates bc "
-            "JOIN benchmark_items bi ON bi.id = bc.item_id JOIN concepts c ON c.id = bc.concept_id "
-            "WHERE bi.benchmark_id = ?", [bench.id]).fetchall()
+        concept_name = concept_names(db)
+        raw = [(sha, cid, concept_name[cid], cc, "benchmark") for sha, cid, cc in bench_images(db, bench.id)
+               if cid in concept_name]
         prov = bench.provenance()
     else:
-        raw = db.execute(
-            "SELECT l.sha256, l.concept_id, c.name, l.country, l.query_kind FROM image_links l "
-            "JOIN concepts c ON c.id = l.concept_id JOIN images i ON i.sha256 = l.sha256 "
-            "WHERE c.status = 'active' AND i.status = 'ok'").fetchall()
+        raw = active_ok_links(db)
         prov = None
-    removed = image_exclusions(db)  # the reviewed pool (cultura.db.pool): one definition with build
+    removed = image_exclusions(db)  # the reviewed pool (cultura.annotate.pool): one definition with build
     wanted = set(concepts) if concepts else None
     kinds = set(query_kinds) if query_kinds else None
     links: dict[tuple[int, str], set[str]] = defaultdict(set)
@@ -202,6 +201,4 @@ def load_concept_sets(project: Project, *, benchmark: str | None = None, groupin
 
 def term_for(project: Project, concept_id: int, language: str) -> str | None:
     """The concept's native term in ``language`` (the most common one across countries), or None."""
-    rows = project.db.execute("SELECT term, count(*) AS n FROM terms WHERE concept_id = ? AND language = ? "
-                              "GROUP BY term ORDER BY n DESC, term LIMIT 1", [concept_id, language]).fetchall()
-    return rows[0][0] if rows else None
+    return common_term(project.db, concept_id, language)

@@ -27,8 +27,8 @@ from ....models.scorers import DEFAULT_MODE, LogProbScorer, get_scorer, score_ca
 from ...common import mean_ci
 from ...metrics import cultural_bias_score
 from ..registry import log_samples, logging_samples, sample_limit
-from .contexts import list_contexts
-from .entities import entity_pool
+from ....curate.contexts import list_contexts
+from ....curate.entities import entity_pool
 
 if TYPE_CHECKING:
     from ....project import Project

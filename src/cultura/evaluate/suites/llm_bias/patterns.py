@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from ....errors import CulturaError
 from ....models.llm import LLM
-from .entities import add_entities, normalise_entity
+from ....curate.entities import add_entities, normalise_entity
 from .qa import entity_type_words
 from .sentiment import language_name
 

@@ -19,7 +19,7 @@ import numpy as np
 from ....models.generators import generate_cached, get_generator
 from ....models.llm import render_prompt
 from ...common import mean_ci
-from .contexts import by_language, fill, list_contexts
+from ....curate.contexts import by_language, fill, list_contexts
 from .sentiment import entity_jobs, language_name
 
 if TYPE_CHECKING:

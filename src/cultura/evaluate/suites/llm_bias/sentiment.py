@@ -29,8 +29,8 @@ import numpy as np
 from ....models.generators import generate_cached, get_generator
 from ....models.llm import render_prompt
 from ...metrics import bootstrap_ci
-from .contexts import by_language, fill, list_contexts
-from .entities import entity_pool
+from ....curate.contexts import by_language, fill, list_contexts
+from ....curate.entities import entity_pool
 
 if TYPE_CHECKING:
     from ....project import Project

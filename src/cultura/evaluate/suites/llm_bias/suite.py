@@ -27,9 +27,9 @@ from ....models.scorers import DEFAULT_MODE, get_scorer
 from ...reportkit import Cell, ReportSection, Table, figure_uri, img_tag
 from ..registry import Suite, SuiteSkipped, row
 from .cbs import compute_cbs
-from .contexts import list_contexts
+from ....curate.contexts import list_contexts
 from .coverage import decoded_vocabulary, script_coverage, script_of
-from .entities import list_entities
+from ....curate.entities import list_entities
 from .qa import extractive_qa
 from .sentiment import sentiment_association
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from ....errors import CulturaError, unknown
-from .entities import add_entities, normalise_entity
+from ....curate.entities import add_entities, normalise_entity
 
 if TYPE_CHECKING:
     from ....project import Project

@@ -30,6 +30,7 @@ from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, embed_texts_by_language,
                        per_trial_wins, project_2d, sample_points)
 from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benchmark
+from ....curate.images import image_files
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, pairwise_maxsim,
                                               text_tokens_cached)
 from ....lazy import lazy
@@ -99,7 +100,7 @@ def query_image_scores(project: Project, embedder, texts, sha256: np.ndarray, *,
     n, r = sha256.shape
     if is_late_interaction(embedder):
         q = text_tokens_cached(project, embedder, texts)
-        flat = image_tokens_cached(project, embedder, sha256.ravel().tolist())
+        flat = image_tokens_cached(project, embedder, sha256.ravel().tolist(), files=image_files(project.db))
         return pairwise_maxsim([q[i] for i in range(n) for _ in range(r)], flat).reshape(n, r)
     q = embed_texts(project, embedder, texts) if languages is None else \
         embed_texts_by_language(project, embedder, texts, languages)

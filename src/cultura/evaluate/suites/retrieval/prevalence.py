@@ -33,6 +33,7 @@ from ...metrics.retrieval import accuracy_at_k, lbkl_per_query, ndcg_at_k, retri
 from ..registry import Suite, degenerate, log_samples, logging_samples, row, sample_limit
 from .report import render_prevalence
 from ...common import mean_ci, embed_images, language_tiers, text_blocks
+from ....curate.images import image_files
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, maxsim_scores,
                                               text_tokens_cached)
 from ...data import caption_pool
@@ -181,7 +182,8 @@ def late_topk(project: Project, embedder, sha256s, texts, k: int, *, image_chunk
     k = min(int(k), len(txt))
     idx_out, val_out = [], []
     for s in range(0, len(sha256s), image_chunk):
-        imgs = image_tokens_cached(project, embedder, sha256s[s:s + image_chunk])
+        imgs = image_tokens_cached(project, embedder, sha256s[s:s + image_chunk],
+                                   files=image_files(project.db))
         scores = maxsim_scores(txt, imgs).T.astype(np.float32)          # images × captions
         order = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)[:, :k]
         idx_out.append(order)

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ....benchmark import store
+from ....curate.benchmark_queries import query_text
+from ....curate.concepts import concept_names
+from ....curate.images import image_paths
 from ....lazy import lazy
 from ....view.links import view_href
 from ...reportkit import (OKABE_ITO, Cell, ReportSection, Table, annotate_cells, figure_uri, image_uri, img_tag,
@@ -536,25 +540,26 @@ def _example_trial(project: Project, rows) -> tuple[str, str] | None:
     if r is None or project is None:
         return None
     db = project.db
-    item = next(iter(db.query(
-        "SELECT bi.id, bi.item_key, bi.concept_id, bi.query_country, bi.query_language, c.name "
-        "FROM benchmark_items bi JOIN benchmarks b ON b.id = bi.benchmark_id JOIN concepts c ON c.id = bi.concept_id "
-        "WHERE b.name = ? AND b.version = ? ORDER BY bi.id LIMIT 1", [r["benchmark"], r["benchmark_version"]])), None)
+    bid = store.benchmark_id(db, r["benchmark"], r["benchmark_version"])
+    names = concept_names(db)
+    item = next((it for it in (store.items(db, bid) if bid is not None else []) if it["concept_id"] in names), None)
     if item is None:
         return None
-    q = next(iter(db.query("SELECT text FROM benchmark_queries WHERE concept_id = ? AND country = ? AND "
-                           "language = ? AND variant = 'short'", [item["concept_id"], item["query_country"],
-                                                                  item["query_language"]])), None)
+    item["name"] = names[item["concept_id"]]
+    qtext = query_text(db, item["concept_id"], item["query_country"], item["query_language"], "short")
+    cands = store.item_candidates(db, item["id"])
+    paths = image_paths(db, [c["sha256"] for c in cands])
     cells = []
-    for c in db.query("SELECT bc.role, bc.country, i.path FROM benchmark_candidates bc JOIN images i ON "
-                      "i.sha256 = bc.sha256 WHERE bc.item_id = ? ORDER BY bc.position", [item["id"]]):
-        uri = image_uri(project.blob_path(c["path"]))
+    for c in cands:
+        if c["sha256"] not in paths:
+            continue
+        uri = image_uri(project.blob_path(paths[c["sha256"]]))
         if uri:
             cells.append(f'<div class="cand">{img_tag(uri, c["role"])}<div>{htmlmod.escape(c["role"])} · '
                          f'{htmlmod.escape(c["country"])}</div></div>')
     if not cells:
         return None
-    qtext = htmlmod.escape(q["text"] if q else "")
+    qtext = htmlmod.escape(qtext or "")
     return (f'<div class="example"><p>Example trial — concept <b>{htmlmod.escape(item["name"])}</b>, query '
             f'country {htmlmod.escape(item["query_country"])}: “{qtext}” (<a href="'
             f'{htmlmod.escape(view_href("trial", r["benchmark"], r["benchmark_version"], item["item_key"]))}">'

@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image, ImageDraw
 
+from ....annotate.decisions import decided_values
+from ....curate.images import ok_images
 from ....curate.importers import read_table, store_image
 from ....db import now, transaction
 from ....errors import CulturaError, unknown
@@ -289,12 +291,7 @@ def inventory_status(project: Project, language: str, *, store: bool = True) -> 
         scores = {}
         if project is not None and items:
             keys = [translation_key(i["source"], i["translation"], language) for i in items]
-            marks = ",".join("?" * len(keys))
-            for key, value in project.db.execute(
-                    f"SELECT item_key, value FROM decisions WHERE kind = 'translation' AND superseded = 0 "
-                    f"AND item_key IN ({marks}) ORDER BY id", keys).fetchall():
-                if value is not None:
-                    scores[key] = float(value)
+            scores = decided_values(project.db, "translation", keys)
         if scores:
             accepted = sum(v >= ACCEPT_SCORE for v in scores.values())
             info.update(n_rated=len(scores), n_accepted=accepted,
@@ -456,9 +453,9 @@ def portrait_sets(project: Project) -> list[dict]:
 def load_portraits(project: Project, dataset: str) -> list[dict]:
     """The ok portraits of ``dataset`` (sha256, gender, race, attributes), ordered by source key."""
     rows = project.db.query("SELECT p.source_key, p.sha256, p.gender, p.race, p.attributes FROM portraits p "
-                            "JOIN images i ON i.sha256 = p.sha256 WHERE p.dataset = ? AND p.status = 'ok' "
-                            "AND i.status = 'ok' ORDER BY p.source_key", [dataset])
-    return [{**r, "attributes": json.loads(r["attributes"] or "{}")} for r in rows]
+                            "WHERE p.dataset = ? AND p.status = 'ok' ORDER BY p.source_key", [dataset])
+    ok = set(ok_images(project.db))   # images excluded since the import are left out
+    return [{**r, "attributes": json.loads(r["attributes"] or "{}")} for r in rows if r["sha256"] in ok]
 
 
 # ---------------------------------------------------------------- synthetic portraits (tests and demo)

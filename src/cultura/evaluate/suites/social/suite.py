@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ....curate.images import caption_languages as imported_caption_languages
+from ....curate.images import captions_in
 from ....errors import CulturaError, unknown
 from ...metrics import label_shares, max_skew, mean_max_skew, symmetric_kl
 from .data import AXES, available_languages, inventory_status, load_inventory, load_portraits, portrait_sets
@@ -234,10 +236,7 @@ def recall_hits(relevant: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
 
 def caption_languages(project: Project) -> list[str]:
     """Languages of the imported caption set (``captions`` table), empty when none."""
-    if not project.db["captions"].exists():
-        return []
-    return [r[0] for r in project.db.execute("SELECT DISTINCT c.language FROM captions c JOIN images i ON "
-                                             "i.sha256 = c.image_sha256 WHERE i.status = 'ok' ORDER BY 1")]
+    return imported_caption_languages(project.db)
 
 
 def recall_rows(project: Project, embedder, languages, *, ks=RECALL_KS, n_resamples: int = 1000,
@@ -245,9 +244,7 @@ def recall_rows(project: Project, embedder, languages, *, ks=RECALL_KS, n_resamp
     """``recall_t2i`` and ``recall_i2t`` at each k per caption language (see the module docstring)."""
     out = []
     for lang in languages:
-        caps = project.db.execute(
-            "SELECT c.image_sha256, c.text FROM captions c JOIN images i ON i.sha256 = c.image_sha256 "
-            "WHERE c.language = ? AND i.status = 'ok' ORDER BY c.image_sha256, c.idx, c.source", [lang]).fetchall()
+        caps = captions_in(project.db, lang)
         if not caps:
             continue
         shas = sorted({s for s, _ in caps})

@@ -34,7 +34,7 @@ from pydantic import BaseModel, model_validator
 
 from ....db import now
 from ....errors import unknown
-from ....models.llm import LLM
+from ....models.llm import LLM, call_outcome
 from .data import SECTIONS, SOURCE_LANGUAGE, SocialDataError, available_languages, inventory_status, load_inventory
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ def translate_inventory(project: Project, language: str, *, model: str | None = 
                        "pairs": [list(p) for p in pair_texts]})
         row["llm_call"] = call_id
         if parsed is None:
-            err = project.db.execute("SELECT error, attempts FROM llm_calls WHERE id = ?", [call_id]).fetchone()
+            err = call_outcome(project.db, call_id)
             why = str(err[0] or "no reply").replace("root: Value error, ", "")
             row.update(status="failed", reason=f"LLM reply rejected after {err[1]} attempt(s): {why}")
             continue

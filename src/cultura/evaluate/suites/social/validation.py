@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ....annotate.decisions import ratings_by_language
 from ....errors import CulturaError
 from .data import _seed_validation
 
@@ -31,24 +32,12 @@ BANDS = (("1", 1.0, 2.0), ("2", 2.0, 3.0), ("3", 3.0, 4.0), ("4–5", 4.0, 5.01)
 
 
 def _ratings(project: Project, unit: str) -> dict[str, list[float]]:
-    db = project.db
-    if not db["annotation_items"].exists():
-        return {}
-    if unit == "item":
-        sql = ("SELECT ai.language, d.value FROM decisions d JOIN (SELECT DISTINCT item_key, language FROM "
-               "annotation_items WHERE kind = 'translation') ai ON ai.item_key = d.item_key WHERE d.id IN "
-               "(SELECT max(id) FROM decisions WHERE kind = 'translation' AND superseded = 0 AND value IS NOT "
-               "NULL GROUP BY item_key)")
-    elif unit == "rating":
-        sql = ("SELECT ai.language, a.value FROM annotations a JOIN annotation_items ai ON ai.id = a.item_id "
-               "WHERE ai.kind = 'translation' AND a.is_current = 1 AND a.was_cancelled = 0 "
-               "AND a.purpose = 'annotate' AND a.value IS NOT NULL")
-    else:
+    if unit not in ("item", "rating"):
         raise CulturaError(f"Unknown unit {unit!r}. Valid: item (the prompt's decided rating), rating (every "
                            "rater's score).")
     out: dict[str, list[float]] = defaultdict(list)
-    for lang, value in db.execute(sql).fetchall():
-        out[lang or "?"].append(float(value))
+    for lang, value in ratings_by_language(project.db, "translation", unit):
+        out[lang or "?"].append(value)
     return dict(out)
 
 

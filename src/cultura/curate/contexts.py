@@ -8,6 +8,10 @@ shared by the translations of one context across languages, so parallel sets are
 re-import (same language/kind/type/text updates sentiment, English and parallel id) or
 :func:`set_context_status` (exclusion is a status; nothing is deleted).
 
+Candidate contexts (status ``candidate``) are annotation's ``context`` items (:func:`context_item_rows`), and
+adjudication writes the decided kind and sentiment back (:func:`apply_context_labels`); the LLM-bias suite
+evaluates the active ones. Curation owns the table (the ``llm_bias`` migration set created it).
+
 >>> split_mask("I ate [MASK] yesterday.")
 ('I ate ', ' yesterday.')
 """
@@ -17,13 +21,13 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ....db import now, transaction
-from ....db.readers import read_rows
-from ....errors import CulturaError
-from ....models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
+from ..db import now, transaction
+from ..db.readers import read_rows
+from ..errors import CulturaError
+from ..models.scorers import MASK, split_mask  # noqa: F401 - re-exported: the mask is the scorers' convention
 
 if TYPE_CHECKING:
-    from ....project import Project
+    from ..project import Project
 
 KINDS = ("grounded", "neutral", "qa")
 STATUSES = ("active", "candidate", "excluded")
@@ -156,6 +160,51 @@ def set_context_status(project: Project, context_id: int, status: str, *, reason
         raise CulturaError(f"status must be 'active' or 'excluded', got {status!r}.")
     with transaction(project.db):
         project.db["contexts"].update(int(context_id), {"status": status, "reason": reason, "updated_at": now()})
+
+
+def context_item_rows(project: Project) -> list[dict]:
+    """Candidate contexts as ``context`` annotation rows (keys ``ctx-<id>``), by id."""
+    return [{"key": f"ctx-{r['id']}", "text": r["text"], "language": r["language"], "type": r["type"],
+             "english": r["english"], "kind": r["kind"], "country": r["country"]}
+            for r in list_contexts(project, status="candidate")]
+
+
+def apply_context_labels(db, decisions: list[tuple[str, str | None]]) -> dict:
+    """Write adjudicated ``context`` decisions (``(item key, label)``, oldest first; keys ``context:ctx-<id>``)
+    back to the contexts, atomically: ``grounded/<sentiment>``, ``neutral/<sentiment>`` and ``qa`` make the
+    context ``active`` with that kind and sentiment; ``reject`` excludes it (reason "annotated reject"). A kind
+    change that would duplicate an existing context of that kind excludes the candidate with the reason.
+    Returns counts."""
+    n = {"active": 0, "excluded": 0, "unknown": 0}
+    ts = now()
+    with transaction(db):
+        for key, label in decisions:
+            try:
+                cid = int(key.rsplit("ctx-", 1)[1])
+            except ValueError:
+                n["unknown"] += 1
+                continue
+            cur = db.execute("SELECT language, type, text FROM contexts WHERE id = ?", [cid]).fetchone()
+            if cur is None:
+                n["unknown"] += 1
+                continue
+            kind, _, sentiment = (label or "").partition("/")
+            if kind not in ("grounded", "neutral", "qa"):
+                db.execute("UPDATE contexts SET status = 'excluded', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label or 'without label'}", ts, cid])
+                n["excluded"] += 1
+                continue
+            clash = db.execute("SELECT id FROM contexts WHERE language = ? AND type = ? AND text = ? AND kind = ? "
+                               "AND id != ?", [cur[0], cur[1], cur[2], kind, cid]).fetchone()
+            if clash is not None:
+                db.execute("UPDATE contexts SET status = 'excluded', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {kind}: duplicate of context {clash[0]}", ts, cid])
+                n["excluded"] += 1
+                continue
+            db.execute("UPDATE contexts SET kind = ?, sentiment = ?, status = 'active', reason = NULL, "
+                       "updated_at = ? WHERE id = ?", [kind, sentiment or None, ts, cid])
+            n["active"] += 1
+    return n
 
 
 def by_language(contexts: list[dict], *, english: bool = False) -> dict[str, list[dict]]:

@@ -1,19 +1,25 @@
 """Which items people should rate first: the pairs the automated CAIRe judge is least sure about.
 
-Read from the tables the attribution stage writes (``attribution_scores``) and the ratings this area holds
-(``annotations``, ``decisions``); annotate imports nothing from evaluate.
+Read from the scores the attribution stage writes (``attribution_scores``, this folder's) and the human ratings
+annotation holds (:func:`cultura.annotate.decisions.relevance_ratings`). ``cultura annotate push relevance
+--prioritise attribution`` orders its items with :func:`prioritised`, which the doors hand to
+:func:`cultura.annotate.push.push` (annotation sits below evaluation and reads no suite's table).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from ..lazy import lazy
+
+from ....annotate.decisions import relevance_ratings
+from ....errors import CulturaError, unknown
+from ....lazy import lazy
 
 if TYPE_CHECKING:
-    from ..project import Project
+    from ....project import Project
 
 stats = lazy("scipy.stats")  # imported on first use (start-up)
 
@@ -36,17 +42,7 @@ def normalised_entropy(logprobs: dict) -> float:
 def rated_pairs(project: Project) -> set[tuple[str, str]]:
     """``(sha256, country)`` pairs that already have a human relevance rating (current annotations or
     decisions)."""
-    db = project.db
-    out: set[tuple[str, str]] = set()
-    if db["annotations"].exists():
-        out |= {(s, c) for s, c in db.execute(
-            "SELECT DISTINCT i.sha256, i.country FROM annotations a JOIN annotation_items i ON i.id = a.item_id "
-            "WHERE i.kind = 'relevance' AND a.is_current = 1 AND a.was_cancelled = 0 AND a.purpose = 'annotate' "
-            "AND a.value IS NOT NULL").fetchall()}
-    out |= {(s, c) for s, c in db.execute(
-        "SELECT sha256, country FROM decisions WHERE kind = 'relevance' AND superseded = 0 "
-        "AND value IS NOT NULL").fetchall() if s and c}
-    return out
+    return set(relevance_ratings(project.db))
 
 
 def judge_uncertainty(project: Project, *, judge: str | None = None, encoder: str | None = None, kb: str | None = None,
@@ -71,3 +67,30 @@ def judge_uncertainty(project: Project, *, judge: str | None = None, encoder: st
         u = normalised_entropy(json.loads(lps)) if lps and status == "ok" else 0.0
         best[(sha, cc)] = max(best.get((sha, cc), 0.0), u)
     return sorted(((s, c, u) for (s, c), u in best.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+PRIORITIES = ("attribution",)
+
+
+def prioritised(project: Project, kind: str, items: list[dict], how: str) -> list[dict]:
+    """Reorder ``items`` by ``how`` (``attribution``: the judge's uncertainty, most uncertain first); a stable
+    sort, so ties keep their order and pairs the judge has not scored follow in their usual order."""
+    if how not in PRIORITIES:
+        raise unknown("priority", how, PRIORITIES)
+    if kind != "relevance":
+        raise CulturaError("Prioritising by attribution applies to 'relevance' pushes only.", param="prioritise")
+    uncertainty = {(s, c): u for s, c, u in judge_uncertainty(project)}
+    if not uncertainty:
+        raise CulturaError("No attribution scores to prioritise by. Run 'cultura attribution run' first, or push "
+                           "without --prioritise.")
+    return sorted(items, key=lambda it: -uncertainty.get((it.get("sha256"), it.get("country")), -1.0))
+
+
+def ordering(how: str | None) -> Callable[[Project, str, list[dict]], list[dict]] | None:
+    """What ``push(..., prioritise=…)`` takes for ``--prioritise how`` (None: the items' own order); an unknown
+    name is an error listing the valid ones."""
+    if how is None:
+        return None
+    if how not in PRIORITIES:
+        raise unknown("priority", how, PRIORITIES)
+    return functools.partial(prioritised, how=how)

@@ -13,10 +13,14 @@ Import files are JSONL or CSV with those columns (``entity``/``name`` are accept
 >>> import_entities(project, "entities.jsonl")
 {'rows': 40, 'inserted': 40, 'existing': 0}
 
-Annotation goes through the ``entity`` campaign: :func:`export_entity_items` writes the rows for
-``cultura annotate push entity --from FILE`` (item keys ``entity:ent-<id>``), and
-:func:`cultura.annotate.kinds.apply_entity_table_decisions` (run by adjudication) copies the final
-decisions (local / western → accepted with that side; neither / noise → rejected) back onto the entities.
+Annotation goes through the ``entity`` campaign: :func:`entity_item_rows` are its items (or
+:func:`export_entity_items` writes them for ``cultura annotate push entity --from FILE``; item keys
+``entity:ent-<id>``), and adjudication copies the final decisions back onto the entities
+(:func:`apply_entity_labels`: local / western → accepted with that side; neither / noise → rejected).
+
+The entities are curated data, like the concepts and their terms: collected (imported, from Wikidata, by
+patterns), reviewed by annotation, then evaluated by the LLM-bias suite (:mod:`cultura.evaluate.suites.llm_bias`);
+curation owns the table (the ``llm_bias`` migration set created it), so both read it through this module.
 """
 from __future__ import annotations
 
@@ -24,12 +28,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ....db import dumps, now, transaction
-from ....db.readers import read_rows
-from ....errors import CulturaError
+from ..db import dumps, now, transaction
+from ..db.readers import read_rows
+from ..errors import CulturaError
 
 if TYPE_CHECKING:
-    from ....project import Project
+    from ..project import Project
 
 SIDES = ("local", "western")
 STATUSES = ("candidate", "accepted", "rejected")
@@ -180,3 +184,40 @@ def _language_country(project: Project, language: str) -> str:
         if getattr(c, "language", None) == language:
             return c.code
     raise CulturaError(f"No country in the project speaks {language!r}; set the entity's country column.")
+
+
+def apply_entity_labels(db, decisions: list[tuple[str, str | None]]) -> dict:
+    """Write adjudicated ``entity`` decisions (``(item key, label)``, oldest first; keys ``entity:ent-<id>``)
+    back to the entities, atomically (seed 001 Figure 8): ``local`` / ``western`` → ``accepted`` with that side;
+    ``neither`` / ``noise`` → ``rejected`` (reason: the label). A side change that would duplicate an entity
+    already on that side rejects the candidate with the reason. Returns counts."""
+    n = {"accepted": 0, "rejected": 0, "unknown": 0}
+    ts = now()
+    with transaction(db):
+        for key, label in decisions:
+            try:
+                eid = int(key.rsplit("ent-", 1)[1])
+            except ValueError:
+                n["unknown"] += 1
+                continue
+            cur = db.execute("SELECT language, type, native FROM entities WHERE id = ?", [eid]).fetchone()
+            if cur is None:
+                n["unknown"] += 1
+                continue
+            label = (label or "").strip().lower()
+            if label not in ("local", "western"):
+                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label or 'without label'}", ts, eid])
+                n["rejected"] += 1
+                continue
+            clash = db.execute("SELECT id FROM entities WHERE language = ? AND type = ? AND native = ? AND side = ? "
+                               "AND id != ?", [cur[0], cur[1], cur[2], label, eid]).fetchone()
+            if clash is not None:
+                db.execute("UPDATE entities SET status = 'rejected', reason = ?, updated_at = ? WHERE id = ?",
+                           [f"annotated {label}: duplicate of entity {clash[0]}", ts, eid])
+                n["rejected"] += 1
+                continue
+            db.execute("UPDATE entities SET status = 'accepted', side = ?, reason = NULL, updated_at = ? "
+                       "WHERE id = ?", [label, ts, eid])
+            n["accepted"] += 1
+    return n

@@ -15,9 +15,13 @@ Variants stored in ``benchmark_queries`` per concept × country (its primary lan
 Every LLM text is validated: it must contain the native term exactly, and carry no culture cue — no country
 name, native country name, language name or nationality adjective from the registry, nor a country's name in
 the query's language (CLDR, through babel), other than the descriptor country's own for ``*_mention_<CC>``
-variants — and a ``*mention_<CC>`` text must name CC in the query language. A text failing a check is stored with status
-``invalid`` and the reason, never dropped. Texts set by a person (:func:`set_query`, source ``manual``) are
-never overwritten.
+variants — and a ``*mention_<CC>`` text must name CC in the query language (the check:
+:mod:`cultura.curate.cues`). A text failing a check is stored with status ``invalid`` and the reason, never
+dropped. Texts set by a person (:func:`set_query`, source ``manual``) are never overwritten.
+
+The texts are curated before any benchmark exists (``cultura build queries``): annotation rates the LLM-written
+ones (kind ``translation``: :func:`translation_pairs`) and a build freezes the ones it uses
+(``benchmark_query_snapshot``, the benchmark's own copy). So curation owns ``benchmark_queries``, below both.
 
 >>> validate_text("I need a picture of a bus for school", "bus", cue_patterns(["JP"]))
 >>> validate_text("A Japanese bus please", "bus", cue_patterns(["JP"]))
@@ -34,7 +38,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Iterable
 
-from babel import Locale, UnknownLocaleError
 from pydantic import RootModel
 
 from .. import db as dbmod
@@ -42,31 +45,12 @@ from ..countries import registry
 from ..db import transaction
 from ..errors import CulturaError, unknown
 from ..models.llm import LLM
+from .cues import DEMONYMS, cldr_locale, cue_patterns, language_forms, validate_text
 
 if TYPE_CHECKING:
     from ..project import Project
 
 STAGE = "build.queries"
-
-#: English nationality adjectives where the language name does not already give one.
-DEMONYMS = {
-    "US": ["American"], "GB": ["British", "English", "Scottish", "Welsh"], "AU": ["Australian", "Aussie"],
-    "NZ": ["New Zealander", "Kiwi"], "CA": ["Canadian"], "IE": ["Irish"], "IN": ["Indian"],
-    "NG": ["Nigerian"], "KE": ["Kenyan"], "ZA": ["South African"], "BR": ["Brazilian"],
-    "AR": ["Argentinian", "Argentine"], "MX": ["Mexican"], "SA": ["Saudi"], "AE": ["Emirati"],
-    "EG": ["Egyptian"], "CN": ["Chinese"], "JP": ["Japanese"], "TH": ["Thai"], "DE": ["German"],
-    "FR": ["French"], "ES": ["Spanish"], "PT": ["Portuguese"], "IT": ["Italian"], "KR": ["Korean"],
-    "VN": ["Vietnamese"], "ID": ["Indonesian"], "PH": ["Filipino"], "RU": ["Russian"], "TR": ["Turkish"],
-    "PK": ["Pakistani"], "BD": ["Bangladeshi"], "ET": ["Ethiopian"], "GH": ["Ghanaian"], "PE": ["Peruvian"],
-    "CO": ["Colombian"], "CL": ["Chilean"], "IR": ["Iranian", "Persian"], "IL": ["Israeli"],
-    "GR": ["Greek"], "PL": ["Polish"], "NL": ["Dutch"], "SE": ["Swedish"], "NO": ["Norwegian"],
-    "FJ": ["Fijian"], "MY": ["Malaysian"], "SG": ["Singaporean"], "UA": ["Ukrainian"],
-}
-#: Native short forms not contained in the registry's native country names.
-NATIVE_FORMS = {"TH": ["ไทย"], "JP": ["日本"], "CN": ["中国", "中國"], "KR": ["한국"], "DE": ["deutsch"],
-                "FR": ["français", "française"], "ES": ["español", "española"], "BR": ["brasileir"],
-                "AR": ["argentin"], "PT": ["portugu"], "RU": ["росси", "русск"], "SA": ["سعود"],
-                "IN": ["भारत"], "KE": ["kenya"], "NG": ["nàìjíríà", "naijiria"]}
 
 
 class QueryError(CulturaError):
@@ -80,130 +64,6 @@ class VerboseReply(RootModel[dict[str, dict[str, dict[str, str]]]]):
 class DescriptorReply(RootModel[dict[str, dict[str, dict[str, dict[str, str]]]]]):
     """``{concept: {"format_task"|"format_casual": {target name: {"mention_<Name>": text}}}}`` (Figure 23)."""
 
-
-# ------------------------------------------------------------------ culture cues
-
-@lru_cache(maxsize=None)
-def _cues(code: str) -> tuple[str, ...]:
-    reg = registry()
-    c = reg.countries[code]
-    words = {c.name, c.native_name, *DEMONYMS.get(code, []), *NATIVE_FORMS.get(code, [])}
-    for lang in c.languages[:1]:
-        ln = reg.languages.get(lang)
-        if ln and lang != "en":
-            words |= {ln.name, ln.native_name}
-    return tuple(sorted(w for w in words if w and len(w) >= 2))
-
-
-@lru_cache(maxsize=None)
-def _cldr(language: str):
-    """The CLDR locale of ``language`` (babel), or None when CLDR does not know it."""
-    try:
-        return Locale.parse(language.replace("-", "_"))
-    except (UnknownLocaleError, ValueError):
-        return None
-
-
-@lru_cache(maxsize=None)
-def language_forms(code: str, language: str) -> tuple[str, ...]:
-    """How a text in ``language`` names country ``code``: the CLDR country name in that language, the CLDR
-    name of the country's language when no other registry country has it as its primary language
-    (``japonés``, ``ญี่ปุ่น``), and — in English or in the country's own language — the registry's names,
-    demonyms and native forms. These are the forms a descriptor must take in a query of that language."""
-    reg = registry()
-    c = reg.countries[code]
-    words: set[str] = set()
-    loc = _cldr(language)
-    if loc is not None:
-        words.add(loc.territories.get(code, ""))
-        if sum(1 for x in reg.countries.values() if x.language == c.language) == 1:
-            words.add(loc.languages.get(c.language, ""))
-    base = language.split("-")[0].split("_")[0].lower()
-    if base == "en":
-        words |= {c.name, *DEMONYMS.get(code, [])}
-    if base == c.language:
-        words |= {c.native_name, *NATIVE_FORMS.get(code, [])}
-        ln = reg.languages.get(c.language)
-        if ln:
-            words.add(ln.native_name)
-    return tuple(sorted(w for w in words if w and len(w) >= 2))
-
-
-def _compile(w: str) -> re.Pattern:
-    """Latin-script cues match at a word start, each word of a several-word name with any ending (German
-    'den Vereinigten Staaten' names 'Vereinigte Staaten'); other scripts match anywhere."""
-    if re.match(r"^[A-Za-zÀ-ÿ' .-]+$", w):
-        return re.compile(r"(?<![\w])" + r"\w*\s+".join(re.escape(x) for x in w.split()), re.I)
-    return re.compile(re.escape(w), re.I)
-
-
-class CuePatterns(list):
-    """The culture-cue patterns a query must not contain (a list of ``(word, pattern)``), and in ``required``
-    the descriptor countries whose cue must appear: ``[(code, [(word, pattern), …]), …]``."""
-
-    required: list[tuple[str, list[tuple[str, re.Pattern]]]]
-    language: str | None
-
-
-def cue_patterns(countries: Iterable[str] | None = None, *, allow: Iterable[str] = (),
-                 language: str | None = None) -> CuePatterns:
-    """Compiled culture-cue patterns for ``countries`` (default: every registry country), minus the cues of
-    the ``allow`` countries — the descriptor countries, whose cue a query **must** carry (``required``).
-
-    With ``language`` (the query's language code), each country's name in that language (CLDR) is a cue too,
-    and a descriptor must be written in that language (:func:`language_forms`); without it, any registry cue
-    of the descriptor country counts. Latin-script cues match at a word start (so 'Japan' catches
-    'Japanese'); other scripts match anywhere."""
-    return _cue_patterns(tuple(sorted(countries)) if countries is not None else None,
-                         tuple(sorted(a.upper() for a in allow)), language)
-
-
-@lru_cache(maxsize=256)
-def _cue_patterns(countries, allow, language) -> CuePatterns:
-    codes = countries if countries is not None else tuple(sorted(registry().countries))
-    allowed_codes = set(allow)
-
-    def forms(code):
-        return set(_cues(code)) | (set(language_forms(code, language)) if language else set())
-
-    allowed = {w.lower() for a in allowed_codes for w in forms(a)}
-    out = CuePatterns()
-    for code in codes:
-        for w in sorted(forms(code)):
-            if w.lower() in allowed:
-                continue
-            out.append((w, _compile(w)))
-    out.sort(key=lambda wp: (-len(wp[0]), wp[0]))  # report the longest cue ('Japanese' over 'Japan')
-    out.required = []
-    for a in sorted(allowed_codes):
-        words = language_forms(a, language) if language else _cues(a)
-        out.required.append((a, sorted(((w, _compile(w)) for w in words), key=lambda wp: (-len(wp[0]), wp[0]))))
-    out.language = language
-    return out
-
-
-def validate_text(text: str, term: str, patterns) -> str | None:
-    """The reason a generated query is invalid, or None: the native term must appear exactly, no culture
-    cue may appear outside it, and each descriptor country of ``patterns`` (``cue_patterns(allow=…)``) must
-    be named — in the query language when ``patterns`` were built with one."""
-    if not text or not text.strip():
-        return "empty text"
-    if term not in text:
-        return f"native term {term!r} missing"
-    rest = text.replace(term, " ")
-    for word, pat in patterns:
-        if pat.search(rest):
-            return f"culture cue {word!r}"
-    for code, pats in getattr(patterns, "required", ()):
-        if not any(pat.search(rest) for _, pat in pats):
-            lang = getattr(patterns, "language", None)
-            shown = ", ".join(repr(w) for w, _ in pats[:4]) or "none known"
-            where = f" in language {lang!r}" if lang else ""
-            return f"descriptor {code} missing{where} (looked for {shown})"
-    return None
-
-
-# ------------------------------------------------------------------ short queries
 
 def _terms(project: Project) -> dict[tuple[int, str], str]:
     """(concept_id, country) -> native term in the country's primary language."""
@@ -433,7 +293,7 @@ def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
     pat = mention_patterns().get(language)
     if pat is None:
         return None
-    loc = _cldr(language)
+    loc = cldr_locale(language)
     country = loc.territories.get(descriptor) if loc is not None else None
     adjective = (DEMONYMS.get(descriptor) or [None])[0]
     if ("{country}" in pat and not country) or ("{adjective}" in pat and not adjective):
@@ -573,6 +433,57 @@ def set_query(project: Project, concept: str, country: str, variant: str, text: 
             "updated_at = excluded.updated_at", [row[0], c.code, c.language, variant, descriptor, text.strip(),
                                                  dbmod.now()])
     return {"concept": concept, "country": c.code, "variant": variant, "text": text.strip(), "warning": warning}
+
+
+QUERY_COLUMNS = ("concept_id", "country", "language", "variant", "descriptor_country", "text", "source")
+
+
+def live_queries(db, *, ordered: bool = False) -> list[dict]:
+    """The usable query texts (status ``ok``) as dicts of :data:`QUERY_COLUMNS` (``ordered``: by concept,
+    country and variant)."""
+    sql = f"SELECT {', '.join(QUERY_COLUMNS)} FROM benchmark_queries WHERE status = 'ok'"
+    return [dict(zip(QUERY_COLUMNS, r)) for r in db.execute(
+        sql + (" ORDER BY concept_id, country, variant" if ordered else ""))]
+
+
+def live_query_keys(db) -> set[tuple[int, str, str, str]]:
+    """``(concept_id, country, language, variant)`` of the usable query texts."""
+    return {tuple(r) for r in db.execute(
+        "SELECT concept_id, country, language, variant FROM benchmark_queries WHERE status = 'ok'")}
+
+
+def query_text(db, concept_id: int, country: str, language: str, variant: str = "short") -> str | None:
+    """The stored text of one query variant (whatever its status), or None."""
+    row = db.execute("SELECT text FROM benchmark_queries WHERE concept_id = ? AND country = ? AND language = ? AND "
+                     "variant = ?", [concept_id, country, language, variant]).fetchone()
+    return row[0] if row else None
+
+
+def store_released_query(db, concept_id: int, q: dict) -> None:
+    """Store a query text of a released benchmark (``q``: country, language, variant, descriptor_country, text,
+    source) as a usable query, so it is listed and editable; a person's text (source ``manual``) is kept. Part
+    of the caller's transaction."""
+    db.execute("INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, "
+               "text, source, status, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'ok', NULL, ?) "
+               "ON CONFLICT (concept_id, country, language, variant) DO UPDATE SET text = excluded.text, "
+               "source = excluded.source, status = 'ok', reason = NULL, updated_at = excluded.updated_at "
+               "WHERE benchmark_queries.source != 'manual'",
+               [concept_id, q["country"], q["language"], q["variant"], q["descriptor_country"], q["text"],
+                q["source"], dbmod.now()])
+
+
+def translation_pairs(db) -> list[dict]:
+    """LLM-written queries (verbose and descriptor variants) beside their English counterpart of the same
+    concept and variant: ``{"id", "text", "language", "country", "source"}`` (``source`` the English text), by
+    id; manual and short (native-term) queries are not rated."""
+    sql = """SELECT q.id, q.text, q.language, q.country, e.text AS source FROM benchmark_queries q
+             JOIN benchmark_queries e ON e.concept_id = q.concept_id AND e.variant = q.variant
+                  AND e.language = 'en' AND e.status = 'ok'
+             WHERE q.language != 'en' AND q.status = 'ok' AND q.source LIKE 'llm:%'
+               AND e.id = (SELECT min(id) FROM benchmark_queries x WHERE x.concept_id = q.concept_id
+                           AND x.variant = q.variant AND x.language = 'en' AND x.status = 'ok')
+             ORDER BY q.id"""
+    return [dict(r) for r in db.query(sql)]
 
 
 def list_queries(project: Project, *, concept: str | None = None, country: str | None = None,

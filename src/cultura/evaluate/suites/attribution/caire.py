@@ -31,8 +31,9 @@ What is stored:
 - images, checked and stored like downloaded ones; universal images are linked to concept × prompt country
   (so per-concept aggregation, seed 004 Table 2, finds the concept of each image);
 - every culture label (gold and candidates) as a culture label (:mod:`cultura.cultures`) unless it is a country;
-- human judgments as ``relevance`` decisions (rule ``import``): universal = mean Likert per image × rater
-  country; specific = 5 for a gold label, 1 for a candidate that is not (binary gold; relevant at any t in 2..5);
+- human judgments as ``relevance`` decisions (rule ``import``, :func:`cultura.annotate.decisions.record_rating`):
+  universal = mean Likert per image × rater country; specific = 5 for a gold label, 1 for a candidate that is
+  not (binary gold; relevant at any t in 2..5);
 - specific: gold KB entities in ``attribution_gold`` (linking accuracy and the gold-page upper bound).
 
 Both importers are idempotent (a rerun supersedes nothing that did not change) and report failed rows with
@@ -46,15 +47,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import db as dbmod
-from ..cultures import add_culture_label, registered_labels, resolve_culture
-from ..db import transaction
-from ..errors import CulturaError
-from ..names import BadName, clean_name
-from .importers import link_image, read_table, resolve_country, store_image
+from .... import db as dbmod
+from ....annotate.decisions import record_rating
+from ....cultures import add_culture_label, registered_labels, resolve_culture
+from ....curate.importers import link_image, read_table, resolve_country, store_image
+from ....db import transaction
+from ....errors import CulturaError
+from ....names import BadName, clean_name
 
 if TYPE_CHECKING:
-    from ..project import Project
+    from ....project import Project
 
 IMAGE_COLS = ("image", "image_path", "file", "path", "img")
 CONCEPT_COLS = ("concept", "entity", "name", "title")
@@ -126,17 +128,7 @@ def _label_key(project: Project, label: str, known: set[str]) -> str:
 
 def _decide(db, sha, label, value, n, source, details=None) -> bool:
     """Store one imported relevance decision (supersede a different earlier one); True if written."""
-    key = f"relevance-import:{sha}:{label}"
-    cur = db.execute("SELECT id, value, n_annotations FROM decisions WHERE kind = 'relevance' AND item_key = ? "
-                     "AND superseded = 0", [key]).fetchall()
-    if any(v is not None and abs(v - value) < 1e-12 and k == n for _, v, k in cur):
-        return False
-    for did, _, _ in cur:
-        db["decisions"].update(did, {"superseded": 1})
-    db["decisions"].insert({"kind": "relevance", "item_key": key, "campaign": f"import:{source}", "sha256": sha,
-                            "country": label, "value": float(value), "rule": "import", "n_annotations": n,
-                            "details": dbmod.dumps(details or {}), "superseded": 0, "decided_at": dbmod.now()})
-    return True
+    return record_rating(db, sha, label, value, n, campaign=f"import:{source}", details=details)
 
 
 def import_caire_specific(project: Project, table, *, images=None, kb: str = "default") -> dict:

@@ -59,8 +59,12 @@ demo: setup
 	rm -rf $(DEMO_DIR)
 	$(BIN)/python -m cultura.cli.demo $(DEMO_DIR)
 
+# Both tiers, each on its own (the unit tier's check that none of its tests loads a model library holds only
+# where nothing else loaded one first), on every CPU; tests that share one heavy resource (Ray) run on one worker.
 test: setup
-	LABEL_STUDIO_BIN=$(CURDIR)/$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest -q -p no:randomly
+	$(BIN)/python -m pytest -q -p no:randomly -n auto tests/unit
+	LABEL_STUDIO_BIN=$(CURDIR)/$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest -q -p no:randomly -n auto \
+		--dist loadgroup tests/integration
 
 # The inner loop: the unit tier (no server, subprocess virtualenv, Label Studio or Ray), one worker per CPU.
 test-fast: $(VENV)/.ready

@@ -1,4 +1,4 @@
-"""Real photographs with planted copies, the way people re-post them (issue 23), for the dedup quality test
+"""Real photographs with planted copies, the way people re-post them, for the dedup quality test
 and the calibration benchmark (perf/bench_dedup_quality.py).
 
 20 photographs that ship with scikit-image and scikit-learn (no download): 13 scikit-image photographs, the

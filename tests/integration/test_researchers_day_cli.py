@@ -1,4 +1,4 @@
-"""A researcher's day through the CLI only, on real photographs (issue 14).
+"""A researcher's day through the CLI only, on real photographs.
 
 The photographs are the sample photos that ship with scikit-image and scikit-learn (coffee, cat, astronaut,
 rocket, a Chinese temple, a flower), cropped differently per country, laid out as ``DIR/<COUNTRY>/<concept>/``,
@@ -105,7 +105,7 @@ def test_a_researchers_day(tmp_path, labelstudio):
     assert len(flags) == 3 and {f["pairs"] for f in flags} == {"breakfast/JP, breakfast/US"}
     clusters = run.json("images", "clusters")
     assert len(clusters) == 2 and all(len(c["members"]) == 3 and all(len(m["sha256"]) == 64 for m in c["members"])
-                                      for c in clusters)                # full sha256s in --json (issue 20)
+                                      for c in clusters)                # full sha256s in --json
 
     # ---------------------------------------------------------------- tag (offline: the tiny random CLIP)
     t = run.json("images", "tag", "--method", "clip", "--model", "openclip:cultura-tiny", "--top-k", "1")
@@ -217,7 +217,7 @@ def test_a_researchers_day(tmp_path, labelstudio):
 
     # ---------------------------------------------------------------- inspect and correct by hand
     listed = run.json("images", "list", "--pool", "out")
-    assert sorted((r["pool"], r["reason"]) for r in listed) == [("out", "duplicate_dropped")] * 2   # issue 20
+    assert sorted((r["pool"], r["reason"]) for r in listed) == [("out", "duplicate_dropped")] * 2
     keep = run.json("images", "list", "--pool", "in", "--concept", "pet")[0]["sha256"]
     run("images", "exclude", keep[:12], "--reason", "watermark")
     out = run.json("images", "list", "--pool", "out", "--concept", "pet")[0]

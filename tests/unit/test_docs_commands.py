@@ -1,4 +1,4 @@
-"""Every ``cultura …`` command line in README.md and docs/*.md leads somewhere (issue 20 item 8).
+"""Every ``cultura …`` command line in README.md and docs/*.md leads somewhere.
 
 Command lines are taken from fenced code blocks (lines starting ``cultura``, ``$ cultura`` or
 ``.venv/bin/cultura``, with ``\\`` continuations and ``&&`` chains) and from inline code spans that start with

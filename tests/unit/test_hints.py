@@ -1,5 +1,5 @@
 """Hints that name a command name a real one: every ``'cultura …'`` in the package's messages and docs resolves
-through the CLI (issue 14: "cultura annotate import", "cultura download" did not exist)."""
+through the CLI ("cultura annotate import" and "cultura download" were once hinted and did not exist)."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""The peer-comparison benchmarks (issue 23) compute what they claim: the plain faiss baseline and cultura's
+"""The peer-comparison benchmarks compute what they claim: the plain faiss baseline and cultura's
 search give identical pairs, the real-statistics hashes keep the real pHashes' bit biases, the quality
 benchmark groups by connected components. Nothing here is timed."""
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Annotation area without a Label Studio server: templates, parsing, items, assignment, rules, decisions,
-image server, secrets, CLI help."""
+"""``cultura annotate serve-images`` serves the project's blobs and nothing else (a real server on 127.0.0.1)."""
 from __future__ import annotations
 
 

@@ -1,6 +1,5 @@
-"""The export as a Hub dataset: load_dataset(DIR) as is, Image feature, ready-to-evaluate configs, a card
-huggingface_hub reads, Croissant that mlcroissant validates, and a push through huggingface_hub to a local
-fake Hub — on real photographs (scikit-image), through the CLI."""
+"""The Hub export loads as is with ``datasets.load_dataset(DIR)``: the Image feature, and embedded images that
+need no folder beside them."""
 from __future__ import annotations
 
 import json

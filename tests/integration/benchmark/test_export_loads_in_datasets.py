@@ -1,4 +1,4 @@
-"""Export: Parquet/JSONL/WebDataset, loadable with datasets, deterministic, atomic, with a dataset card."""
+"""Every export format loads with the ``datasets`` library: Parquet, JSON Lines and WebDataset."""
 from __future__ import annotations
 
 import json

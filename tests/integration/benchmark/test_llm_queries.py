@@ -1,5 +1,5 @@
-"""Query variants: short (terms), verbose and descriptor (LLM via the local OpenAI stub), validation,
-manual edits."""
+"""Query variants written by an LLM (the local OpenAI-compatible stub): verbose and descriptor texts validated,
+short mention queries by LLM and by pattern, editable by hand and through the CLI, and a failed call counted."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,5 @@
-"""The export as a Hub dataset: load_dataset(DIR) as is, Image feature, ready-to-evaluate configs, a card
-huggingface_hub reads, Croissant that mlcroissant validates, and a push through huggingface_hub to a local
-fake Hub — on real photographs (scikit-image), through the CLI."""
+"""``export --push-to-hub`` through huggingface_hub against a local Hub stand-in; its errors are one sentence
+without the token."""
 from __future__ import annotations
 
 import json

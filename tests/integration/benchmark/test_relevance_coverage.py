@@ -1,4 +1,4 @@
-"""Relevance coverage (issue 20 item 2) through the CLI on real photographs with planted copies, with two
+"""Relevance coverage through the CLI on real photographs with planted copies, with two
 annotators answering through Label Studio's API (annotations created with ``completed_by`` = each annotator's
 user id), not ``annotate simulate``: the push names the countries without a native annotator and never sends
 images the dedup review dropped; build refuses unrated culture links until told to keep them, and the dataset

@@ -1,11 +1,5 @@
-"""No dead ends that force a new project (issue 20 item 5), through the CLI on real photographs.
-
-- a URL skipped because its host was not allowed is fetched once ``download.allow_hosts`` lists it (set with
-  ``cultura config set``), and ``--retry-failed`` re-examines policy skips (still refused while not allowed);
-- ``cultura config get/set`` validate exactly like the file and keep its comments;
-- ``cultura images tag --overwrite`` retags (a plain rerun with a new ``--top-k`` says how), and the build's
-  "every cell short of images" names the tags as the cause when every image carries every concept's tag.
-"""
+"""A URL skipped by the address policy is fetched once ``download.allow_hosts`` names its host (a local photo
+server), through the CLI on real photographs: no dead end that forces a new project."""
 from __future__ import annotations
 
 import functools

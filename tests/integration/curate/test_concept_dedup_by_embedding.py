@@ -1,5 +1,4 @@
-"""Concepts: presets, manual curation, LLM generation (against the local OpenAI-compatible stub), translation,
-queries."""
+"""Concept de-duplication with the sentence-transformers model shipped in a package (offline)."""
 
 
 

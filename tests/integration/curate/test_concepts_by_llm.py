@@ -1,5 +1,5 @@
-"""Concepts: presets, manual curation, LLM generation (against the local OpenAI-compatible stub), translation,
-queries."""
+"""Concepts generated and translated by an LLM (the local OpenAI-compatible stub): validation, retries, failures
+stored, the fallback when structured output is unsupported, hand-set terms kept."""
 import json
 
 import pytest

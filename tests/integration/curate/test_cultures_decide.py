@@ -1,4 +1,4 @@
-"""One rule for a photo found for several cultures (issue 20 item 3), through the CLI on real photographs.
+"""One rule for a photo found for several cultures, through the CLI on real photographs.
 
 The cat (scikit-image's chelsea) is found for JP and, as a half-size copy, for US; the coffee photo is found
 byte-identical for BR and US. Two reviewers answer the dedup review through Label Studio's API (their own
@@ -114,7 +114,7 @@ def test_one_culture_rule_for_near_and_byte_identical_copies(tmp_path, labelstud
     assert adj["dedup-review"]["decided"] == 1 and adj["dedup-review"]["culture_questions_open"] == 3
     assert "3 culture questions still open" in " ".join(run("annotate", "adjudicate").split())
     out = {r["sha256"]: r for r in run.json("images", "list", "--pool", "out")}
-    assert (out[cat_small]["pool"], out[cat_small]["reason"]) == ("out", "duplicate_dropped")   # issue 20 item 9
+    assert (out[cat_small]["pool"], out[cat_small]["reason"]) == ("out", "duplicate_dropped")
     assert out[cat]["reason"] == "culture_conflict" and "no culture decision" in out[cat]["detail"]
     # which copy stays was decided; which culture was not: every question is still open
     assert set(f["sha256"] for f in run.json("images", "flags")) == set(flags)
@@ -140,7 +140,7 @@ def test_one_culture_rule_for_near_and_byte_identical_copies(tmp_path, labelstud
     _answer(labelstudio, proj / "cultura.db", "relevance", score)
     run("annotate", "pull")
     text = run("annotate", "adjudicate", "--campaign", "relevance")
-    lines = text.strip().splitlines()                 # readable at 80 columns, one sentence per line (item 9)
+    lines = text.strip().splitlines()                 # readable at 80 columns, one sentence per line
     assert lines[0].startswith("relevance (relevance): rule median") and max(map(len, lines)) <= 80
     assert any("decided by the ratings" in ln for ln in lines) and any("open: nothing" in ln for ln in lines)
     assert run.json("images", "flags") == []          # every flagged country rated: decided

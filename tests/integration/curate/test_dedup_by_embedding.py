@@ -1,4 +1,4 @@
-"""Image de-duplication: hashes, exact pair search, clusters, representatives, culture conflicts, reruns."""
+"""The embedding dedup method with a tiny random-init open_clip model."""
 from __future__ import annotations
 
 import json

@@ -26,8 +26,8 @@ def proj(tmp_path, image_server):  # noqa: F811
     p = init_project(tmp_path / "p", countries=["US", "JP"])
     s = p.config.download
     s.allow_hosts = [image_server.host_port]
-    # generous enough that a busy machine never times out a local image (issue 19: no test assumes a fast
-    # machine); the /slow trap stalls far longer than read_timeout
+    # generous enough that a busy machine never times out a local image (no test assumes a fast machine);
+    # the /slow trap stalls far longer than read_timeout
     s.read_timeout = 5.0
     s.connect_timeout = 5.0
     s.total_timeout = 120.0
@@ -302,7 +302,7 @@ def test_fetch_image_on_its_own(proj, image_server, tmp_path):  # noqa: F811
 
 
 def test_decode_in_processes_gives_the_same_rows_as_threads(tmp_path, image_server):  # noqa: F811
-    """Issue 23: the validating decode moved to a process pool (large downloads) applies the very same checks
+    """The validating decode moved to a process pool (large downloads) applies the very same checks
     (every trap gets its reason) and stores the same hashes as the thread path."""
     urls = [image_server.url(k) for k in ("/img/1.jpg", "/img/2.png", "/html", "/svg", "/truncated.jpg",
                                            "/bomb.png", "/tiny.png", "/img/10.jpg?w=1200&h=1000", "/img/3.jpg")]
@@ -330,7 +330,7 @@ def test_decode_processes_must_not_be_negative(proj):
 
 
 def test_a_worker_fetches_its_next_url_while_the_last_body_is_validated(proj, image_server, monkeypatch):  # noqa: F811
-    """Issue 23: validation runs off the connection. With validation held, 2 workers still fetch all 4 URLs
+    """Validation runs off the connection. With validation held, 2 workers still fetch all 4 URLs
     (with validation on the connection they would stop at 2); released, every candidate ends exactly once."""
     import threading
 

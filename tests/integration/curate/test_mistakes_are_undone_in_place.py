@@ -1,4 +1,4 @@
-"""No dead ends that force a new project (issue 20 item 5), through the CLI on real photographs.
+"""No dead ends that force a new project, through the CLI on real photographs.
 
 - a URL skipped because its host was not allowed is fetched once ``download.allow_hosts`` lists it (set with
   ``cultura config set``), and ``--retry-failed`` re-examines policy skips (still refused while not allowed);

@@ -10,6 +10,9 @@ from cultura.curate import executor, hashing
 from cultura.curate.dedup import dedup_images
 from cultura.errors import UnknownName
 
+# one local Ray at a time: the tests that start one run on the same worker
+pytestmark = pytest.mark.xdist_group("ray")
+
 ray = pytest.importorskip("ray")
 
 

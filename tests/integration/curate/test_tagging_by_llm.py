@@ -1,5 +1,5 @@
-"""Tagging: the vision LLM path (image sent as a data URL, App. I prompt) against the local stub, and the
-CLIP zero-shot fallback with a tiny random-init open_clip."""
+"""Tagging by a vision LLM (the local OpenAI-compatible stub): the image sent as a data URL, known tags kept,
+failures recorded."""
 import json
 
 

@@ -1,5 +1,5 @@
-"""CAIRe (seed 004) in the paper's conventions: a real encoder is required, threshold ≥ t with P/R/F1,
-per-concept Pearson, the judge scores all five digits, culture labels, baselines, KB dump, dataset imports."""
+"""CAIRe (seed 004) with a served judge (the local OpenAI-compatible stub): enough alternatives for every digit,
+incomplete rows flagged, free-text culture labels, the VLM baseline without retrieval."""
 from __future__ import annotations
 
 import json

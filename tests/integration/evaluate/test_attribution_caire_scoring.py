@@ -1,5 +1,5 @@
-"""CAIRe (seed 004) in the paper's conventions: a real encoder is required, threshold ≥ t with P/R/F1,
-per-concept Pearson, the judge scores all five digits, culture labels, baselines, KB dump, dataset imports."""
+"""CAIRe (seed 004) scoring on models: an identical image links to its own entity, log-likelihood scoring with
+affine debiasing, and the suite's every table in the report."""
 from __future__ import annotations
 
 import json

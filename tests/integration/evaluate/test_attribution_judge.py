@@ -1,5 +1,5 @@
-"""Cultural attribution (seed 004, CAIRe): KB import + faiss index, visual entity linking, the judge over the
-OpenAI-compatible stub with log-probabilities, evaluation vs scipy / sklearn, priority for annotation."""
+"""The CAIRe relevance judge against the local OpenAI-compatible stub: log-probabilities and their fallbacks, and
+the run → evaluate → push priority chain."""
 from __future__ import annotations
 
 import math

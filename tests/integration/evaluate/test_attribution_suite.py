@@ -1,5 +1,4 @@
-"""Cultural attribution (seed 004, CAIRe): KB import + faiss index, visual entity linking, the judge over the
-OpenAI-compatible stub with log-probabilities, evaluation vs scipy / sklearn, priority for annotation."""
+"""The attribution suite (seed 004) through the runner with a stub judge and a tiny model."""
 from __future__ import annotations
 
 

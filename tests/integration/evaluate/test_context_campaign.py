@@ -1,6 +1,5 @@
-"""The ``context`` annotation kind (seed 001 §3.3): a team builds new masked contexts as the paper did —
-grounded / neutral / QA (or reject), with a sentiment label for grounded and neutral — from the contexts
-table, and adjudicated decisions go back to that table. Also: annotate reads the entity table itself."""
+"""The ``context`` annotation kind end to end in a real Label Studio: a team writes new masked contexts as seed 001
+(§3.3) did."""
 from __future__ import annotations
 
 import uuid

@@ -1,5 +1,5 @@
-"""Latent-space probes (seed 002): WW vs WN with planted structure, null false-positive rate, heatmaps, C-ASC,
-alignment ranks, grouping from data, exclusions, and the report section."""
+"""The latent-space probe (seed 002) with its figures: the paper's country pairs as the default unit, the report
+section, the alignment tile map."""
 from __future__ import annotations
 
 

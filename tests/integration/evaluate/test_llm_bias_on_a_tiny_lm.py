@@ -1,5 +1,5 @@
-"""LLM entity bias (seed 001): tables, the real HF scoring path on a tiny GPT-2, the OpenAI-compatible
-completions path against the local stub, CBS vs the double loop, sentiment / QA / coverage."""
+"""LLM entity bias (seed 001) on a tiny random-init GPT-2: the real Hugging Face scoring path batched equals
+single, the score cache and CBS, script coverage, the suite through the runner."""
 from __future__ import annotations
 
 

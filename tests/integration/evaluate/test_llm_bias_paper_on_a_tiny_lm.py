@@ -1,4 +1,5 @@
-"""Seed 001 (Camellia) conventions: each test reproduces the paper or fails on the code before issue 13."""
+"""Seed 001 (Camellia) conventions: each test reproduces the paper or fails on a reading
+the paper's own numbers rule out."""
 from __future__ import annotations
 
 

@@ -1,5 +1,5 @@
-"""LLM entity bias (seed 001): tables, the real HF scoring path on a tiny GPT-2, the OpenAI-compatible
-completions path against the local stub, CBS vs the double loop, sentiment / QA / coverage."""
+"""LLM entity bias (seed 001) against served models: the OpenAI-compatible completions scorer, sentiment and QA
+with a served generator, Wikidata collection from a local SPARQL endpoint."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,4 @@
-"""Per-sample logs, the results JSON, smoke runs and report choices (issue 21).
-
-The recomputation tests re-score every suite's stored numbers from its logged samples alone, with the metric
-functions (and scipy/numpy where they have the quantity), and get the stored values exactly."""
+"""Per-sample logs of model runs: masked contexts rescore CBS exactly, and the report's choices and banners."""
 from __future__ import annotations
 
 

@@ -1,6 +1,4 @@
-"""Social audit additions (seed 003): recall@k beside fairness on an imported caption set, the fa/hi prompt
-inventories, the balanced FairFace-style sampler, translation-validation summaries (App. E Tables 12–13) and
-the English-baseline panel tests (App. D design iv)."""
+"""Recall per language beside fairness in the social audit, on a model."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,4 @@
-"""Social-bias audit (seed 003): worked examples, KL formulas, portrait import, inventories and their
-validation status, a planted gender–crime association, App. D statistics against scipy/statsmodels, CLI and
-report."""
+"""The social-bias audit (seed 003) through the runner and its report section (figures)."""
 from __future__ import annotations
 
 

@@ -1,9 +1,5 @@
-"""The model zoo: registry, fake, open_clip (tiny + multilingual HF tower), transformers CLIP, sentence-
-transformers, an OpenAI-compatible embeddings server, offline failures, the embedding cache and zero-shot.
-
-Every model here is built locally (tiny configs, random init) or ships inside an installed package: no
-download, HF_HUB_OFFLINE=1.
-"""
+"""Model families loaded the way a hub name loads them, from local random-init folders: a multilingual text
+tower, Hugging Face CLIP, the bundled MiniLM, and an offline hub failing fast."""
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,5 @@
-"""Multilingual CLIP families (seed 003, seed 000): M-CLIP loaded by hub name from a local hub cache (the same
-code path as a real download, HF_HUB_OFFLINE=1), NLLB-CLIP's source-language token, the named presets and
-``cultura evaluate models``. Every model here is a tiny random-init model of the real architecture."""
+"""Multilingual CLIP families and the seed papers' presets: M-CLIP by hub name from a local hub cache, its errors,
+the presets naming their models, and ``cultura evaluate models``."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,4 @@
-"""Late-interaction (MaxSim) scoring and the multi-vector families: ColQwen-style models served through an
-OpenAI-compatible endpoint (a local stub speaking the wire protocol: the code path of a real vLLM server)."""
+"""The multi-vector family served over HTTP, scored by MaxSim."""
 from __future__ import annotations
 
 

@@ -1,9 +1,6 @@
-"""The model zoo: registry, fake, open_clip (tiny + multilingual HF tower), transformers CLIP, sentence-
-transformers, an OpenAI-compatible embeddings server, offline failures, the embedding cache and zero-shot.
-
-Every model here is built locally (tiny configs, random init) or ships inside an installed package: no
-download, HF_HUB_OFFLINE=1.
-"""
+"""open_clip through cultura: the tiny random-init model, unknown architectures and tags, a config file that does
+not shadow the built-ins, an offline pretrained tag in one message, the embedding cache, and random-init models
+saying so."""
 from __future__ import annotations
 
 

@@ -1,9 +1,5 @@
-"""The model zoo: registry, fake, open_clip (tiny + multilingual HF tower), transformers CLIP, sentence-
-transformers, an OpenAI-compatible embeddings server, offline failures, the embedding cache and zero-shot.
-
-Every model here is built locally (tiny configs, random init) or ships inside an installed package: no
-download, HF_HUB_OFFLINE=1.
-"""
+"""The ``openai:`` embedder against a local ``/v1/embeddings`` server: texts and images, instructions per modality
+in the identity and the cache key, errors in one sentence."""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,4 @@
-"""The ``ray`` executor (issue 15, "Beyond one machine"): embeddings and LM log-probabilities computed by Ray
+"""The ``ray`` executor: embeddings and LM log-probabilities computed by Ray
 actors on a local Ray (2 CPUs) equal the in-process ones bit for bit, land in the same cache tables (a local
 rerun computes nothing), and the CLI's ``--executor ray`` reaches the Ray path. One Ray session for the module
 (Ray starts slowly on a busy machine): the equivalence tests share it."""
@@ -21,6 +21,10 @@ from cultura.models.embedders import embed_images_cached, embed_texts_cached, ge
 from cultura.models.embedders import cache as cache_mod
 from cultura.models.scorers import get_scorer, score_cached
 from cultura.project import Project, init_project
+
+# one local Ray at a time: the tests that start one run on the same worker
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def ray_executor() -> Executor:
     """Two actors; every job on Ray however small; each actor with this process's torch threads (torch may

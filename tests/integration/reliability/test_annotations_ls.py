@@ -1,5 +1,5 @@
 """Annotations against a real Label Studio: deletions, other users, second annotations, and push / pull killed
-at chosen points or run twice at once (issue 11)."""
+at chosen points or run twice at once."""
 from __future__ import annotations
 
 import functools

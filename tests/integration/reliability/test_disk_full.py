@@ -1,4 +1,4 @@
-"""A full disk (or a file-size limit) in every stage is one sentence, never a traceback (issue 19): the stage, the
+"""A full disk (or a file-size limit) in every stage is one sentence, never a traceback: the stage, the
 path and "free space, then rerun", exit status 1; and the data is as safe as after a crash: once space is free,
 a rerun ends exactly like a run that never failed (the crash tests' digests and invariants).
 

@@ -1,7 +1,6 @@
-"""Secrets never reach the project folder (issue 11, "Secrets"): canary secrets are planted in the
-environment, in OPENAI_BASE_URL's userinfo, in image URLs and in a server that echoes the Authorization
-header; the stages run; then every byte under the project folder (database and WAL, logs, reports, exports,
-Label Studio data) is searched for them."""
+"""Secrets never reach the project folder, end to end: canary secrets through every stage against local servers,
+Label Studio's data dir private and a seed's credentials left behind, push's image base never printed with its
+credentials."""
 from __future__ import annotations
 
 import json
@@ -191,8 +190,8 @@ def test_label_studio_data_dir_is_private_and_seed_credentials_do_not_travel(pro
 
 @pytest.mark.labelstudio
 def test_push_image_base_credentials_are_never_printed(project, labelstudio):
-    """``annotate push --image-base http://user:pass@host:port`` printed the credentials in its summary (issue
-    19); the tasks already got the stripped URL. Now neither the table, nor --json, nor the tasks carry them."""
+    """``annotate push --image-base http://user:pass@host:port`` printed the credentials in its summary; the
+    tasks already got the stripped URL. Now neither the table, nor --json, nor the tasks carry them."""
     import uuid
 
     from cultura.annotate import annotators as ann_mod

@@ -1,8 +1,4 @@
-"""Hostile content and servers (issue 11): compression bombs stop at the byte cap on the decoded stream,
-thin strips are refused at download and bounded before any model preprocessing, total_timeout bounds the
-whole attempt (redirects included), deprecated/reserved ranges are refused, malformed and octal-IP redirects
-fail as bad_redirect (not a retryable connection_error), serve-images never reflects an arbitrary Origin
-with credentials."""
+"""A thin strip (an extreme aspect ratio) never reaches a model's preprocessing."""
 from __future__ import annotations
 
 

@@ -1,5 +1,5 @@
-"""``cultura view``: the static site of a real-photo project, opened in headless Chromium; escaping; the
-loopback server's confinement; reruns that only add what changed."""
+"""``cultura view`` served and opened: the server binds loopback and serves only the view, ``--serve`` answers,
+and every page loads in headless Chromium."""
 from __future__ import annotations
 
 import http.client

@@ -1,5 +1,6 @@
-"""Annotation area without a Label Studio server: templates, parsing, items, assignment, rules, decisions,
-image server, secrets, CLI help."""
+"""Annotation without a Label Studio server: templates, parsing, items (one per duplicate set), assignment,
+rules, decisions, image URLs push accepts, secrets, CLI help. (The image server itself:
+tests/integration/annotate/test_image_server.py.)"""
 from __future__ import annotations
 
 import json

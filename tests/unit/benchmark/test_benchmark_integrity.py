@@ -1,4 +1,4 @@
-"""A benchmark you can vouch for (issue 20), through the CLI on real photographs with planted copies
+"""A benchmark you can vouch for, through the CLI on real photographs with planted copies
 (scikit-image / scikit-learn samples written by :func:`cultura.cli.demo.real_photos`):
 
 - completeness: a descriptor build makes the short descriptor queries a pattern can make, refuses with the
@@ -59,7 +59,7 @@ def curated(root: Path, countries=COUNTRIES) -> Path:
     run("images", "search", "--provider", f"folder:{photos}")
     assert run.json("images", "download")["new_images"] > 0
     run("images", "dedup")
-    # a person decides each photo found for several cultures (issue 20, item 3): here every found culture stays
+    # a person decides each photo found for several cultures: here every found culture stays
     for f in run.json("images", "flags"):
         run("images", "flags", "--resolve", f["sha256"], "--cultures", ",".join(f["countries"]),
             "--reason", "checked by hand: the photo fits each culture it was found for")

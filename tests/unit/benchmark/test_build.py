@@ -63,7 +63,7 @@ def test_tag_rule_and_exclusions(project):
     food_jp = w["images"][("food", "JP")][0]
     db["image_flags"].insert({"sha256": food_jp, "flag": "culture_conflict", "status": "open",
                               "created_at": "2025-01-01"})
-    # an open culture question blocks the build, naming the commands that decide it (issue 20)
+    # an open culture question blocks the build, naming the commands that decide it
     with pytest.raises(CulturesUndecided, match="images flags --resolve"):
         build_benchmark(project, "association", allow_unreviewed=True)
     assert db["benchmarks"].count == 0
@@ -109,7 +109,7 @@ def test_unreviewed_needs_flag(project):
     sha = project.db.execute("SELECT sha256 FROM images LIMIT 1").fetchone()[0]
     decide(project, "filter", sha, label="keep")
     assert load_pool(project).report()["excluded"]["unreviewed"] == 12 - 1
-    # a benchmark with no trials is not a benchmark: nothing is stored (issue 14: it was marked ready)
+    # a benchmark with no trials is not a benchmark: nothing is stored (it was once marked ready)
     with pytest.raises(BuildError, match="No association trial could be built"):
         build_benchmark(project, "association")
     assert project.db["benchmarks"].count == 0
@@ -131,7 +131,7 @@ def test_versioning_and_determinism(project):
     b1 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=7)
     b2 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=7)
     b3 = build_benchmark(project, "association", allow_unreviewed=True, per_pair=2, seed=8)
-    # identical inputs and seed: the existing version comes back, no v2 with the same content hash (issue 11)
+    # identical inputs and seed: the existing version comes back, no v2 with the same content hash
     assert (b1["version"], b2["version"], b3["version"]) == (1, 1, 2)
     assert (b1["reused"], b2["reused"], b3["reused"]) == (False, True, False)
     assert b2["id"] == b1["id"] and project.db["benchmarks"].count == 2

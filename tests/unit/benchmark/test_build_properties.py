@@ -71,13 +71,13 @@ def test_random_worlds(spec):
                   countries=spec["countries"])
         if db.execute("SELECT 1 FROM image_flags WHERE status = 'open' AND sha256 NOT IN (SELECT sha256 FROM "
                       "decisions WHERE kind = 'filter' AND label = 'remove')").fetchone():
-            with pytest.raises(CulturesUndecided, match="--resolve"):   # open culture questions block (issue 20)
+            with pytest.raises(CulturesUndecided, match="--resolve"):   # open culture questions block
                 build_benchmark(project, spec["kind"], **kw)
             assert db["benchmarks"].count == 0
             db.execute("UPDATE image_flags SET status = 'resolved'")   # decided: every found country kept
         try:
             b = build_benchmark(project, spec["kind"], **kw)
-        except BuildError as e:  # a world where no trial fits: nothing is stored (issue 14)
+        except BuildError as e:  # a world where no trial fits: nothing is stored
             assert "No " in str(e) and db["benchmarks"].count == 0
             return
         b2 = build_benchmark(project, spec["kind"], **kw)

@@ -1,5 +1,6 @@
-"""Query variants: short (terms), verbose and descriptor (LLM via the local OpenAI stub), validation,
-manual edits."""
+"""Query variants without an LLM: the short queries from the terms, validation (the descriptor in the query's
+language, no other culture cue), manual edits through the CLI. (LLM-written variants:
+tests/integration/benchmark/test_llm_queries.py.)"""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ def test_validate_text():
 
 
 def test_descriptor_validation_needs_the_descriptor_in_the_query_language_and_no_other_cue():
-    # issue 12: the descriptor (JP) must be present; a Thai query without it is not a descriptor query
+    # the descriptor (JP) must be present; a Thai query without it is not a descriptor query
     assert "descriptor JP missing" in validate_text("ขอรูปรถบัสหน่อย", "รถบัส", cue_patterns(allow=["JP"]))
     th = cue_patterns(allow=["JP"], language="th")
     assert validate_text("ขอรูปรถบัสญี่ปุ่นหน่อย", "รถบัส", th) is None

@@ -1,4 +1,5 @@
-"""Export: Parquet/JSONL/WebDataset, loadable with datasets, deterministic, atomic, with a dataset card."""
+"""Export: deterministic, atomic, refusing a folder that is not empty, bad benchmarks in one sentence. (Loading
+the formats with datasets: tests/integration/benchmark/test_export_loads_in_datasets.py.)"""
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,5 @@
-"""The export as a Hub dataset: load_dataset(DIR) as is, Image feature, ready-to-evaluate configs, a card
-huggingface_hub reads, Croissant that mlcroissant validates, and a push through huggingface_hub to a local
-fake Hub — on real photographs (scikit-image), through the CLI."""
+"""The Hub export's dataset card: the licence and the languages it states. (Loading it with datasets and pushing
+it: tests/integration/benchmark/test_export_hub_loads_in_datasets.py, test_push_to_hub.py.)"""
 from __future__ import annotations
 
 import io

@@ -1,5 +1,5 @@
-"""Concepts: presets, manual curation, LLM generation (against the local OpenAI-compatible stub), translation,
-queries."""
+"""Concepts: presets (seed 000's Table 10), manual curation, removal as a status, terms from a file, the API key's
+file. (Generation and translation by an LLM: tests/integration/curate/test_concepts_by_llm.py.)"""
 
 import json
 

@@ -388,7 +388,7 @@ def test_defaults_come_from_config(world):
     assert params["threshold"] == 0 and params["hash"] == hashing.HASH_VERSION
 
 
-# ------------------------------------------------------------------------------------------ scale (issue 15)
+# ------------------------------------------------------------------------------------------ scale
 def reference_scoped_clusters(links, pairs, scope):
     """The former per-pair Python implementation, kept as the reference for the vectorised one."""
     from collections import defaultdict
@@ -542,7 +542,7 @@ def planted_copies(im: Image.Image) -> dict[str, bytes]:
 
 
 def test_real_photos_pair_recall_at_precision_one_with_default_methods(tmp_path):
-    """Issue 15: 14 real photographs with planted copies; every pair of images of one photograph is a true
+    """14 real photographs with planted copies; every pair of images of one photograph is a true
     pair. The default methods (sha256, pHash with centre hashes, dHash) must put >= 95% of the true pairs in
     one cluster and never two different photographs (full hashes alone: 0.93, the crops were missed)."""
     photos = real_photos()

@@ -1,4 +1,4 @@
-"""Issue 23: dedup finds the copies people re-post (padded, cropped, rotated, mirrored, greyscale,
+"""Dedup finds the copies people re-post (padded, cropped, rotated, mirrored, greyscale,
 watermarked, re-encoded) among real photographs, through ``cultura images dedup``, without merging two
 different photographs; the hash views (curate/invariance.py) and the re-hash after the upgrade."""
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The image downloader against the local trap server: every trap's status and reason, retries, the address
-policy (allow_hosts, DNS to private addresses, each redirect hop), content-addressed blobs, idempotent reruns,
-duplicates and the orphan sweep."""
+"""The downloader's address policy without a server: blocked categories and every numeric host form resolved
+before the check. (Against the trap server: tests/integration/curate/test_download_against_servers.py.)"""
 from __future__ import annotations
 
 

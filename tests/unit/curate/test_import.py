@@ -79,7 +79,7 @@ def test_captions_import(project, tmp_path):
     path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines))
     r = import_captions(project, path, imgs)
     # img0 listed twice with different content: the second line (a German caption) is imported too, not
-    # dropped as "already" (issue 11); rerunning the same file imports nothing again
+    # dropped as "already"; rerunning the same file imports nothing again
     assert r["imported"] == 4 and r["failed"] == 1 and r["captions"] == 3 * 3 + 1
     assert "already" not in r
     assert project.db["captions"].count == 10

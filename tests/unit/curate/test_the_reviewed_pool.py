@@ -77,7 +77,7 @@ def test_images_exclude_include(project):
     w = make_world(project, concepts=("bus",), per_cell=1)
     sha = w["images"][("bus", "US")][0]
     res = cli_run(project, "images", "exclude", sha[:8], "--reason", "watermark", "--json")
-    assert res.exit_code == 0 and json.loads(res.output)["sha256"] == [sha]   # full sha256s in --json (issue 20)
+    assert res.exit_code == 0 and json.loads(res.output)["sha256"] == [sha]   # full sha256s in --json
     assert image_exclusions(project.db)[sha] == "image_excluded"
     rows = json.loads(cli_run(project, "images", "list", "--pool", "out", "--json").output)
     assert [(r["reason"], r["detail"]) for r in rows] == [("image_excluded", "watermark")]   # code + detail

@@ -1,4 +1,4 @@
-"""The embedding dedup's pair search (issue 15): exact and IVF searches, the automatic choice, the
+"""The embedding dedup's pair search: exact and IVF searches, the automatic choice, the
 ``[dedup] embedding_index`` options and what the stored clusters record."""
 from __future__ import annotations
 

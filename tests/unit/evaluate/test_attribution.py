@@ -1,5 +1,5 @@
-"""Cultural attribution (seed 004, CAIRe): KB import + faiss index, visual entity linking, the judge over the
-OpenAI-compatible stub with log-probabilities, evaluation vs scipy / sklearn, priority for annotation."""
+"""Cultural attribution (seed 004, CAIRe) without a served judge: the KB index and visual entity linking, the
+agreement checks, the push order by the judge's uncertainty, seed 004's binarisation."""
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,5 @@
-"""CAIRe (seed 004) in the paper's conventions: a real encoder is required, threshold ≥ t with P/R/F1,
-per-concept Pearson, the judge scores all five digits, culture labels, baselines, KB dump, dataset imports."""
+"""CAIRe (seed 004) in the paper's conventions: a real encoder required, threshold ≥ t with P/R/F1, per-concept
+Pearson, the KB dump, linking accuracy (Table 3's shape), the gold-page upper bound, the dataset imports."""
 from __future__ import annotations
 
 import io

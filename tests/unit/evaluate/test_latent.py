@@ -1,5 +1,6 @@
-"""Latent-space probes (seed 002): WW vs WN with planted structure, null false-positive rate, heatmaps, C-ASC,
-alignment ranks, grouping from data, exclusions, and the report section."""
+"""Latent-space probes (seed 002) on planted structure: WW vs WN significance, the null's false-positive rate,
+Welch against scipy, grouping from data, exclusions, native-term templates. (With figures and the report:
+tests/integration/evaluate/test_latent_with_figures.py.)"""
 from __future__ import annotations
 
 import io

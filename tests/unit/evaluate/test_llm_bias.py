@@ -1,5 +1,5 @@
-"""LLM entity bias (seed 001): tables, the real HF scoring path on a tiny GPT-2, the OpenAI-compatible
-completions path against the local stub, CBS vs the double loop, sentiment / QA / coverage."""
+"""LLM entity bias (seed 001) without a model: entity import, CBS against the double loop, a suite with no LLM
+skipped, pattern extraction, entity decisions, the CLI commands."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,5 @@
-"""The ``context`` annotation kind (seed 001 §3.3): a team builds new masked contexts as the paper did —
-grounded / neutral / QA (or reject), with a sentiment label for grounded and neutral — from the contexts
-table, and adjudicated decisions go back to that table. Also: annotate reads the entity table itself."""
+"""The ``context`` annotation kind (seed 001 §3.3) without a server: results parsed back, items from the contexts
+table, adjudicated decisions back into it; annotate reads the entity table itself."""
 from __future__ import annotations
 
 import json

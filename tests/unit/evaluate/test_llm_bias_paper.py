@@ -1,4 +1,6 @@
-"""Seed 001 (Camellia) conventions: each test reproduces the paper or fails on the code before issue 13."""
+"""Seed 001 (Camellia) conventions that need no model: parsing, the Wikidata classes and queries (Table 4), the
+prompts (Tables 8 and 9), patterns per language. Each test reproduces the paper or fails on a reading the
+paper's own numbers rule out."""
 from __future__ import annotations
 
 import json
@@ -86,7 +88,7 @@ def test_wikidata_authors_are_humans_with_a_writer_occupation():
     assert "wdt:P31 wd:Q5" in q and "wdt:P106 ?class" in q and "wdt:P31/wdt:P279* ?class" not in q
     got = {r["item"].rsplit("/", 1)[1]: (r["native"], r.get("english")) for r in _run_sparql(q)}
     assert got == {"Q188712": ("夏目漱石", "Natsume Sōseki"), "Q134798": ("村上春樹", "Haruki Murakami")}
-    # the query before issue 13 matched instances of the writer class: no writer at all, one stray item
+    # a query matching instances of the writer class: no writer at all, one stray item
     old = q.replace("?item wdt:P31 wd:Q5 ; wdt:P106 ?class .", "?item wdt:P31/wdt:P279* ?class .").replace(
         "?item wdt:P27 ?country", "?item (wdt:P17|wdt:P27|wdt:P495) ?country")
     assert {r["item"].rsplit("/", 1)[1] for r in _run_sparql(old)} == {"Q900001"}

@@ -1,4 +1,4 @@
-"""The prevalence suite streams caption vectors from the embedding cache into the top-k (issue 15): the
+"""The prevalence suite streams caption vectors from the embedding cache into the top-k: the
 results equal the in-memory computation exactly, and no step holds more than one block of caption vectors.
 
 The "quarter" embedder's vectors have four entries of ±0.5 (unit norm exactly), so every cosine is a multiple

@@ -1,4 +1,4 @@
-"""Per-sample logs, the results JSON, smoke runs and report choices (issue 21).
+"""Per-sample logs, the results JSON, smoke runs and report choices.
 
 The recomputation tests re-score every suite's stored numbers from its logged samples alone, with the metric
 functions (and scipy/numpy where they have the quantity), and get the stored values exactly."""

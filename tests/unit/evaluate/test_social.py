@@ -1,6 +1,6 @@
-"""Social-bias audit (seed 003): worked examples, KL formulas, portrait import, inventories and their
-validation status, a planted gender–crime association, App. D statistics against scipy/statsmodels, CLI and
-report."""
+"""Social-bias audit (seed 003): worked examples, KL formulas, portrait import, inventories and their validation,
+a planted gender–crime association, App. D statistics against scipy/statsmodels, the CLI. (The report:
+tests/integration/evaluate/test_social_report.py.)"""
 from __future__ import annotations
 
 import json

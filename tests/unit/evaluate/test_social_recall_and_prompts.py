@@ -1,6 +1,5 @@
-"""Social audit additions (seed 003): recall@k beside fairness on an imported caption set, the fa/hi prompt
-inventories, the balanced FairFace-style sampler, translation-validation summaries (App. E Tables 12–13) and
-the English-baseline panel tests (App. D design iv)."""
+"""Social audit additions (seed 003): recall@k, the fa/hi prompt inventories, the balanced FairFace-style sampler,
+translation-validation summaries (App. E Tables 12–13) and the English-baseline panel tests (App. D design iv)."""
 from __future__ import annotations
 
 import json

@@ -160,7 +160,7 @@ def test_descriptor_win_rates_drift_and_chi2(project, world):
 
 
 def test_descriptor_without_short_mention_queries_says_so_by_name_and_never_falls_back(project, world):
-    """Issue 12: no silent fallback to the verbose variants, no bare "no trials"."""
+    """No silent fallback to the verbose variants, no bare "no trials"."""
     with project.db.conn:
         project.db.execute("UPDATE benchmark_queries SET variant = 'task_' || variant WHERE variant LIKE 'mention_%'")
     rows = get_suite("descriptor").func(project, Planted(world["meta"], alpha=0.5, gamma=1.0), options=FAST)

@@ -1,9 +1,6 @@
-"""The model zoo: registry, fake, open_clip (tiny + multilingual HF tower), transformers CLIP, sentence-
-transformers, an OpenAI-compatible embeddings server, offline failures, the embedding cache and zero-shot.
-
-Every model here is built locally (tiny configs, random init) or ships inside an installed package: no
-download, HF_HUB_OFFLINE=1.
-"""
+"""The model registry and the hash embedder: did-you-mean errors, bad specs, plugins by registration and by
+entry point, a light import, the fake embedder, the embedding cache and zero-shot tagging. (Real families on
+tiny random-init models: tests/integration/models/.)"""
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,6 @@
-"""Multilingual CLIP families (seed 003, seed 000): M-CLIP loaded by hub name from a local hub cache (the same
-code path as a real download, HF_HUB_OFFLINE=1), NLLB-CLIP's source-language token, the named presets and
-``cultura evaluate models``. Every model here is a tiny random-init model of the real architecture."""
+"""Multilingual inputs without a model: FLORES language codes, and the social suite passing each inventory's
+language to the embedder. (The families themselves: tests/integration/models/test_multilingual_presets.py,
+test_nllb_clip.py.)"""
 from __future__ import annotations
 
 

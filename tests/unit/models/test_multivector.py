@@ -1,5 +1,5 @@
-"""Late-interaction (MaxSim) scoring and the multi-vector families: ColQwen-style models served through an
-OpenAI-compatible endpoint (a local stub speaking the wire protocol: the code path of a real vLLM server)."""
+"""Late-interaction (MaxSim) scoring: equal to its definition with ragged token counts, and the retrieval suites
+score a multi-vector model by it."""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,4 @@
-"""``cultura.db.transaction`` is atomic with this sqlite-utils; ``with db.conn:`` is not (issue 11)."""
+"""``cultura.db.transaction`` is atomic with this sqlite-utils; ``with db.conn:`` is not."""
 from __future__ import annotations
 
 import pytest

@@ -1,8 +1,5 @@
-"""Hostile content and servers (issue 11): compression bombs stop at the byte cap on the decoded stream,
-thin strips are refused at download and bounded before any model preprocessing, total_timeout bounds the
-whole attempt (redirects included), deprecated/reserved ranges are refused, malformed and octal-IP redirects
-fail as bad_redirect (not a retryable connection_error), serve-images never reflects an arbitrary Origin
-with credentials."""
+"""Hostile addresses refused without a server: deprecated and reserved ranges, public addresses passed. (Bombs,
+thin strips, timeouts and redirects against servers: tests/integration/reliability/test_hostile_servers.py.)"""
 from __future__ import annotations
 
 

@@ -1,4 +1,4 @@
-"""Input is never silently dropped (issue 11, "Input never silently dropped"): importers key "already
+"""Input is never silently dropped: importers key "already
 imported" on content, urls:/folder: pick up what was added, bad rows are reject rows (once), a bad first row
 never refuses the whole file, every provider validates its URLs, folder: stays inside its tree."""
 from __future__ import annotations
@@ -209,7 +209,7 @@ def test_check_url(url, reason):
 
 
 # ------------------------------------------------------------------------------------------ names at the door
-# issue 19: one validator (cultura.names) for every name that enters a project; a refused name in a file is a
+# one validator (cultura.names) for every name that enters a project; a refused name in a file is a
 # reject row with its reason and never aborts the file.
 
 HOSTILE_NAMES = [  # (name, the reason's words)

@@ -1,7 +1,5 @@
-"""Secrets never reach the project folder (issue 11, "Secrets"): canary secrets are planted in the
-environment, in OPENAI_BASE_URL's userinfo, in image URLs and in a server that echoes the Authorization
-header; the stages run; then every byte under the project folder (database and WAL, logs, reports, exports,
-Label Studio data) is searched for them."""
+"""Secrets never shown: URL credentials stripped, known secrets scrubbed from errors, model identities, task data,
+printed tables and JSON. (Canaries through every stage: tests/integration/reliability/test_secrets_end_to_end.py.)"""
 from __future__ import annotations
 
 import json
@@ -89,7 +87,7 @@ def test_label_studio_task_data_never_carries_url_credentials():
         == "http://127.0.0.1:8081/blobs/ab/x.jpg"
 
 
-# ------------------------------------------------------------------------------------------ printed URLs (issue 19)
+# ------------------------------------------------------------------------------------------ printed URLs
 
 def test_every_printed_table_and_json_strips_url_credentials(capsys):
     """What any command prints goes through the console: user:password@ never reaches stdout, in a table cell,

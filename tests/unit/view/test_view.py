@@ -1,5 +1,6 @@
-"""``cultura view``: the static site of a real-photo project, opened in headless Chromium; escaping; the
-loopback server's confinement; reruns that only add what changed."""
+"""``cultura view``'s static site of a real-photo project: every page built, reruns that only add what changed,
+stable addresses, escaping, placeholders, links for the report and the card. (Served and opened in Chromium:
+tests/integration/view/test_view_in_a_browser.py.)"""
 from __future__ import annotations
 
 import io

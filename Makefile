@@ -60,11 +60,12 @@ demo: setup
 	$(BIN)/python -m cultura.cli.demo $(DEMO_DIR)
 
 # Both tiers, each on its own (the unit tier's check that none of its tests loads a model library holds only
-# where nothing else loaded one first), on every CPU; tests that share one heavy resource (Ray) run on one worker.
+# where nothing else loaded one first), one worker per CPU; the integration tier at most four (each worker starts
+# its own Label Studio), and the tests that start a local Ray on one worker.
 test: setup
 	$(BIN)/python -m pytest -q -p no:randomly -n auto tests/unit
 	LABEL_STUDIO_BIN=$(CURDIR)/$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest -q -p no:randomly -n auto \
-		--dist loadgroup tests/integration
+		--maxprocesses 4 --dist loadgroup tests/integration
 
 # The inner loop: the unit tier (no server, subprocess virtualenv, Label Studio or Ray), one worker per CPU.
 test-fast: $(VENV)/.ready

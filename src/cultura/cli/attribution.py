@@ -1,22 +1,23 @@
-"""``cultura kb|attribution …``: the knowledge base and the attribution runs (seed 004, CAIRe). Thin: each
-command calls one library function and prints its result."""
+"""``cultura attribution …``: the attribution runs of seed 004 (CAIRe) and their evaluation. Thin: each command
+calls one library function and prints its result."""
+from __future__ import annotations
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import click
 
-from ..cultures import add_culture_label, registered_labels, resolve_culture
 from ..evaluate.suites.attribution.baseline import run_baseline
 from ..evaluate.suites.attribution.evaluation import evaluate_attribution, human_ratings, upper_bound_ratios
 from ..evaluate.suites.attribution.gold import import_gold, load_gold
-from ..evaluate.suites.attribution.kb import build_kb_index, import_kb
+from ..evaluate.suites.attribution.kb import build_kb_index
 from ..evaluate.suites.attribution.linking import METHODS, linking_accuracy
 from ..evaluate.suites.attribution.loglik import run_loglik
 from ..evaluate.suites.attribution.run import project_images, run_attribution
 from ..executor import use_executor
 from ..models.embedders import get_embedder
-from .console import emit_json, executor_option, json_option, listing, option, pass_ctx, summary, table
+from .console import emit_json, executor_option, json_option, option, pass_ctx, summary, table
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -25,24 +26,6 @@ if TYPE_CHECKING:
 def attribution_config(project: Project) -> dict:
     """The ``[evaluate.attribution]`` table of cultura.toml (empty when absent)."""
     return dict(project.config.evaluate.attribution)
-
-
-@click.group("kb")
-def kb():
-    """The knowledge base used to link images to entities (seed 004)."""
-
-@kb.command("import")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--kb", "kb_name", default="default", show_default=True, help="Name of the knowledge base.")
-@click.option("--images-root", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Folder that relative image paths are relative to (default: the dump's folder).")
-@json_option
-@pass_ctx
-def kb_import(ctx, path, kb_name, images_root, as_json):
-    """Import a KB dump (JSONL, JSON, CSV/TSV or Parquet; fields id, lemma, gloss, text, aliases, images,
-    frequency — see docs/reproducing.md (seed 004))."""
-
-    summary("Knowledge base", import_kb(ctx.project, path, kb=kb_name, images_root=images_root), as_json)
 
 
 def _executor(ctx, executor):
@@ -217,35 +200,4 @@ def attribution_evaluate(ctx, ratings, threshold, rule, aggregation, as_json):
           ["judge", "encoder", "context", "n", "precision", "recall", "f1", "pearson"])
 
 
-@click.group("culture")
-def culture():
-    """Culture labels beside the countries (a religion, an ethnic group, a state...; seed 004)."""
-
-
-@culture.command("add")
-@click.argument("label")
-@click.option("--name", default=None, help="Display name (default: the label).")
-@click.option("--country", default=None, help="ISO country code the label belongs to, if any.")
-@click.option("--language", default=None, help="ISO 639 language code, if any.")
-@click.option("--description", default=None, help="A short description, given to the judge with the name.")
-@json_option
-@pass_ctx
-def culture_add(ctx, label, name, country, language, description, as_json):
-    """Register (or update) a culture label."""
-
-    summary("Culture label", add_culture_label(ctx.project, label, name=name, country=country, language=language,
-                                               description=description), as_json)
-
-
-@culture.command("list")
-@json_option
-@pass_ctx
-def culture_list(ctx, as_json):
-    """The project's countries and registered culture labels."""
-
-    rows = [vars(resolve_culture(ctx.project, c.code)) for c in ctx.project.countries]
-    rows += [vars(lab) for lab in registered_labels(ctx.project)]
-    listing("Culture labels", rows, as_json, ["key", "name", "kind", "country", "language", "description"])
-
-
-COMMANDS = [kb, attribution, culture]
+COMMANDS = [attribution]

@@ -109,10 +109,7 @@ def test_cli_commands(project, tmp_path):
     from click.testing import CliRunner
 
     from cultura.cli import cli
-    from cultura.cli import llm_bias as llm_commands
 
-    if "entities" not in cli.commands:
-        llm_commands.register(cli)
     p = _write_jsonl(tmp_path / "e.jsonl", ENTS)
     r = CliRunner().invoke(cli, ["--project", str(project.root), "entities", "import", str(p), "--json"])
     assert r.exit_code == 0, r.output

@@ -142,7 +142,7 @@ def test_notes_one_mark_per_meaning_and_near_identical_reasons_merged():
 @pytest.mark.labelstudio
 def test_the_demo_report_is_fit_for_a_paper(tmp_path):
     """The demo (every suite, real photographs, a real Label Studio): its tables compile and its figures pass."""
-    from cultura import demo
+    from cultura.cli import demo
     from cultura.project import Project
 
     demo.run(tmp_path / "demo", say=lambda *a: None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 from .names import endpoint_url_problem
+from .redact import strip_userinfo
 
 
 #: Deepest nesting of arrays/tables accepted in cultura.toml (the real file nests 3 levels).
@@ -83,6 +85,81 @@ class DownloadSection(_Section):
     allow_hosts: list[str] = Field(default_factory=list)  # exact "host:port" allowed despite being private
     respect_robots_tag: bool = True
     user_agent: str = "cultura/0.1 (+research image collection; honours X-Robots-Tag)"
+    # unset: the environment's HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/NO_PROXY (as curl and httpx read them);
+    # "http://host:port": every download through that proxy; "direct": no proxy, whatever the environment says
+    proxy: str | None = None
+
+    @field_validator("user_agent")
+    @classmethod
+    def _sendable_header(cls, v):
+        # checked here, not when the request is made: a CR/LF would crash every download (and could add a header
+        # of the user's choosing), a megabyte-long value makes servers drop every connection without a word
+        problem = header_value_problem(v)
+        if problem:
+            raise ValueError(f"{problem}; give one line of printable ASCII, at most {MAX_HEADER_VALUE} characters "
+                             "(e.g. 'my-lab-crawler/1.0 (+https://example.org/contact)')")
+        return v
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, v):
+        if v is None or v.strip() == "":
+            return None
+        problem = proxy_url_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v.strip()
+
+
+#: Longest value accepted for a setting sent as an HTTP header (download.user_agent), in characters.
+MAX_HEADER_VALUE = 1024
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (``None`` when it can): empty, longer than
+    :data:`MAX_HEADER_VALUE`, or any character outside printable ASCII (CR, LF, other controls, non-ASCII)."""
+    if not value.strip():
+        return "is empty (servers such as Wikimedia refuse requests without a user agent)"
+    if len(value) > MAX_HEADER_VALUE:
+        return f"is {len(value):,} characters long, over the {MAX_HEADER_VALUE} an HTTP header should carry"
+    bad = next((c for c in value if not " " <= c <= "~"), None)
+    if bad is not None:
+        what = "a line break" if bad in "\r\n" else ("a control character" if ord(bad) < 32 or ord(bad) == 127
+                                                       else "a non-ASCII character")
+        return f"contains {what} ({ascii(bad)}), which an HTTP header cannot carry"
+    if value != value.strip():
+        return "starts or ends with a space"
+    return None
+
+
+def proxy_url_problem(value: str) -> str | None:
+    """Why ``value`` cannot be ``download.proxy`` (``None`` when it can): ``direct``, or ``http://host:port``
+    without credentials, path or query."""
+    value = value.strip()
+    if value == "direct":
+        return None
+    if len(value) > MAX_HEADER_VALUE or any(not "!" <= c <= "~" for c in value):
+        return "must be 'direct' or an http://host:port URL (printable ASCII, no spaces)"
+    if "://" not in value:
+        return f"has no scheme; write it as http://{value}"
+    try:
+        p = urllib.parse.urlsplit(value)
+        port = p.port
+    except ValueError as e:
+        return f"is not a valid URL ({e}); write it as http://host:port"
+    if p.scheme.lower() != "http":
+        return (f"uses {p.scheme}://, but the downloader talks to HTTP proxies only (HTTPS sites go through them "
+                "with CONNECT); write it as http://host:port")
+    if p.username is not None or p.password is not None:
+        return ("carries a user name or password, and cultura.toml holds no secrets; leave download.proxy unset "
+                "and put the proxy in the environment instead (HTTPS_PROXY and HTTP_PROXY), with user:password@ "
+                "before its host")
+    if not p.hostname:
+        return "has no host; write it as http://host:port"
+    if p.path not in ("", "/") or p.query or p.fragment:
+        return "must be just http://host:port (no path, query or fragment)"
+    del port  # parsed for its error only: no port is 80, as curl and httpx read it
+    return None
 
 
 class DedupSection(_Section):
@@ -200,8 +277,18 @@ def _explain(e: ValidationError, source: str) -> str:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             lines.append(f"unknown key '{path}'.{hint} Valid keys here: {', '.join(valid)}")
         else:
-            lines.append(f"'{path}': {err['msg']} (got {err.get('input')!r})")
+            lines.append(f"'{path}': {err['msg']} (got {_shown_input(err.get('input'))})")
     return f"Invalid configuration in {source}: " + "; ".join(lines) + ". Fix the file and rerun."
+
+
+def _shown_input(value) -> str:
+    """A value for an error message: never its credentials (``user:password@`` of a URL), never megabytes."""
+    if isinstance(value, str):
+        value = strip_userinfo(value)
+        if len(value) > 80:
+            return f"{value[:60]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}… ({len(text):,} characters)"
 
 
 def _too_deep(data, limit: int = MAX_DEPTH) -> str | None:

@@ -4,6 +4,11 @@ reports, exports or Label Studio.
 Two operations, used by every area before it stores, logs, exports or pushes text:
 
 - :func:`strip_userinfo` removes ``user:password@`` from a URL (``http://u:p@host/v1`` → ``http://host/v1``);
+- :func:`display_url` is the form of a URL that may be stored, printed, logged or exported: no userinfo, no
+  known secret, no value of a secret-looking query parameter (``token``, ``key``, ``api_key``,
+  ``access_token``, ``password``, ``secret``). It is for display only: a request is made with the URL as given
+  (a signed URL's token is what lets it through), and :func:`shown_as` tells whether a URL is the one behind a
+  display form;
 - :func:`scrub` removes every known secret from free text (an error message, a server reply): the values of
   credential-like environment variables (``*_API_KEY``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, …), the
   key in ``OPENAI_API_KEY_FILE``, passwords inside URLs held in the environment, secrets registered at run
@@ -25,7 +30,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["REDACTED", "strip_userinfo", "strip_urls", "scrub", "scrub_obj", "known_secrets", "register_secret"]
+__all__ = ["REDACTED", "strip_userinfo", "strip_urls", "scrub", "scrub_obj", "known_secrets", "register_secret",
+           "display_url", "shown_as"]
 
 REDACTED = "[redacted]"
 
@@ -61,6 +67,36 @@ def strip_userinfo(url: str | None) -> str | None:
         return url
     netloc = p.netloc.rsplit("@", 1)[1]
     return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
+
+
+def display_url(url: str | None, *, secrets: Iterable[str] | None = None) -> str | None:
+    """``url`` as it may be stored and shown: :func:`strip_userinfo`, then :func:`scrub` (``secrets``: default
+    :func:`known_secrets`). ``None`` passes through.
+
+    >>> display_url("https://u:pw@cdn.example/img/78.jpg?token=abc123&w=300", secrets=())
+    'https://cdn.example/img/78.jpg?token=[redacted]&w=300'
+    """
+    if not isinstance(url, str):
+        return url
+    return scrub(strip_userinfo(url), secrets=secrets)
+
+
+def shown_as(display: str, url: str) -> bool:
+    """True when ``display`` can be the :func:`display_url` of ``url``: equal once ``url`` has lost its
+    userinfo, each ``[redacted]`` standing for the text it replaced (whatever secrets were known then).
+
+    >>> shown_as("https://cdn.example/a.jpg?token=[redacted]", "https://cdn.example/a.jpg?token=s3cr3t")
+    True
+    >>> shown_as("https://cdn.example/a.jpg?token=[redacted]", "https://cdn.example/b.jpg?token=s3cr3t")
+    False
+    """
+    if not isinstance(display, str) or not isinstance(url, str):
+        return False
+    bare = strip_userinfo(url)
+    if REDACTED not in display:
+        return display == bare
+    pattern = "(?s:.+?)".join(re.escape(part) for part in display.split(REDACTED))
+    return re.fullmatch(pattern, bare) is not None
 
 
 def register_secret(value: str | None) -> None:

@@ -6,9 +6,14 @@ worker hands each fetched body on and takes its next URL at once; the validating
 run off the connection (at most ``workers`` bodies wait for them).
 
 Each URL gets connect/read timeouts, a wall-clock cap per attempt, retries with exponential back-off on
-408/425/429/5xx, timeouts and connection errors (``Retry-After`` honoured up to ``retry_after_max``), at
-most ``max_redirects`` redirects each re-checked against the address policy of :mod:`.safety`, a byte cap
-enforced while streaming (``Content-Length`` is not trusted), and ``X-Robots-Tag: noai``/``noimageai``.
+408/425/429/5xx, timeouts and connection errors (``Retry-After`` honoured up to ``retry_after_max``; a
+certificate that does not verify is final: ``tls_error``), at most ``max_redirects`` redirects each re-checked
+against the address policy of :mod:`.safety`, a byte cap enforced while streaming (``Content-Length`` is not
+trusted), and ``X-Robots-Tag: noai``/``noimageai``. Requests go through the proxy of ``download.proxy`` or the
+environment (:mod:`.proxies`).
+
+The URL requested is the URL given, byte for byte; what is stored and written in details is its display form
+(:func:`cultura.redact.display_url`).
 
 Content is trusted from its bytes, never from ``Content-Type``: an image served as ``text/plain`` is
 accepted, HTML served as ``image/jpeg`` is not. Sniffing (:mod:`.sniff`) runs in a thread or a process pool
@@ -58,9 +63,11 @@ from .blobs import check_blobs, sweep_blobs
 from ..errors import CulturaError
 from ..progress import Progress
 from ..progress import task as progress_task
-from ..redact import strip_userinfo
+from ..redact import display_url, scrub
 from . import safety
+from .fetcher import CertificateError, ProxyRefused
 from .fetcher import make_client, within  # noqa: F401 - make_client: re-exported (the downloader's API)
+from .proxies import proxies_for
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     DECODE_POOL_MIN,
@@ -89,7 +96,11 @@ REASONS: dict[str, tuple[str, str]] = {
     "http_status": ("failed", "the server answered another non-success status (401, 403, 400, …)"),
     "too_many_retries": ("failed", "429/5xx persisted over max_attempts, or Retry-After exceeded retry_after_max"),
     "timeout": ("failed", "connect/read timeout or total_timeout on every attempt"),
-    "connection_error": ("failed", "connection refused/reset, TLS or protocol error on every attempt"),
+    "connection_error": ("failed", "connection refused/reset, TLS handshake or protocol error on every attempt"),
+    "tls_error": ("failed", "the server's TLS certificate does not verify (unknown CA, expired, another host "
+                            "name): not retried"),
+    "proxy_error": ("failed", "the proxy refused the request (407: it wants credentials; 403) or could not reach "
+                              "the server (502/503/504, retried)"),
     "dns_error": ("failed", "the host name does not resolve"),
     "bad_url": ("failed", "not an http(s) or file URL, or no host"),
     "bad_redirect": ("failed", "a redirect without Location or to a non-http(s) URL"),
@@ -151,8 +162,10 @@ class FetchResult:
 
 
 def _redact(url: str) -> str:
-    """The URL without user:password (never written to the database or logs): :func:`cultura.redact.strip_userinfo`."""
-    return strip_userinfo(url)
+    """The URL as it may be written to the database or logs (no user:password, no token=/key=… value):
+    :func:`cultura.redact.display_url`, secrets found by their pattern (the environment's own were removed when
+    the search stored the URL)."""
+    return display_url(url, secrets=())
 
 
 # ---------------------------------------------------------------------------------------------- fetching
@@ -184,9 +197,10 @@ def _robots_noai(headers: httpx.Headers) -> str | None:
     return None
 
 
-async def _hop(client, u: httpx.URL, settings):
-    """One request: returns ``("redirect", location_url)`` or ``("body", bytes, response)``."""
-    async with client.stream("GET", u, follow_redirects=False) as resp:
+async def _hop(client, url: str, settings):
+    """One request: returns ``("redirect", location_url)`` or ``("body", bytes, response)``. ``url`` is sent as
+    written (a string keeps a signed URL's bytes; see :func:`.fetcher.origin_target`)."""
+    async with client.stream("GET", url, follow_redirects=False) as resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type")
         if resp.is_redirect:
@@ -194,9 +208,14 @@ async def _hop(client, u: httpx.URL, settings):
             if not loc:
                 raise _Failure("bad_redirect", f"HTTP {status} without Location", http_status=status)
             try:
-                return "redirect", str(resp.url.join(loc))
+                joined = str(resp.url.join(loc))
             except (httpx.InvalidURL, ValueError) as e:
                 raise _Failure("bad_redirect", f"invalid Location: {e}", http_status=status) from None
+            # an absolute Location (an API sending on to a signed bucket URL) is followed as written
+            return "redirect", loc.strip() if _absolute_http(loc) else joined
+        if status == 407:
+            raise _Failure("proxy_error", "HTTP 407: the proxy wants credentials; put them in the environment's "
+                           "proxy URL (HTTP_PROXY), as user:password@ before its host", http_status=status)
         if status in RETRY_STATUSES:
             raise _Failure("too_many_retries", f"HTTP {status}", http_status=status, content_type=ctype,
                            retryable=True, retry_after=_retry_after(resp.headers.get("retry-after")))
@@ -223,6 +242,11 @@ async def _hop(client, u: httpx.URL, settings):
             raise _Failure("too_large", f"more than max_bytes {settings.max_bytes} while streaming (decoded)",
                            http_status=status, content_type=ctype, nbytes=len(buf))
         return "body", bytes(buf), resp
+
+
+def _absolute_http(location: str) -> bool:
+    loc = location.strip()
+    return loc[:7].lower() == "http://" or loc[:8].lower() == "https://"
 
 
 class _Decoder:
@@ -292,7 +316,7 @@ async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[b
             try:
                 if left <= 0:
                     raise TimeoutError
-                out = await within(_hop(client, u, settings), left)
+                out = await within(_hop(client, current, settings), left)
             except (TimeoutError, asyncio.TimeoutError):
                 raise _Failure("timeout", f"total_timeout {settings.total_timeout:g}s exceeded after {hop} "
                                "redirect(s)" if hop else f"total_timeout {settings.total_timeout:g}s exceeded",
@@ -332,7 +356,8 @@ def _read_file(url: str, settings) -> bytes:
 
 
 def _fail(url, e: _Failure, attempts, **kw) -> FetchResult:
-    return FetchResult(url=url, status=REASONS[e.reason][0], reason=e.reason, detail=e.detail,
+    # a detail may quote a URL or a server's words: what reaches the database has no secret in it
+    return FetchResult(url=url, status=REASONS[e.reason][0], reason=e.reason, detail=scrub(e.detail, secrets=()),
                        http_status=e.http_status, content_type=e.content_type, nbytes=e.nbytes,
                        attempts=attempts, **kw)
 
@@ -375,6 +400,10 @@ async def _fetch_body(client, url: str, settings, *, slot=None) -> FetchResult:
             return _fail(url, _Failure("blocked_address", str(e)), attempts)
         except safety.DNSError as e:
             return _fail(url, _Failure("dns_error", str(e)), attempts)
+        except CertificateError as e:  # the same certificate on the next attempt: no retry
+            return _fail(url, _Failure("tls_error", str(e)), attempts)
+        except ProxyRefused as e:
+            failure = _Failure("proxy_error", str(e), retryable=e.status in RETRY_STATUSES)
         except (httpx.TimeoutException, asyncio.TimeoutError) as e:
             failure = _Failure("timeout", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__,
                                retryable=True)
@@ -539,6 +568,7 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
     if n_workers < 1:
         raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
     db = project.db
+    proxies = proxies_for(settings.proxy)  # a proxy the downloader cannot use: one sentence before any work
     with _project_lock(project), blob_writer(project):
         swept = sweep_blobs(project)  # removes nothing while another process (an import) is writing blobs
         swept.update(check_blobs(project))  # rows whose file is gone: back to pending, fetched again below
@@ -549,7 +579,8 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         rows = [dict(id=r[0], url=r[1]) for r in db.execute(sql, [*statuses, *([limit] if limit else [])])]
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
                                                   "limit": limit, "candidates": len(rows),
-                                                  "allow_hosts": _policy(settings.allow_hosts)})
+                                                  "allow_hosts": _policy(settings.allow_hosts),
+                                                  "proxy": proxies.describe()})
         todo = _round_robin_by_host(rows)
         if decode_processes is None:  # auto: processes for a large batch on a machine with cores to spare
             cpus = os.cpu_count() or 1

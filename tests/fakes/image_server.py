@@ -34,7 +34,11 @@ Routes (every route also takes ``?delay=SECONDS`` to add latency before answerin
 ``/gzip/img.jpg``                     a JPEG sent with ``Content-Encoding: gzip`` (accepted)
 ``/encoding/br``                      a body labelled ``Content-Encoding: br`` (never asked for)
 ``/tall.png``                         a 64 x 1,000,000 PNG (~9 kB; passes the pixel cap, extreme aspect ratio)
+``/signed/<seed>.jpg?…``              a JPEG only for a request target issued by ``srv.signed(path)``, byte for
+                                      byte (a signed URL: any re-encoding or redaction of it is a 403)
 ====================================  =================================================================
+
+Every request target is recorded as received in ``srv.targets`` (the path and query, unparsed).
 
 ``make_image(seed, size)`` draws a deterministic picture whose content differs visibly per seed;
 ``planted_duplicates()`` lists the near-duplicate routes for the dedup tests.
@@ -202,6 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         path, q = parsed.path, dict(urllib.parse.parse_qsl(parsed.query))
         srv = self.server.owner
         with srv.lock:
+            srv.targets.append(self.path)
             srv.hits[path] += 1
             nth = srv.hits[path]
         delay = float(q.get("delay", srv.latency))
@@ -298,6 +303,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, b"\x1b\x00\x00", "image/jpeg", {"Content-Encoding": "br"})
             if path == "/tall.png":
                 return self._send(200, tall_png(), "image/png")
+            if parts[:1] == ["signed"] and len(parts) == 2:
+                if self.path not in srv.issued:
+                    return self._send(403, b"signature does not match", "text/plain")
+                return self._send(200, image_bytes(int(parts[1].split(".")[0])))
             if parts[:1] == ["chain"] and len(parts) >= 2:
                 left = int(parts[1])
                 return self._redirect(f"/chain/{left - 1}" if left > 0 else "/img/8.jpg")
@@ -325,6 +334,8 @@ class ImageServer:
         self.latency = latency
         bomb_png()  # built once per process (0.5 s) so that the first request for it is not slow
         self.hits: collections.Counter = collections.Counter()
+        self.targets: list[str] = []
+        self.issued: set[str] = set()
         self.lock = threading.Lock()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.owner = self
@@ -338,6 +349,21 @@ class ImageServer:
 
     def url(self, path: str) -> str:
         return f"http://{self.host_port}{path if path.startswith('/') else '/' + path}"
+
+    def signed(self, path: str, *, signing_key: str = "image-server", **params: str) -> str:
+        """A signed URL for ``path`` (``/signed/<seed>.jpg``): ``params`` then a ``token`` (an HMAC over them
+        with ``signing_key``, base64 with its ``+``, ``/`` and ``=`` percent-encoded as cloud signers write
+        them). Only that exact request target is served; anything else under ``/signed/`` is a 403."""
+        import base64
+        import hmac
+
+        query = "&".join(f"{k}={v}" for k, v in params.items())
+        mac = hmac.new(signing_key.encode(), f"{path}?{query}".encode(), "sha256").digest()
+        token = urllib.parse.quote(base64.b64encode(mac).decode(), safe="")
+        target = f"{path}?{query + '&' if query else ''}token={token}"
+        with self.lock:
+            self.issued.add(target)
+        return self.url(target)
 
     def start(self) -> "ImageServer":
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},

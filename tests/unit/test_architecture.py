@@ -301,7 +301,7 @@ CORE_SCHEMA_OWNERS = {
     "models": "llm_calls embeddings",
     "curate": "concepts concept_examples terms queries searches candidates search_results images image_links "
               "dedup_runs dup_clusters dup_members dedup_state image_flags image_tags image_tag_status "
-              "ingest_rejects blob_checks blob_recheck benchmark_queries",
+              "ingest_rejects blob_checks blob_recheck benchmark_queries candidate_url_sources",
     "annotate": "decisions",
     "benchmark": "benchmarks benchmark_items benchmark_candidates",
 }

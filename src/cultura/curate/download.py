@@ -13,7 +13,8 @@ trusted), and ``X-Robots-Tag: noai``/``noimageai``. Requests go through the prox
 environment (:mod:`.proxies`).
 
 The URL requested is the URL given, byte for byte; what is stored and written in details is its display form
-(:func:`cultura.redact.display_url`).
+(:func:`cultura.redact.display_url`). Where a candidate is stored without its secret (``?token=[redacted]``),
+the exact URL is read again from its ``urls:`` file (:mod:`.exact_urls`), on every run.
 
 Content is trusted from its bytes, never from ``Content-Type``: an image served as ``text/plain`` is
 accepted, HTML served as ``image/jpeg`` is not. Sniffing (:mod:`.sniff`) runs in a thread or a process pool
@@ -65,6 +66,7 @@ from ..progress import Progress
 from ..progress import task as progress_task
 from ..redact import display_url, scrub
 from . import safety
+from .exact_urls import Unavailable, request_urls
 from .fetcher import CertificateError, ProxyRefused
 from .fetcher import make_client, within  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
@@ -101,6 +103,9 @@ REASONS: dict[str, tuple[str, str]] = {
                             "name): not retried"),
     "proxy_error": ("failed", "the proxy refused the request (407: it wants credentials; 403) or could not reach "
                               "the server (502/503/504, retried)"),
+    "secret_not_stored": ("failed", "the URL carries a secret (token=, key=, a password…) the project does not "
+                                    "store, and the urls: file it came from cannot be read again (nothing was "
+                                    "requested)"),
     "dns_error": ("failed", "the host name does not resolve"),
     "bad_url": ("failed", "not an http(s) or file URL, or no host"),
     "bad_redirect": ("failed", "a redirect without Location or to a non-http(s) URL"),
@@ -577,6 +582,8 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         sql = (f"SELECT id, url FROM candidates WHERE status IN ({','.join('?' * len(statuses))}) ORDER BY id"
                + (" LIMIT ?" if limit else ""))
         rows = [dict(id=r[0], url=r[1]) for r in db.execute(sql, [*statuses, *([limit] if limit else [])])]
+        # the URL as given where the project stores it without its secret (read again from its urls: file)
+        targets: dict[int, str | Unavailable] = request_urls(db, rows)
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
                                                   "limit": limit, "candidates": len(rows),
                                                   "allow_hosts": _policy(settings.allow_hosts),
@@ -647,7 +654,12 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
                     widened = True
                     for _ in range(WIDE_VALIDATIONS):
                         validating.release()
-                r = await _fetch_body(client, cand["url"], settings, slot=slot)
+                target = targets.get(cand["id"], cand["url"])
+                if isinstance(target, Unavailable):
+                    record(cand, FetchResult(url=cand["url"], status="failed", reason="secret_not_stored",
+                                             detail=target.detail), None, bar)
+                    continue
+                r = await _fetch_body(client, target, settings, slot=slot)
                 if r.status != "fetched":
                     record(cand, r, None, bar)
                     continue

@@ -28,8 +28,9 @@ from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
 from ..names import BadName, check_concept
 from ..progress import Progress, track
-from ..redact import known_secrets, scrub, scrub_obj, strip_userinfo
+from ..redact import display_url, known_secrets, scrub, scrub_obj, strip_userinfo
 from .concepts import add_concepts, build_queries, get_concept, normalise
+from .exact_urls import record_sources
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -401,6 +402,9 @@ class UrlsProvider(Provider):
         codes = {c.code for c in project.countries}
         grouped: dict[int, list[dict]] = {}
         rejected = 0
+        # URLs stored without their secret (a token=, key=… value, user:password@): the row they are read again
+        # from when downloaded (curate/exact_urls.py); two URLs that differ only there would be one candidate
+        secrets, shown, read_again = known_secrets(), {}, []
         with transaction(db):
             for i, row in enumerate(rows, start=1):
                 reason = row.get(ERROR)
@@ -420,6 +424,15 @@ class UrlsProvider(Provider):
                     elif country_code not in codes:
                         reason = (f"country {country_code or '(empty)'} is not a project country "
                                   f"({', '.join(sorted(codes))})")
+                    else:
+                        display = display_url(url, secrets=secrets)
+                        first_url, first_line = shown.setdefault(display, (url, i))
+                        if first_url != url:
+                            reason = (f"differs from row {first_line} only in a secret (a token, key or password), "
+                                      "which the project does not store, so both would be one image; give each "
+                                      "image a URL that differs elsewhere")
+                        elif display != url:
+                            read_again.append((display, str(self.path.resolve()), i))
                 if reason:
                     rejected += 1
                     _reject(db, source, i, row, reason)
@@ -447,6 +460,8 @@ class UrlsProvider(Provider):
                 done += 1
             else:
                 skipped += 1
+        with transaction(db):  # also for rows searched before: a rerun with the file repairs a lost record
+            record_sources(db, read_again)
         return {"rows": len(rows), "rejected": rejected, "queries": done, "skipped_queries": skipped, "results": n}
 
 

@@ -426,3 +426,18 @@ def m009_phash_variants(db):
         db.execute("ALTER TABLE images ADD COLUMN phash_variants TEXT")
     db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_variants AFTER UPDATE OF phash_variants ON images "
                "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")
+
+
+@core()
+def m010_candidate_url_sources(db):
+    """Where the exact URL of a candidate stored without its secret is read again (curate/exact_urls.py): the
+    candidate's ``url`` is its display form (no ``user:password@``, no ``token=``/``key=``… value), and the
+    downloader requests the URL as given, read again from the row of the ``urls:`` file it came from."""
+    db.executescript("""
+        CREATE TABLE IF NOT EXISTS candidate_url_sources (
+            candidate_id INTEGER PRIMARY KEY REFERENCES candidates(id),
+            source TEXT NOT NULL,             -- the absolute path of the urls: file
+            line INTEGER NOT NULL,            -- its row (1: the first row, as ingest_rejects counts them)
+            updated_at TEXT NOT NULL
+        );
+    """)

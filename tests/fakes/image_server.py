@@ -38,7 +38,8 @@ Routes (every route also takes ``?delay=SECONDS`` to add latency before answerin
                                       byte (a signed URL: any re-encoding or redaction of it is a 403)
 ====================================  =================================================================
 
-Every request target is recorded as received in ``srv.targets`` (the path and query, unparsed).
+Every request target is recorded as received in ``srv.targets`` (the path and query, unparsed), and its
+``Authorization`` header (or ``None``) in ``srv.authorizations``.
 
 ``make_image(seed, size)`` draws a deterministic picture whose content differs visibly per seed;
 ``planted_duplicates()`` lists the near-duplicate routes for the dedup tests.
@@ -207,6 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server.owner
         with srv.lock:
             srv.targets.append(self.path)
+            srv.authorizations.append(self.headers.get("Authorization"))
             srv.hits[path] += 1
             nth = srv.hits[path]
         delay = float(q.get("delay", srv.latency))
@@ -335,6 +337,7 @@ class ImageServer:
         bomb_png()  # built once per process (0.5 s) so that the first request for it is not slow
         self.hits: collections.Counter = collections.Counter()
         self.targets: list[str] = []
+        self.authorizations: list[str | None] = []
         self.issued: set[str] = set()
         self.lock = threading.Lock()
         self._httpd = _Server((host, port), _Handler)

@@ -1,7 +1,7 @@
-"""Signed and keyed image URLs (``?token=``, ``?key=``, a cloud signature): the server sees the URL exactly as the
-``urls:`` file gives it, on the first run, after a kill -9 and on ``--retry-failed``; the project folder never holds
-the secret; a URL whose secret cannot be read again fails with its own reason and no request; two rows that
-differ only in a secret are not merged silently."""
+"""Signed and keyed image URLs (``?token=``, ``?key=``, a cloud signature, ``user:password@``): the server sees
+the URL exactly as the ``urls:`` file gives it, on the first run, after a kill -9 and on ``--retry-failed``; the
+project folder never holds the secret; a URL whose secret cannot be read again fails with its own reason and no
+request; two rows that differ only in a secret are not merged silently."""
 from __future__ import annotations
 
 import json
@@ -68,6 +68,23 @@ def test_a_signed_url_reaches_the_server_byte_for_byte_and_never_the_project(pro
     tokens = [urllib.parse.parse_qs(urllib.parse.urlsplit(u).query)["token"][0] for u in signed]
     for secret in [*tokens, "canaryKEYvalue123"]:
         assert files_holding(project.root, secret) == []
+
+
+def test_a_password_in_an_image_url_is_sent_as_basic_auth_and_stored_nowhere(project, image_server,  # noqa: F811
+                                                                            tmp_path):
+    """``https://user:password@host/a.jpg`` is fetched the way curl and httpx fetch it (``Authorization: Basic``),
+    read again from the urls: file like any secret; the project keeps ``https://host/a.jpg``."""
+    import base64
+
+    allow(project, image_server)
+    urls = write_urls(tmp_path / "urls.jsonl", [image_server.url("/img/3.jpg").replace("//", "//lab:canaryPW9x@")])
+    cli_run(project.root, "images", "search", "--provider", f"urls:{urls}")
+    cli_run(project.root, "images", "download")
+    (url, status, *_), = candidates(project.root)
+    assert status == "downloaded" and url == image_server.url("/img/3.jpg")
+    assert image_server.authorizations == ["Basic " + base64.b64encode(b"lab:canaryPW9x").decode()]
+    project.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert files_holding(project.root, "canaryPW9x") == []
 
 
 def test_a_redirect_to_a_signed_url_is_followed_as_written(project, image_server, tmp_path):  # noqa: F811

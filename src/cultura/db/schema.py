@@ -426,3 +426,14 @@ def m009_phash_variants(db):
         db.execute("ALTER TABLE images ADD COLUMN phash_variants TEXT")
     db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_variants AFTER UPDATE OF phash_variants ON images "
                "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")
+
+
+@core()
+def m010_hashes_of_the_displayed_picture(db):
+    """The perceptual hashes became those of the picture a browser shows (cultura/pixels.py: EXIF orientation
+    applied, 16-bit grey scaled to 8 bits instead of clipped white, transparency over white). Hashes stored
+    before are cleared, so the next dedup hashes every image again (chunk by chunk: an interrupted run
+    resumes) and stores its displayed width x height with them; old and new hashes are never compared."""
+    db.execute("UPDATE images SET phash = NULL, dhash = NULL, phash_centre = NULL, phash_variants = NULL "
+               "WHERE phash IS NOT NULL OR dhash IS NOT NULL OR phash_centre IS NOT NULL "
+               "OR phash_variants IS NOT NULL")

@@ -14,11 +14,13 @@ from click.testing import CliRunner
 from PIL import Image, ImageCms, features
 
 from cultura import pixels
+from cultura.annotate.push import check_image_urls
 from cultura.cli import cli
 from cultura.curate.dedup import dedup_images
 from cultura.curate.importers import store_image
 from cultura.curate import sniff
 from cultura.curate.sniff import sniff_image
+from cultura.errors import CulturaError
 from cultura.models.embedders import embed_images_cached, get_embedder
 from cultura.project import Project, init_project
 from cultura.view.server import resolve
@@ -299,3 +301,12 @@ def test_a_vision_model_gets_a_format_it_takes_and_the_upright_picture(tmp_path,
     assert pixels.browser_bytes(tmp_path / "d.jpg", formats=pixels.MODEL_FORMATS, plain=True) == (plain, "image/jpeg")
     assert pixels.browser_bytes(tmp_path / "a.jpg")[0] == (tmp_path / "a.jpg").read_bytes()  # browsers turn it
 
+
+# ------------------------------------------------------------------------------------------ annotation
+def test_push_without_the_image_server_refuses_formats_browsers_do_not_draw():
+    items = [{"payload": {"path": "blobs/ab/x.tif", "url": "https://example.org/x.tif"}},
+             {"payload": {"path": "blobs/cd/y.jpg", "url": "https://example.org/y.jpg"}}]
+    with pytest.raises(CulturaError, match=r"1 of 2 .*'blobs/ab/x.tif'.*serve-images"):
+        check_image_urls(items, None)
+    check_image_urls(items, "http://127.0.0.1:8081")  # the image server converts it
+    check_image_urls(items[1:], None)

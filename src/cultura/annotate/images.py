@@ -4,13 +4,17 @@ A small threaded HTTP server on 127.0.0.1 that answers only ``GET/HEAD /blobs/ab
 that exist under ``blobs/``; everything else is 404. Task data then points at
 ``http://127.0.0.1:PORT/blobs/...`` (set ``annotate.image_base_url`` or pass ``--image-base`` to push).
 
+Every format the downloader accepts is shown: a format every browser draws (JPEG, PNG, GIF, WebP, BMP) is
+served as stored, the others (TIFF, AVIF) converted on the fly to the picture a browser would show
+(:func:`cultura.pixels.browser_bytes`: JPEG, or PNG when it has transparency).
+
 CORS: the blobs are public to whoever reaches the port, so any page may read them anonymously
 (``Access-Control-Allow-Origin: *``); credentialed requests are answered only for the trusted origins (the
 project's Label Studio and loopback origins), never by reflecting an arbitrary ``Origin``.
 """
 from __future__ import annotations
 
-import mimetypes
+import functools
 import re
 import threading
 import urllib.parse
@@ -18,7 +22,37 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-BLOB_RE = re.compile(r"^/blobs/([0-9a-f]{2})/([0-9a-f]{64})\.(jpg|jpeg|png|webp|gif|bmp|tiff)$")
+from PIL import Image
+
+from .. import pixels
+from ..db.blobs import EXTENSIONS
+
+#: Blob extensions (:data:`cultura.db.blobs.EXTENSIONS`) of the allowed formats, and ``jpeg``/``tiff`` spellings.
+SUFFIX_FORMAT = {**{EXTENSIONS[f.lower()]: f for f in pixels.ALLOWED_FORMATS}, "jpeg": "JPEG", "tiff": "TIFF"}
+BLOB_RE = re.compile(r"^/blobs/([0-9a-f]{2})/([0-9a-f]{64})\.(" + "|".join(sorted(SUFFIX_FORMAT)) + r")$")
+
+
+@functools.lru_cache(maxsize=64)
+def _converted(path: Path) -> tuple[bytes, str]:
+    """A converted blob, kept: a blob never changes (its name is its content hash) and the editor asks
+    again for the image of each task it shows."""
+    return pixels.browser_bytes(path)
+
+
+def drawn_by_browsers(path: str) -> bool:
+    """Whether browsers draw the blob at ``path`` (``blobs/ab/<sha256>.<ext>``) as stored: False for the
+    formats this server converts (TIFF, AVIF)."""
+    fmt = SUFFIX_FORMAT.get(str(path).rsplit(".", 1)[-1].lower())
+    return fmt is None or fmt in pixels.BROWSER_FORMATS
+
+
+def blob_response(path: Path) -> tuple[bytes, str]:
+    """``(body, content type)`` served for the blob file ``path``: as stored for a format browsers draw,
+    else converted (:func:`cultura.pixels.browser_bytes`)."""
+    fmt = SUFFIX_FORMAT.get(path.suffix.lstrip(".").lower())
+    if fmt in pixels.BROWSER_FORMATS:
+        return path.read_bytes(), pixels.MIME[fmt]
+    return _converted(path)
 
 
 class BlobHandler(BaseHTTPRequestHandler):
@@ -41,9 +75,13 @@ class BlobHandler(BaseHTTPRequestHandler):
         if p is None:
             self.send_error(404)
             return
-        data = p.read_bytes()
+        try:
+            data, ctype = blob_response(p)
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+            self.send_error(500, f"the blob cannot be decoded ({type(e).__name__})")
+            return
         self.send_response(200)
-        self.send_header("Content-Type", mimetypes.guess_type(p.name)[0] or "application/octet-stream")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "public, max-age=31536000, immutable")
         self._cors()

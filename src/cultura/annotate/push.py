@@ -28,6 +28,7 @@ from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
 from .annotators import get_annotators
+from .images import drawn_by_browsers
 from .items import browser_loadable, build_items, image_url, task_data
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
 from .server import Connection, LabelStudioError, connect, unreachable
@@ -340,6 +341,12 @@ def check_image_urls(items: list[dict], image_base: str | None) -> None:
         raise CulturaError(f"{len(bad)} of {len(members)} task images would have a URL annotators' browsers "
                            f"cannot load (e.g. {bad[0] or '(none)'!r}: images from a local folder or an import "
                            f"have no web address). {IMAGE_URL_HINT}")
+    # without the image server a task links to the web original, which browsers do not draw for TIFF or AVIF
+    undrawn = [m["path"] for m in members if image_base is None and not drawn_by_browsers(m["path"])]
+    if undrawn:
+        raise CulturaError(f"{len(undrawn)} of {len(members)} task images are stored in a format browsers do not "
+                           f"draw (e.g. {undrawn[0]!r}); 'cultura annotate serve-images' converts them. "
+                           f"{IMAGE_URL_HINT}")
 
 
 def check_image_base(image_base: str | None) -> None:

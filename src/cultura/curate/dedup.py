@@ -344,8 +344,9 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
                   executor: str = "local") -> dict:
     """Compute and store the hashes of the images that lack any of them (pHash, dHash, centre pHash, pHash
     variants: an image hashed before a hash was added is hashed again, all its hashes from one decode, so
-    an upgrade re-hashes step by step and an interrupted run resumes); an unreadable blob gets an
-    ``unreadable`` flag (skipped by later runs until that flag is resolved). Returns counts.
+    an upgrade re-hashes step by step and an interrupted run resumes) and their displayed width and height;
+    an unreadable blob gets an ``unreadable`` flag (skipped by later runs until that flag is resolved).
+    Returns counts.
 
     ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
     missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants)
@@ -369,11 +370,14 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
             res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
             ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
             pv = hashing.variants_to_hex(res.phash_variants)
+            size = res.sizes.tolist()
             ts = now()
             with writes():
-                ok = [(ph[k], dh[k], pc[k], pv[k], inv.sha[i]) for k, i in enumerate(part) if k not in res.errors]
-                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ?, phash_variants = ? "
-                                    "WHERE sha256 = ?", ok)
+                # the size too: a row written before sizes were the displayed ones gets its displayed size
+                ok = [(ph[k], dh[k], pc[k], pv[k], *size[k], inv.sha[i]) for k, i in enumerate(part)
+                      if k not in res.errors]
+                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ?, phash_variants = ?, "
+                                    "width = ?, height = ? WHERE sha256 = ?", ok)
                 db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
                     "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
@@ -386,6 +390,7 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
                 else:
                     inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
                     inv.phash_variants[i] = res.phash_variants[k]
+                    inv.pixels[i] = size[k][0] * size[k][1]
                     inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = inv.has_phash_variants[i] = True
             done += len(part) - len(res.errors)
             failed += len(res.errors)

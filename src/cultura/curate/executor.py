@@ -37,7 +37,7 @@ class _HashActor:
         res = hashing.hash_images(paths, workers=1)
         errors = [res.errors.get(k, "") for k in range(len(paths))]
         return {"i": np.asarray(idx, dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
-                "phash_centre": res.phash_centre, "phash_variants": res.phash_variants,
+                "phash_centre": res.phash_centre, "phash_variants": res.phash_variants, "sizes": res.sizes,
                 "error": np.array(errors, dtype=object)}
 
 
@@ -61,6 +61,7 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
     dh = np.zeros(n, dtype=np.uint64)
     pc = np.zeros(n, dtype=np.uint64)
     pv = np.zeros((n, len(hashing.VARIANTS)), dtype=np.uint64)
+    sizes = np.zeros((n, 2), dtype=np.int64)
     errors: dict[int, str] = {}
     for batch in ray_map(groups, _HashActor, executor=ex):
         i = np.asarray(batch["i"], dtype=np.int64)
@@ -68,10 +69,11 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
         dh[i] = np.asarray(batch["dhash"]).astype(np.uint64)
         pc[i] = np.asarray(batch["phash_centre"]).astype(np.uint64)
         pv[i] = np.asarray(list(batch["phash_variants"])).astype(np.uint64).reshape(len(i), -1)
+        sizes[i] = np.asarray(list(batch["sizes"])).astype(np.int64).reshape(len(i), 2)
         for k, err in zip(i.tolist(), batch["error"].tolist()):
             if err:
                 errors[k] = str(err)
-    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc, pv)
+    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc, pv, sizes)
 
 
 __all__ = ["EXECUTORS", "hash_paths", "ray_init"]

@@ -9,7 +9,9 @@ Hashes
     first box-reduces by an integer factor (``reducing_gap=REDUCING_GAP``). On an image small enough that
     neither applies the values equal imagehash's bit for bit (tested); on large images they differ from
     imagehash's by a bit or two, and always the same way, since every stored hash comes from this module
-    (``HASH_VERSION`` names the definition and goes into each dedup run's parameters). Decoding runs in a
+    (``HASH_VERSION`` names the definition and goes into each dedup run's parameters). The grey levels are
+    those of the picture a browser shows (:mod:`cultura.pixels`: EXIF orientation applied, 16-bit scaled to
+    8, transparency over white), so a copy that looks the same hashes the same. Decoding runs in a
     thread pool (Pillow releases the GIL while decoding and resizing); the DCT is done for the whole batch.
 
 Search
@@ -27,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from .. import pixels
 from ..lazy import lazy
 from . import invariance, lanczos
 from .hash_search import (  # noqa: F401 - re-exported: the search API is reached through this module too
@@ -46,7 +49,7 @@ fftpack = lazy("scipy.fftpack")  # imported on first use (start-up)
 #: JPEGs are decoded at a reduced scale that keeps at least this many pixels a side.
 DRAFT_SIZE = 64
 #: Names the hash definition; stored in dedup run parameters so a change of definition is a new run.
-HASH_VERSION = f"imagehash-4.3/draft{DRAFT_SIZE}/gap3/{invariance.VERSION}"
+HASH_VERSION = f"imagehash-4.3/draft{DRAFT_SIZE}/gap3/{invariance.VERSION}/{pixels.VERSION}"
 #: Pillow's ``reducing_gap`` for the resizes (:mod:`cultura.curate.lanczos`).
 REDUCING_GAP = lanczos.REDUCING_GAP
 #: The centre pHash is the pHash of the content box with this share of each side's length cut off: a copy
@@ -67,13 +70,15 @@ class HashResult:
 
     ``phash_centre``: the pHash of the content box's centre (:data:`CENTRE_CROP` cut off each side);
     ``phash_variants``: ``(n, len(VARIANTS))`` uint64, the mirror pHash and the 10 % centre pHash
-    (:mod:`cultura.curate.invariance`); all from the same decode."""
+    (:mod:`cultura.curate.invariance`); ``sizes``: ``(n, 2)`` int64, the displayed width and height (EXIF
+    orientation applied; 0 for failed inputs); all from the same decode."""
 
     phash: np.ndarray
     dhash: np.ndarray
     errors: dict[int, str] = field(default_factory=dict)
     phash_centre: np.ndarray | None = None
     phash_variants: np.ndarray | None = None
+    sizes: np.ndarray | None = None
 
     @property
     def ok(self) -> np.ndarray:
@@ -90,15 +95,19 @@ class HashResult:
         return np.column_stack([self.phash, pc, pv]).astype(np.uint64)
 
 
-def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one image (path, bytes or PIL image) to its thumbnails (:func:`thumbnails`)."""
+def _load_small(item: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+    """Decode one image (path, bytes or PIL image) to its thumbnails (:func:`thumbnails`) and its displayed
+    size."""
 
     if isinstance(item, Image.Image):
-        return thumbnails(item.convert("L"))
+        grey = pixels.displayed(item, "L")
+        return (*thumbnails(grey), grey.size)
     src = item if isinstance(item, (str, Path)) else _as_file(item)
     with Image.open(src) as im:
+        stored = im.size  # before the draft shrinks it
         prepare_decode(im)
-        return thumbnails(im.convert("L"))  # convert loads the (drafted) image
+        grey = pixels.displayed(im, "L")  # loads the (drafted) image
+        return (*thumbnails(grey), pixels.displayed_size(stored, pixels.orientation(im)))
 
 
 def prepare_decode(im) -> None:
@@ -137,7 +146,7 @@ def phash_views(thumbs: np.ndarray) -> np.ndarray:
 def hashes_of_decoded(im) -> tuple[str, str, str, str]:
     """``(phash, dhash, phash_centre, phash_variants)`` as hex strings of an image decoded after
     :func:`prepare_decode` (equal to what :func:`hash_images` gives for the same bytes)."""
-    p, d = thumbnails(im if im.mode == "L" else im.convert("L"))
+    p, d = thumbnails(pixels.displayed(im, "L"))
     v = phash_views(p[None])[0]
     return (to_hex(v[:1])[0], to_hex(dhash_from_thumbs(d[None]))[0], to_hex(v[1:2])[0],
             variants_to_hex(v[None, 2:])[0])
@@ -196,6 +205,7 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     dh = np.zeros(n, dtype=np.uint64)
     pc = np.zeros(n, dtype=np.uint64)
     pv = np.zeros((n, len(VARIANTS)), dtype=np.uint64)
+    sizes = np.zeros((n, 2), dtype=np.int64)
     errors: dict[int, str] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, n, chunk):
@@ -210,9 +220,10 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                 views = phash_views(np.stack([results[i][0][0] for i in good]))
                 ph[idx], pc[idx], pv[idx] = views[:, 0], views[:, 1], views[:, 2:]
                 dh[idx] = dhash_from_thumbs(np.stack([results[i][0][1] for i in good]))
+                sizes[idx] = [results[i][0][2] for i in good]
             if progress is not None:
                 progress(len(part))
-    return HashResult(ph, dh, errors, pc, pv)
+    return HashResult(ph, dh, errors, pc, pv, sizes)
 
 
 def compute_hashes(paths_or_images: Iterable[Any], *,

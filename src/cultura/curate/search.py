@@ -23,6 +23,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from .. import pixels
 from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
@@ -35,7 +36,8 @@ from .exact_urls import record_sources
 if TYPE_CHECKING:
     from ..project import Project
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif"}
+#: The file suffixes ``folder:`` takes: those of every format the downloader accepts (:mod:`cultura.pixels`).
+IMAGE_SUFFIXES = frozenset(pixels.SUFFIXES)
 
 ProviderFactory = Callable[[str | None], "Provider"]
 _PROVIDERS: dict[str, ProviderFactory] = {}
@@ -466,7 +468,8 @@ class UrlsProvider(Provider):
 
 
 class FolderProvider(Provider):
-    """``folder:DIR``: local images laid out ``DIR/<COUNTRY>/<concept>/*.{jpg,jpeg,png,webp,gif}``."""
+    """``folder:DIR``: local images laid out ``DIR/<COUNTRY>/<concept>/*.<suffix>``, each suffix of
+    :data:`IMAGE_SUFFIXES` (JPEG, PNG, GIF, WebP, BMP, TIFF, AVIF)."""
 
     name = "folder"
 

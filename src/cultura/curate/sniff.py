@@ -2,10 +2,12 @@
 
 Content is trusted from its bytes, never from ``Content-Type``: :func:`sniff_image` opens the bytes with
 Pillow restricted to :data:`ALLOWED_FORMATS` (no exotic decoder ever sees web data) and refuses HTML, SVG,
-non-images, truncated or corrupt files, decompression bombs (more than ``max_pixels``), images whose
-shorter side is below ``min_side`` or whose aspect ratio is extreme, each with a reason of
+non-images, truncated or corrupt files (a file that starts like an allowed format but cannot be read is
+``corrupt``, "damaged PNG: …", never "not an image"), decompression bombs (more than ``max_pixels``), images
+whose shorter side is below ``min_side`` or whose aspect ratio is extreme, each with a reason of
 :data:`cultura.curate.download.REASONS`. The one decode also gives the perceptual hashes
-(:func:`cultura.curate.hashing.hashes_of_decoded`) and the SHA-256. It is CPU work: the downloader runs it
+(:func:`cultura.curate.hashing.hashes_of_decoded`), the displayed size (EXIF orientation applied:
+:mod:`cultura.pixels`) and the SHA-256. It is CPU work: the downloader runs it
 in a thread, or in a process pool (:func:`decode_pool`) for large downloads on machines with cores to spare.
 """
 from __future__ import annotations
@@ -22,10 +24,12 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
+from .. import pixels
 from . import hashing
 
-#: Pillow formats accepted (others are never tried: no EPS/ghostscript, no exotic decoders on web data).
-ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "AVIF")
+#: Pillow formats accepted (others are never tried: no EPS/ghostscript, no exotic decoders on web data):
+#: :data:`cultura.pixels.ALLOWED_FORMATS`, AVIF where this Pillow decodes it.
+ALLOWED_FORMATS = pixels.ALLOWED_FORMATS
 
 #: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
 #: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
@@ -40,7 +44,7 @@ _HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<t
 class ImageInfo:
     """What sniffing learnt about valid image bytes."""
     format: str      # Pillow format, lower case ("jpeg", "png", …)
-    width: int
+    width: int       # as displayed: EXIF orientation applied
     height: int
     sha256: str
     phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
@@ -130,10 +134,15 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("svg", f"not a raster image (served as {ctype})", nbytes=n) from None
         if "html" in ctype:
             raise _Failure("html", f"not an image (served as {ctype})", nbytes=n) from None
-        raise _Failure("not_image", "not an image in an allowed format "
+        damaged = pixels.damage(data)  # an allowed format, damaged: not "not an image"
+        if damaged is not None:
+            raise _Failure("corrupt", damaged, nbytes=n) from None
+        raise _Failure("not_image", pixels.undecodable(data) or "not an image in an allowed format "
                        f"({', '.join(ALLOWED_FORMATS)})", nbytes=n) from None
     except (EOFError, OSError, SyntaxError, ValueError) as e:
+        fmt = pixels.signature_format(data)
         raise _Failure("truncated" if isinstance(e, EOFError) else "corrupt",
+                       f"damaged {fmt}: cannot read the image header: {e}" if fmt else
                        f"cannot read the image header: {e}", nbytes=n) from None
     with im:
         fmt = (im.format or "").lower()
@@ -152,9 +161,12 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("too_many_pixels", str(e), nbytes=n) from None
         except (EOFError, OSError) as e:
             truncated = isinstance(e, EOFError) or "truncated" in str(e).lower()
-            raise _Failure("truncated" if truncated else "corrupt", f"{fmt} decode failed: {e}", nbytes=n) from None
+            raise _Failure("truncated" if truncated else "corrupt", f"damaged {fmt.upper()}: decode failed: {e}",
+                           nbytes=n) from None
         except Exception as e:  # Pillow raises many types on malformed data: this is a data verdict
-            raise _Failure("corrupt", f"{fmt} decode failed: {type(e).__name__}: {e}", nbytes=n) from None
+            raise _Failure("corrupt", f"damaged {fmt.upper()}: decode failed: {type(e).__name__}: {e}",
+                           nbytes=n) from None
+        w, h = pixels.displayed_size((w, h), pixels.orientation(im))  # read after the pixel checks: may decode
         try:
             hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
         except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field
 
+from .. import pixels
 from ..db import dumps, finish_run, now, start_run, transaction
 from .blobs import check_blobs
 from .images import image_files
@@ -53,9 +54,9 @@ def _mark(db, sha, source, status, error=None, raw=None):
 
 
 def _data_url(project: Project, row) -> str:
-    data = (project.root / row["path"]).read_bytes()
-    mime = {"jpeg": "image/jpeg", "jpg": "image/jpeg", "png": "image/png", "webp": "image/webp",
-            "gif": "image/gif"}.get(str(row["format"]).lower(), "application/octet-stream")
+    """The image as the model should see it: the picture a browser shows, in a format vision APIs take (a
+    TIFF, an AVIF, an EXIF-turned, 16-bit or transparent image is sent converted)."""
+    data, mime = pixels.browser_bytes(project.root / row["path"], formats=pixels.MODEL_FORMATS, plain=True)
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
@@ -77,9 +78,16 @@ def tag_with_llm(project: Project, *, model: str | None = None, retry_failed: bo
     run = start_run(db, "images.tag", {"method": "llm", "model": llm.model})
     done = failed = n_tags = 0
     for row in track(todo, "tagging", progress=progress):
+        try:
+            url = _data_url(project, row)
+        except (OSError, ValueError, SyntaxError) as e:  # a damaged blob is that image's failure, not the run's
+            with transaction(db):
+                _mark(db, row["sha256"], source, "failed", error=f"unreadable image ({type(e).__name__}: {e})")
+            failed += 1
+            continue
         messages = [{"role": "user", "content": [
             {"type": "text", "text": prompt},
-            {"type": "image_url", "image_url": {"url": _data_url(project, row)}}]}]
+            {"type": "image_url", "image_url": {"url": url}}]}]
         obj, call_id = llm.json_call(stage="images.tag", schema=TagReply, messages=messages, run_id=run)
         with transaction(db):
             if obj is None:

@@ -441,3 +441,14 @@ def m010_candidate_url_sources(db):
             updated_at TEXT NOT NULL
         );
     """)
+
+
+@core()
+def m011_hashes_of_the_displayed_picture(db):
+    """The perceptual hashes became those of the picture a browser shows (cultura/pixels.py: EXIF orientation
+    applied, 16-bit grey scaled to 8 bits instead of clipped white, transparency over white). Hashes stored
+    before are cleared, so the next dedup hashes every image again (chunk by chunk: an interrupted run
+    resumes) and stores its displayed width x height with them; old and new hashes are never compared."""
+    db.execute("UPDATE images SET phash = NULL, dhash = NULL, phash_centre = NULL, phash_variants = NULL "
+               "WHERE phash IS NOT NULL OR dhash IS NOT NULL OR phash_centre IS NOT NULL "
+               "OR phash_variants IS NOT NULL")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from PIL import Image
+from .. import pixels
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -410,12 +410,11 @@ def image_uri(path: str | Path, *, max_side: int = 160) -> str | None:
     """A stored image as a small JPEG data URI (None when it cannot be read)."""
 
     try:
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            im.thumbnail((max_side, max_side))
-            buf = io.BytesIO()
-            im.save(buf, format="JPEG", quality=80)
-    except (OSError, ValueError):
+        im = pixels.open_displayed(path, "RGB")  # the picture a browser shows
+        im.thumbnail((max_side, max_side))
+        buf = io.BytesIO()
+        im.save(buf, format="JPEG", quality=80)
+    except (OSError, ValueError, SyntaxError):
         return None
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 

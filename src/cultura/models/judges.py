@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from PIL import Image
 
+from .. import pixels
 from ..errors import CulturaError, unknown
 from ..redact import scrub
 from .embedders.base import safe_image
@@ -200,11 +200,10 @@ class RelevanceJudge:
 def image_data_url(path: str, *, max_side: int = 768) -> str:
     """A JPEG data URL of the image (longest side at most ``max_side``)."""
 
-    with Image.open(path) as im:
-        im = safe_image(im).convert("RGB")  # a thin strip is cropped before the RGB copy
-        im.thumbnail((max_side, max_side))
-        buf = io.BytesIO()
-        im.save(buf, format="JPEG", quality=85)
+    im = safe_image(pixels.open_displayed(path, "RGB"))  # the picture a browser shows, a thin strip cropped
+    im.thumbnail((max_side, max_side))
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", quality=85)
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 
 

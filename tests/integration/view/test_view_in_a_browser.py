@@ -3,6 +3,7 @@ and every page loads in headless Chromium."""
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import re
@@ -13,12 +14,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image, features
 
 import cultura
 from cultura.benchmark.export import collect
+from cultura.curate.importers import store_image
 from cultura.view.links import anchor
 from cultura.view.server import resolve, serve_in_thread
+from cultura.view.site import build_view
+from cultura.view.thumbs import thumb_rel
+from tests.fakes import real_photos
 from tests.unit.view.test_view import _pages, photo_project  # noqa: F401 - shared with the unit tests
 
 
@@ -56,6 +63,39 @@ def test_the_server_binds_loopback_and_serves_only_the_view(photo_project):
         httpd.shutdown()
         httpd.server_close()
         (view / "link.html").unlink()
+
+
+def test_the_served_view_shows_tiff_and_avif_images_upright_as_jpeg(project):
+    """The view's image route (``thumbs/``) answers a TIFF blob, an EXIF-turned TIFF and an AVIF one (where
+    this Pillow decodes AVIF) with a JPEG thumbnail of the picture a browser shows."""
+    chelsea = real_photos.photos()["chelsea"]                          # 451 x 300
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    blobs = [_encoded(chelsea, "TIFF"), _encoded(chelsea.transpose(Image.Transpose.ROTATE_90), "TIFF",
+                                                 exif=exif.tobytes())]
+    if features.check("avif"):
+        blobs.append(_encoded(chelsea, "AVIF", quality=90))
+    shas = [store_image(project, data) for data in blobs]
+    build_view(project)
+    httpd, base = serve_in_thread(project.reports / "view")
+    try:
+        for sha in shas:
+            with urllib.request.urlopen(base + thumb_rel(sha), timeout=30) as r:
+                assert r.headers["Content-Type"] == "image/jpeg"
+                body = r.read()
+            with Image.open(io.BytesIO(body)) as im:
+                assert im.format == "JPEG" and im.size == (192, 128), im.size
+                want = np.asarray(chelsea.resize(im.size).convert("L"), dtype=float)
+                assert np.abs(np.asarray(im.convert("L"), dtype=float) - want).mean() < 8
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _encoded(im, fmt, **kw) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
 
 
 def test_cli_serve_binds_loopback_and_answers(photo_project):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 import numpy as np
 from PIL import Image
 
+from ... import pixels
 from ...db import now, transaction
 from ...db.blobs import blob_files
 from ...errors import CulturaError
@@ -209,14 +210,14 @@ def _image_paths(project: Project, shas: list[str], files: ImageFiles | None = N
 
 
 def open_image(path, sha: str):
-    """The image of blob ``path`` (sha256 ``sha``) as the embedders get it: bounded by :func:`safe_image`,
-    RGB (or L), fully loaded."""
+    """The image of blob ``path`` (sha256 ``sha``) as the embedders get it: the picture a browser shows
+    (:mod:`cultura.pixels`), bounded by :func:`safe_image`, RGB (or L), fully loaded."""
     try:
         with Image.open(path) as im:
-            im.load()
-            im = safe_image(im)  # bounded before the RGB copy and any model preprocessing
-            return im.convert("RGB") if im.mode not in ("RGB", "L") else im.copy()
-    except (OSError, ValueError) as e:
+            shown = pixels.displayed(im, pixels.natural_mode(im))
+            bounded = safe_image(shown)  # bounded before any model preprocessing
+            return bounded.copy() if bounded is im else bounded
+    except (OSError, ValueError, SyntaxError) as e:
         raise CulturaError(f"Image {sha} at {path} cannot be read ({e}). Re-run 'cultura images download' to "
                            "restore it, or exclude it before embedding.") from e
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PIL import Image
 
+from .... import pixels
 from ....db import now, transaction
 from ....db.readers import iter_rows
 from ....errors import CulturaError
@@ -228,8 +228,7 @@ def build_kb_index(project: Project, embedder, kb: str = "default", *, with_text
     path_of = dict(zip(keys, paths))
 
     def load(key):
-        with Image.open(path_of[key]) as im:
-            return im.convert("RGB")
+        return pixels.open_displayed(path_of[key], "RGB")  # the picture a browser shows
 
     vecs = (np.asarray(embed_images_cached(project.db, embedder, keys, load=load), dtype=np.float32)
             if keys else np.zeros((0, 1), np.float32))

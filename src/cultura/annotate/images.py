@@ -18,6 +18,8 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from cultura.bounds import PORT
+
 BLOB_RE = re.compile(r"^/blobs/([0-9a-f]{2})/([0-9a-f]{64})\.(jpg|jpeg|png|webp|gif|bmp|tiff)$")
 
 
@@ -107,6 +109,7 @@ def trusted_origin(origin: str, origins=()) -> bool:
 def make_server(blobs: Path, port: int = 0, host: str = "127.0.0.1", *, origins=()) -> ThreadingHTTPServer:
     """A server for ``blobs`` (not started); ``server.server_address[1]`` is the port. ``origins``: URLs of
     the sites allowed to fetch with credentials besides loopback ones (e.g. a shared Label Studio)."""
+    port = PORT.check(port, "port")
     httpd = ThreadingHTTPServer((host, port), partial(BlobHandler, root=Path(blobs).resolve(),
                                                       origins=frozenset(origins)))
     httpd.daemon_threads = True

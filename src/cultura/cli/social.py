@@ -7,7 +7,9 @@ import json
 
 import click
 
+from ..bounds import COUNT, SEED
 from ..evaluate.suites.social.data import (
+    SYNTHETIC_PER_CELL,
     import_portraits,
     inventories,
     make_synthetic_portraits,
@@ -17,7 +19,7 @@ from ..evaluate.suites.social.data import (
 from ..evaluate.suites.social.sampling import sample_balanced
 from ..evaluate.suites.social.translate import translate_inventory
 from ..evaluate.suites.social.validation import translation_validation
-from .console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from .console import bounded, emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 @click.group("social")
@@ -107,9 +109,9 @@ def translate_inventory_cmd(ctx, language, model, sections, overwrite, as_json):
 
 @social.command("synthetic-portraits")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--per-cell", type=click.IntRange(1), default=2, show_default=True,
+@click.option("--per-cell", type=bounded(SYNTHETIC_PER_CELL), default=2, show_default=True,
               help="Images per race × gender cell.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the drawings.")
+@click.option("--seed", type=bounded(SEED), default=0, show_default=True, help="Random seed of the drawings.")
 @json_option
 def synthetic_cmd(directory, per_cell, seed, as_json):
     """Draw a tiny synthetic labelled portrait set (cartoon faces, FairFace layout) to try the audit."""
@@ -124,9 +126,9 @@ def synthetic_cmd(directory, per_cell, seed, as_json):
 @social.command("sample-portraits")
 @click.argument("dataset")
 @click.option("--into", required=True, help="Name of the new, balanced portrait set.")
-@click.option("--per-cell", type=click.IntRange(1), default=None,
+@click.option("--per-cell", type=bounded(COUNT), default=None,
               help="Portraits per gender × race cell (default: the smallest cell's size).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw (reproducible).")
+@click.option("--seed", type=bounded(SEED), default=0, show_default=True, help="Seed of the draw (reproducible).")
 @click.option("--race", "races", multiple=True, help="Only these races (repeatable; default every race).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing set of that name.")
 @json_option

@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..bounds import ROW_ID
 from ..db import now, reap_runs
 from ..errors import CulturaError
 
@@ -231,7 +232,7 @@ def _restore(obj):
 def export_samples(project: Project, run_id: int, path) -> Path:
     """Write one run's samples to ``path``: JSON Lines (``.jsonl``) or Parquet (``.parquet``; nested records
     as one JSON column ``data`` beside ``run_id``, ``idx``, ``kind``)."""
-    path = Path(path)
+    run_id, path = ROW_ID.check(run_id, "run_id"), Path(path)
     if path.suffix not in (".jsonl", ".parquet"):
         raise CulturaError(f"{path.name}: sample logs are written as .jsonl or .parquet; give a file name with "
                            "one of these extensions.", param="path")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..db import dumps, now, owner_token, transaction
+from ..bounds import BATCH_SIZE, COUNT, OutOfRange
 from ..errors import CulturaError
 from ..executor import use_executor
 from ..progress import Progress
@@ -93,8 +94,8 @@ def run_evaluation(project: Project, models, suites="all", *, benchmark: str | N
     ``output_path``: also write the results JSON of this call (and the sample logs) there
     (:func:`results.write_results_document`); the path is in each record's ``extra["results_json"]``.
     """
-    if limit is not None and int(limit) < 1:
-        raise CulturaError(f"limit must be a positive number of items, got {limit}.", param="limit")
+    limit = COUNT.check_optional(limit, "limit")
+    batch_size = BATCH_SIZE.check_optional(batch_size, "batch_size")
     with use_executor(executor or project.config.evaluate.executor, config=project.config):
         records = _run_evaluation(project, models, suites, benchmark=benchmark, batch_size=batch_size,
                                   device=device, options=options, progress=progress, log_samples=log_samples,
@@ -181,9 +182,18 @@ def suite_option_keys(suite_name: str) -> frozenset[str]:
 
 
 def check_options(suites: list[Suite], options: dict | None) -> None:
-    """Refuse options no chosen suite reads, before anything runs (``--option bogus=1`` was accepted silently)."""
+    """Refuse options no chosen suite reads, and numbers outside the range a suite declares for them
+    (:attr:`Suite.options`), before anything runs."""
     if not options:
         return
+    for s in suites:
+        for key, value in _suite_options(options, s.name).items():
+            if key in s.options:
+                try:
+                    s.options[key].check(value, f"Option {key} of suite {s.name}")
+                except OutOfRange as e:
+                    e.param = "options"
+                    raise
     per = {s.name: _suite_options(options, s.name) for s in suites}
     known = {s.name: suite_option_keys(s.name) for s in suites}
     unchecked = {n for n, k in known.items() if not k}

@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..bounds import Bound
 from ..errors import CulturaError
 from ..templates import render_template
 from . import data
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from ..project import Project
 
 PAGE_SIZE = 120
+#: Items per page: a page of more than 100,000 images is no page a browser opens.
+PAGE_SIZES = Bound(1, 100_000)
 ASSETS = ("view.css", "view.js", PLACEHOLDER)
 MANIFEST = "manifest.json"
 
@@ -129,8 +132,7 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
     items, the seconds taken and the path of ``index.html``.
 
     ``overwrite`` remakes every thumbnail (pages are always compared byte for byte)."""
-    if page_size < 1:
-        raise CulturaError(f"page_size must be at least 1, not {page_size}.", param="page_size")
+    page_size = PAGE_SIZES.check(page_size, "page_size")
     t0 = time.perf_counter()
     out = view_dir(project)
     out.mkdir(parents=True, exist_ok=True)

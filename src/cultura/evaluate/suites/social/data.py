@@ -45,6 +45,7 @@ from ....annotate.decisions import decided_values
 from ....curate.images import ok_images
 from ....curate.importers import read_table, store_image
 from ....db import now, transaction
+from ....bounds import SEED, Bound
 from ....errors import CulturaError, unknown
 from .schema import social
 
@@ -460,6 +461,10 @@ def load_portraits(project: Project, dataset: str) -> list[dict]:
 
 # ---------------------------------------------------------------- synthetic portraits (tests and demo)
 
+#: Drawn portraits per race × gender cell of a synthetic set (a demo: thousands at most).
+SYNTHETIC_PER_CELL = Bound(1, 10_000)
+
+
 def make_synthetic_portraits(directory, *, per_cell: int = 2, races=("White", "Black", "East_Asian", "Indian"),
                              genders=("Male", "Female"), seed: int = 0, size: int = 32) -> Path:
     """Write a tiny **synthetic** labelled portrait set (cartoon faces drawn with Pillow — not real people,
@@ -469,8 +474,7 @@ def make_synthetic_portraits(directory, *, per_cell: int = 2, races=("White", "B
     index in ``races`` — so planted-bias test embedders can read the label back. Colours are random, never
     tied to the race label.
     """
-
-
+    per_cell, seed = SYNTHETIC_PER_CELL.check(per_cell, "per_cell"), SEED.check(seed, "seed")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

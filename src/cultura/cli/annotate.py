@@ -22,7 +22,7 @@ from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
 from ..evaluate.suites.attribution.priority import ordering
 from ..bounds import PORT, PROBABILITY, SEED
-from .console import bounded, emit_json, json_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
+from .console import bounded, emit_json, json_option, overwrite_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
 
 
 @click.group()
@@ -354,12 +354,13 @@ def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="File to write: .csv or .parquet.")
 @click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@overwrite_option
 @json_option
 @pass_ctx
-def export_labels_cmd(ctx, out, campaign, as_json):
+def export_labels_cmd(ctx, out, campaign, overwrite, as_json):
     """Write the raw labels as a (task, worker, label, value, time, gold, campaign) table in crowd-kit's column
     names: one row per item and annotator (their current answer), for any aggregation tool."""
-    summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign), as_json)
+    summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign, overwrite=overwrite), as_json)
 
 
 @annotate.command("import-labels")

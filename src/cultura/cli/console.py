@@ -120,6 +120,13 @@ def bounded(bound: Bound) -> click.ParamType:
     return BoundedInt(bound) if bound.kind is int else BoundedFloat(bound)
 
 
+def overwrite_option(f):
+    """Add ``--overwrite``: replace the output file(s) the command writes where they exist (without it, an
+    existing file is refused with one sentence and nothing is written)."""
+    return click.option("--overwrite", is_flag=True,
+                        help="Replace the output file if it exists (default: refuse to touch it).")(f)
+
+
 def json_option(f):
     """Add ``--json``: print machine-readable output instead of tables (errors too)."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
@@ -276,6 +283,6 @@ def stage_hint(ctx: Ctx, stage: str, as_json: bool, when: bool = True) -> bool:
     return bool(hint)
 
 
-__all__ = ["Ctx", "pass_ctx", "bounded", "json_option", "executor_option", "option", "model_option", "AliasedOption",
+__all__ = ["Ctx", "pass_ctx", "bounded", "overwrite_option", "json_option", "executor_option", "option", "model_option", "AliasedOption",
            "emit_json", "serve_until_interrupted", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError", "stage_hint", "csv_list"]

@@ -16,7 +16,7 @@ from ..evaluate.runner import load_results, records_table, results_json, run_eva
 from ..evaluate.suites import load_suites
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
-from .console import bounded, emit_json, executor_option, json_option, listing, out, pass_ctx, summary, table
+from .console import bounded, emit_json, executor_option, json_option, overwrite_option, listing, out, pass_ctx, summary, table
 
 
 def _parse_options(pairs) -> dict:
@@ -83,16 +83,19 @@ def evaluate():
 @click.option("--output-path", type=click.Path(), default=None, metavar="PATH",
               help="Also write the results JSON of this run (versions, options, model and benchmark identity, "
                    "results) and the sample logs to PATH (a folder, or a .json file).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the files of --output-path if they exist (default: refuse, before anything runs).")
 @executor_option("evaluate")
 @json_option
 @pass_ctx
 def run_cmd(ctx, models, suites, benchmark, batch_size, device, options, log_samples, limit, output_path,
-            executor, as_json):
+            overwrite, executor, as_json):
     """Run suites over one or more models and store self-describing results (DB and JSON)."""
 
     recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
                           device=device, options=_options_for_runner(_parse_options(options)),
-                          executor=executor, log_samples=log_samples, limit=limit, output_path=output_path)
+                          executor=executor, log_samples=log_samples, limit=limit, output_path=output_path,
+                          overwrite=overwrite)
     rows = records_table(recs)
     for r, rec in zip(rows, recs):
         r["n_samples"] = rec.extra.get("n_samples")
@@ -136,24 +139,27 @@ def results_cmd(ctx, suite, model, all_runs, as_json):
 @click.option("--suite", "suites", multiple=True, help="Only this suite; repeatable. Default: every suite.")
 @click.option("--benchmark", "benchmarks", multiple=True, metavar="NAME[@VERSION]",
               help="Only results on this benchmark; repeatable. Default: every benchmark.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT_HTML (and OUT.md) if they exist (default: refuse; "
+                                                "the default report in reports/ is always rewritten).")
 @json_option
 @pass_ctx
-def report_cmd(ctx, out_html, models, suites, benchmarks, as_json):
+def report_cmd(ctx, out_html, models, suites, benchmarks, overwrite, as_json):
     """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
 
     paths = write_report(ctx.project, out_html, models=list(models) or None, suites=list(suites) or None,
-                         benchmarks=list(benchmarks) or None)
+                         benchmarks=list(benchmarks) or None, overwrite=overwrite)
     summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
 
 @evaluate.command("samples")
 @click.argument("run_id", type=bounded(ROW_ID))
 @click.argument("output", type=click.Path(dir_okay=False))
+@overwrite_option
 @json_option
 @pass_ctx
-def samples_cmd(ctx, run_id, output, as_json):
+def samples_cmd(ctx, run_id, output, overwrite, as_json):
     """Export the per-sample log of run RUN_ID to OUTPUT (.jsonl or .parquet) for re-scoring."""
 
-    path = export_samples(ctx.project, run_id, output)
+    path = export_samples(ctx.project, run_id, output, overwrite=overwrite)
     summary("Samples written", {"run": run_id, "path": str(path)}, as_json)
 
 

@@ -21,14 +21,13 @@ missing thumbnails and rewrites only the pages whose bytes changed; pages no lon
 from __future__ import annotations
 
 import json
-import os
 import time
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..bounds import Bound
-from ..errors import CulturaError
+from ..files import sweep_temp, write_atomic
 from ..templates import render_template
 from . import data
 from .links import anchor
@@ -54,9 +53,7 @@ def _write(path: Path, text: str, stats: dict) -> None:
     if path.exists() and path.stat().st_size == len(raw) and path.read_bytes() == raw:
         stats["pages_unchanged"] += 1
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(raw)
-    os.replace(tmp, path)
+    write_atomic(path, raw, sweep=False)  # build_view swept the folder once
     stats["pages_written"] += 1
 
 
@@ -136,6 +133,7 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
     t0 = time.perf_counter()
     out = view_dir(project)
     out.mkdir(parents=True, exist_ok=True)
+    sweep_temp(out, recursive=True)  # a run killed mid-write (or an older cultura's failed write) left these
     site = _Site(project, out, page_size)
     db = project.db
     st = site.stats

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
+from ..files import write_atomic
+
 #: The longest side of a thumbnail, in pixels.
 SIZE = 192
 QUALITY = 82
@@ -38,10 +40,8 @@ def make_thumbnail(src: Path, dest: Path, size: int = SIZE) -> None:
             bg.paste(im, mask=im.getchannel("A"))
             im = bg
         im.thumbnail((size, size), Image.Resampling.BICUBIC, reducing_gap=2.0)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        im.save(tmp, "JPEG", quality=QUALITY, optimize=False)
-    os.replace(tmp, dest)
+        # build_view sweeps the folder once; a sweep per thumbnail would list its folder thousands of times
+        write_atomic(dest, writer=lambda tmp: im.save(tmp, "JPEG", quality=QUALITY, optimize=False), sweep=False)
 
 
 def ensure_thumbnails(root: Path, items: list[tuple[str, Path]], *, overwrite: bool = False,

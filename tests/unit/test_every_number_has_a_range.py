@@ -180,6 +180,7 @@ def test_the_python_api_refuses_the_same_numbers_in_words(project):
         (lambda: p.benchmarks.build("association", min_relevance=float("nan"), allow_unreviewed=True),
          "min_relevance"),
         (lambda: p.images.failures(limit=10**20), "limit"),
+        (lambda: p.images.download(limit=10**20), "limit"),
         (lambda: p.evaluate.export_samples(2**63, project.root / "s.jsonl"), "run_id"),
         (lambda: p.evaluate.run("fake", "association", options={"n_resamples": 10**12}), "options"),
         (lambda: p.view.build(page_size=0), "page_size"),

@@ -15,6 +15,12 @@ this process, where it is cheaper than starting actors). ``RAY_ADDRESS`` connect
 (without it a local Ray is started on this machine). On a cluster every node needs cultura and the models'
 weights, and the project's blobs at the same path (a shared filesystem).
 
+Joining a cluster is checked first, in a few seconds (:func:`check_ray_cluster`): an address where nothing
+listens, something that is no Ray cluster, or a cluster that refuses this process's authentication token (Ray
+turns token authentication on by default; with ``RAY_ADDRESS`` set, Ray sends a token only under
+``RAY_AUTH_MODE=token``, read from ``RAY_AUTH_TOKEN`` or the file ``RAY_AUTH_TOKEN_PATH``, default
+``~/.ray/auth_token``) is one sentence naming those settings, instead of Ray's minute of retries.
+
 Library code reads the executor of the current context (:func:`current_executor`); an entry point such as
 ``dedup_images(..., executor="ray")`` or ``run_evaluation(..., executor="ray")`` sets it for its duration with
 :func:`use_executor`.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import socket
 from dataclasses import dataclass, replace
 from typing import Any, Iterator, Sequence
 
@@ -122,6 +129,9 @@ def use_executor(value: "str | Executor | None", *, config=None) -> Iterator[Exe
     ex = get_executor(value, config=config)
     if ex.is_ray:
         ray_module()
+        address = ray_address(ex.address)
+        if address is not None:
+            check_ray_cluster(address)  # before any work, not at the first job sent to Ray
     token = _CURRENT.set(ex)
     try:
         yield ex
@@ -141,11 +151,150 @@ def ray_module():
 
 def ray_init(address: str | None = None, **kwargs):
     """Connect to ``address`` (default ``RAY_ADDRESS``; none: start a local Ray) unless already connected;
-    returns the ``ray`` module."""
+    returns the ``ray`` module. A cluster that cannot be joined is a :class:`ConfigError` naming
+    ``RAY_ADDRESS`` and Ray's token settings."""
     ray = ray_module()
-    if not ray.is_initialized():
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=False, **kwargs)
+    if ray.is_initialized():
+        return ray
+    address = ray_address(address)
+    if address is None:
+        ray.init(address=None, log_to_driver=False, **kwargs)
+        return ray
+    check_ray_cluster(address)
+    try:
+        ray.init(address=address, log_to_driver=False, **kwargs)
+    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"Cannot join the Ray cluster at RAY_ADDRESS={address} ({first.rstrip('.')}): "
+                          f"{_RAY_FIX}", param="executor") from None
     return ray
+
+
+#: Seconds the check of a cluster's address waits for each answer.
+RAY_CONNECT_TIMEOUT = 5.0
+#: What to do about a cluster that cannot be joined (the end of every such sentence).
+_RAY_FIX = ("check RAY_ADDRESS (the head node's host:port, 6379 by default) and, for a cluster with token "
+            "authentication, set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file "
+            "named by RAY_AUTH_TOKEN_PATH, default ~/.ray/auth_token), or unset RAY_ADDRESS to run Ray on this "
+            "machine.")
+#: What to do about a cluster that refuses the token.
+_RAY_TOKEN_FIX = ("set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file named by "
+                  "RAY_AUTH_TOKEN_PATH, default ~/.ray/auth_token; 'ray get-auth-token' on the head node prints "
+                  "it), or unset RAY_ADDRESS to run Ray on this machine.")
+#: The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS) answers with its SETTINGS.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def ray_address(address: str | None = None) -> str | None:
+    """The Ray cluster to join: ``address``, else ``RAY_ADDRESS``; None when a local Ray is to start."""
+    address = (address or os.environ.get("RAY_ADDRESS") or "").strip()
+    return None if address in ("", "local") else address
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` Ray connects to for ``address`` (``ray://`` stripped; ``localhost`` becomes this node's
+    address, as Ray does), or None for ``auto`` (a cluster Ray finds on this machine)."""
+    if address == "auto":
+        return None
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep:
+        host, port = hostport, "10001" if address.startswith("ray://") else "6379"
+    host = host.strip("[]")
+    if not address.startswith("ray://"):
+        try:
+            from ray._private.services import resolve_ip_for_localhost  # deferred: ray is optional (and heavy)
+
+            host = resolve_ip_for_localhost(host)
+        except Exception:  # Ray's internals moved: probe the address as given
+            pass
+    try:
+        return host, int(port)
+    except ValueError:
+        raise ConfigError(f"RAY_ADDRESS={address} is not host:port: {_RAY_FIX}", param="executor") from None
+
+
+def check_ray_cluster(address: str, *, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Raise :class:`ConfigError` (one sentence naming ``RAY_ADDRESS`` and Ray's token settings) unless a Ray
+    cluster at ``address`` answers within ``timeout`` seconds and accepts this process's authentication token.
+
+    Ray itself retries an unreachable or refusing cluster for up to a minute, printing a warning every few
+    seconds, and then raises a bare ``ConnectionError``: this check speaks to the cluster first (a TCP
+    connection, the HTTP/2 greeting of its gRPC server, then Ray's own GCS client, which reports a refused
+    token at once)."""
+    hp = _host_port(address)
+    if hp is None:
+        return
+    try:
+        conn = socket.create_connection(hp, timeout=timeout)
+    except OSError as e:
+        reason = "no answer" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__).lower()
+        raise ConfigError(f"Cannot reach the Ray cluster at RAY_ADDRESS={address} ({reason}): {_RAY_FIX}",
+                          param="executor") from None
+    head, problem = b"", None
+    with conn:
+        try:
+            conn.settimeout(timeout)
+            conn.sendall(_H2_HELLO)
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except TimeoutError:
+            problem = f"no answer within {timeout:g} s"
+        except OSError:  # reset or broken: closed by the other end
+            pass
+    if problem is None and len(head) < 9:
+        problem = "the connection was closed"
+    elif problem is None and head[3] != 0x04:  # not a SETTINGS frame: nothing that speaks gRPC
+        problem = "it answered in another protocol"
+    if problem is not None:
+        raise ConfigError(f"Nothing at RAY_ADDRESS={address} answers as a Ray cluster ({problem}): {_RAY_FIX}",
+                          param="executor")
+    if address.startswith("ray://"):
+        return
+    _check_ray_token(address, f"{hp[0]}:{hp[1]}")
+
+
+@contextlib.contextmanager
+def _c_stderr_silenced():
+    """File descriptor 2 sent to /dev/null for the block: Ray's C++ client logs each refusal there itself (a
+    warning line no setting turns off), and the check says it in one sentence instead."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _check_ray_token(address: str, gcs: str) -> None:
+    """Ray's GCS client refuses a wrong or missing token at once (``ray.init`` would retry for 20 s)."""
+    ray = ray_module()
+    try:
+        from ray._raylet import GcsClient  # deferred: ray is an optional dependency
+    except ImportError:  # Ray's internals moved: ray.init reports what it finds
+        return
+    try:
+        with _c_stderr_silenced():
+            GcsClient(address=gcs)
+    except getattr(ray.exceptions, "AuthenticationError", ()):
+        sent = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+        what = ("refused this process's authentication token" if sent else
+                "needs an authentication token, and none is sent without RAY_AUTH_MODE=token")
+        raise ConfigError(f"The Ray cluster at RAY_ADDRESS={address} {what}: {_RAY_TOKEN_FIX}",
+                          param="executor") from None
+    except ray.exceptions.RayError as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"The Ray cluster at RAY_ADDRESS={address} does not answer ({first.rstrip('.')}): "
+                          f"{_RAY_FIX}", param="executor") from None
 
 
 def set_torch_threads(n: int) -> None:
@@ -215,5 +364,5 @@ def as_list(value) -> list:
     return list(value)
 
 
-__all__ = ["EXECUTORS", "Executor", "as_list", "current_executor", "get_executor", "pool_size", "ray_init", "rebuild",
-           "ray_map", "ray_module", "set_torch_threads", "use_executor"]
+__all__ = ["EXECUTORS", "Executor", "as_list", "check_ray_cluster", "current_executor", "get_executor", "pool_size",
+           "ray_address", "ray_init", "rebuild", "ray_map", "ray_module", "set_torch_threads", "use_executor"]

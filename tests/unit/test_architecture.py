@@ -22,7 +22,8 @@ HEAVY = ("torch", "transformers", "open_clip", "umap", "matplotlib", "faiss", "s
          "torchvision", "PIL.ImageFont")
 CORE = ("cultura.db", "cultura.config", "cultura.errors", "cultura.countries", "cultura.templates", "cultura.redact",
         "cultura.cultures", "cultura.lazy", "cultura.names", "cultura.progress",
-        "cultura.data", "cultura.executor", "cultura.pixels", "cultura.view.links")
+        "cultura.data", "cultura.executor", "cultura.pixels", "cultura.view.links", "cultura.bounds",
+        "cultura.files")
 SHARED_EVALUATE = ("cultura.evaluate.common", "cultura.evaluate.data", "cultura.evaluate.stats",
                    "cultura.evaluate.stats_extra", "cultura.evaluate.reportkit", "cultura.evaluate.metrics",
                    "cultura.evaluate.suites.registry", "cultura.evaluate.schema")

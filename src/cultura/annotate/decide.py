@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Callable
 
 from cultura.curate.clusters import resolve_clusters
 from cultura.curate.cultures_decide import open_conflicts, resolve_rated_conflicts
+from cultura.bounds import PROBABILITY
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
@@ -114,11 +115,16 @@ def _decision_rows(kind: str, item: dict, label, value, rule_name: str, n: int, 
             for i, sha in enumerate(members, 1)]
 
 
+#: An item's agreement (a share of the annotations) or, with a model rule, a posterior probability.
+MIN_AGREEMENT = PROBABILITY
+
+
 def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str | None = None,
                min_agreement: float | None = None, adjudicator: str | None = None,
                conn: Connection | None = None) -> list[dict]:
     """Decide every complete item of each campaign; send disagreements to the adjudicator's project.
     Returns one summary per campaign."""
+    min_agreement = MIN_AGREEMENT.check_optional(min_agreement, "min_agreement")
     db = project.db
     out = []
     for c in campaigns(db, campaign):

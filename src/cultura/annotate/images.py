@@ -25,6 +25,7 @@ from pathlib import Path
 from PIL import Image
 
 from .. import pixels
+from ..bounds import PORT
 from ..db.blobs import EXTENSIONS
 
 #: Blob extensions (:data:`cultura.db.blobs.EXTENSIONS`) of the allowed formats, and ``jpeg``/``tiff`` spellings.
@@ -145,6 +146,7 @@ def trusted_origin(origin: str, origins=()) -> bool:
 def make_server(blobs: Path, port: int = 0, host: str = "127.0.0.1", *, origins=()) -> ThreadingHTTPServer:
     """A server for ``blobs`` (not started); ``server.server_address[1]`` is the port. ``origins``: URLs of
     the sites allowed to fetch with credentials besides loopback ones (e.g. a shared Label Studio)."""
+    port = PORT.check(port, "port")
     httpd = ThreadingHTTPServer((host, port), partial(BlobHandler, root=Path(blobs).resolve(),
                                                       origins=frozenset(origins)))
     httpd.daemon_threads = True

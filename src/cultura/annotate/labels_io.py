@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError
+from cultura.files import refuse_existing, write_atomic
 
 from .aggregate import labels_table
 from .kinds import get_kind
@@ -41,25 +41,28 @@ IMPORT_KIND = "labelstudio-labels"
 COLUMNS = ["task", "worker", "label", "value", "time", "gold", "campaign"]
 
 
-def export_labels(project: Project, out: str | Path, *, campaign: str | None = None) -> dict:
+def export_labels(project: Project, out: str | Path, *, campaign: str | None = None,
+                  overwrite: bool = False) -> dict:
     """Write the raw labels of ``campaign`` (default: all) to ``out`` (``.csv`` or ``.parquet``), through a
-    temporary file renamed at the end."""
+    temporary file renamed at the end; an existing ``out`` is refused unless ``overwrite``."""
     out = Path(out)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("csv", "parquet"):
         raise CulturaError(f"Cannot write {out.name!r}: give a file ending in .csv or .parquet.", param="out")
+    refuse_existing(out, overwrite=overwrite)
     rows = [r for c in campaigns(project.db, campaign) for r in labels_table(project.db, c)]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    if fmt == "csv":
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows({k: r.get(k) for k in COLUMNS} for r in rows)
-    else:
-        import pandas as pd  # deferred: heavy optional dependency (Parquet through pyarrow)
-        pd.DataFrame(rows, columns=COLUMNS).to_parquet(tmp, index=False)
-    os.replace(tmp, out)
+
+    def write(tmp: Path) -> None:
+        if fmt == "csv":
+            with open(tmp, "w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=COLUMNS)
+                w.writeheader()
+                w.writerows({k: r.get(k) for k in COLUMNS} for r in rows)
+        else:
+            import pandas as pd  # deferred: heavy optional dependency (Parquet through pyarrow)
+            pd.DataFrame(rows, columns=COLUMNS).to_parquet(tmp, index=False)
+
+    write_atomic(out, writer=write, overwrite=overwrite)
     return {"path": str(out), "format": fmt, "rows": len(rows), "tasks": len({r["task"] for r in rows}),
             "workers": len({r["worker"] for r in rows})}
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..bounds import COUNT
 from ..curate import clusters as dup, images as curated
 from ..curate.cultures_decide import open_conflicts
 from .decisions import current_decisions
@@ -83,6 +84,7 @@ def list_images(project: Project, *, concept: str | None = None, country: str | 
     in the reviewed pool (``pool``: ``in`` or ``out``), and when out, ``reason`` (the code,
     :data:`EXCLUSION_REASONS`) and ``detail`` (the reason stored with a hand exclusion, else what the code
     means). The ``pool`` argument filters: ``in`` or ``out``."""
+    limit = COUNT.check_optional(limit, "limit")
     db = project.db
     excl = image_exclusions(db, require_review=True)
     links: dict[str, set[str]] = {}

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Callable
 
 import httpx
 
+from cultura.bounds import COUNT_OR_NONE, SEED, Bound, from_field
+from cultura.config import AnnotateSection
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
 from cultura.annotate.pool import image_exclusions
@@ -413,10 +415,10 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
     (default: all of them). Returns a summary; a second call with the same state adds nothing."""
     get_kind(kind)  # unknown kinds fail here, naming the valid ones
-    if overlap < 1:
-        raise CulturaError(f"overlap must be at least 1 (got {overlap}).", param="overlap")
+    overlap, gold, seed = OVERLAP.check(overlap, "overlap"), GOLD.check_optional(gold, "gold"), SEED.check(seed, "seed")
     cfg = project.config.annotate
-    other_countries = int(cfg.relevance_other_countries if other_countries is None else other_countries)
+    other_countries = OTHER_COUNTRIES.check(cfg.relevance_other_countries if other_countries is None
+                                            else other_countries, "other_countries")
     image_base = image_base or cfg.image_base_url
     check_image_base(image_base)
     max_tasks = int(max_tasks or cfg.max_tasks_per_project)
@@ -425,6 +427,13 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
                      source=source, other_countries=other_countries, seed=seed, image_base=image_base,
                      conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
 
+
+#: Annotators per item.
+OVERLAP = Bound(1, 1000)
+#: Gold items mixed into every annotator's project (0: none).
+GOLD = COUNT_OR_NONE
+#: Other countries each image is rated for (relevance): the range of annotate.relevance_other_countries.
+OTHER_COUNTRIES = from_field(AnnotateSection, "relevance_other_countries")
 
 #: Pool exclusions (:mod:`cultura.annotate.pool`) that keep an image from annotators: a decision already took it out.
 #: An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter

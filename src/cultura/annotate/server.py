@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from cultura.bounds import Bound, from_field
+from cultura.config import AnnotateSection
 from cultura.errors import CulturaError
 from cultura.names import check_endpoint_url
 from cultura.redact import register_secret
@@ -349,6 +351,12 @@ def seed_cache(executable: str) -> Path | None:
     return Path(base) / "labelstudio-seed" / info[-1].name.removesuffix(".dist-info")
 
 
+#: The port of the project's Label Studio: the range of annotate.port.
+SERVER_PORT = from_field(AnnotateSection, "port")
+#: Seconds to wait for a starting Label Studio's first answer (a day at most).
+START_TIMEOUT = Bound(0, 86_400, float, open_low=True)
+
+
 def start_server(project: Project, *, port: int | None = None, timeout: float = 240,
                  seed_dir: str | Path | None = None) -> dict:
     """Start (or find running) the project's local Label Studio; returns its status (url, pid, port).
@@ -358,6 +366,7 @@ def start_server(project: Project, *, port: int | None = None, timeout: float = 
     the first migrated database of this Label Studio version (:func:`seed_cache`), written after the first
     fresh start with every account locked and every token and session removed (:func:`adopt_seed`): only a
     project's first server ever pays for the migrations."""
+    port, timeout = SERVER_PORT.check_optional(port, "port"), START_TIMEOUT.check(timeout, "timeout")
     st = server_status(project)
     if st["running"]:
         return {**st, "started": False}

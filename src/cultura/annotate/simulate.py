@@ -12,6 +12,7 @@ import json
 import random
 from typing import TYPE_CHECKING
 
+from cultura.bounds import PROBABILITY, SEED
 from cultura.errors import CulturaError
 
 from .accounts import connection_for
@@ -40,8 +41,7 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
                          purpose: str = "annotate", conn: Connection | None = None) -> dict:
     """Annotate every pushed, not yet annotated task of ``campaign``: each item gets a plausible answer
     (gold answer if known), and each annotator deviates from it with probability ``disagreement``."""
-    if not 0 <= disagreement <= 1:
-        raise CulturaError("disagreement must be between 0 and 1.")
+    disagreement, seed = PROBABILITY.check(disagreement, "disagreement"), SEED.check(seed, "seed")
 
     db = project.db
     conn = conn or connect(project)

@@ -159,9 +159,9 @@ class Annotate:
         return adjudicate(self.project, campaign=campaign, rule_name=rule, min_agreement=min_agreement,
                           adjudicator=adjudicator)
 
-    def export_labels(self, out: PathLike, *, campaign: str | None = None) -> Summary:
+    def export_labels(self, out: PathLike, *, campaign: str | None = None, overwrite: bool = False) -> Summary:
         """The raw (task, worker, label, time) table in crowd-kit's column names, as CSV or Parquet."""
-        return export_labels(self.project, Path(out), campaign=campaign)
+        return export_labels(self.project, Path(out), campaign=campaign, overwrite=overwrite)
 
     def import_labels(self, path: PathLike, *, source: str | None = None, campaign: str | None = None) -> Summary:
         """A Label Studio JSON export made elsewhere (unmatched rows are kept as rejects with the reason)."""

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..annotate.pool import list_clusters, list_images
+from ..bounds import COUNT, from_field
+from ..config import DownloadSection
 from ..curate.concepts import (ConceptCluster, add_concepts, build_queries, dedup_concepts, generate_concepts,
                                list_concepts, list_terms, load_preset, remove_concept, set_term,
                                set_terms_from_file, translate_concepts)
@@ -114,6 +116,9 @@ class Images:
                  progress: Progress = None) -> Summary:
         """Download every pending candidate safely (addresses checked on every hop, caps, sniffing, content
         hashes); ``retry_failed``: failed ones too."""
+        # the same ranges as 'cultura images download' (the stage itself checks only that workers >= 1)
+        workers = from_field(DownloadSection, "workers").check_optional(workers, "workers")
+        limit = COUNT.check_optional(limit, "limit")
         return download_candidates(self.project, workers=workers, retry_failed=retry_failed, limit=limit,
                                    progress=progress)
 

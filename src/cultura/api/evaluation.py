@@ -43,16 +43,18 @@ class Evaluate:
     def run(self, models: str | Embedder | Iterable[str | Embedder], suites: str | Iterable[str] = "all", *,
             benchmark: str | None = None, batch_size: int | None = None, device: str | None = None,
             options: Mapping[str, Any] | None = None, log_samples: bool | None = None, limit: int | None = None,
-            output_path: PathLike | None = None, executor: str | None = None,
+            output_path: PathLike | None = None, overwrite: bool = False, executor: str | None = None,
             progress: Progress = None) -> Records:
         """Run ``suites`` (names, or ``"all"``) over ``models`` (specs such as ``"openclip:ViT-B-32/openai"``, or
         embedders); one record per model × suite. ``options``: ``{"n_resamples": 200}`` for every suite, or
-        ``{"association": {...}}`` per suite. ``limit``: a smoke run, marked as such everywhere."""
+        ``{"association": {...}}`` per suite. ``limit``: a smoke run, marked as such everywhere. ``output_path``:
+        also write the results JSON there (an existing file is refused unless ``overwrite``)."""
         specs = [models] if isinstance(models, str) or not isinstance(models, Iterable) else list(models)
         return run_evaluation(self.project, specs, suites if isinstance(suites, str) else list(suites),
                               benchmark=benchmark, batch_size=batch_size, device=device,
                               options=None if options is None else dict(options), progress=progress,
-                              executor=executor, log_samples=log_samples, limit=limit, output_path=output_path)
+                              executor=executor, log_samples=log_samples, limit=limit, output_path=output_path,
+                              overwrite=overwrite)
 
     def results(self, *, suite: str | None = None, model: str | None = None, benchmark: str | None = None,
                 all_runs: bool = False, frame: bool | None = None) -> DataFrame:
@@ -66,18 +68,20 @@ class Evaluate:
 
     def report(self, out: PathLike | None = None, *, models: str | Iterable[str] | None = None,
                suites: str | Iterable[str] | None = None,
-               benchmarks: str | Iterable[str] | None = None) -> dict[str, Path]:
-        """Write the report (HTML, Markdown, CSV, figures, LaTeX tables); default ``reports/evaluation.html``."""
-        return write_report(self.project, None if out is None else Path(out), models=_many(models), suites=_many(suites),
-                            benchmarks=_many(benchmarks))
+               benchmarks: str | Iterable[str] | None = None, overwrite: bool = False) -> dict[str, Path]:
+        """Write the report (HTML, Markdown, CSV, figures, LaTeX tables); default ``reports/evaluation.html``
+        (a named ``out`` that exists is refused unless ``overwrite``)."""
+        return write_report(self.project, None if out is None else Path(out), models=_many(models),
+                            suites=_many(suites), benchmarks=_many(benchmarks), overwrite=overwrite)
 
     def samples(self, run_id: int, *, kind: str | None = None, frame: bool | None = None) -> DataFrame:
         """The per-sample log of a run (every scored trial, query, context or judge answer)."""
         return _frame(load_samples(self.project, run_id, kind=kind), frame)
 
-    def export_samples(self, run_id: int, path: PathLike) -> Path:
-        """Write a run's per-sample log to ``path`` (.jsonl or .parquet)."""
-        return export_samples(self.project, run_id, path)
+    def export_samples(self, run_id: int, path: PathLike, *, overwrite: bool = False) -> Path:
+        """Write a run's per-sample log to ``path`` (.jsonl or .parquet; an existing file is refused unless
+        ``overwrite``)."""
+        return export_samples(self.project, run_id, path, overwrite=overwrite)
 
     def suites(self, *, frame: bool | None = None) -> DataFrame:
         """The registered suites (built-in and from plugins)."""

@@ -44,6 +44,7 @@ from ..curate.benchmark_queries import (ensure_pattern_mentions, ensure_short_qu
                                         missing_terms)
 from ..curate.concepts import concept_names
 from ..curate.cultures_decide import require_decided
+from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
@@ -330,12 +331,15 @@ def _next_version(db, name: str, version: int | None) -> int:
     versions = {r[0] for r in db.execute("SELECT version FROM benchmarks WHERE name = ?", [name])}
     if version is None:
         return max(versions, default=0) + 1
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise BuildError(f"Version {version!r} is not a positive integer: give 1, 2, … or none.", param="version")
+    version = VERSION.check(version, "version")
     if version in versions:
         raise BuildError(f"Benchmark {name!r} version {version} already exists. Give no version to build "
                          f"version {max(versions) + 1}, or choose another name.", param="version")
     return version
+
+
+#: Trials per concept × query country (× descriptor) cell.
+PER_PAIR = Bound(1, 10_000)
 
 
 def build_benchmark(project: Project, kind: str, *, name: str | None = None, version: int | None = None,
@@ -355,10 +359,7 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
 
     if kind not in KINDS:
         raise unknown("benchmark kind", kind, KINDS)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise BuildError(f"Seed {seed!r} is not an integer; give 0 or any whole number.", param="seed")
-    if not isinstance(per_pair, int) or per_pair < 1:
-        raise BuildError(f"per_pair must be a positive integer (got {per_pair!r}).", param="per_pair")
+    seed, per_pair = SEED.check(seed, "seed"), PER_PAIR.check(per_pair, "per_pair")
     db = project.db
     name = name or kind
     asked_version = version
@@ -539,6 +540,7 @@ def build_stats(project: Project, *, min_images: int = 3, benchmark: str | None 
     Over the eligible pool (unreviewed images counted unless filter decisions exist), or over the images of
     one benchmark when ``benchmark`` is given. A hole is a concept × country cell with fewer than
     ``min_images`` images."""
+    min_images = COUNT.check(min_images, "min_images")
     reg = project.registry
     if benchmark is not None:
         b = get_benchmark(project, benchmark)

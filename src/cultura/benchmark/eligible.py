@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..bounds import Bound
 from ..annotate.decisions import current_per_image, dropped_copies, filter_reviewed
 from ..annotate.pool import EXCLUSION_REASONS as POOL_REASONS
 from ..annotate.pool import image_exclusions
@@ -30,6 +31,8 @@ class BuildError(CulturaError):
 
 
 EXCLUSION_REASONS = (*POOL_REASONS, "low_relevance")
+#: The lowest mean relevance rating (on the 1-5 scale) an image × culture link keeps; none: ratings are not used.
+MIN_RELEVANCE = Bound(1, 5, float, optional=True)
 
 
 # ------------------------------------------------------------------ the pool
@@ -71,6 +74,7 @@ def load_pool(project: Project, *, allow_unreviewed: bool = False, min_relevance
     Raises :class:`BuildError` when no filter decision exists and ``allow_unreviewed`` is false, and when tags
     come from a random-init model (``openclip:cultura-tiny`` …) and ``allow_random_tags`` is false: such tags
     are noise and would steer which images may be distractors."""
+    min_relevance = MIN_RELEVANCE.check(min_relevance, "min_relevance")
     db = project.db
     concept_names = names_of_concepts(db)
     active = active_concept_ids(db)

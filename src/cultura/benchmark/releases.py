@@ -34,6 +34,7 @@ from ..curate.concepts import get_concept, imported_concept
 from ..curate.images import links
 from ..curate.importers import (DatasetImportError, _column, _done, _finish_row, _safe_file, _summary, link_image,
                                 read_table, resolve_country, store_image)
+from ..bounds import VERSION
 from ..db import transaction
 from ..names import check_concept
 from .build import content_hash
@@ -187,6 +188,8 @@ def import_3xcm_benchmark(project: Project, table, *, name: str = "3xcm", versio
     for c in project.countries:
         by_language[c.language].append(c.code)
     src = Path(table).name
+    if version is not None:
+        version = VERSION.check(version, "version")
     if version is None:
         version = (db.execute("SELECT max(version) FROM benchmarks WHERE name = ?", [name]).fetchone()[0] or 0) + 1
     elif db.execute("SELECT 1 FROM benchmarks WHERE name = ? AND version = ?", [name, version]).fetchone():

@@ -10,17 +10,19 @@ import click
 from rich.markup import escape
 
 from ..annotate.annotators import add_annotator, deactivate_annotator, list_annotators, set_password
-from ..annotate.decide import adjudicate
+from ..annotate.decide import MIN_AGREEMENT, adjudicate
 from ..annotate.images import make_server
 from ..annotate.labels_io import export_labels, import_labels
 from ..annotate.pull import pull
-from ..annotate.push import push
+from ..annotate.push import GOLD, OTHER_COUNTRIES, OVERLAP, push
 from ..annotate.report import agreement_report, list_campaigns, set_campaign_status, status
-from ..annotate.server import label_studio_origins, server_status, start_server, stop_server
+from ..annotate.server import (SERVER_PORT, START_TIMEOUT, label_studio_origins, server_status, start_server,
+                               stop_server)
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
 from ..evaluate.suites.attribution.priority import ordering
-from .console import emit_json, json_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
+from ..bounds import PORT, PROBABILITY, SEED
+from .console import bounded, emit_json, json_option, overwrite_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
 
 
 @click.group()
@@ -37,8 +39,8 @@ def server():
 
 
 @server.command("start")
-@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
-@click.option("--timeout", type=float, default=240, show_default=True,
+@click.option("--port", type=bounded(SERVER_PORT), default=None, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--timeout", type=bounded(START_TIMEOUT), default=240, show_default=True,
               help="Seconds to wait for the first answer (a fresh data dir migrates for ~45 s).")
 @json_option
 @pass_ctx
@@ -65,7 +67,7 @@ def server_status_cmd(ctx, as_json):
 
 
 @annotate.command("serve-images")
-@click.option("--port", type=int, default=8081, show_default=True, help="Port on 127.0.0.1.")
+@click.option("--port", type=bounded(PORT), default=8081, show_default=True, help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--save", is_flag=True, help="Also record the printed base URL as annotate.image_base_url in "
               "cultura.toml (read by push and adjudicate).")
 @json_option
@@ -215,17 +217,18 @@ campaigns.command("open")(_campaign_status_command("active", "Open campaign NAME
 @annotate.command("push")
 @click.argument("kind", type=click.Choice(["filter", "dedup-review", "relevance", "entity", "context",
                                            "translation"]))
-@click.option("--overlap", type=int, default=2, show_default=True, help="Annotators per item (K).")
+@click.option("--overlap", type=bounded(OVERLAP), default=2, show_default=True, help="Annotators per item (K).")
 @click.option("--annotators", "names", default=None, help="Comma-separated annotator names (default: all active "
               "annotators with role 'annotator').")
-@click.option("--gold", type=int, default=None, help="Gold items (with known answers) mixed into every "
+@click.option("--gold", type=bounded(GOLD), default=None, help="Gold items (with known answers) mixed into every "
               "annotator's project (default: all gold items available).")
 @click.option("--batch", default=None, help="Campaign name (default: KIND). A new name starts a new campaign.")
 @click.option("--from", "source", type=click.Path(dir_okay=False), default=None,
               help="JSONL/CSV file: the items for entity/translation (default: the entity table's candidates and "
                    "the LLM-written benchmark queries); gold answers (item_key, gold) for the image kinds.")
-@click.option("--other-countries", type=int, default=None, help="relevance: other countries each image is "
-              "rated for besides its own (default: annotate.relevance_other_countries or 1).")
+@click.option("--other-countries", type=bounded(OTHER_COUNTRIES), default=None,
+              help="relevance: other countries each image is rated for besides its own (default: "
+                   "annotate.relevance_other_countries or 1).")
 @click.option("--image-base", default=None, help="Base URL of 'cultura annotate serve-images' (default: "
               "annotate.image_base_url, else the images' original URLs).")
 @click.option("--prioritise", type=click.Choice(["attribution"]), default=None,
@@ -295,9 +298,9 @@ def _round(v, digits: int = 3):
               help="Decision rule (default: majority for labels, median for Likert). dawid-skene, glad, mace, wawa, "
                    "... (crowd-kit) weight annotators by estimated skill, for labels; severity corrects each "
                    "rater's harshness on 1-5 ratings. Skill estimates are stored per annotator.")
-@click.option("--min-agreement", type=float, default=None, help="Items below this agreement go to adjudication "
-              "(default 1.0 for labels, 0.75 for Likert); with a model rule, a minimum posterior probability "
-              "(default 0).")
+@click.option("--min-agreement", type=bounded(MIN_AGREEMENT), default=None,
+              help="Items below this agreement go to adjudication (default 1.0 for labels, 0.75 for Likert); "
+                   "with a model rule, a minimum posterior probability (default 0).")
 @click.option("--adjudicator", default=None, help="Annotator who resolves disagreements (default: the one with "
               "role adjudicator).")
 @json_option
@@ -351,12 +354,13 @@ def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="File to write: .csv or .parquet.")
 @click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@overwrite_option
 @json_option
 @pass_ctx
-def export_labels_cmd(ctx, out, campaign, as_json):
+def export_labels_cmd(ctx, out, campaign, overwrite, as_json):
     """Write the raw labels as a (task, worker, label, value, time, gold, campaign) table in crowd-kit's column
     names: one row per item and annotator (their current answer), for any aggregation tool."""
-    summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign), as_json)
+    summary("annotate export-labels", export_labels(ctx.project, out, campaign=campaign, overwrite=overwrite), as_json)
 
 
 @annotate.command("import-labels")
@@ -375,9 +379,9 @@ def import_labels_cmd(ctx, file, source, campaign, as_json):
 
 @annotate.command("simulate")
 @click.argument("campaign")
-@click.option("--disagreement", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+@click.option("--disagreement", type=bounded(PROBABILITY), default=0.1, show_default=True,
               help="Probability that a simulated annotator departs from the plausible answer.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--seed", type=bounded(SEED), default=0, show_default=True, help="Random seed.")
 @click.option("--purpose", type=click.Choice(["annotate", "adjudicate"]), default="annotate", show_default=True,
               help="Annotate the campaign's tasks, or its adjudication tasks.")
 @json_option

@@ -2,22 +2,22 @@
 calls one library function and prints its result."""
 from __future__ import annotations
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING
 
 import click
 
 from ..evaluate.suites.attribution.baseline import run_baseline
-from ..evaluate.suites.attribution.evaluation import evaluate_attribution, human_ratings, upper_bound_ratios
+from ..bounds import COUNT
+from ..evaluate.suites.attribution.evaluation import (THRESHOLD, evaluate_attribution, human_ratings,
+                                                     upper_bound_ratios)
 from ..evaluate.suites.attribution.gold import import_gold, load_gold
 from ..evaluate.suites.attribution.kb import build_kb_index
-from ..evaluate.suites.attribution.linking import METHODS, linking_accuracy
-from ..evaluate.suites.attribution.loglik import run_loglik
+from ..evaluate.suites.attribution.linking import LINKING_K, METHODS, TOP_K, linking_accuracy
+from ..evaluate.suites.attribution.loglik import ALPHA, TAU, run_loglik
 from ..evaluate.suites.attribution.run import project_images, run_attribution
 from ..executor import use_executor
 from ..models.embedders import get_embedder
-from .console import emit_json, executor_option, json_option, option, pass_ctx, summary, table
+from .console import bounded, emit_json, executor_option, json_option, option, pass_ctx, summary, table
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -49,7 +49,7 @@ def attribution():
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s): a country code, a registered label or free text such as Shinto "
                    "(repeatable; default: the project's countries).")
-@option("--top-k", "k", old="--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
+@option("--top-k", "k", old="--k", type=bounded(TOP_K), default=20, show_default=True, help="KB images retrieved.")
 @click.option("--method", type=click.Choice(["lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"]),
               default="lemma", show_default=True,
               help="Entity linking: V-T re-ranking (lemma, gloss, frequency) or text keys only (*-t; App. A.3).")
@@ -57,7 +57,7 @@ def attribution():
               show_default=True,
               help="What the judge reads: the top entity's text, the top-k titles, the gold entity's text "
                    "(upper bound, App. C.5) or nothing (VLM baseline, §5.2; no encoder needed).")
-@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many pairs this run.")
+@click.option("--limit", type=bounded(COUNT), default=None, help="At most this many pairs this run.")
 @click.option("--rated-only", is_flag=True,
               help="Only pairs with a human rating or gold label (e.g. the imported CAIRe specific set).")
 @executor_option("evaluate")
@@ -111,12 +111,14 @@ def attribution_baseline(ctx, encoder, countries, executor, as_json):
 @click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
 @click.option("--culture", "--country", "countries", multiple=True,
               help="Culture label(s) (repeatable; default: the project's countries).")
-@option("--top-k", "k", old="--k", type=click.IntRange(1), default=20, show_default=True, help="KB images retrieved.")
+@option("--top-k", "k", old="--k", type=bounded(TOP_K), default=20, show_default=True, help="KB images retrieved.")
 @click.option("--context", type=click.Choice(["entity", "gold"]), default="entity", show_default=True,
               help="Condition on the retrieved top entity's text or on the gold entity's text.")
-@click.option("--alpha", type=float, default=1.0, show_default=True, help="Weight of the base-rate correction.")
-@click.option("--tau", type=float, default=-30.0, show_default=True, help="Cap (nats) on the base rate.")
-@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many images this run.")
+@click.option("--alpha", type=bounded(ALPHA), default=1.0, show_default=True,
+              help="Weight of the base-rate correction.")
+@click.option("--tau", type=bounded(TAU), default=-30.0, show_default=True,
+              help="Cap (nats) on the base rate; none: no cap.")
+@click.option("--limit", type=bounded(COUNT), default=None, help="At most this many images this run.")
 @executor_option("evaluate")
 @json_option
 @pass_ctx
@@ -147,7 +149,7 @@ def attribution_gold(ctx, path, kb_name, as_json):
 @click.option("--method", "methods", multiple=True,
               type=click.Choice(["lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"]),
               help="Linking method(s) (repeatable; default: all six of App. A.3).")
-@option("--top-k", "k", old="--k", type=click.IntRange(20), default=20, show_default=True,
+@option("--top-k", "k", old="--k", type=bounded(LINKING_K), default=20, show_default=True,
               help="Candidates retrieved (KB images for V-T, text keys for T); at least 20 for Acc@20.")
 @executor_option("evaluate")
 @json_option
@@ -174,7 +176,7 @@ def attribution_linking(ctx, encoder, kb_name, methods, k, executor, as_json):
 @attribution.command("evaluate")
 @click.option("--ratings", type=click.Path(exists=True, dir_okay=False), default=None,
               help="CAIRe-style ratings file (sha256, country, rating) instead of the relevance campaign.")
-@click.option("--threshold", type=float, default=3.0, show_default=True,
+@click.option("--threshold", type=bounded(THRESHOLD), default=3.0, show_default=True,
               help="Relevance threshold: with --rule gt relevant when score > this (seed 004 Table 1: > 3).")
 @click.option("--rule", type=click.Choice(["gt", "ge"]), default="gt", show_default=True,
               help="gt: score > threshold (seed 004 §5.4, the paper's rule); ge: score >= threshold (App. C.7).")

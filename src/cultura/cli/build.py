@@ -4,9 +4,11 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from ..benchmark.build import build_benchmark, build_stats, list_benchmarks
+from ..benchmark.build import PER_PAIR, build_benchmark, build_stats, list_benchmarks
+from ..benchmark.eligible import MIN_RELEVANCE
+from ..bounds import COUNT, SEED, VERSION
 from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
-from .console import csv_list, emit_json, json_option, listing, out, pass_ctx, summary, table
+from .console import bounded, csv_list, emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 def _print_report(b: dict, as_json: bool) -> None:
@@ -44,17 +46,18 @@ def _print_report(b: dict, as_json: bool) -> None:
 def _build_options(f):
     opts = [
         click.option("--name", help="Benchmark name (default: the kind)."),
-        click.option("--version", "version", type=int,
+        click.option("--version", "version", type=bounded(VERSION),
                      help="Version number (default: the next one); an existing name+version is an error."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Random seed (an integer)."),
-        click.option("--per-pair", type=click.IntRange(min=1), default=1, show_default=True,
+        click.option("--seed", type=bounded(SEED), default=0, show_default=True, help="Random seed."),
+        click.option("--per-pair", type=bounded(PER_PAIR), default=1, show_default=True,
                      help="Trials per concept × query country (× descriptor) cell."),
         click.option("--concepts", help="Comma-separated concept names (default: every active concept)."),
         click.option("--countries", help="Comma-separated query countries (default: the project's)."),
         click.option("--allow-unreviewed", is_flag=True,
                      help="Build even though no filter decision exists (images are then unreviewed)."),
-        click.option("--min-relevance", type=float, default=4.0, show_default=True,
-                     help="When relevance ratings exist, drop image cultures rated below this mean score."),
+        click.option("--min-relevance", type=bounded(MIN_RELEVANCE), default=4.0, show_default=True,
+                     help="When relevance ratings exist, drop image cultures rated below this mean score "
+                          "(1-5; none: ratings are not used)."),
         click.option("--allow-random-tags", is_flag=True,
                      help="Use image tags from a random-init model (e.g. openclip:cultura-tiny): for demos and "
                           "tests only; the benchmark report records it."),
@@ -180,7 +183,7 @@ def list_queries_cmd(ctx, concept, country, status, as_json):
 
 
 @build.command("stats")
-@click.option("--min-images", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--min-images", type=bounded(COUNT), default=3, show_default=True,
               help="A concept × country cell with fewer images is a coverage hole.")
 @click.option("--benchmark", help="Count the images of this benchmark (NAME or NAME@VERSION) instead of the "
                                   "eligible pool.")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import click
 
 from ..curate.concepts import (
+    DEDUP_THRESHOLD,
+    N_CONCEPTS,
     add_concepts,
     build_queries,
     dedup_concepts,
@@ -16,7 +18,8 @@ from ..curate.concepts import (
     set_terms_from_file,
     translate_concepts,
 )
-from .console import emit_json, json_option, listing, model_option, option, pass_ctx, stage_hint, summary, table
+from .console import (bounded, emit_json, json_option, listing, model_option, option, pass_ctx, stage_hint, summary,
+                      table)
 
 
 @click.group()
@@ -25,7 +28,7 @@ def concepts():
 
 
 @concepts.command("generate")
-@option("--count", "n", old="--n", type=click.IntRange(1), default=100, show_default=True, help="How many concepts.")
+@option("--count", "n", old="--n", type=bounded(N_CONCEPTS), default=100, show_default=True, help="How many concepts.")
 @model_option("LLM model (default: llm.model in cultura.toml).")
 @json_option
 @pass_ctx
@@ -83,7 +86,7 @@ def concepts_remove(ctx, name, reason, as_json):
 
 
 @concepts.command("dedup")
-@click.option("--threshold", type=float, help="Cosine similarity at or above which concepts merge "
+@click.option("--threshold", type=bounded(DEDUP_THRESHOLD), help="Cosine similarity at or above which concepts merge "
                                               "(default: concepts.dedup_threshold, 0.92).")
 @model_option("sentence-transformers model or embedder spec (default: BAAI/bge-m3).", old="--embedder")
 @click.option("--dry-run", is_flag=True, help="Only show the clusters; record no merge.")

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..bounds import Bound, OutOfRange
 from ..curate.status import nothing_to_do
 from ..errors import CulturaError, ProjectNotFound
 from ..executor import EXECUTORS
@@ -78,6 +79,52 @@ def option(*param_decls, old: tuple[str, ...] | str = (), **kwargs):
 def model_option(help: str, **kwargs):
     """``--model SPEC``: the one name for a model spec on every command (old names as hidden aliases)."""
     return option("--model", "model", help=help, **kwargs)
+
+
+class _Bounded:
+    """A number parameter checked by its :class:`~cultura.bounds.Bound` (the library's own declaration):
+    out of range, nan, infinity or not a number at all is one sentence naming the range (exit 2)."""
+
+    bound: Bound
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.bound.check(value, param.name if param is not None else "value")
+        except OutOfRange:
+            text = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}… ({len(str(value))} characters)"
+            self.fail(f"{text} is not {self.bound.describe()}.", param, ctx)
+
+    def _describe_range(self) -> str:
+        return self.bound.short()
+
+
+class BoundedInt(_Bounded, click.IntRange):
+    name = "integer"
+
+    def __init__(self, bound: Bound):
+        super().__init__(bound.low, bound.high, min_open=bound.open_low)
+        self.bound = bound
+
+
+class BoundedFloat(_Bounded, click.FloatRange):
+    name = "float"
+
+    def __init__(self, bound: Bound):
+        super().__init__(bound.low, bound.high, min_open=bound.open_low)
+        self.bound = bound
+
+
+def bounded(bound: Bound) -> click.ParamType:
+    """The click type of a number option (or argument) that takes what ``bound`` allows: the one way a
+    command declares a number, so the command line and the library refuse the same values."""
+    return BoundedInt(bound) if bound.kind is int else BoundedFloat(bound)
+
+
+def overwrite_option(f):
+    """Add ``--overwrite``: replace the output file(s) the command writes where they exist (without it, an
+    existing file is refused with one sentence and nothing is written)."""
+    return click.option("--overwrite", is_flag=True,
+                        help="Replace the output file if it exists (default: refuse to touch it).")(f)
 
 
 def json_option(f):
@@ -236,6 +283,6 @@ def stage_hint(ctx: Ctx, stage: str, as_json: bool, when: bool = True) -> bool:
     return bool(hint)
 
 
-__all__ = ["Ctx", "pass_ctx", "json_option", "executor_option", "option", "model_option", "AliasedOption",
+__all__ = ["Ctx", "pass_ctx", "bounded", "overwrite_option", "json_option", "executor_option", "option", "model_option", "AliasedOption",
            "emit_json", "serve_until_interrupted", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError", "stage_hint", "csv_list"]

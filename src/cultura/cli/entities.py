@@ -6,8 +6,10 @@ import click
 
 from ..curate.entities import entity_counts, import_entities, list_entities
 from ..evaluate.suites.llm_bias.patterns import extract_entities, llm_extract_entities
-from ..evaluate.suites.llm_bias.wikidata import DEFAULT_ENDPOINT, collect_western_wikidata, collect_wikidata
-from .console import json_option, listing, pass_ctx, summary
+from ..bounds import COUNT
+from ..evaluate.suites.llm_bias.wikidata import (DEFAULT_ENDPOINT, LIMIT, MIN_LANGUAGES, collect_western_wikidata,
+                                                collect_wikidata)
+from .console import bounded, json_option, listing, pass_ctx, summary
 
 
 @click.group("entities")
@@ -37,14 +39,14 @@ def entities_import(ctx, path, language, type_, side, status, as_json):
               "data/wikidata_classes.toml [western]).")
 @click.option("--language", "languages", multiple=True,
               help="Label language (default: the country's language; with --western: the 9 Camellia languages).")
-@click.option("--min-languages", type=click.IntRange(1), default=None,
+@click.option("--min-languages", type=bounded(MIN_LANGUAGES), default=None,
               help="With --western: keep entities written in at least this many of the languages (default 6 "
                    "for authors, location, sports_clubs as in the paper; 1 otherwise).")
 @click.option("--type", "types", multiple=True, help="Entity type(s) from data/wikidata_classes.toml "
               "(default: all).")
 @click.option("--side", type=click.Choice(["local", "western"]), default="local", show_default=True,
               help="Record the entities of --country as local or Western.")
-@click.option("--limit", type=click.IntRange(1), default=500, show_default=True, help="Entities per type.")
+@click.option("--limit", type=bounded(LIMIT), default=500, show_default=True, help="Entities per type.")
 @click.option("--endpoint", default=None, help="SPARQL endpoint (default: the public Wikidata endpoint).")
 @json_option
 @pass_ctx
@@ -70,7 +72,7 @@ def entities_wikidata(ctx, country, western, languages, min_languages, types, si
 @click.argument("corpus", type=click.Path(exists=True))
 @click.option("--language", required=True, help="Language of the corpus; patterns come from "
               "data/patterns/<language>.toml.")
-@click.option("--min-count", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--min-count", type=bounded(COUNT), default=1, show_default=True,
               help="Keep entities seen at least this often.")
 @json_option
 @pass_ctx
@@ -91,7 +93,7 @@ def entities_extract(ctx, corpus, language, min_count, as_json):
 @click.option("--patterns", "from_patterns", is_flag=True, help="Send the windows of the language's window "
               "patterns (data/patterns/<language>.toml) instead of whole lines, as the paper did for zh/ja.")
 @click.option("--model", default=None, help="Chat model (default: the project's [llm] model).")
-@click.option("--max-texts", type=click.IntRange(1), default=None, help="Stop after this many texts.")
+@click.option("--max-texts", type=bounded(COUNT), default=None, help="Stop after this many texts.")
 @json_option
 @pass_ctx
 def entities_extract_llm(ctx, corpus, language, country, type_, from_patterns, model, max_texts, as_json):

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..bounds import BATCH_SIZE, COUNT, ROW_ID
 from ..errors import unknown
 from ..evaluate.report import write_report
 from ..evaluate.results import export_samples
@@ -15,7 +16,7 @@ from ..evaluate.runner import load_results, records_table, results_json, run_eva
 from ..evaluate.suites import load_suites
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
-from .console import emit_json, executor_option, json_option, listing, out, pass_ctx, summary, table
+from .console import bounded, emit_json, executor_option, json_option, overwrite_option, listing, out, pass_ctx, summary, table
 
 
 def _parse_options(pairs) -> dict:
@@ -68,30 +69,33 @@ def evaluate():
                    "suite), or 'all'.")
 @click.option("--benchmark", default=None, metavar="NAME[@VERSION]",
               help="Benchmark to evaluate (default: the latest ready benchmark of each suite's kind).")
-@click.option("--batch-size", type=click.IntRange(1), default=None, help="Inputs per model call.")
+@click.option("--batch-size", type=bounded(BATCH_SIZE), default=None, help="Inputs per model call.")
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA when available).")
-@click.option("--option", "option_pairs", multiple=True, metavar="[SUITE.]KEY=VALUE",
+@click.option("--option", "options", multiple=True, metavar="[SUITE.]KEY=VALUE",
               help="Suite option, repeatable, e.g. n_resamples=200 or prevalence.ks=[5,10] (JSON values).")
 @click.option("--log-samples/--no-log-samples", "log_samples", default=None,
               help="Store every scored unit (trial scores and winner, top-k captions, context log-likelihoods, "
                    "judge token probabilities) for re-scoring; default: stored when a run has at most "
                    "200,000 samples.")
-@click.option("--limit", type=click.IntRange(1), default=None, metavar="N",
+@click.option("--limit", type=bounded(COUNT), default=None, metavar="N",
               help="Smoke run: score only the first N trials / query images / contexts / pairs of each suite "
                    "(results are marked as a smoke run everywhere).")
 @click.option("--output-path", type=click.Path(), default=None, metavar="PATH",
               help="Also write the results JSON of this run (versions, options, model and benchmark identity, "
                    "results) and the sample logs to PATH (a folder, or a .json file).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the files of --output-path if they exist (default: refuse, before anything runs).")
 @executor_option("evaluate")
 @json_option
 @pass_ctx
-def run_cmd(ctx, models, suites, benchmark, batch_size, device, option_pairs, log_samples, limit, output_path,
-            executor, as_json):
+def run_cmd(ctx, models, suites, benchmark, batch_size, device, options, log_samples, limit, output_path,
+            overwrite, executor, as_json):
     """Run suites over one or more models and store self-describing results (DB and JSON)."""
 
     recs = run_evaluation(ctx.project, list(models), suites, benchmark=benchmark, batch_size=batch_size,
-                          device=device, options=_options_for_runner(_parse_options(option_pairs)),
-                          executor=executor, log_samples=log_samples, limit=limit, output_path=output_path)
+                          device=device, options=_options_for_runner(_parse_options(options)),
+                          executor=executor, log_samples=log_samples, limit=limit, output_path=output_path,
+                          overwrite=overwrite)
     rows = records_table(recs)
     for r, rec in zip(rows, recs):
         r["n_samples"] = rec.extra.get("n_samples")
@@ -135,24 +139,27 @@ def results_cmd(ctx, suite, model, all_runs, as_json):
 @click.option("--suite", "suites", multiple=True, help="Only this suite; repeatable. Default: every suite.")
 @click.option("--benchmark", "benchmarks", multiple=True, metavar="NAME[@VERSION]",
               help="Only results on this benchmark; repeatable. Default: every benchmark.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT_HTML (and OUT.md) if they exist (default: refuse; "
+                                                "the default report in reports/ is always rewritten).")
 @json_option
 @pass_ctx
-def report_cmd(ctx, out_html, models, suites, benchmarks, as_json):
+def report_cmd(ctx, out_html, models, suites, benchmarks, overwrite, as_json):
     """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
 
     paths = write_report(ctx.project, out_html, models=list(models) or None, suites=list(suites) or None,
-                         benchmarks=list(benchmarks) or None)
+                         benchmarks=list(benchmarks) or None, overwrite=overwrite)
     summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
 
 @evaluate.command("samples")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=bounded(ROW_ID))
 @click.argument("output", type=click.Path(dir_okay=False))
+@overwrite_option
 @json_option
 @pass_ctx
-def samples_cmd(ctx, run_id, output, as_json):
+def samples_cmd(ctx, run_id, output, overwrite, as_json):
     """Export the per-sample log of run RUN_ID to OUTPUT (.jsonl or .parquet) for re-scoring."""
 
-    path = export_samples(ctx.project, run_id, output)
+    path = export_samples(ctx.project, run_id, output, overwrite=overwrite)
     summary("Samples written", {"run": run_id, "path": str(path)}, as_json)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 import click
 
 from ..annotate.pool import list_clusters, list_images, members_text
-from ..curate.dedup import dedup_images
+from ..bounds import COUNT, from_field
+from ..config import DownloadSection
+from ..curate.dedup import THRESHOLDS, dedup_images
 from ..curate.download import download_candidates
-from ..curate.search import ingest_img2dataset, search_images, uses_queries
+from ..curate.search import PER_QUERY, ingest_img2dataset, search_images, uses_queries
 from ..curate.status import flags, list_failures, resolve_image_flags, set_image_status
-from ..curate.tagging import tag_images
-from .console import executor_option, json_option, listing, model_option, option, pass_ctx, stage_hint, summary
+from ..curate.tagging import TOP_K, tag_images
+from .console import bounded, executor_option, json_option, listing, model_option, option, pass_ctx, stage_hint, summary
 
 
 @click.group()
@@ -19,7 +21,7 @@ def images():
 
 @images.command("search")
 @click.option("--provider", help="ddgs, urls:PATH (JSONL/CSV/Parquet) or folder:DIR (default: search.provider).")
-@click.option("--per-query", type=click.IntRange(1), help="Results per query (default: search.per_query, 10).")
+@click.option("--per-query", type=bounded(PER_QUERY), help="Results per query (default: search.per_query, 10).")
 @option("--overwrite", "refresh", old="--refresh", is_flag=True, help="Search again queries that were already searched.")
 @json_option
 @pass_ctx
@@ -44,10 +46,11 @@ def images_ingest(ctx, directory, as_json):
 
 
 @images.command("download")
-@click.option("--workers", type=click.IntRange(1, 1024), help="Concurrent downloads (default: download.workers, 32).")
+@click.option("--workers", type=bounded(from_field(DownloadSection, "workers")),
+              help="Concurrent downloads (default: download.workers, 32).")
 @click.option("--retry-failed", is_flag=True, help="Also retry candidates that failed before, and those skipped by the "
               "address policy (re-examined anyway after a change of download.allow_hosts).")
-@click.option("--limit", type=click.IntRange(1), help="Process at most this many candidates.")
+@click.option("--limit", type=bounded(COUNT), help="Process at most this many candidates.")
 @json_option
 @pass_ctx
 def images_download(ctx, workers, retry_failed, limit, as_json):
@@ -65,10 +68,13 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
 @click.option("--method", "methods", multiple=True, type=click.Choice(["sha256", "phash", "dhash", "embedding"]),
               help="Methods to run (repeatable; default: dedup.methods).")
 @click.option("--scope", type=click.Choice(["within-concept", "global"]), help="Default: dedup.scope.")
-@click.option("--phash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for pHash.")
-@click.option("--dhash-threshold", type=click.IntRange(0, 64), help="Hamming distance (bits) for dHash.")
+@click.option("--phash-threshold", type=bounded(THRESHOLDS["phash_threshold"]),
+              help="Hamming distance (bits) for pHash.")
+@click.option("--dhash-threshold", type=bounded(THRESHOLDS["dhash_threshold"]),
+              help="Hamming distance (bits) for dHash.")
 @model_option("Embedder spec for the embedding method, e.g. openclip:ViT-B-32/openai.", old="--embedder")
-@click.option("--embedding-threshold", type=float, help="Cosine similarity for the embedding method.")
+@click.option("--embedding-threshold", type=bounded(THRESHOLDS["embedding_threshold"]),
+              help="Cosine similarity for the embedding method.")
 @click.option("--embedding-index", type=click.Choice(["auto", "exact", "ivf"]),
               help="Pair search of the embedding method: exact, IVF (approximate recall, exact precision) or "
                    "auto (exact up to 100k images per search). Default: dedup.embedding_index.")
@@ -91,11 +97,11 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, model, e
 @click.option("--method", type=click.Choice(["auto", "llm", "clip"]), help="Default: tag.method (auto).")
 @model_option("The model of the method: a vision chat model for llm (default: llm.vision_model) or an "
               "embedder spec for clip (default: tag.clip_model).", old="--clip-model")
-@click.option("--top-k", type=click.IntRange(1), help="Tags kept per image with --method clip.")
+@click.option("--top-k", type=bounded(TOP_K), help="Tags kept per image with --method clip.")
 @click.option("--retry-failed", is_flag=True, help="Retry images whose tagging failed.")
 @click.option("--overwrite", is_flag=True, help="Tag every image again (e.g. with a new --top-k), replacing its "
               "earlier tags from the same model.")
-@click.option("--limit", type=click.IntRange(1), help="Tag at most this many images.")
+@click.option("--limit", type=bounded(COUNT), help="Tag at most this many images.")
 @executor_option("tag")
 @json_option
 @pass_ctx
@@ -108,7 +114,7 @@ def images_tag(ctx, method, model, top_k, retry_failed, overwrite, limit, execut
 
 
 @images.command("failures")
-@click.option("--limit", type=click.IntRange(1), default=50, show_default=True, help="Rows to show.")
+@click.option("--limit", type=bounded(COUNT), default=50, show_default=True, help="Rows to show.")
 @json_option
 @pass_ctx
 def images_failures(ctx, limit, as_json):
@@ -122,7 +128,7 @@ def images_failures(ctx, limit, as_json):
 @click.option("--country", help="Only images found for this country.")
 @click.option("--status", "status_", type=click.Choice(["ok", "excluded"]), help="Only this image status.")
 @click.option("--pool", type=click.Choice(["in", "out"]), help="Only images in (or out of) the reviewed pool.")
-@click.option("--limit", type=click.IntRange(1), default=200, show_default=True, help="Rows to show.")
+@click.option("--limit", type=bounded(COUNT), default=200, show_default=True, help="Rows to show.")
 @json_option
 @pass_ctx
 def images_list(ctx, concept, country, status_, pool, limit, as_json):

@@ -5,8 +5,9 @@ import click
 
 from ..benchmark.releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
 from ..annotate.ratings import import_ratings
+from ..bounds import VERSION
 from ..curate.importers import import_captions, import_globalrg
-from .console import emit_json, json_option, pass_ctx, summary, table
+from .console import bounded, emit_json, json_option, pass_ctx, summary, table
 
 
 @click.group("import")
@@ -90,7 +91,7 @@ _column_option = click.option("--column", "column_map", multiple=True, metavar="
 @click.option("--kind", type=click.Choice(["association", "descriptor"]),
               help="With --trials: the benchmark kind (default: descriptor when an orlb column exists).")
 @click.option("--name", default="3xcm", show_default=True, help="With --trials: the benchmark name.")
-@click.option("--version", type=int, help="With --trials: the benchmark version (default: the next one).")
+@click.option("--version", type=bounded(VERSION), help="With --trials: the benchmark version (default: the next one).")
 @click.option("--images", "images_dir", type=click.Path(exists=True, file_okay=False),
               help="Folder the table's image paths are relative to (default: the table's folder). Not needed "
                    "when the images are embedded as bytes.")

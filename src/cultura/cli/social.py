@@ -7,17 +7,18 @@ import json
 
 import click
 
+from ..bounds import COUNT, SEED
 from ..evaluate.suites.social.data import (
+    SYNTHETIC_PER_CELL,
     import_portraits,
     inventories,
     make_synthetic_portraits,
     portrait_sets,
-    translation_items,
 )
 from ..evaluate.suites.social.sampling import sample_balanced
-from ..evaluate.suites.social.translate import translate_inventory
+from ..evaluate.suites.social.translate import export_translation_items, translate_inventory
 from ..evaluate.suites.social.validation import translation_validation
-from .console import emit_json, json_option, listing, out, pass_ctx, summary, table
+from .console import bounded, emit_json, overwrite_option, json_option, listing, out, pass_ctx, summary, table
 
 
 @click.group("social")
@@ -67,18 +68,16 @@ def inventories_cmd(ctx, as_json):
 @click.argument("language")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
               help="JSONL file to write (push it with 'cultura annotate push translation --from FILE').")
+@overwrite_option
 @json_option
 @pass_ctx
-def translation_items_cmd(ctx, language, out_path, as_json):
+def translation_items_cmd(ctx, language, out_path, overwrite, as_json):
     """Write one language's inventory prompts with their English sources for the translation campaign."""
 
-    items = translation_items(ctx.project, language)
-    with open(out_path, "w", encoding="utf-8") as f:
-        for it in items:
-            f.write(json.dumps(it, ensure_ascii=False) + "\n")
+    res = export_translation_items(ctx.project, language, out_path, overwrite=overwrite)
     if as_json:
-        return emit_json({"language": language, "items": len(items), "path": str(out_path)})
-    out.print(f"{len(items)} translation item(s) for {language} written to {out_path}")
+        return emit_json(res)
+    out.print(f"{res['items']} translation item(s) for {language} written to {out_path}")
 
 @social.command("translate-inventory")
 @click.argument("language")
@@ -107,14 +106,16 @@ def translate_inventory_cmd(ctx, language, model, sections, overwrite, as_json):
 
 @social.command("synthetic-portraits")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--per-cell", type=click.IntRange(1), default=2, show_default=True,
+@click.option("--per-cell", type=bounded(SYNTHETIC_PER_CELL), default=2, show_default=True,
               help="Images per race × gender cell.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the drawings.")
+@click.option("--seed", type=bounded(SEED), default=0, show_default=True, help="Random seed of the drawings.")
+@click.option("--overwrite", is_flag=True, help="Replace the set's files in DIRECTORY if they exist (default: "
+                                                "refuse).")
 @json_option
-def synthetic_cmd(directory, per_cell, seed, as_json):
+def synthetic_cmd(directory, per_cell, seed, overwrite, as_json):
     """Draw a tiny synthetic labelled portrait set (cartoon faces, FairFace layout) to try the audit."""
 
-    path = make_synthetic_portraits(directory, per_cell=per_cell, seed=seed)
+    path = make_synthetic_portraits(directory, per_cell=per_cell, seed=seed, overwrite=overwrite)
     if as_json:
         return emit_json({"labels": str(path), "images": str(directory)})
     out.print(f"Wrote {path}; import it with 'cultura social import-portraits {path} --images {directory} "
@@ -124,9 +125,9 @@ def synthetic_cmd(directory, per_cell, seed, as_json):
 @social.command("sample-portraits")
 @click.argument("dataset")
 @click.option("--into", required=True, help="Name of the new, balanced portrait set.")
-@click.option("--per-cell", type=click.IntRange(1), default=None,
+@click.option("--per-cell", type=bounded(COUNT), default=None,
               help="Portraits per gender × race cell (default: the smallest cell's size).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw (reproducible).")
+@click.option("--seed", type=bounded(SEED), default=0, show_default=True, help="Seed of the draw (reproducible).")
 @click.option("--race", "races", multiple=True, help="Only these races (repeatable; default every race).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing set of that name.")
 @json_option

@@ -5,15 +5,16 @@ import click
 from rich.markup import escape
 
 from ..view.server import make_server
-from ..view.site import PAGE_SIZE, build_view, view_dir
-from .console import emit_json, json_option, out, pass_ctx, serve_until_interrupted, summary
+from ..bounds import PORT
+from ..view.site import PAGE_SIZE, PAGE_SIZES, build_view, view_dir
+from .console import bounded, emit_json, json_option, out, pass_ctx, serve_until_interrupted, summary
 
 
 @click.command("view")
 @click.option("--serve", is_flag=True, help="After building, serve the view on 127.0.0.1 (Ctrl-C stops).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+@click.option("--port", type=bounded(PORT), default=8765, show_default=True,
               help="Port for --serve on 127.0.0.1 (0: a free one).")
-@click.option("--page-size", type=click.IntRange(min=1), default=PAGE_SIZE, show_default=True,
+@click.option("--page-size", type=bounded(PAGE_SIZES), default=PAGE_SIZE, show_default=True,
               help="Images, duplicate sets, flags, trials or items per page.")
 @click.option("--overwrite", is_flag=True, help="Remake every thumbnail (pages are always updated when they "
                                                 "changed).")

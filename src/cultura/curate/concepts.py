@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
+from ..bounds import Bound, from_field
+from ..config import ConceptsSection
 from ..db import finish_run, now, start_run, transaction
 from ..errors import CulturaError, unknown
 from ..models.embedders import get_embedder
@@ -162,12 +164,17 @@ class ConceptBatch(BaseModel):
     concepts: list[GeneratedConcept] = Field(min_length=1)
 
 
+#: Concepts asked of the LLM in one generation.
+N_CONCEPTS = Bound(1, 100_000)
+#: The cosine similarity at which concepts merge: the range of concepts.dedup_threshold.
+DEDUP_THRESHOLD = from_field(ConceptsSection, "dedup_threshold")
+
+
 def generate_concepts(project: Project, *, n: int = 100, model: str | None = None, llm: LLM | None = None) -> dict:
     """Ask the LLM for ``n`` culturally-varying universal concepts with one example entity per country,
     in batches of ``llm.batch_size``. Failed batches are stored (raw reply + error) and counted, never fatal.
     """
-    if n < 1:
-        raise CulturaError(f"n must be at least 1 (got {n}).", param="n")
+    n = N_CONCEPTS.check(n, "n")
     llm = llm or LLM(project, model=model)
     countries = project.countries
     codes = {c.code for c in countries}
@@ -233,7 +240,7 @@ def dedup_concepts(project: Project, *, threshold: float | None = None, embedder
 
 
     cfg = project.config.concepts
-    threshold = cfg.dedup_threshold if threshold is None else threshold
+    threshold = DEDUP_THRESHOLD.check(cfg.dedup_threshold if threshold is None else threshold, "threshold")
     spec = embedder or cfg.dedup_embedder
     rows = list_concepts(project)
     if len(rows) < 2:

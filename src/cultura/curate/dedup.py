@@ -60,11 +60,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ..bounds import from_field
+from ..config import DedupSection
 from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
 from .blobs import check_blobs
 from .images import image_files
 from ..db.leases import stage_lock
-from ..errors import ConfigError, unknown
+from ..errors import unknown
 from ..executor import use_executor
 from ..progress import Progress
 from ..progress import task as progress_task
@@ -705,6 +707,11 @@ def update_conflict_flags_many(project: Project, inv: Inventory, evidence_by_key
 
 
 # ------------------------------------------------------------------------------------------ entry point
+#: The thresholds of the hash and embedding methods: the ranges of the dedup settings of cultura.toml.
+THRESHOLDS = {name: from_field(DedupSection, name)
+              for name in ("phash_threshold", "dhash_threshold", "embedding_threshold")}
+
+
 def resolve_options(project: Project, *, methods=None, scope=None, phash_threshold=None, dhash_threshold=None,
                     embedder=None, embedding_threshold=None, executor=None, embedding_index=None) -> dict:
     """Fill unset options from ``project.config.dedup`` and validate them (ConfigError naming the option)."""
@@ -724,17 +731,8 @@ def resolve_options(project: Project, *, methods=None, scope=None, phash_thresho
             "executor": (executor or getattr(cfg, "executor", "local"))}
     if opts["executor"] not in executors.EXECUTORS:
         raise unknown("executor", opts["executor"], executors.EXECUTORS, param="executor")
-    for name in ("phash_threshold", "dhash_threshold"):
-        v = opts[name]
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 64:
-            raise ConfigError(f"{name} must be a whole number of bits between 0 and 64, got {v!r}; set "
-                              f"--{name.replace('_', '-')} or dedup.{name} in cultura.toml.")
-        opts[name] = int(v)
-    t = opts["embedding_threshold"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not -1 <= t <= 1:
-        raise ConfigError(f"embedding_threshold must be a cosine similarity between -1 and 1, got {t!r}; set "
-                          "--embedding-threshold or dedup.embedding_threshold in cultura.toml.")
-    opts["embedding_threshold"] = float(t)
+    for name, bound in THRESHOLDS.items():
+        opts[name] = bound.check(opts[name], name)
     opts.update({k: getattr(cfg, k) for k in ("embedding_index", "embedding_nlist", "embedding_nprobe")})
     if embedding_index is not None:
         opts["embedding_index"] = embedding_index

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import pixels
+from ..bounds import from_field
+from ..config import SearchSection
 from ..db import dumps, finish_run, now, start_run, transaction
 from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError, unknown
@@ -544,6 +546,10 @@ register_provider("urls", UrlsProvider)
 register_provider("folder", FolderProvider)
 
 
+#: Results kept per query: the range of search.per_query.
+PER_QUERY = from_field(SearchSection, "per_query")
+
+
 def search_images(project: Project, *, provider: str | None = None, per_query: int | None = None, refresh: bool = False,
                   progress: Progress = None) -> dict:
     """Run one provider over the project's queries (ddgs, a :class:`QueryProvider`: the queries are made from
@@ -552,7 +558,7 @@ def search_images(project: Project, *, provider: str | None = None, per_query: i
     prov = get_provider(spec) if isinstance(spec, str) else spec
     if uses_queries(prov):
         build_queries(project)
-    per_query = per_query or project.config.search.per_query
+    per_query = PER_QUERY.check(per_query or project.config.search.per_query, "per_query")
     run = start_run(project.db, "images.search", {"provider": getattr(prov, "name", str(spec)),
                                                   "per_query": per_query, "refresh": refresh})
     try:

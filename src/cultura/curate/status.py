@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..bounds import COUNT
 from ..db import transaction
 from ..errors import CulturaError
 from .cultures_decide import FLAG, list_flags, reopen_flags, resolve_flags
@@ -92,6 +93,7 @@ def resolve_shas(db, prefixes) -> list[str]:
 
 def list_failures(project: Project, *, limit: int | None = 50) -> list[dict]:
     """Candidates that failed or were skipped, with their reason (grouped by reason, oldest first)."""
+    limit = COUNT.check_optional(limit, "limit")
     return [dict(r) for r in project.db.query(
         "SELECT id, url, status, reason, detail, http_status FROM candidates WHERE status IN ('failed','skipped') "
         "ORDER BY reason, id LIMIT ?", [-1 if limit is None else limit])]

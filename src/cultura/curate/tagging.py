@@ -15,6 +15,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .. import pixels
+from ..bounds import COUNT, from_field
+from ..config import TagSection
 from ..db import dumps, finish_run, now, start_run, transaction
 from .blobs import check_blobs
 from .images import image_files
@@ -186,7 +188,13 @@ def tag_images(project: Project, *, method: str | None = None, executor: str | N
         return _tag_images(project, method=method, **kwargs)
 
 
+#: Tags kept per image (CLIP): the range of tag.top_k.
+TOP_K = from_field(TagSection, "top_k")
+
+
 def _tag_images(project: Project, *, method: str | None = None, **kwargs) -> dict:
+    for name, bound in (("top_k", TOP_K), ("limit", COUNT)):
+        kwargs[name] = bound.check_optional(kwargs.get(name), name)
     method = method or project.config.tag.method
     fallback = None
     if method == "auto":

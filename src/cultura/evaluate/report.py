@@ -36,6 +36,7 @@ from ..annotate.pool import exclusion_summary, image_exclusions
 from ..benchmark.store import benchmark_report
 from ..curate.images import image_count
 from ..errors import CulturaError
+from ..files import refuse_existing, write_atomic
 from ..templates import render_template
 from ..view.links import view_page
 from ..models.tiny import is_random_init
@@ -285,10 +286,15 @@ def select_results(results: list[dict], *, models=None, suites=None, benchmarks=
 
 
 def write_report(project: Project, out: str | Path | None = None, *, models=None, suites=None,
-                 benchmarks=None) -> dict[str, Path]:
+                 benchmarks=None, overwrite: bool = False) -> dict[str, Path]:
     """Write ``OUT.html``, ``OUT.md`` and ``OUT_csv/*.csv`` (default ``reports/evaluation.html``); returns the
     paths. ``models`` / ``suites`` / ``benchmarks``: only these (see :func:`select_results`). Raises when there
-    are no results yet."""
+    are no results yet. A named ``out`` whose HTML or Markdown file exists is refused unless ``overwrite`` (the
+    default report in ``reports/`` is the project's own and is always rewritten)."""
+    if out:
+        named = Path(out) if Path(out).suffix.lower() in (".html", ".htm") else Path(out).with_suffix(".html")
+        for p in (named, named.with_suffix(".md")):
+            refuse_existing(p, overwrite=overwrite)
     results = load_results(project)
     if not results:
         raise CulturaError("No evaluation results yet. Run 'cultura evaluate run --model fake --suite all' (or "
@@ -331,7 +337,7 @@ def write_report(project: Project, out: str | Path | None = None, *, models=None
         stem = fig_dir / (base if count[base] == 1 else f"{base}-{count[base]}")
         for ext in ("png", "svg", "pdf"):
             if f.get(ext):
-                stem.with_name(f"{stem.name}.{ext}").write_bytes(f[ext])
+                write_atomic(stem.with_name(f"{stem.name}.{ext}"), f[ext])
                 written.add(f"{stem.name}.{ext}")
     # files an earlier report wrote that this one did not (renamed or gone figures and tables) are removed, so
     # the folders hold exactly this report
@@ -357,6 +363,4 @@ def paper_table(sec: ReportSection, name: str, rows: list[dict], *, label: str =
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, text)

@@ -19,8 +19,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..bounds import ROW_ID
 from ..db import now, reap_runs
 from ..errors import CulturaError
+from ..files import refuse_existing, write_atomic
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -150,11 +152,7 @@ def write_run_json(project: Project, run_id: int) -> Path:
     run = next(iter(project.db.query("SELECT * FROM eval_runs WHERE id = ?", [run_id])))
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", run["model"])[:80]
     path = Path(project.root) / RESULTS_DIR / f"run-{run_id:05d}-{run['suite']}-{slug}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results_json(rows), indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(results_json(rows), indent=1, ensure_ascii=False, sort_keys=True))
 
 
 def remove_run_json(project: Project, run_id: int) -> int:
@@ -228,10 +226,11 @@ def _restore(obj):
     return _from_json(obj)
 
 
-def export_samples(project: Project, run_id: int, path) -> Path:
+def export_samples(project: Project, run_id: int, path, *, overwrite: bool = False) -> Path:
     """Write one run's samples to ``path``: JSON Lines (``.jsonl``) or Parquet (``.parquet``; nested records
-    as one JSON column ``data`` beside ``run_id``, ``idx``, ``kind``)."""
-    path = Path(path)
+    as one JSON column ``data`` beside ``run_id``, ``idx``, ``kind``). An existing ``path`` is refused unless
+    ``overwrite``."""
+    run_id, path = ROW_ID.check(run_id, "run_id"), Path(path)
     if path.suffix not in (".jsonl", ".parquet"):
         raise CulturaError(f"{path.name}: sample logs are written as .jsonl or .parquet; give a file name with "
                            "one of these extensions.", param="path")
@@ -241,26 +240,27 @@ def export_samples(project: Project, run_id: int, path) -> Path:
     if run[0] is None:
         raise CulturaError(f"Run {run_id} kept no per-sample log. Run the evaluation again with --log-samples.",
                            param="run_id")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    refuse_existing(path, overwrite=overwrite)
     rows = project.db.execute("SELECT idx, kind, data FROM eval_samples WHERE run_id = ? ORDER BY idx",
                               [int(run_id)]).fetchall()
-    if path.suffix == ".jsonl":
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for idx, kind, data in rows:
-                f.write(json.dumps({"run_id": int(run_id), "idx": idx, "kind": kind, **json.loads(data)},
-                                   ensure_ascii=False, sort_keys=True) + "\n")
-    else:
-        import pyarrow as pa  # deferred: heavy
-        import pyarrow.parquet as pq  # deferred: heavy
 
-        table = pa.table({"run_id": pa.array([int(run_id)] * len(rows), pa.int64()),
-                          "idx": pa.array([r[0] for r in rows], pa.int64()),
-                          "kind": pa.array([r[1] for r in rows], pa.string()),
-                          "data": pa.array([r[2] for r in rows], pa.string())})
-        pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
-    return path
+    def write(tmp: Path) -> None:
+        if path.suffix == ".jsonl":
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                for idx, kind, data in rows:
+                    f.write(json.dumps({"run_id": int(run_id), "idx": idx, "kind": kind, **json.loads(data)},
+                                       ensure_ascii=False, sort_keys=True) + "\n")
+        else:
+            import pyarrow as pa  # deferred: heavy
+            import pyarrow.parquet as pq  # deferred: heavy
+
+            table = pa.table({"run_id": pa.array([int(run_id)] * len(rows), pa.int64()),
+                              "idx": pa.array([r[0] for r in rows], pa.int64()),
+                              "kind": pa.array([r[1] for r in rows], pa.string()),
+                              "data": pa.array([r[2] for r in rows], pa.string())})
+            pq.write_table(table, tmp, compression="zstd")
+
+    return write_atomic(path, writer=write, overwrite=overwrite)
 
 
 def results_document(project: Project, run_ids, *, config: dict) -> dict:
@@ -296,9 +296,11 @@ def results_document(project: Project, run_ids, *, config: dict) -> dict:
         "suite_versions": {r["suite"]: r["suite_version"] for r in runs}, "runs": runs})
 
 
-def write_results_document(project: Project, run_ids, output_path, *, config: dict) -> dict:
+def write_results_document(project: Project, run_ids, output_path, *, config: dict,
+                           overwrite: bool = False) -> dict:
     """Write :func:`results_document` to ``output_path`` (a ``.json`` file, or a folder: then
-    ``results_<date>.json`` in it) and each run's samples beside it (``samples_<run>_<suite>.jsonl``).
+    ``results_<date>.json`` in it) and each run's samples beside it (``samples_<run>_<suite>.jsonl``); a file
+    of these that exists already is refused (before any is written) unless ``overwrite``.
     Returns ``{"results": path, "samples": [paths]}``."""
     out = Path(output_path)
     doc = results_document(project, run_ids, config=config)
@@ -307,16 +309,17 @@ def write_results_document(project: Project, run_ids, output_path, *, config: di
     else:
         folder = out
         path = out / f"results_{doc['date'].replace(':', '-').replace('+00-00', 'Z')}.json"
+    logged = {run["run_id"]: folder / f"samples_{run['run_id']:05d}_{run['suite']}.jsonl"
+              for run in doc["runs"] if run["n_samples"] is not None}
+    for p in (path, *logged.values()):
+        refuse_existing(p, overwrite=overwrite)
     folder.mkdir(parents=True, exist_ok=True)
     samples = []
     for run in doc["runs"]:
-        if run["n_samples"] is not None:
-            samples.append(str(export_samples(project, run["run_id"],
-                                              folder / f"samples_{run['run_id']:05d}_{run['suite']}.jsonl")))
+        if run["run_id"] in logged:
+            samples.append(str(export_samples(project, run["run_id"], logged[run["run_id"]], overwrite=overwrite)))
             run["samples_file"] = Path(samples[-1]).name
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=True), overwrite=overwrite)
     return {"results": str(path), "samples": samples}
 
 

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..db import dumps, now, owner_token, transaction
+from ..bounds import BATCH_SIZE, COUNT, OutOfRange
 from ..errors import CulturaError
+from ..files import refuse_existing
 from ..executor import use_executor
 from ..progress import Progress
 from ..models.embedders import get_embedder
@@ -77,7 +79,7 @@ def run_evaluation(project: Project, models, suites="all", *, benchmark: str | N
                    batch_size: int | None = None,
                    device: str | None = None, options: dict | None = None, progress: Progress = None,
                    executor: str | None = None, log_samples: bool | None = None, limit: int | None = None,
-                   output_path=None) -> list[RunRecord]:
+                   output_path=None, overwrite: bool = False) -> list[RunRecord]:
     """Evaluate every model spec (or :class:`Embedder`) on every suite; returns one record per pair.
 
     ``suites``: a name, a comma-separated string, a list, or ``"all"``. ``options``: per-suite options
@@ -91,10 +93,13 @@ def run_evaluation(project: Project, models, suites="all", *, benchmark: str | N
     ``None`` (default) stores them when a run has at most ``SMALL_SAMPLES``, ``False`` never. ``limit``: a
     smoke run on the first ``limit`` units of each suite, marked as such in the runs, results JSON and report.
     ``output_path``: also write the results JSON of this call (and the sample logs) there
-    (:func:`results.write_results_document`); the path is in each record's ``extra["results_json"]``.
+    (:func:`results.write_results_document`); the path is in each record's ``extra["results_json"]``. An
+    existing ``.json`` file there is refused before anything runs unless ``overwrite``.
     """
-    if limit is not None and int(limit) < 1:
-        raise CulturaError(f"limit must be a positive number of items, got {limit}.", param="limit")
+    limit = COUNT.check_optional(limit, "limit")
+    batch_size = BATCH_SIZE.check_optional(batch_size, "batch_size")
+    if output_path is not None and Path(output_path).suffix == ".json":
+        refuse_existing(output_path, overwrite=overwrite)  # before the runs, not after an hour of them
     with use_executor(executor or project.config.evaluate.executor, config=project.config):
         records = _run_evaluation(project, models, suites, benchmark=benchmark, batch_size=batch_size,
                                   device=device, options=options, progress=progress, log_samples=log_samples,
@@ -105,7 +110,8 @@ def run_evaluation(project: Project, models, suites="all", *, benchmark: str | N
                   "suites": suites, "benchmark": benchmark, "batch_size": batch_size, "device": device,
                   "options": scrub_obj(options or {}), "executor": executor or project.config.evaluate.executor,
                   "log_samples": log_samples, "limit": limit}
-        paths = write_results_document(project, [r.run_id for r in records], output_path, config=config)
+        paths = write_results_document(project, [r.run_id for r in records], output_path, config=config,
+                                       overwrite=overwrite)
         for r in records:
             r.extra["results_json"] = paths["results"]
     return records
@@ -181,9 +187,18 @@ def suite_option_keys(suite_name: str) -> frozenset[str]:
 
 
 def check_options(suites: list[Suite], options: dict | None) -> None:
-    """Refuse options no chosen suite reads, before anything runs (``--option bogus=1`` was accepted silently)."""
+    """Refuse options no chosen suite reads, and numbers outside the range a suite declares for them
+    (:attr:`Suite.options`), before anything runs."""
     if not options:
         return
+    for s in suites:
+        for key, value in _suite_options(options, s.name).items():
+            if key in s.options:
+                try:
+                    s.options[key].check(value, f"Option {key} of suite {s.name}")
+                except OutOfRange as e:
+                    e.param = "options"
+                    raise
     per = {s.name: _suite_options(options, s.name) for s in suites}
     known = {s.name: suite_option_keys(s.name) for s in suites}
     unchecked = {n for n, k in known.items() if not k}

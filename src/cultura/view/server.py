@@ -2,8 +2,9 @@
 
 Only ``GET``/``HEAD`` of a plain file under the view folder (the pages, ``view.css``, ``view.js``, ``ids.js``
 and ``thumbs/``) is answered; a path that leaves the folder (``..``, an absolute path, an encoded slash, a
-symlink out) or names a hidden file is a 404. Nothing else of the project (the database, the blobs, secrets)
-is reachable.
+symlink out) or names a hidden file is a 404; a path no file can have (a NUL or other control character, bytes
+that are not UTF-8, a name too long for the file system) is a 400. Either answer has a body, and no request
+raises in the server. Nothing else of the project (the database, the blobs, secrets) is reachable.
 """
 from __future__ import annotations
 
@@ -22,12 +23,23 @@ TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
          ".json": "application/json"}
 
 
+class BadPath(ValueError):
+    """A request path that no file can have."""
+
+
 def resolve(root: Path, url_path: str) -> Path | None:
-    """The file under ``root`` that ``url_path`` names, or None when it names anything else."""
+    """The file under ``root`` that ``url_path`` names, or None when it names anything else; :class:`BadPath`
+    when no file can have that path (a control character, bytes that are not UTF-8, a name the file system
+    refuses)."""
     raw = urlsplit(url_path).path
-    if "\\" in raw or "\x00" in raw or "%2f" in raw.lower() or "%5c" in raw.lower():
+    if "\\" in raw or "%2f" in raw.lower() or "%5c" in raw.lower():
         return None
-    path = unquote(raw)
+    try:
+        path = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise BadPath("the path is not UTF-8") from None
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
+        raise BadPath("the path holds a control character")
     norm = posixpath.normpath("/" + path.lstrip("/"))
     if norm == "/":
         norm = "/index.html"
@@ -35,9 +47,12 @@ def resolve(root: Path, url_path: str) -> Path | None:
     if not parts or any(p.startswith(".") for p in parts):
         return None
     root = root.resolve()
-    target = root.joinpath(*parts).resolve()
-    if not target.is_relative_to(root) or not target.is_file() or target.suffix not in TYPES:
-        return None
+    try:
+        target = root.joinpath(*parts).resolve()
+        if not target.is_relative_to(root) or not target.is_file() or target.suffix not in TYPES:
+            return None
+    except (OSError, ValueError) as e:  # a name too long, a loop of links: no file of the view
+        raise BadPath(f"the file system refuses the path ({type(e).__name__})") from None
     return target
 
 
@@ -47,11 +62,17 @@ def _handler(root: Path):
         sys_version = ""
 
         def _send(self, head_only: bool) -> None:
-            target = resolve(root, self.path)
+            try:
+                target = resolve(root, self.path)
+                body = target.read_bytes() if target is not None else None
+            except BadPath as e:
+                self.send_error(400, "Bad path", f"No file of the view has this path: {e}.")
+                return
+            except OSError:  # removed or unreadable since it was resolved (a rerun of 'cultura view')
+                target = None
             if target is None:
                 self.send_error(404, "Not in the view")
                 return
-            body = target.read_bytes()
             self.send_response(200)
             self.send_header("Content-Type", TYPES.get(target.suffix) or mimetypes.guess_type(target.name)[0]
                              or "application/octet-stream")

@@ -21,13 +21,13 @@ missing thumbnails and rewrites only the pages whose bytes changed; pages no lon
 from __future__ import annotations
 
 import json
-import os
 import time
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CulturaError
+from ..bounds import Bound
+from ..files import sweep_temp, write_atomic
 from ..templates import render_template
 from . import data
 from .links import anchor
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ..project import Project
 
 PAGE_SIZE = 120
+#: Items per page: a page of more than 100,000 images is no page a browser opens.
+PAGE_SIZES = Bound(1, 100_000)
 ASSETS = ("view.css", "view.js", PLACEHOLDER)
 MANIFEST = "manifest.json"
 
@@ -51,9 +53,7 @@ def _write(path: Path, text: str, stats: dict) -> None:
     if path.exists() and path.stat().st_size == len(raw) and path.read_bytes() == raw:
         stats["pages_unchanged"] += 1
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(raw)
-    os.replace(tmp, path)
+    write_atomic(path, raw, sweep=False)  # build_view swept the folder once
     stats["pages_written"] += 1
 
 
@@ -129,11 +129,11 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
     items, the seconds taken and the path of ``index.html``.
 
     ``overwrite`` remakes every thumbnail (pages are always compared byte for byte)."""
-    if page_size < 1:
-        raise CulturaError(f"page_size must be at least 1, not {page_size}.", param="page_size")
+    page_size = PAGE_SIZES.check(page_size, "page_size")
     t0 = time.perf_counter()
     out = view_dir(project)
     out.mkdir(parents=True, exist_ok=True)
+    sweep_temp(out, recursive=True)  # a run killed mid-write (or an older cultura's failed write) left these
     site = _Site(project, out, page_size)
     db = project.db
     st = site.stats

@@ -18,6 +18,7 @@ from pathlib import Path
 from PIL import Image
 
 from .. import pixels
+from ..files import write_atomic
 
 #: The longest side of a thumbnail, in pixels.
 SIZE = 192
@@ -38,10 +39,8 @@ def make_thumbnail(src: Path, dest: Path, size: int = SIZE) -> None:
     # a JPEG is decoded at 1/2, 1/4 or 1/8 scale: still ≥ size on each side
     im = pixels.open_displayed(src, "RGB", draft=(size, size))
     im.thumbnail((size, size), Image.Resampling.BICUBIC, reducing_gap=2.0)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    im.save(tmp, "JPEG", quality=QUALITY, optimize=False)
-    os.replace(tmp, dest)
+    # build_view sweeps the folder once; a sweep per thumbnail would list its folder thousands of times
+    write_atomic(dest, writer=lambda tmp: im.save(tmp, "JPEG", quality=QUALITY, optimize=False), sweep=False)
 
 
 def ensure_thumbnails(root: Path, items: list[tuple[str, Path]], *, overwrite: bool = False,

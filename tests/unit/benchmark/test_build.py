@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from cultura.benchmark.build import KINDS, BuildError, build_benchmark, build_stats, get_benchmark, load_pool
 from cultura.cli import cli
 from cultura.curate.cultures_decide import CulturesUndecided
+from cultura.errors import CulturaError
 from tests.fakes.world import add_image, decide, dup_cluster, make_world, mention_queries
 
 ROLE_ORDER = ["cr", "orlb", "or", "cdr", "lb", "ti"]
@@ -153,12 +154,14 @@ def test_existing_version_is_refused(project):
     assert project.db["benchmarks"].count == 1 and project.db["benchmark_items"].count == n
 
 
-def test_bad_seed(project):
+def test_a_seed_that_is_no_seed_is_one_sentence(project):
     make_world(project, per_cell=1)
-    with pytest.raises(BuildError, match="not an integer"):
-        build_benchmark(project, "association", seed="abc", allow_unreviewed=True)
+    for seed in ("abc", -1, 2**64 + 1, 1.5):
+        with pytest.raises(CulturaError, match="seed must be an integer from 0 to 4294967295"):
+            build_benchmark(project, "association", seed=seed, allow_unreviewed=True)
     r = CliRunner().invoke(cli, ["--project", str(project.root), "build", "association", "--seed", "abc"])
-    assert r.exit_code != 0 and "not a valid integer" in r.output
+    assert r.exit_code == 2 and "abc is not an integer from 0 to 4294967295." in r.output
+    assert project.db["benchmarks"].count == 0
 
 
 def test_missing_native_term_writes_nothing(project):

@@ -13,13 +13,16 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
+from ...bounds import N_RESAMPLES, SEED, Bound
 from ...errors import SuiteSkipped  # noqa: F401  (re-exported)
 
 SuiteFunc = Callable[..., list]
 SectionFunc = Callable[[list, object], Any]
 ROW_KEYS = ("suite", "metric", "value", "ci_low", "ci_high", "n", "group", "details")
+#: The numeric options most suites read (``--option seed=1``, ``--option n_resamples=200``), with their ranges.
+COMMON_OPTIONS: dict[str, Bound] = {"seed": SEED, "n_resamples": N_RESAMPLES}
 
 
 @dataclass(frozen=True)
@@ -37,24 +40,29 @@ class Suite:
     section: SectionFunc | None = field(default=None, compare=False, hash=False)
     #: the version of the suite's protocol (bump when its rows or their meaning change); in every results JSON
     version: str = "1"
+    #: the numeric options the suite reads, each with its range: the runner refuses a value outside it before
+    #: anything runs (``--option n_resamples=10**12`` would ask numpy for terabytes)
+    options: Mapping[str, Bound] = field(default_factory=dict, compare=False, hash=False)
 
 
 SUITES: dict[str, Suite] = {}
 
 
 def register_suite(name: str, func: SuiteFunc, *, description: str, benchmark_kind: str | None = None,
-                   in_all: bool = True, model_kind: str = "embedder", section: SectionFunc | None = None) -> Suite:
+                   in_all: bool = True, model_kind: str = "embedder", section: SectionFunc | None = None,
+                   options: Mapping[str, Bound] | None = None) -> Suite:
     """Register ``func`` as suite ``name`` (re-registering a name replaces it). ``in_all``: whether
     ``--suite all`` runs it. ``model_kind``: ``"embedder"`` (the runner builds an Embedder from each
     ``--model``) or ``"llm"`` (a suite named explicitly gets each ``--model`` spec as ``options["llm"]`` and a
     :class:`ModelRef` in place of the embedder). ``section``: ``render(results, project) -> ReportSection``,
-    the suite's part of the report (see :mod:`cultura.evaluate.report`)."""
+    the suite's part of the report (see :mod:`cultura.evaluate.report`). ``options``: the numeric options it
+    reads with their :class:`~cultura.bounds.Bound` (e.g. ``{**COMMON_OPTIONS, "k": Bound(1, 100)}``)."""
     if not name or not callable(func):
         raise ValueError("register_suite needs a non-empty name and a callable func")
     if model_kind not in ("embedder", "llm"):
         raise ValueError("model_kind must be 'embedder' or 'llm'")
     return add_suite(Suite(name=name, func=func, description=description, benchmark_kind=benchmark_kind,
-                           in_all=in_all, model_kind=model_kind, section=section))
+                           in_all=in_all, model_kind=model_kind, section=section, options=dict(options or {})))
 
 
 def add_suite(suite: Suite) -> Suite:

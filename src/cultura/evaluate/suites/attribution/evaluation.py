@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ....annotate.decisions import relevance_ratings
+from ....bounds import Bound
 from ....cultures import resolve_culture
 from ....curate.images import named_links
 from ....db.readers import read_rows
@@ -82,6 +83,8 @@ def human_ratings(project: Project, *, source: str | Path | None = None) -> dict
 
 #: Binary relevance of seed 004 §5.4 / Table 1: "scores greater than 3 ... to positive label 1" (score > 3).
 DEFAULT_THRESHOLD = 3.0
+#: A threshold on the 1-5 judge scores.
+THRESHOLD = Bound(0, 5, float)
 #: "gt": relevant when score > threshold (the paper's Table 1); "ge": score >= threshold (App. C.7's columns).
 RULES = {"gt": ">", "ge": ">="}
 DEFAULT_RULE = "gt"
@@ -289,6 +292,7 @@ def evaluate_attribution(project: Project, *, judge: str | None = None, encoder:
     ``aggregation="pooled"``."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}.")
+    threshold = THRESHOLD.check(threshold, "threshold")
     human = human_ratings(project, source=ratings)
     concepts = image_concepts(project, source=ratings) if aggregation == "per_concept" else {}
     scores = load_scores(project, judge=judge, encoder=encoder, kb=kb, context=context)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ....bounds import Bound
 from ....db import now, transaction
 from ....errors import unknown
 from ....curate.images import image_files
@@ -36,6 +37,10 @@ METHOD_LABELS = {"lemma": "Lemma (V-T)", "gloss": "Gloss (V-T)", "frequency": "F
 TEXT_ONLY = {"lemma-t": "lemma", "gloss-t": "gloss", "text-t": "text"}
 ACC_KS = (1, 5, 10, 20)
 DEFAULT_K = 20
+#: KB images (or text keys) retrieved per image: ``--top-k`` and the suite's ``k``.
+TOP_K = Bound(1, 10_000)
+#: Candidates retrieved for linking accuracy: at least the largest Acc@k reported.
+LINKING_K = Bound(max(ACC_KS), 10_000)
 
 
 def link_image(index: KBIndex, query, *, k: int = DEFAULT_K, method: str = "lemma") -> list[tuple[str, float]]:
@@ -107,6 +112,7 @@ def linking_accuracy(project: Project, embedder, index: KBIndex, gold: dict, *, 
     """
     if not gold:
         raise ValueError("gold is empty: give {sha256: entity_id} for at least one image.")
+    k = LINKING_K.check(k, "k")
     gold = {s: ({g} if isinstance(g, str) else set(g)) for s, g in gold.items()}
     if max(ks) > k:
         raise ValueError(f"Acc@{max(ks)} needs at least {max(ks)} retrieved candidates; k={k}.")

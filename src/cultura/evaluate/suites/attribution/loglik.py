@@ -22,6 +22,7 @@ import json
 import math
 from typing import TYPE_CHECKING
 
+from ....bounds import COUNT, Bound
 from ....cultures import ensure_labels, resolve_cultures
 from ....db import now, transaction
 from ....errors import CulturaError
@@ -30,7 +31,7 @@ from ....models.scorers import get_scorer
 from .baseline import upsert_scores
 from .gold import load_gold
 from .kb import build_kb_index
-from .linking import DEFAULT_K, link_images
+from .linking import DEFAULT_K, TOP_K, link_images
 from .run import _context_for, project_images
 
 if TYPE_CHECKING:
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
 PROMPT = "This text is relevant to"
 DEFAULT_ALPHA = 1.0
 DEFAULT_TAU = -30.0
+#: The weight of the base-rate correction (0: none).
+ALPHA = Bound(0, 1000, float)
+#: The cap on the base rate, a log-likelihood (nats, at most 0); none: no cap.
+TAU = Bound(-1e6, 0, float, optional=True)
 
 
 def affine_debias(ll: float, base: float, *, alpha: float = DEFAULT_ALPHA, tau: float | None = DEFAULT_TAU) -> float:
@@ -99,6 +104,8 @@ def run_loglik(project: Project, embedder, scorer, *, kb: str = "default", label
 
     if context not in ("entity", "gold"):
         raise CulturaError(f"Log-likelihood scoring reads a page: context must be 'entity' or 'gold', got {context!r}.")
+    k, limit = TOP_K.check(k, "k"), COUNT.check_optional(limit, "limit")
+    alpha, tau = ALPHA.check(alpha, "alpha"), TAU.check(tau, "tau")
     if embedder is None:
         raise CulturaError("run_loglik needs a vision-language encoder for entity linking: pass embedder=...")
     embedder, scorer = get_embedder(embedder), get_scorer(scorer)

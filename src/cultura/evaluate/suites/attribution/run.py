@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from ....bounds import COUNT
 from ....cultures import ensure_labels, resolve_cultures
 from ....db import now, transaction
 from ....annotate.pool import image_exclusions
@@ -19,7 +20,7 @@ from .baseline import upsert_scores
 from .evaluation import human_ratings
 from .gold import load_gold
 from .kb import build_kb_index
-from .linking import DEFAULT_K, link_images
+from .linking import DEFAULT_K, TOP_K, link_images
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -79,6 +80,7 @@ def run_attribution(project: Project, embedder, judge, *, kb: str = "default", c
 
     if context not in CONTEXTS:
         raise unknown("attribution context", context, CONTEXTS)
+    k, limit = TOP_K.check(k, "k"), COUNT.check_optional(limit, "limit")
     if context != "none" and (embedder is None or (isinstance(embedder, str) and not embedder.strip())):
         raise CulturaError("run_attribution needs a vision-language encoder: pass embedder='openclip:ARCH/TAG' "
                            "(the seed used mSigLIP, 'openclip:ViT-SO400M-16-SigLIP-i18n-256/webli'). There is no "

@@ -23,16 +23,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ....bounds import COUNT
 from ....errors import CulturaError
 from ....models.judges import get_judge
 from ...reportkit import Cell, ReportSection, Table, model_label
 from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row, sample_limit
 from .baseline import run_baseline
-from .evaluation import C7_THRESHOLDS, DEFAULT_RULE, DEFAULT_THRESHOLD, RULES, evaluate_attribution, load_scores
+from .evaluation import (C7_THRESHOLDS, DEFAULT_RULE, DEFAULT_THRESHOLD, RULES, THRESHOLD, evaluate_attribution,
+                         load_scores)
 from .gold import load_gold
 from .kb import build_kb_index, list_kb
-from .linking import linking_accuracy
-from .loglik import DEFAULT_ALPHA, DEFAULT_TAU, run_loglik
+from .linking import TOP_K, linking_accuracy
+from .loglik import ALPHA, DEFAULT_ALPHA, DEFAULT_TAU, TAU, run_loglik
 from .run import project_images, run_attribution
 
 if TYPE_CHECKING:
@@ -239,7 +241,10 @@ def render_attribution(results, project: Project):
                                      "attribution_mean_score": t3.csv_rows()})
 
 
-SUITE = Suite(NAME, attribution_suite, section=render_attribution, description="Cultural attribution of images (seed 004, CAIRe): KB "
+#: The suite's numeric options: the same ranges as the 'cultura attribution' commands' options.
+OPTIONS = {"k": TOP_K, "limit": COUNT, "alpha": ALPHA, "tau": TAU, "threshold": THRESHOLD}
+
+SUITE = Suite(NAME, attribution_suite, section=render_attribution, options=OPTIONS, description="Cultural attribution of images (seed 004, CAIRe): KB "
                "entity linking, 1-5 judge scores per culture, encoder baseline, Pearson / F1 vs human ratings.")
 
 #: The folder's suites, read by :func:`cultura.evaluate.suites.load_suites`.

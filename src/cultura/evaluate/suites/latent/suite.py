@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ....bounds import Bound
 from ....errors import CulturaError
 from ...common import embed_images, embed_texts
 from ...metrics import c_asc
 from ...stats import StatsInputError, correct_pvalues, mann_whitney, welch_ww_wn
 from ...stats_extra import country_permutation_test, effect_band
-from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row
+from ..registry import COMMON_OPTIONS, Suite, SuiteSkipped, log_samples, logging_samples, row
 from .data import ConceptSet, load_concept_sets, term_for
 from .report import render_latent
 from ....lazy import lazy
@@ -369,6 +370,11 @@ def latent(project: Project, embedder, *, benchmark=None, options: dict) -> list
 
 
 
-SUITE = Suite(NAME, latent, section=render_latent, description="Latent-space probes (seed 002): WW vs WN image similarity with Welch "
+#: The suite's numeric options: ``alpha`` a significance level, ``permutations`` (0: off) resamples like
+#: ``n_resamples``, ``k`` the k-means regions of the projection.
+OPTIONS = {**COMMON_OPTIONS, "alpha": Bound(0, 1, float, open_low=True), "permutations": Bound(0, 1_000_000),
+           "k": Bound(1, 100)}
+
+SUITE = Suite(NAME, latent, section=render_latent, options=OPTIONS, description="Latent-space probes (seed 002): WW vs WN image similarity with Welch "
                                          "t, Bonferroni/Holm and a permutation check, country heatmaps, C-ASC, "
                                          "global alignment ranks, UMAP + k-means projections.")

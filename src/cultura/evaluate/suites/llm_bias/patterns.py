@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from ....bounds import COUNT
 from ....errors import CulturaError
 from ....models.llm import LLM
 from ....curate.entities import add_entities, normalise_entity
@@ -99,6 +100,7 @@ def _candidates(text: str, pattern: dict) -> list[str]:
 
 def extract_entities(project: Project, corpus, language: str, *, min_count: int = 1) -> dict:
     """Run the language's patterns over ``corpus`` and store candidate entities; returns counts."""
+    min_count = COUNT.check(min_count, "min_count")
     patterns = load_patterns(language)
     by_name = {p["name"]: p for p in patterns}
     counts = match_entities(iter_texts(corpus), patterns)
@@ -157,6 +159,7 @@ def llm_extract_entities(project: Project, corpus, language: str, *, country: st
     ``window`` patterns (:func:`pattern_windows`; each window has its pattern's type). Failed calls are logged
     in ``llm_calls`` and counted. Returns ``{"texts", "local", "western", "other", "not_in_text", "inserted",
     "failed_calls"}``."""
+    max_texts = COUNT.check_optional(max_texts, "max_texts")
     if from_patterns:
         jobs = [(w["type"], w["text"]) for w in pattern_windows(iter_texts(corpus), load_patterns(language))]
         if type is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ....bounds import N_RESAMPLES, SEED, Bound
 from ....errors import CulturaError
 from ....models.generators import get_generator
 from ....models.scorers import DEFAULT_MODE, get_scorer
@@ -331,7 +332,11 @@ def native_vs_english_tables(results, model_of) -> list[tuple[str, object]]:
     return out
 
 
-SUITE = Suite(NAME, llm_suite, section=render_llm, description="LLM entity bias (seed 001): CBS per entity type / language / "
+#: The suite's numeric options (``seeds``: one generation run per seed).
+OPTIONS = {"n_resamples": N_RESAMPLES, "n_entities": Bound(1, 1_000_000),
+           "seeds": Bound(SEED.low, SEED.high, many=True)}
+
+SUITE = Suite(NAME, llm_suite, section=render_llm, options=OPTIONS, description="LLM entity bias (seed 001): CBS per entity type / language / "
                "context kind, sentiment ΔFN/ΔFP, extractive-QA Δaccuracy, tokenizer script coverage.",
                model_kind="llm")
 

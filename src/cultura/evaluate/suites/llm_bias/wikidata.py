@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from ....bounds import Bound
 from ....errors import CulturaError, unknown
 from ....curate.entities import add_entities, normalise_entity
 
@@ -143,9 +144,16 @@ def run_query(query: str, *, endpoint: str = DEFAULT_ENDPOINT, timeout: float = 
     return [{k: v.get("value") for k, v in b.items()} for b in data.get("results", {}).get("bindings", [])]
 
 
+#: Entities asked of Wikidata per type (the query's LIMIT).
+LIMIT = Bound(1, 1_000_000)
+#: Languages a Western entity must be written in to be kept.
+MIN_LANGUAGES = Bound(1, 1000)
+
+
 def collect_wikidata(project: Project, country: str, *, language: str | None = None, types=None, side: str = "local",
                      limit: int = 500, endpoint: str = DEFAULT_ENDPOINT) -> dict:
     """Query every type and store the results as candidate entities; returns per-type counts."""
+    limit = LIMIT.check(limit, "limit")
     c = project.registry.country(country)
     lang = language or c.language
     out: dict = {}
@@ -168,6 +176,7 @@ def collect_western_wikidata(project: Project, *, types=None, languages=None, co
     """Western entities of every Western country in one pass per type (:func:`build_western_query`), stored
     as candidate ``western`` entities once per language they are written in (same QID across languages: the
     parallel Western set). Returns per-type ``{"entities": distinct items, "inserted": rows}``."""
+    limit, min_languages = LIMIT.check(limit, "limit"), MIN_LANGUAGES.check_optional(min_languages, "min_languages")
     out: dict = {}
     for t in types or [t for t, spec in wikidata_classes().items() if spec.get("match") != "name"]:
         q = build_western_query(t, countries=countries, languages=languages, min_languages=min_languages,

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
 from ..registry import Suite, log_samples, logging_samples, row, sample_limit
+from .options import OPTIONS
 from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, embed_texts_by_language,
                        per_trial_wins, project_2d, sample_points)
@@ -284,6 +285,6 @@ def association(project: Project, embedder, *, benchmark=None, options: dict) ->
     return out
 
 
-SUITE = Suite(NAME, association, section=render_association, benchmark_kind="association",
+SUITE = Suite(NAME, association, section=render_association, benchmark_kind="association", options=OPTIONS,
                description="Text→image association bias on 3-candidate trials: M_cr, M_lb, M_ti, SP, random "
                            "baseline, per-country SP, silhouettes (seed 000 RQ2).")

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...metrics.association import paired_chi2, similarity_drift
 from ..registry import Suite, row
+from .options import OPTIONS
 from .report import render_descriptor
 from .association import query_image_scores, variant_trials, win_rate_rows
 from ...common import mean_ci, per_trial_wins
@@ -144,6 +145,6 @@ def descriptor(project: Project, embedder, *, benchmark=None, options: dict) -> 
     return out
 
 
-SUITE = Suite(NAME, descriptor, section=render_descriptor, benchmark_kind="descriptor",
+SUITE = Suite(NAME, descriptor, section=render_descriptor, benchmark_kind="descriptor", options=OPTIONS,
                description="Cultural-descriptor compliance on 6-candidate trials: six win rates, similarity drift, "
                            "paired χ² tests (seed 000 RQ3).")

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...metrics.retrieval import accuracy_at_k, lbkl_per_query, ndcg_at_k, retrieval_frequency
 from ..registry import Suite, degenerate, log_samples, logging_samples, row, sample_limit
+from .options import OPTIONS
 from .report import render_prevalence
 from ...common import mean_ci, embed_images, language_tiers, text_blocks
 from ....curate.images import image_files
@@ -364,5 +365,5 @@ def image_query_samples(pool, top_idx, top_val):
             for i in range(len(pool.image_sha256)))
 
 
-SUITE = Suite(NAME, prevalence, section=render_prevalence, description="Image→text prevalence bias: Acc@k, NDCG@k, LBKL@k, DLBKL@k and "
+SUITE = Suite(NAME, prevalence, section=render_prevalence, options=OPTIONS, description="Image→text prevalence bias: Acc@k, NDCG@k, LBKL@k, DLBKL@k and "
                                              "retrieval frequency by language and resource tier (seed 000 RQ1).")

@@ -28,9 +28,7 @@ line up with the inventory's demographic labels (``White_Male`` …).
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import tomllib
 from dataclasses import dataclass, field
@@ -38,8 +36,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-from PIL import Image, ImageDraw
 
 from ....annotate.decisions import decided_values
 from ....curate.images import ok_images
@@ -47,6 +43,7 @@ from ....curate.importers import read_table, store_image
 from ....db import now, transaction
 from ....errors import CulturaError, unknown
 from .schema import social
+from .synthetic import SYNTHETIC_PER_CELL, make_synthetic_portraits, marker_labels  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -457,50 +454,3 @@ def load_portraits(project: Project, dataset: str) -> list[dict]:
     ok = set(ok_images(project.db))   # images excluded since the import are left out
     return [{**r, "attributes": json.loads(r["attributes"] or "{}")} for r in rows if r["sha256"] in ok]
 
-
-# ---------------------------------------------------------------- synthetic portraits (tests and demo)
-
-def make_synthetic_portraits(directory, *, per_cell: int = 2, races=("White", "Black", "East_Asian", "Indian"),
-                             genders=("Male", "Female"), seed: int = 0, size: int = 32) -> Path:
-    """Write a tiny **synthetic** labelled portrait set (cartoon faces drawn with Pillow — not real people,
-    for tests and the demo only) and its FairFace-layout table ``labels.csv``; returns the table's path.
-
-    Each image carries a marker pixel at (0, 0): red = 255 for Female, 0 for Male; green = 20 × the race's
-    index in ``races`` — so planted-bias test embedders can read the label back. Colours are random, never
-    tied to the race label.
-    """
-
-
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    rows = []
-    for ri, race in enumerate(races):
-        for gender in genders:
-            for i in range(per_cell):
-                bg = tuple(int(x) for x in rng.integers(0, 256, 3))
-                im = Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)).convert("RGB")
-                d = ImageDraw.Draw(im)
-                d.rectangle([0, 0, size, size // 4], fill=bg)
-                face = tuple(int(x) for x in rng.integers(60, 256, 3))
-                d.ellipse([size // 5, size // 5, size - size // 5, size - size // 8], fill=face)
-                d.point([(size // 3, size // 2), (2 * size // 3, size // 2)], fill=(0, 0, 0))
-                im.putpixel((0, 0), (255 if gender == "Female" else 0, 20 * ri, 0))
-                name = f"{race.lower()}_{gender.lower()}_{i}.png"
-                buf = io.BytesIO()
-                im.save(buf, format="PNG")
-                (out / name).write_bytes(buf.getvalue())
-                rows.append({"file": name, "age": "20-29", "gender": gender, "race": race.replace("_", " "),
-                             "service_test": "True", "synthetic": "True"})
-    table = out / "labels.csv"
-    with open(table, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return table
-
-
-def marker_labels(img) -> tuple[str, int]:
-    """(gender, race index) read back from a synthetic portrait's marker pixel."""
-    r, g, _ = img.convert("RGB").getpixel((0, 0))
-    return ("Female" if r >= 128 else "Male"), int(round(g / 20))

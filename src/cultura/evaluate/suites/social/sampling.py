@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ....db import now, transaction
+from ....bounds import COUNT, SEED
 from ....errors import CulturaError, unknown
 from .data import load_portraits, portrait_sets
 
@@ -29,6 +30,7 @@ def sample_balanced(project: Project, dataset: str, into: str, *, per_cell: int 
                     races=None, genders=None, overwrite: bool = False) -> dict:
     """Store a balanced sample of ``dataset`` as the portrait set ``into``; returns
     ``{"dataset", "from", "per_cell", "cells", "n", "seed", "status"}`` (status: created | unchanged)."""
+    per_cell, seed = COUNT.check_optional(per_cell, "per_cell"), SEED.check(seed, "seed")
     sets = {s["dataset"]: s for s in portrait_sets(project)}
     if dataset not in sets:
         raise unknown("portrait set", dataset, sets, hint="Import one with 'cultura social import-portraits'.")

@@ -40,11 +40,12 @@ import numpy as np
 
 from ....curate.images import caption_languages as imported_caption_languages
 from ....curate.images import captions_in
+from ....bounds import Bound
 from ....errors import CulturaError, unknown
 from ...metrics import label_shares, max_skew, mean_max_skew, symmetric_kl
 from .data import AXES, available_languages, inventory_status, load_inventory, load_portraits, portrait_sets
 from ...stats_extra import bernoulli_kl
-from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row
+from ..registry import COMMON_OPTIONS, Suite, SuiteSkipped, log_samples, logging_samples, row
 from .report import render_social
 from ...common import embed_images, embed_texts, mean_ci
 
@@ -379,7 +380,10 @@ def social(project: Project, embedder, *, benchmark=None, options: dict) -> list
     return out
 
 
-SUITE = Suite(NAME, social, section=render_social, description="Social-bias audit of CLIP models on labelled portraits (seed 003): "
+#: The suite's numeric options (``recall_ks``: the k of Recall@k).
+OPTIONS = {**COMMON_OPTIONS, "recall_ks": Bound(1, 100_000, many=True)}
+
+SUITE = Suite(NAME, social, section=render_social, options=OPTIONS, description="Social-bias audit of CLIP models on labelled portraits (seed 003): "
                                          "zero-shot crime/communion/agency probes, gender max-skew, race mean "
                                          "max-skew, KL/SKL, harm rates per language and dataset.")
 

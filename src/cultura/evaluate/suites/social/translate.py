@@ -21,7 +21,7 @@ present are ``skipped`` unless ``overwrite=True``, so a rerun resumes.
 """
 from __future__ import annotations
 
-import os
+import json
 import re
 import tomllib
 from collections import Counter
@@ -34,8 +34,10 @@ from pydantic import BaseModel, model_validator
 
 from ....db import now
 from ....errors import unknown
+from ....files import write_atomic
 from ....models.llm import LLM, call_outcome
-from .data import SECTIONS, SOURCE_LANGUAGE, SocialDataError, available_languages, inventory_status, load_inventory
+from .data import (SECTIONS, SOURCE_LANGUAGE, SocialDataError, available_languages, inventory_status, load_inventory,
+                   translation_items)
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -144,10 +146,17 @@ def _write(path: Path, language, data: dict, model: str) -> None:
               "# from the English inventory (seed 003 App. F) by cultura's own translation step. Unvalidated\n"
               "# until the 'translation' annotation campaign (seed 003 App. E) has rated every prompt:\n"
               f"#   cultura social translation-items {language.code} --out items.jsonl\n\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(header + tomli_w.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, header + tomli_w.dumps(data))
+
+
+def export_translation_items(project: Project, language: str, path, *, overwrite: bool = False) -> dict:
+    """Write the translation campaign's items of ``language`` (:func:`translation_items`) to ``path`` as JSON
+    Lines (push them with ``cultura annotate push translation --from FILE``); an existing ``path`` is refused
+    unless ``overwrite``. Returns ``{"language", "items", "path"}``."""
+    items = translation_items(project, language)
+    lines = "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items)
+    write_atomic(path, lines, overwrite=overwrite)
+    return {"language": language, "items": len(items), "path": str(path)}
 
 
 def translate_inventory(project: Project, language: str, *, model: str | None = None, sections=None,

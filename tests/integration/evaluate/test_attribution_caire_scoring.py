@@ -37,9 +37,9 @@ def test_loglik_scoring_with_affine_debiasing(photo_world, tiny_lm):
     project, kbfile, shas = photo_world
     import_kb(project, kbfile)
     scorer = get_scorer(f"hf:{tiny_lm}")
-    out = run_loglik(project, "fake:dim=16", scorer, labels=["JP", "Shinto"], k=1, alpha=0.7, tau=-1e9)
+    out = run_loglik(project, "fake:dim=16", scorer, labels=["JP", "Shinto"], k=1, alpha=0.7, tau=None)
     assert out["scored"] == 4 and out["failed"] == 0
-    again = run_loglik(project, "fake:dim=16", scorer, labels=["JP", "Shinto"], k=1, alpha=0.7, tau=-1e9)
+    again = run_loglik(project, "fake:dim=16", scorer, labels=["JP", "Shinto"], k=1, alpha=0.7, tau=None)
     assert again["skipped"] == 2
     rows = project.db.execute("SELECT sha256, country, score, details, entity_id FROM attribution_scores "
                               "WHERE sha256 = ?", [shas["sushi"]]).fetchall()

@@ -26,10 +26,10 @@ from PIL import Image
 
 from .. import pixels
 from ..bounds import PORT
-from ..db.blobs import EXTENSIONS
 
-#: Blob extensions (:data:`cultura.db.blobs.EXTENSIONS`) of the allowed formats, and ``jpeg``/``tiff`` spellings.
-SUFFIX_FORMAT = {**{EXTENSIONS[f.lower()]: f for f in pixels.ALLOWED_FORMATS}, "jpeg": "JPEG", "tiff": "TIFF"}
+#: Suffix (no dot) -> Pillow format of the formats this Pillow decodes: :data:`cultura.pixels.SUFFIXES`, the
+#: suffixes the blob store writes (:data:`cultura.db.blobs.EXTENSIONS`) among them.
+SUFFIX_FORMAT = {s[1:]: f for s, f in pixels.SUFFIXES.items() if f in pixels.ALLOWED_FORMATS}
 BLOB_RE = re.compile(r"^/blobs/([0-9a-f]{2})/([0-9a-f]{64})\.(" + "|".join(sorted(SUFFIX_FORMAT)) + r")$")
 
 
@@ -43,17 +43,22 @@ def _converted(path: Path) -> tuple[bytes, str]:
 def drawn_by_browsers(path: str) -> bool:
     """Whether browsers draw the blob at ``path`` (``blobs/ab/<sha256>.<ext>``) as stored: False for the
     formats this server converts (TIFF, AVIF)."""
-    fmt = SUFFIX_FORMAT.get(str(path).rsplit(".", 1)[-1].lower())
+    fmt = _format(path)
     return fmt is None or fmt in pixels.BROWSER_FORMATS
 
 
 def blob_response(path: Path) -> tuple[bytes, str]:
     """``(body, content type)`` served for the blob file ``path``: as stored for a format browsers draw,
     else converted (:func:`cultura.pixels.browser_bytes`)."""
-    fmt = SUFFIX_FORMAT.get(path.suffix.lstrip(".").lower())
+    fmt = _format(path)
     if fmt in pixels.BROWSER_FORMATS:
         return path.read_bytes(), pixels.MIME[fmt]
     return _converted(path)
+
+
+def _format(path) -> str | None:
+    """The format a blob's suffix names (None: not one this Pillow decodes); the blob is not opened."""
+    return SUFFIX_FORMAT.get(Path(path).suffix[1:].lower())
 
 
 class BlobHandler(BaseHTTPRequestHandler):

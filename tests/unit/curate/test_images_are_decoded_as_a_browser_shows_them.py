@@ -14,12 +14,14 @@ from click.testing import CliRunner
 from PIL import Image, ImageCms, features
 
 from cultura import pixels
+from cultura.annotate.images import BLOB_RE, drawn_by_browsers
 from cultura.annotate.push import check_image_urls
 from cultura.cli import cli
 from cultura.curate.dedup import dedup_images
 from cultura.curate.importers import store_image
 from cultura.curate import sniff
 from cultura.curate.sniff import sniff_image
+from cultura.db.blobs import blob_relpath
 from cultura.errors import CulturaError
 from cultura.models.embedders import embed_images_cached, get_embedder
 from cultura.project import Project, init_project
@@ -310,3 +312,12 @@ def test_push_without_the_image_server_refuses_formats_browsers_do_not_draw():
         check_image_urls(items, None)
     check_image_urls(items, "http://127.0.0.1:8081")  # the image server converts it
     check_image_urls(items[1:], None)
+
+
+def test_the_image_server_knows_the_blob_of_every_allowed_format_by_its_suffix():
+    """The image server and push read a blob's format from the suffix the blob store wrote (no decode): each
+    allowed format's blob path is served, and converted exactly when browsers do not draw the format."""
+    for fmt in pixels.ALLOWED_FORMATS:
+        rel = blob_relpath("ab" + "0" * 62, fmt)
+        assert BLOB_RE.match("/" + rel), rel
+        assert drawn_by_browsers(rel) == (fmt in pixels.BROWSER_FORMATS), rel

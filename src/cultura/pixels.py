@@ -140,16 +140,18 @@ def _lab_to_srgb():
     return ImageCms.buildTransform(ImageCms.createProfile("LAB"), ImageCms.createProfile("sRGB"), "LAB", "RGB")
 
 
-def open_displayed(src, mode: str = "RGB", *, draft: tuple[int, int] | None = None,
+def open_displayed(src, mode: str | None = "RGB", *, draft: tuple[int, int] | None = None,
                    formats=None) -> Image.Image:
     """Open ``src`` (a path, bytes or a file object) and return its :func:`displayed` picture, loaded and
-    detached from the file. ``draft``: a JPEG is decoded at a reduced scale still at least this big (DCT
-    scaling: most of the speed of a thumbnail). ``formats``: the Pillow formats tried (None: any; outside
-    data is checked by the downloader's sniffing before it is stored). Raises what Pillow raises on
-    unreadable data."""
+    detached from the file. ``mode``: as for :func:`displayed`, or None for :func:`natural_mode` (a grey
+    picture stays grey: what the embedders get). ``draft``: a JPEG is decoded at a reduced scale still at
+    least this big (DCT scaling: most of the speed of a thumbnail). ``formats``: the Pillow formats tried
+    (None: any; outside data is checked by the downloader's sniffing before it is stored). Raises what
+    Pillow raises on unreadable data."""
     if isinstance(src, (bytes, bytearray, memoryview)):
         src = io.BytesIO(bytes(src))
     with Image.open(src, formats=formats) as im:
+        mode = mode or natural_mode(im)
         if draft is not None and im.format == "JPEG":
             im.draft("L" if mode == "L" else "RGB", draft)
         out = displayed(im, mode)

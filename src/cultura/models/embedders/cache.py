@@ -21,7 +21,6 @@ import math
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
-from PIL import Image
 
 from ... import pixels
 from ...db import now, transaction
@@ -213,10 +212,7 @@ def open_image(path, sha: str):
     """The image of blob ``path`` (sha256 ``sha``) as the embedders get it: the picture a browser shows
     (:mod:`cultura.pixels`), bounded by :func:`safe_image`, RGB (or L), fully loaded."""
     try:
-        with Image.open(path) as im:
-            shown = pixels.displayed(im, pixels.natural_mode(im))
-            bounded = safe_image(shown)  # bounded before any model preprocessing
-            return bounded.copy() if bounded is im else bounded
+        return safe_image(pixels.open_displayed(path, None))  # bounded before any model preprocessing
     except (OSError, ValueError, SyntaxError) as e:
         raise CulturaError(f"Image {sha} at {path} cannot be read ({e}). Re-run 'cultura images download' to "
                            "restore it, or exclude it before embedding.") from e

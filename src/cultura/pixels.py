@@ -50,6 +50,11 @@ MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "i
 MODEL_FORMATS = frozenset({"JPEG", "PNG", "GIF", "WEBP"})
 #: JPEG quality of the images converted for a browser (:func:`browser_bytes`).
 BROWSER_QUALITY = 90
+#: What opening or decoding a file that cannot be read raises: ``OSError`` (unidentified, truncated),
+#: ``ValueError`` and ``SyntaxError`` (a format plugin's parser on a malformed header). Pillow's
+#: ``DecompressionBombError`` (far more pixels than its limit) is not among them: a caller that records it as
+#: that image's failure adds it.
+UNREADABLE: tuple[type[Exception], ...] = (OSError, ValueError, SyntaxError)
 
 _ORIENTATION = 0x0112
 _SWAPPED = frozenset({5, 6, 7, 8})  # orientations that turn the picture by 90 degrees
@@ -146,8 +151,8 @@ def open_displayed(src, mode: str | None = "RGB", *, draft: tuple[int, int] | No
     detached from the file. ``mode``: as for :func:`displayed`, or None for :func:`natural_mode` (a grey
     picture stays grey: what the embedders get). ``draft``: a JPEG is decoded at a reduced scale still at
     least this big (DCT scaling: most of the speed of a thumbnail). ``formats``: the Pillow formats tried
-    (None: any; outside data is checked by the downloader's sniffing before it is stored). Raises what
-    Pillow raises on unreadable data."""
+    (None: any; outside data is checked by the downloader's sniffing before it is stored). Raises
+    :data:`UNREADABLE` (what Pillow raises) on unreadable data."""
     if isinstance(src, (bytes, bytearray, memoryview)):
         src = io.BytesIO(bytes(src))
     with Image.open(src, formats=formats) as im:
@@ -164,7 +169,7 @@ def browser_bytes(path: str | Path, *, formats=BROWSER_FORMATS, plain: bool = Fa
     transparency kept, when it has some). ``plain``: the reader decodes pixels as stored (a model server's
     Pillow ignores EXIF orientation, clips 16-bit grey white and drops transparency to black), so the
     picture is converted, over white, whenever its stored pixels are not what a browser shows. Raises
-    ``OSError``/``ValueError``/``SyntaxError`` for a file that cannot be read."""
+    :data:`UNREADABLE` for a file that cannot be read."""
     with Image.open(path, formats=ALLOWED_FORMATS) as im:
         if im.format in formats and not (plain and _drawn_otherwise(im)):
             return Path(path).read_bytes(), MIME[im.format]

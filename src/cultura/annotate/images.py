@@ -83,7 +83,7 @@ class BlobHandler(BaseHTTPRequestHandler):
             return
         try:
             data, ctype = blob_response(p)
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        except (*pixels.UNREADABLE, Image.DecompressionBombError) as e:
             self.send_error(500, f"the blob cannot be decoded ({type(e).__name__})")
             return
         self.send_response(200)

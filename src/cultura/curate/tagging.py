@@ -82,7 +82,7 @@ def tag_with_llm(project: Project, *, model: str | None = None, retry_failed: bo
     for row in track(todo, "tagging", progress=progress):
         try:
             url = _data_url(project, row)
-        except (OSError, ValueError, SyntaxError) as e:  # a damaged blob is that image's failure, not the run's
+        except pixels.UNREADABLE as e:  # a damaged blob is that image's failure, not the run's
             with transaction(db):
                 _mark(db, row["sha256"], source, "failed", error=f"unreadable image ({type(e).__name__}: {e})")
             failed += 1

@@ -414,7 +414,7 @@ def image_uri(path: str | Path, *, max_side: int = 160) -> str | None:
         im.thumbnail((max_side, max_side))
         buf = io.BytesIO()
         im.save(buf, format="JPEG", quality=80)
-    except (OSError, ValueError, SyntaxError):
+    except pixels.UNREADABLE:
         return None
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 

@@ -71,7 +71,7 @@ def ensure_thumbnails(root: Path, items: list[tuple[str, Path]], *, overwrite: b
             return sha, None
         except FileNotFoundError:
             return sha, "blob file missing"
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        except (*pixels.UNREADABLE, Image.DecompressionBombError) as e:
             return sha, f"unreadable image ({type(e).__name__})"
 
     workers = workers or min(8, (os.cpu_count() or 2))

@@ -213,7 +213,7 @@ def open_image(path, sha: str):
     (:mod:`cultura.pixels`), bounded by :func:`safe_image`, RGB (or L), fully loaded."""
     try:
         return safe_image(pixels.open_displayed(path, None))  # bounded before any model preprocessing
-    except (OSError, ValueError, SyntaxError) as e:
+    except pixels.UNREADABLE as e:
         raise CulturaError(f"Image {sha} at {path} cannot be read ({e}). Re-run 'cultura images download' to "
                            "restore it, or exclude it before embedding.") from e
 

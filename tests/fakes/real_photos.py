@@ -6,17 +6,26 @@ stereo motorcycle's left view, scikit-learn's china and flower, and two non-over
 two largest (hubble_deep_field, retina), which count as distinct photographs. Each gets nine copies:
 JPEG q=30, resized to 50 %, 5 % and 10 % cut off each side, rotated 3 degrees (corners filled black),
 mirrored, greyscale, a watermark text, and a white border of 10 % of each side's length.
+
+Also copies whose bytes store the pixels otherwise while a browser shows the original (cultura/pixels.py):
+:func:`turned` (stored turned, with the EXIF orientation that shows it upright) and :func:`grey16` (16-bit
+grey).
 """
 from __future__ import annotations
 
 import io
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 SKIMAGE = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "immunohistochemistry", "clock",
            "cell", "brick", "gravel", "grass"]
 TRANSFORMS = ["jpeg_q30", "resize_50", "crop_5", "crop_10", "rotate_3", "mirror", "grayscale", "watermark",
               "border_10"]
+#: The inverse of each EXIF orientation (the transform that stores an upright picture under that tag).
+STORED_AS = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+             5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_90, 7: Image.Transpose.TRANSVERSE,
+             8: Image.Transpose.ROTATE_270}
 
 
 def photos() -> dict[str, Image.Image]:
@@ -38,6 +47,23 @@ def photos() -> dict[str, Image.Image]:
 def encode(im: Image.Image, quality: int = 90) -> bytes:
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def turned(im: Image.Image, orientation: int, fmt: str = "JPEG", **kw) -> bytes:
+    """``im`` stored so that a browser shows it upright under EXIF ``orientation`` (``kw``: Pillow's save
+    options, ``quality=`` say)."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    im.transpose(STORED_AS[orientation]).save(buf, fmt, exif=exif.tobytes(), **kw)
+    return buf.getvalue()
+
+
+def grey16(im: Image.Image) -> bytes:
+    """The grey picture of ``im`` as a 16-bit PNG (level v stored as 257 v)."""
+    buf = io.BytesIO()
+    Image.fromarray(np.asarray(im.convert("L"), dtype=np.uint16) * 257).save(buf, "PNG")
     return buf.getvalue()
 
 

@@ -11,7 +11,7 @@ from PIL import Image, features
 from cultura.annotate.images import serve_in_thread
 from cultura.curate.importers import store_image
 from tests.fakes.labelstudio import add_images
-from tests.fakes.real_photos import photos
+from tests.fakes.real_photos import photos, turned
 
 
 def test_serve_images_serves_only_blobs(project):
@@ -33,17 +33,13 @@ def test_serve_images_answers_tiff_and_avif_with_bytes_a_browser_draws(project):
     is answered as JPEG of the picture a browser would show (an EXIF-turned TIFF upright); a format every
     browser draws is answered as stored."""
     chelsea = photos()["chelsea"]                                       # 451 x 300
-    exif = Image.Exif()
-    exif[0x0112] = 6
 
     def encoded(fmt, im=chelsea, **kw):
         buf = io.BytesIO()
         im.save(buf, fmt, **kw)
         return buf.getvalue()
 
-    blobs = {"tiff": encoded("TIFF"), "turned_tiff": encoded("TIFF", chelsea.transpose(Image.Transpose.ROTATE_90),
-                                                             exif=exif.tobytes()),
-             "jpeg": encoded("JPEG", quality=90)}
+    blobs = {"tiff": encoded("TIFF"), "turned_tiff": turned(chelsea, 6, "TIFF"), "jpeg": encoded("JPEG", quality=90)}
     if features.check("avif"):
         blobs["avif"] = encoded("AVIF", quality=90)
     rel = {k: project.db["images"].get(store_image(project, data))["path"] for k, data in blobs.items()}

@@ -10,7 +10,7 @@ from PIL import Image
 from cultura.curate import concepts as C
 from cultura.curate.importers import store_image
 from cultura.curate.tagging import tag_images
-from tests.fakes.real_photos import photos
+from tests.fakes.real_photos import grey16, photos, turned
 from tests.integration.curate.test_tagging_by_clip import _add_images
 
 
@@ -54,13 +54,8 @@ def test_a_vision_model_is_sent_the_picture_a_browser_shows(project, openai_stub
     server's plain Pillow decode sees what annotators see); a plain JPEG goes out as stored; a blob that cannot
     be decoded is that image's failed row, and the others are tagged."""
     photo = photos()["chelsea"]                                         # 451 x 300
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    sent = {
-        "tiff": _encoded(photo, "TIFF"),
-        "turned": _encoded(photo.transpose(Image.Transpose.ROTATE_90), "JPEG", quality=90, exif=exif.tobytes()),
-        "grey16": _encoded(Image.fromarray(np.asarray(photo.convert("L"), dtype=np.uint16) * 257), "PNG"),
-        "plain": _encoded(photo, "JPEG", quality=80)}
+    sent = {"tiff": _encoded(photo, "TIFF"), "turned": turned(photo, 6, quality=90), "grey16": grey16(photo),
+            "plain": _encoded(photo, "JPEG", quality=80)}
     C.add_concepts(project, ["cat"])
     kind = {store_image(project, data): k for k, data in sent.items()}
     damaged = store_image(project, _encoded(photos()["coffee"], "PNG"))

@@ -21,6 +21,7 @@ from cultura.db import dumps, now
 from cultura.db.blobs import store_blob
 from cultura.errors import ConfigError, UnknownName
 from cultura.project import init_project
+from tests.fakes.real_photos import grey16, turned
 
 SIZE = (320, 240)
 
@@ -545,11 +546,7 @@ def pixel_copies(im: Image.Image) -> dict[str, bytes]:
     """Copies whose bytes store the pixels otherwise while a browser shows the original: ``exif_rotated``,
     the pixels turned a quarter anticlockwise with EXIF orientation 6 (turn clockwise to show), and
     ``grey16``, the grey picture as a 16-bit PNG (each 8-bit level v stored as 257 v)."""
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    grey16 = np.asarray(im.convert("L"), dtype=np.uint16) * 257
-    return {"exif_rotated": encode(im.transpose(Image.Transpose.ROTATE_90), quality=90, exif=exif.tobytes()),
-            "grey16": encode(Image.fromarray(grey16), "PNG")}
+    return {"exif_rotated": turned(im, 6, quality=90), "grey16": grey16(im)}
 
 
 def test_real_photos_pair_recall_at_precision_one_with_default_methods(tmp_path):

@@ -28,33 +28,18 @@ from cultura.project import Project, init_project
 from cultura.view.server import resolve
 from cultura.view.thumbs import thumb_rel
 from tests.fakes import real_photos
+from tests.fakes.real_photos import STORED_AS, grey16, turned
 from tests.unit.curate.test_dedup import Builder, clusters
 
 pytest.importorskip("skimage.data")
 
 AVIF = features.check("avif")
-#: The inverse of each EXIF orientation (the transform that stores an upright picture under that tag).
-STORED_AS = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-             5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_90, 7: Image.Transpose.TRANSVERSE,
-             8: Image.Transpose.ROTATE_270}
 
 
 def encode(im: Image.Image, fmt: str, **kw) -> bytes:
     buf = io.BytesIO()
     im.save(buf, fmt, **kw)
     return buf.getvalue()
-
-
-def turned(im: Image.Image, orientation: int, fmt: str = "JPEG", **kw) -> bytes:
-    """``im`` stored so that a browser shows it upright under EXIF ``orientation``."""
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    return encode(im.transpose(STORED_AS[orientation]), fmt, exif=exif.tobytes(), **kw)
-
-
-def grey16(im: Image.Image) -> bytes:
-    """The grey picture of ``im`` as a 16-bit PNG (level v stored as 257 v)."""
-    return encode(Image.fromarray(np.asarray(im.convert("L"), dtype=np.uint16) * 257), "PNG")
 
 
 def bad_crc_png(im: Image.Image) -> bytes:
@@ -247,7 +232,7 @@ def test_thumbnails_drawn_by_an_older_cultura_are_drawn_again(downloaded):
 
 # ------------------------------------------------------------------------------------------ an older project
 def test_an_older_projects_hashes_and_sizes_are_made_again_by_the_next_dedup(tmp_path, photos):
-    """Hashes stored before the decode followed the browser (migration m010) are cleared on open, so the next
+    """Hashes stored before the decode followed the browser (migration m011) are cleared on open, so the next
     dedup hashes every image from the displayed picture and stores its displayed size."""
     p = init_project(tmp_path / "p", countries=["US", "JP"])
     b = Builder(p)

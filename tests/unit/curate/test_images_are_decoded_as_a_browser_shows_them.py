@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from PIL import Image, ImageCms, features
 
 from cultura import pixels
+from cultura.annotate import images as image_server
 from cultura.annotate.images import BLOB_RE, drawn_by_browsers
 from cultura.annotate.push import check_image_urls
 from cultura.cli import cli
@@ -306,3 +307,21 @@ def test_the_image_server_knows_the_blob_of_every_allowed_format_by_its_suffix()
         rel = blob_relpath("ab" + "0" * 62, fmt)
         assert BLOB_RE.match("/" + rel), rel
         assert drawn_by_browsers(rel) == (fmt in pixels.BROWSER_FORMATS), rel
+
+
+def test_the_image_server_converts_a_blob_once(tmp_path, photos, monkeypatch):
+    """Label Studio's editor asks again for the image of every task it shows: a TIFF is converted on the first
+    request only, and a JPEG is never decoded."""
+    tiff, jpeg = tmp_path / ("ab" + "0" * 62 + ".tif"), tmp_path / ("cd" + "0" * 62 + ".jpg")
+    tiff.write_bytes(encode(photos["chelsea"], "TIFF"))
+    jpeg.write_bytes(encode(photos["chelsea"], "JPEG", quality=90))
+    real, converted = pixels.browser_bytes, []
+    monkeypatch.setattr(pixels, "browser_bytes", lambda path, **kw: converted.append(path) or real(path, **kw))
+    image_server._converted.cache_clear()
+    try:
+        first = image_server.blob_response(tiff)
+        assert first[1] == "image/jpeg" and image_server.blob_response(tiff) == first
+        assert image_server.blob_response(jpeg) == (jpeg.read_bytes(), "image/jpeg")
+        assert converted == [tiff]
+    finally:
+        image_server._converted.cache_clear()

@@ -164,8 +164,7 @@ def ray_init(address: str | None = None, **kwargs):
     try:
         ray.init(address=address, log_to_driver=False, **kwargs)
     except (ConnectionError, RuntimeError, ray.exceptions.RayError) as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ConfigError(f"Cannot join the Ray cluster at RAY_ADDRESS={address} ({first.rstrip('.')}): "
+        raise ConfigError(f"Cannot join the Ray cluster at RAY_ADDRESS={address} ({_first_line(e)}): "
                           f"{_RAY_FIX}", param="executor") from None
     return ray
 
@@ -183,6 +182,12 @@ _RAY_TOKEN_FIX = ("set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_T
                   "it), or unset RAY_ADDRESS to run Ray on this machine.")
 #: The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS) answers with its SETTINGS.
 _H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of an error of Ray's (whose messages run on for lines), without its full stop: quoted
+    inside the one sentence that says what to do."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
 
 
 def ray_address(address: str | None = None) -> str | None:
@@ -292,8 +297,7 @@ def _check_ray_token(address: str, gcs: str) -> None:
         raise ConfigError(f"The Ray cluster at RAY_ADDRESS={address} {what}: {_RAY_TOKEN_FIX}",
                           param="executor") from None
     except ray.exceptions.RayError as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ConfigError(f"The Ray cluster at RAY_ADDRESS={address} does not answer ({first.rstrip('.')}): "
+        raise ConfigError(f"The Ray cluster at RAY_ADDRESS={address} does not answer ({_first_line(e)}): "
                           f"{_RAY_FIX}", param="executor") from None
 
 

@@ -20,9 +20,10 @@ from ..annotate.server import (SERVER_PORT, START_TIMEOUT, label_studio_origins,
                                stop_server)
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
-from ..evaluate.suites.attribution.priority import ordering
 from ..bounds import PORT, PROBABILITY, SEED
-from .console import bounded, emit_json, json_option, overwrite_option, listing, out, pass_ctx, serve_until_interrupted, summary, table
+from ..evaluate.suites.attribution.priority import ordering
+from .console import (bounded, emit_json, json_option, listing, out, overwrite_option, pass_ctx,
+                      serve_until_interrupted, summary, table)
 
 
 @click.group()

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..evaluate.suites.attribution.baseline import run_baseline
 from ..bounds import COUNT
+from ..evaluate.suites.attribution.baseline import run_baseline
 from ..evaluate.suites.attribution.evaluation import (THRESHOLD, evaluate_attribution, human_ratings,
                                                      upper_bound_ratios)
 from ..evaluate.suites.attribution.gold import import_gold, load_gold

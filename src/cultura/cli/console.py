@@ -283,6 +283,7 @@ def stage_hint(ctx: Ctx, stage: str, as_json: bool, when: bool = True) -> bool:
     return bool(hint)
 
 
-__all__ = ["Ctx", "pass_ctx", "bounded", "overwrite_option", "json_option", "executor_option", "option", "model_option", "AliasedOption",
+__all__ = ["Ctx", "pass_ctx", "bounded", "overwrite_option", "json_option", "executor_option", "option", "model_option",
+           "AliasedOption",
            "emit_json", "serve_until_interrupted", "table", "listing", "summary", "columns_of", "out",
            "console", "cli_error", "CulturaError", "stage_hint", "csv_list"]

@@ -1,17 +1,10 @@
 """``cultura culture …``: culture labels beside the countries (a religion, an ethnic group, a state; seed 004)."""
 from __future__ import annotations
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
 import click
 
 from ..cultures import add_culture_label, registered_labels, resolve_culture
 from .console import json_option, listing, pass_ctx, summary
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.group("culture")

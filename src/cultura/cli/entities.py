@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..bounds import COUNT
 from ..curate.entities import entity_counts, import_entities, list_entities
 from ..evaluate.suites.llm_bias.patterns import extract_entities, llm_extract_entities
-from ..bounds import COUNT
 from ..evaluate.suites.llm_bias.wikidata import (DEFAULT_ENDPOINT, LIMIT, MIN_LANGUAGES, collect_western_wikidata,
                                                 collect_wikidata)
 from .console import bounded, json_option, listing, pass_ctx, summary

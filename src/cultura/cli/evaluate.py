@@ -16,7 +16,8 @@ from ..evaluate.runner import load_results, records_table, results_json, run_eva
 from ..evaluate.suites import load_suites
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
-from .console import bounded, emit_json, executor_option, json_option, overwrite_option, listing, out, pass_ctx, summary, table
+from .console import (bounded, emit_json, executor_option, json_option, listing, out, overwrite_option, pass_ctx,
+                      summary, table)
 
 
 def _parse_options(pairs) -> dict:

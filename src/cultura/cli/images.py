@@ -11,7 +11,8 @@ from ..curate.download import download_candidates
 from ..curate.search import PER_QUERY, ingest_img2dataset, search_images, uses_queries
 from ..curate.status import flags, list_failures, resolve_image_flags, set_image_status
 from ..curate.tagging import TOP_K, tag_images
-from .console import bounded, executor_option, json_option, listing, model_option, option, pass_ctx, stage_hint, summary
+from .console import (bounded, executor_option, json_option, listing, model_option, option, pass_ctx, stage_hint,
+                      summary)
 
 
 @click.group()

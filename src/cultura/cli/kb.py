@@ -1,17 +1,10 @@
 """``cultura kb …``: the knowledge base that images are linked to (seed 004, CAIRe)."""
 from __future__ import annotations
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
 import click
 
 from ..evaluate.suites.attribution.kb import import_kb
 from .console import json_option, pass_ctx, summary
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.group("kb")

@@ -8,17 +8,12 @@ import json
 import click
 
 from ..bounds import COUNT, SEED
-from ..evaluate.suites.social.data import (
-    SYNTHETIC_PER_CELL,
-    import_portraits,
-    inventories,
-    make_synthetic_portraits,
-    portrait_sets,
-)
+from ..evaluate.suites.social.data import import_portraits, inventories, portrait_sets
 from ..evaluate.suites.social.sampling import sample_balanced
+from ..evaluate.suites.social.synthetic import SYNTHETIC_PER_CELL, make_synthetic_portraits
 from ..evaluate.suites.social.translate import export_translation_items, translate_inventory
 from ..evaluate.suites.social.validation import translation_validation
-from .console import bounded, emit_json, overwrite_option, json_option, listing, out, pass_ctx, summary, table
+from .console import bounded, emit_json, json_option, listing, out, overwrite_option, pass_ctx, summary, table
 
 
 @click.group("social")

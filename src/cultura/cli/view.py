@@ -4,8 +4,8 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from ..view.server import make_server
 from ..bounds import PORT
+from ..view.server import make_server
 from ..view.site import PAGE_SIZE, PAGE_SIZES, build_view, view_dir
 from .console import bounded, emit_json, json_option, out, pass_ctx, serve_until_interrupted, summary
 

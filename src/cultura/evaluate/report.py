@@ -291,9 +291,13 @@ def write_report(project: Project, out: str | Path | None = None, *, models=None
     paths. ``models`` / ``suites`` / ``benchmarks``: only these (see :func:`select_results`). Raises when there
     are no results yet. A named ``out`` whose HTML or Markdown file exists is refused unless ``overwrite`` (the
     default report in ``reports/`` is the project's own and is always rewritten)."""
-    if out:
-        named = Path(out) if Path(out).suffix.lower() in (".html", ".htm") else Path(out).with_suffix(".html")
-        for p in (named, named.with_suffix(".md")):
+    named = bool(out)
+    out = Path(out) if out else Path(project.root) / "reports" / "evaluation.html"
+    if out.suffix.lower() not in (".html", ".htm"):
+        out = out.with_suffix(".html")
+    md = out.with_suffix(".md")
+    if named:  # before the results are read and the report is built
+        for p in (out, md):
             refuse_existing(p, overwrite=overwrite)
     results = load_results(project)
     if not results:
@@ -301,15 +305,11 @@ def write_report(project: Project, out: str | Path | None = None, *, models=None
                            "a real model) first.")
     results = select_results(results, models=models, suites=suites, benchmarks=benchmarks)
     report = build_report(project, results=results)
-    out = Path(out) if out else Path(project.root) / "reports" / "evaluation.html"
-    if out.suffix.lower() not in (".html", ".htm"):
-        out = out.with_suffix(".html")
     out.parent.mkdir(parents=True, exist_ok=True)
-    md = out.with_suffix(".md")
     csv_dir = out.with_name(out.stem + "_csv")
     csv_dir.mkdir(exist_ok=True)
-    _atomic_write(out, render_html(report))
-    _atomic_write(md, render_markdown(report))
+    write_atomic(out, render_html(report))
+    write_atomic(md, render_markdown(report))
     tex_dir = out.with_name(out.stem + "_latex")
     tex_dir.mkdir(exist_ok=True)
     tex_files = []
@@ -323,10 +323,10 @@ def write_report(project: Project, out: str | Path | None = None, *, models=None
             w.writeheader()
             w.writerows(rows)
             stem = f"{slug(suite)}-{slug(name)}"
-            _atomic_write(csv_dir / f"{stem}.csv", buf.getvalue())
-            _atomic_write(tex_dir / f"{stem}.tex", paper_table(sec, name, rows, label=f"tab:{stem}"))
+            write_atomic(csv_dir / f"{stem}.csv", buf.getvalue())
+            write_atomic(tex_dir / f"{stem}.tex", paper_table(sec, name, rows, label=f"tab:{stem}"))
             tex_files.append(stem)
-    _atomic_write(tex_dir / "all-tables.tex", latex.document(tex_files))
+    write_atomic(tex_dir / "all-tables.tex", latex.document(tex_files))
     fig_dir = out.with_name(out.stem + "_figures")
     fig_dir.mkdir(exist_ok=True)
     count: dict[str, int] = {}
@@ -360,7 +360,3 @@ def paper_table(sec: ReportSection, name: str, rows: list[dict], *, label: str =
     return "% cultura: the CSV's rows (not a table of the HTML)\n" + latex.from_rows(
         rows, caption=f"{sec.title}: {name.replace('_', ' ')} (every row of the CSV {label.removeprefix('tab:')}.csv).",
         label=label)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    write_atomic(path, text)

@@ -191,15 +191,15 @@ def check_options(suites: list[Suite], options: dict | None) -> None:
     (:attr:`Suite.options`), before anything runs."""
     if not options:
         return
+    per = {s.name: _suite_options(options, s.name) for s in suites}
     for s in suites:
-        for key, value in _suite_options(options, s.name).items():
+        for key, value in per[s.name].items():
             if key in s.options:
                 try:
                     s.options[key].check(value, f"Option {key} of suite {s.name}")
                 except OutOfRange as e:
                     e.param = "options"
                     raise
-    per = {s.name: _suite_options(options, s.name) for s in suites}
     known = {s.name: suite_option_keys(s.name) for s in suites}
     unchecked = {n for n, k in known.items() if not k}
     bad = sorted({k for n, opts in per.items() if n not in unchecked for k in opts} -

@@ -16,20 +16,10 @@ from click.testing import CliRunner
 from cultura.cli import cli
 from cultura.evaluate.report import build_report, write_report
 from cultura.evaluate.reportkit import Cell, Table, figure_problems, merge_notes
-from cultura.evaluate.runner import run_evaluation
 
-from tests.fakes.benchmark_world import Planted, make_benchmarks
+from tests.integration.evaluate.test_report import evaluated  # noqa: F401 - the report's evaluated project
 
-FAST = {"n_resamples": 50, "projection": "pca"}
 NAN_INF = re.compile(r"(?<![A-Za-z\\])(nan|inf|infinity)(?![A-Za-z])", re.IGNORECASE)
-
-
-@pytest.fixture
-def evaluated(project):
-    w = make_benchmarks(project)
-    run_evaluation(project, [Planted(w["meta"], alpha=0.9, gamma=1.0, noise=1.0),
-                             Planted(w["meta"], concept=0.0, alpha=3.0, noise=0.0)], "all", options=FAST)
-    return project
 
 
 def compile_tables(tex_dir: Path, work: Path) -> str:

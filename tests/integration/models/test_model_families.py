@@ -14,21 +14,13 @@ from cultura.models.embedders import (
     ModelUnavailable,
     get_embedder,
 )
+from tests.fakes.tiny_lm import wordlevel_tokenizer
 from tests.unit.models.test_models import assert_unit_rows, img  # noqa: F401 - shared with the unit tests
 
 
-def _tiny_tokenizer(folder, corpus, special, template, **names):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(unk_token=names["unk_token"]))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=special))
-    bos, eos = names["bos_token"], names["eos_token"]
-    tok.post_processor = processors.TemplateProcessing(
-        single=template, special_tokens=[(bos, tok.token_to_id(bos)), (eos, tok.token_to_id(eos))])
-    PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=32, **names).save_pretrained(folder)
-    return tok.get_vocab_size()
+def _tiny_tokenizer(folder, corpus, special, template, **names) -> int:
+    """The tokenizer saved to ``folder`` (:func:`wordlevel_tokenizer`); returns its vocabulary size."""
+    return wordlevel_tokenizer(folder, corpus, special, template, **names).backend_tokenizer.get_vocab_size()
 
 
 @pytest.fixture(scope="module")

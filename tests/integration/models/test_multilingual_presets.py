@@ -11,25 +11,11 @@ from PIL import Image
 
 from cultura.errors import CulturaError, UnknownName
 from cultura.models.embedders import ModelUnavailable, get_embedder
+from tests.fakes.tiny_lm import wordlevel_tokenizer
 
 
 WORDS = ["a photo of a cat", "ein Foto einer Katze", "une photo d'un chat", "猫 の 写真", "รูป แมว",
          "एक बिल्ली की तस्वीर", "عکس یک گربه"]
-
-
-def _wordlevel_tokenizer(folder, special, template, **names):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(unk_token=names["unk_token"]))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(WORDS, trainers.WordLevelTrainer(special_tokens=special))
-    bos, eos = names["bos_token"], names["eos_token"]
-    tok.post_processor = processors.TemplateProcessing(
-        single=template, special_tokens=[(bos, tok.token_to_id(bos)), (eos, tok.token_to_id(eos))])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=32, **names)
-    fast.save_pretrained(folder)
-    return fast
 
 
 def _hub_snapshot(cache, repo: str, src) -> None:
@@ -52,8 +38,9 @@ def tiny_mclip(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("mclip")
     base = root / "tiny-xlmr"
-    tok = _wordlevel_tokenizer(base, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s> $A </s>", bos_token="<s>",
-                               eos_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
+    tok = wordlevel_tokenizer(base, WORDS, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s> $A </s>",
+                              bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                              mask_token="<mask>")
     cfg = XLMRobertaConfig(vocab_size=len(tok), hidden_size=24, num_hidden_layers=1, num_attention_heads=2,
                            intermediate_size=48, max_position_embeddings=40, pad_token_id=1, bos_token_id=0,
                            eos_token_id=2)

@@ -36,14 +36,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 from ....annotate.decisions import decided_values
 from ....curate.images import ok_images
 from ....curate.importers import read_table, store_image
 from ....db import now, transaction
 from ....errors import CulturaError, unknown
 from .schema import social
-from .synthetic import SYNTHETIC_PER_CELL, make_synthetic_portraits, marker_labels  # noqa: F401 (re-exported)
+from .synthetic import make_synthetic_portraits, marker_labels  # noqa: F401 (re-exported: their home before)
 
 if TYPE_CHECKING:
     from ....project import Project

@@ -60,7 +60,7 @@ from ..errors import CulturaError
 from ..progress import Progress
 from ..progress import task as progress_task
 from .exact_urls import Unavailable, request_urls
-from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - REASONS: re-exported (the downloader's API)
+from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - REASONS: re-exported (its API)
 from .fetcher import make_client  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
@@ -246,7 +246,9 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
     if n_workers < 1:
         raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
     db = project.db
-    proxies = proxies_for(settings.proxy)  # a proxy the downloader cannot use: one sentence before any work
+    # read once: a proxy the downloader cannot use is one sentence before any work, and the run records the
+    # proxies its client uses
+    proxies = proxies_for(settings.proxy)
     with _project_lock(project), blob_writer(project):
         swept = sweep_blobs(project)  # removes nothing while another process (an import) is writing blobs
         swept.update(check_blobs(project))  # rows whose file is gone: back to pending, fetched again below
@@ -360,7 +362,8 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         try:
             async with contextlib.AsyncExitStack() as stack:
                 decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
-                client = await stack.enter_async_context(make_client(settings, max_connections=n_workers))
+                client = await stack.enter_async_context(make_client(settings, max_connections=n_workers,
+                                                                         proxies=proxies))
                 with progress_task("download", len(rows), progress=progress if rows else False, ok=0) as bar:
                     await run_all(client, bar)
         except (asyncio.CancelledError, KeyboardInterrupt):

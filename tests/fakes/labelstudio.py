@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.sockets import pump
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / ".cache" / "labelstudio-seed"
 
@@ -188,21 +190,7 @@ class TcpProxy:
                 continue
             self._conns += [c, u]
             for a, b in ((c, u), (u, c)):
-                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a, b) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for x in (a, b):
-                try:
-                    x.close()
-                except OSError:
-                    pass
+                self._threading.Thread(target=pump, args=(a, b), daemon=True).start()
 
     def stop(self) -> None:
         """Refuse new connections and drop open ones."""

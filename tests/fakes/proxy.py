@@ -17,6 +17,8 @@ import socket
 import socketserver
 import threading
 
+from tests.fakes.sockets import pump
+
 
 class _Handler(socketserver.BaseRequestHandler):
     server: "_Server"
@@ -98,24 +100,10 @@ class _Handler(socketserver.BaseRequestHandler):
 
 def _relay(a: socket.socket, b: socket.socket) -> None:
     """Copy bytes both ways until either side closes."""
-    def pump(src, dst):
-        try:
-            while chunk := src.recv(65536):
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
     t = threading.Thread(target=pump, args=(b, a), daemon=True)
     t.start()
     pump(a, b)
     t.join(60)
-    b.close()
 
 
 class _Server(socketserver.ThreadingTCPServer):

@@ -41,15 +41,12 @@ def record_sources(db, entries: list[tuple[str, str, int]]) -> int:
     of the urls: file, row number)``. The latest file wins (it holds the freshest signatures). Call it inside
     the caller's transaction; returns the rows written."""
     now = dbmod.now()
-    n = 0
-    for display, source, line in entries:
-        cur = db.execute(
-            "INSERT INTO candidate_url_sources (candidate_id, source, line, updated_at) "
-            "SELECT id, ?, ?, ? FROM candidates WHERE url = ? "
-            "ON CONFLICT (candidate_id) DO UPDATE SET source = excluded.source, line = excluded.line, "
-            "updated_at = excluded.updated_at", [source, line, now, display])
-        n += max(cur.rowcount, 0)
-    return n
+    cur = db.conn.executemany(
+        "INSERT INTO candidate_url_sources (candidate_id, source, line, updated_at) "
+        "SELECT id, ?, ?, ? FROM candidates WHERE url = ? "
+        "ON CONFLICT (candidate_id) DO UPDATE SET source = excluded.source, line = excluded.line, "
+        "updated_at = excluded.updated_at", [(source, line, now, display) for display, source, line in entries])
+    return max(cur.rowcount, 0)
 
 
 def _missing(display: str, why: str) -> Unavailable:
@@ -85,9 +82,11 @@ def _read_again(source: str, lines: dict[int, list[int]], wanted: dict[int, str]
     for ids in lines.values():
         for cid in ids:
             by_display[wanted[cid]].append(cid)
-    problem = None
+    problem, total = None, sum(len(ids) for ids in lines.values())
     try:
         for i, row in enumerate(iter_rows(Path(source)), start=1):
+            if len(found) == total:
+                break  # every candidate of this file has its URL: the rest of a long file is not read
             url = row.get("url") if ERROR not in row else None
             if not isinstance(url, str):
                 continue

@@ -42,18 +42,16 @@ Safety, as before:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import ssl
 import time
-import urllib.parse
 
 import h11
 import httpx
 
 from . import safety
-from .proxies import Proxies, Proxy, proxies_for
+from .proxies import Proxies, Proxy, basic_credentials, proxies_for
 
 __all__ = ["SafeClient", "make_client", "ssl_context", "KEEPALIVE", "MAX_HEADER_BYTES", "CertificateError",
            "ProxyRefused"]
@@ -69,6 +67,10 @@ _timeout = getattr(asyncio, "timeout", None)
 
 class CertificateError(httpx.ConnectError):
     """The server's certificate does not verify (unknown CA, expired, another name): retrying cannot help."""
+
+    @classmethod
+    def of(cls, host: str, e: ssl.SSLCertVerificationError) -> "CertificateError":
+        return cls(f"the certificate of {host} does not verify: {e.verify_message or e}")
 
 
 class ProxyRefused(httpx.ProxyError):
@@ -114,13 +116,6 @@ def origin_target(raw: str, url: httpx.URL) -> bytes:
     if "\\" in raw or any(not "!" <= c <= "~" for c in tail):
         return url.raw_path
     return tail.encode("ascii")
-
-
-def _basic(userinfo: bytes) -> bytes:
-    """``Authorization: Basic`` from a URL's ``user:password`` (percent-decoded, as curl and httpx send it)."""
-    user, _, password = userinfo.decode("ascii").partition(":")
-    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
-    return b"Basic " + base64.b64encode(pair.encode("utf-8"))
 
 
 class _Conn:
@@ -284,7 +279,7 @@ class SafeClient:
                 last = httpx.ConnectTimeout(f"connecting to {ip} port {port} timed out "
                                             f"after {self.connect_timeout:g}s")
             except ssl.SSLCertVerificationError as e:
-                last = CertificateError(f"the certificate of {host} does not verify: {e.verify_message or e}")
+                last = CertificateError.of(host, e)
             except OSError as e:  # refused, unreachable, TLS handshake errors
                 last = httpx.ConnectError(f"{type(e).__name__}: {e}")
         raise last
@@ -312,7 +307,7 @@ class SafeClient:
                                        f"{self.connect_timeout:g}s") from None
         except ssl.SSLCertVerificationError as e:
             conn.close()
-            raise CertificateError(f"the certificate of {host} does not verify: {e.verify_message or e}") from None
+            raise CertificateError.of(host, e) from None
         except OSError as e:
             conn.close()
             raise httpx.ConnectError(f"TLS to {host} through the proxy {proxy}: {type(e).__name__}: {e}") from None
@@ -386,7 +381,8 @@ class SafeClient:
             if conn.forward.authorization:
                 headers.append(("Proxy-Authorization", conn.forward.authorization))
         if url.userinfo:
-            headers.append(("Authorization", _basic(url.userinfo)))
+            user, _, password = url.userinfo.decode("ascii").partition(":")
+            headers.append(("Authorization", basic_credentials(user, password)))
         data = h.send(h11.Request(method=method, target=target, headers=[*headers, *self._headers]))
         data += h.send(h11.EndOfMessage())
         await self._write(conn, data)
@@ -432,12 +428,14 @@ class SafeClient:
                     self._release(key, conn, resp)
 
 
-def make_client(settings, *, max_connections: int | None = None) -> SafeClient:
+def make_client(settings, *, max_connections: int | None = None, proxies: Proxies | None = None) -> SafeClient:
     """A :class:`SafeClient` for :func:`.download.fetch_image`: address-checked connections, the proxy of
     ``download.proxy`` or the environment (:mod:`.proxies`), no cookies kept, the configured timeouts and user
-    agent, redirects handled by the caller. ``max_connections`` defaults to ``settings.workers``."""
+    agent, redirects handled by the caller. ``max_connections`` defaults to ``settings.workers``; ``proxies``
+    (default: :func:`.proxies.proxies_for` of ``download.proxy``) lets a caller that has read them already
+    pass them on."""
     return SafeClient(allow_hosts=settings.allow_hosts, user_agent=settings.user_agent,
                       connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout,
                       max_connections=max_connections or settings.workers,
                       headers={"Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING},
-                      proxies=proxies_for(getattr(settings, "proxy", None)))
+                      proxies=proxies if proxies is not None else proxies_for(getattr(settings, "proxy", None)))

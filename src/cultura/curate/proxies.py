@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CulturaError
 
-__all__ = ["Proxy", "ProxyConfigError", "Proxies", "proxies_for"]
+__all__ = ["Proxy", "ProxyConfigError", "Proxies", "proxies_for", "basic_credentials"]
 
 
 class ProxyConfigError(CulturaError):
@@ -46,6 +46,13 @@ class Proxy:
         return self.shown
 
 
+def basic_credentials(user: str | None, password: str | None) -> bytes:
+    """The ``Basic`` credentials of a URL's ``user:password`` (percent-decoded, as curl and httpx send them):
+    the value of ``Proxy-Authorization`` for a proxy URL, of ``Authorization`` for an image URL."""
+    pair = f"{urllib.parse.unquote(user or '')}:{urllib.parse.unquote(password or '')}"
+    return b"Basic " + base64.b64encode(pair.encode("utf-8"))
+
+
 def _parse(url: str, origin: str) -> Proxy:
     """A :class:`Proxy` from ``url`` (``http://[user:password@]host[:port]``; ``host:port`` alone is taken as
     ``http://``, as curl does). ``origin`` names where the URL came from, for the error."""
@@ -62,11 +69,7 @@ def _parse(url: str, origin: str) -> Proxy:
         raise ProxyConfigError(f"{origin} is {shown!r}, but the downloader talks to HTTP proxies only "
                                "(http://host:port; HTTPS sites go through them with CONNECT); set it to an "
                                "http:// proxy, or set download.proxy to 'direct' to ignore it.")
-    auth = None
-    if p.username is not None or p.password is not None:
-        user = urllib.parse.unquote(p.username or "")
-        password = urllib.parse.unquote(p.password or "")
-        auth = b"Basic " + base64.b64encode(f"{user}:{password}".encode("utf-8"))
+    auth = basic_credentials(p.username, p.password) if p.username is not None or p.password is not None else None
     return Proxy(p.hostname, port or 80, auth)
 
 

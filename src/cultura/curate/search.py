@@ -409,6 +409,7 @@ class UrlsProvider(Provider):
         # URLs stored without their secret (a token=, key=… value, user:password@): the row they are read again
         # from when downloaded (curate/exact_urls.py); two URLs that differ only there would be one candidate
         secrets, shown, read_again = known_secrets(), {}, []
+        where = str(self.path.resolve())  # once, not per row: a signed list can hold a million URLs
         with transaction(db):
             for i, row in enumerate(rows, start=1):
                 reason = row.get(ERROR)
@@ -436,7 +437,7 @@ class UrlsProvider(Provider):
                                       "which the project does not store, so both would be one image; give each "
                                       "image a URL that differs elsewhere")
                         elif display != url:
-                            read_again.append((display, str(self.path.resolve()), i))
+                            read_again.append((display, where, i))
                 if reason:
                     rejected += 1
                     _reject(db, source, i, row, reason)

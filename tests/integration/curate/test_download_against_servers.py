@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from cultura.curate import download as dl
+from cultura.curate import fetch_one
 from cultura.curate import safety
 from cultura.curate.blobs import sweep_blobs
 from cultura.db.blobs import store_blob
@@ -282,7 +283,7 @@ def test_credentials_in_urls_are_not_recorded(proj, image_server):  # noqa: F811
     run(proj)
     status, reason, detail, *_ = row(proj, url)
     assert reason == "blocked_address" and "secret" not in detail
-    assert dl._redact("https://u:p@h.example:8443/a?b=1") == "https://h.example:8443/a?b=1"
+    assert fetch_one._redact("https://u:p@h.example:8443/a?b=1") == "https://h.example:8443/a?b=1"
 
 
 def test_fetch_image_on_its_own(proj, image_server, tmp_path):  # noqa: F811

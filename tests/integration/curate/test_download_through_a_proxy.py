@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import ssl
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from cultura.curate import fetcher, safety
 from tests.fakes.image_server import image_server  # noqa: F401 (fixture)
 from tests.fakes.proxy import ForwardProxy
 from tests.fakes.tls import TLS_NAME, tls_files, tls_server  # noqa: F401 (fixtures)
+from tests.integration.curate.test_signed_urls_are_requested_as_given import allow, candidates, files_holding
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
                    "no_proxy", "REQUEST_METHOD")
@@ -39,18 +39,8 @@ def download(root: Path, *extra: str):
 
 
 def with_candidates(project, srv, paths: list[str]) -> None:
-    project.config.download.allow_hosts = [srv.host_port]
-    project.config.download.backoff_base = 0.01
-    project.save_config()
+    allow(project, srv)
     project.db["candidates"].insert_all([{"url": srv.url(p), "status": "pending"} for p in paths])
-
-
-def rows(root: Path) -> list[tuple]:
-    con = sqlite3.connect(root / "cultura.db")
-    try:
-        return con.execute("SELECT status, reason, detail FROM candidates ORDER BY id").fetchall()
-    finally:
-        con.close()
 
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
@@ -61,7 +51,7 @@ def test_plain_http_goes_through_the_environment_proxy_in_absolute_form(project,
         monkeypatch.setenv(variable, proxy.url)
         r = download(project.root)
         assert r.exit_code == 0, r.output
-        assert [s for s, *_ in rows(project.root)] == ["downloaded", "downloaded"], rows(project.root)
+        assert [s for _, s, *_ in candidates(project.root)] == ["downloaded", "downloaded"], candidates(project.root)
         assert sorted(proxy.requests) == [f"GET {image_server.url('/img/1.jpg')}",
                                           f"GET {image_server.url('/img/2.png?w=300&h=200')}"]
     params = json.loads(project.db.execute("SELECT params FROM runs WHERE stage = 'download'").fetchone()[0])
@@ -100,21 +90,21 @@ def test_no_proxy_and_direct_bypass_the_proxy_and_download_proxy_wins_over_the_e
         monkeypatch.setenv("http_proxy", proxy.url)
         monkeypatch.setenv("no_proxy", "localhost,127.0.0.1")
         assert download(project.root).exit_code == 0
-        assert rows(project.root)[0][0] == "downloaded" and proxy.requests == []
+        assert candidates(project.root)[0][1] == "downloaded" and proxy.requests == []
         # download.proxy = direct: no proxy even though the environment names one (and NO_PROXY is gone)
         monkeypatch.delenv("no_proxy")
         project.db["candidates"].insert({"url": image_server.url("/img/2.jpg"), "status": "pending"})
         r = CliRunner().invoke(cli, ["--project", str(project.root), "config", "set", "download.proxy", "direct"])
         assert r.exit_code == 0, r.output
         assert download(project.root).exit_code == 0
-        assert rows(project.root)[1][0] == "downloaded" and proxy.requests == []
+        assert candidates(project.root)[1][1] == "downloaded" and proxy.requests == []
         # download.proxy = the proxy, while the environment points at a port where nothing listens
         monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
         project.db["candidates"].insert({"url": image_server.url("/img/3.jpg"), "status": "pending"})
         r = CliRunner().invoke(cli, ["--project", str(project.root), "config", "set", "download.proxy", proxy.url])
         assert r.exit_code == 0, r.output
         assert download(project.root).exit_code == 0
-        assert rows(project.root)[2][0] == "downloaded"
+        assert candidates(project.root)[2][1] == "downloaded"
         assert proxy.requests == [f"GET {image_server.url('/img/3.jpg')}"]
 
 
@@ -124,17 +114,16 @@ def test_proxy_credentials_go_in_proxy_authorization_and_nowhere_else(project, i
         monkeypatch.setenv("HTTP_PROXY", proxy.url)  # no credentials: the proxy says 407, and the row says why
         r = download(project.root)
         assert r.exit_code == 0, r.output
-        status, reason, detail = rows(project.root)[0]
+        _, status, reason, detail = candidates(project.root)[0]
         assert (status, reason) == ("failed", "proxy_error") and "credentials" in detail
         monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("http://", f"http://crawler:{CANARY_PROXY_PASS}@"))
         r = download(project.root, "--retry-failed")
         assert r.exit_code == 0, r.output
-        assert [s for s, *_ in rows(project.root)] == ["downloaded", "downloaded"]
+        assert [s for _, s, *_ in candidates(project.root)] == ["downloaded", "downloaded"]
         assert proxy.authorizations[-2:] == [proxy.expected_authorization] * 2
         assert CANARY_PROXY_PASS not in r.output
     project.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    held = [p for p in project.root.rglob("*") if p.is_file() and CANARY_PROXY_PASS.encode() in p.read_bytes()]
-    assert held == []
+    assert files_holding(project.root, CANARY_PROXY_PASS) == []
 
 
 def test_every_target_is_still_address_checked_through_a_proxy(project, image_server, monkeypatch):  # noqa: F811
@@ -144,7 +133,7 @@ def test_every_target_is_still_address_checked_through_a_proxy(project, image_se
     with ForwardProxy() as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
         assert download(project.root).exit_code == 0
-        assert rows(project.root)[0][:2] == ("skipped", "blocked_address") and proxy.requests == []
+        assert candidates(project.root)[0][1:3] == ("skipped", "blocked_address") and proxy.requests == []
 
 
 def test_a_proxy_the_downloader_cannot_use_is_one_sentence(project, image_server, monkeypatch):  # noqa: F811
@@ -153,4 +142,4 @@ def test_a_proxy_the_downloader_cannot_use_is_one_sentence(project, image_server
     r = download(project.root)
     assert r.exit_code == 1 and "HTTPS_PROXY" in r.output and "HTTP proxies only" in r.output, r.output
     assert "Traceback" not in r.output and CANARY_PROXY_PASS not in r.output
-    assert rows(project.root)[0][0] == "pending"
+    assert candidates(project.root)[0][1] == "pending"

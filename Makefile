@@ -40,10 +40,14 @@ FONT_PKGS := fonts-noto-core fonts-noto-cjk fonts-thai-tlwg
 fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
 
-# The performance scripts' peers that pin conflicting numpy versions, each in its own virtualenv:
+# The performance scripts' peers, each in its own clean virtualenv (as their users install them; conflicting numpy
+# pins, and sqlite-utils scans every installed distribution for plugins at start-up):
 #   python perf/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
 #   python perf/bench_download.py --peers-python .venv-img2dataset/bin/python
+#   python perf/bench_startup.py --peers-python .venv-sqlite-utils/bin/python
 peers:
+	test -x .venv-sqlite-utils/bin/python || $(PY) -m venv .venv-sqlite-utils
+	.venv-sqlite-utils/bin/pip install -q sqlite-utils
 	test -x .venv-fastdup/bin/python || $(PY) -m venv .venv-fastdup
 	.venv-fastdup/bin/pip install -q fastdup
 	test -x .venv-img2dataset/bin/python || $(PY) -m venv .venv-img2dataset

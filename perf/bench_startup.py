@@ -1,15 +1,21 @@
 """Benchmark: CPU time of ``cultura --help`` (and a few everyday commands) against ``python -c pass`` and
 ``sqlite-utils --help``, the start-up a user of a command-line database tool already accepts.
 
+Each tool runs from its own virtualenv, the way its users install it: cultura's entry point from cultura's venv
+(``--cultura``, default: the one beside this Python), sqlite-utils from a clean venv of its own
+(``--peers-python``, made by ``make peers``): inside cultura's large venv sqlite-utils scans every
+installed distribution for plugins and would look several times slower than it is.
+
 Each round runs every command once, one after the other (interleaved, so a change of machine load hits all
 alike); a command's CPU time is user + system time of that child process alone (``os.wait4``), which the load
 of other processes distorts much less than wall time. Printed: the median CPU and wall seconds of each
 command over the rounds, ``cultura --help`` as a ratio to ``python -c pass`` and to ``sqlite-utils --help``,
-and the load average. Exit status 1 when the median CPU time of ``cultura --help`` is above the goal (0.5 s).
+and the load average. Exit status 1 when the median CPU time of ``cultura --help`` is above the goal: 1.5x
+that of ``sqlite-utils --help`` (0.5 s where no sqlite-utils venv is given).
 
 Run::
 
-    .venv/bin/python perf/bench_startup.py              # 15 rounds
+    .venv/bin/python perf/bench_startup.py --peers-python .venv-sqlite-utils/bin/python   # 15 rounds
     .venv/bin/python perf/bench_startup.py --rounds 5
 """
 from __future__ import annotations
@@ -25,7 +31,9 @@ import time
 from pathlib import Path
 
 GOAL_CPU_S = 0.5
+GOAL_RATIO = 1.5
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run_once(argv: list[str], cwd: str) -> tuple[float, float]:
@@ -44,10 +52,17 @@ def run_once(argv: list[str], cwd: str) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--cultura", default=str(BIN / "cultura"), help="the cultura entry point (its venv's bin/cultura)")
+    ap.add_argument("--peers-python", default=str(REPO / ".venv-sqlite-utils" / "bin" / "python"),
+                    help="the Python of a clean virtualenv holding sqlite-utils (make peers)")
     args = ap.parse_args()
 
-    cultura = str(BIN / "cultura")
-    sqlite_utils = shutil.which("sqlite-utils", path=str(BIN)) or shutil.which("sqlite-utils")
+    cultura = args.cultura
+    if not Path(cultura).exists():
+        sys.exit(f"no cultura entry point at {cultura}: pass --cultura VENV/bin/cultura")
+    sqlite_utils = shutil.which("sqlite-utils", path=str(Path(args.peers_python).parent))
+    if sqlite_utils is None:
+        print(f"no sqlite-utils beside {args.peers_python} (make peers): measuring cultura alone")
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([cultura, "init", f"{tmp}/proj", "--countries", "US,JP"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -77,8 +92,15 @@ def main() -> int:
     print(f"cultura --help: {help_cpu / med['python -c pass'][0]:.1f}x the CPU of 'python -c pass'", end="")
     if "sqlite-utils --help" in med:
         print(f", {help_cpu / med['sqlite-utils --help'][0]:.2f}x the CPU of 'sqlite-utils --help'", end="")
-    print(f"; goal <= {GOAL_CPU_S} s CPU: {'met' if help_cpu <= GOAL_CPU_S else 'NOT MET'} ({help_cpu:.3f} s)")
-    return 0 if help_cpu <= GOAL_CPU_S else 1
+    if "sqlite-utils --help" in med:
+        ratio = help_cpu / med["sqlite-utils --help"][0]
+        met = ratio <= GOAL_RATIO
+        print(f"; goal <= {GOAL_RATIO}x 'sqlite-utils --help' (its own venv): {'met' if met else 'NOT MET'} "
+              f"({ratio:.2f}x, load {load0:.1f} -> {load1:.1f})")
+    else:
+        met = help_cpu <= GOAL_CPU_S
+        print(f"; goal <= {GOAL_CPU_S} s CPU: {'met' if met else 'NOT MET'} ({help_cpu:.3f} s)")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -21,8 +21,12 @@ from pathlib import Path
 
 HOOK_MODULE = "_cultura_torchvision_compat"
 
-HOOK_SOURCE = '''"""Installed by cultura's set-up (scripts/torchvision_compat.py); see that file for why."""
-import importlib.abc
+HOOK_SOURCE = '''"""Installed by cultura's set-up (scripts/torchvision_compat.py); see that file for why.
+
+The .pth file imports this module at every interpreter start, so it costs nothing until torchvision is
+imported: a plain finder on sys.meta_path (no importlib.abc, whose import alone takes tens of milliseconds)
+that answers one name and otherwise returns at once.
+"""
 import sys
 
 
@@ -40,16 +44,17 @@ def _define_missing_schemas():
     sys.modules[__name__]._lib = lib  # keep the library alive
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
+class _Finder:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
         if name == "torchvision":
-            sys.meta_path.remove(self)
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not _Finder]
             _define_missing_schemas()
         return None
 
 
-if not any(isinstance(f, _Finder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _Finder())
+if not any(getattr(f, "__name__", "") == "_Finder" for f in sys.meta_path):
+    sys.meta_path.insert(0, _Finder)
 '''
 
 
@@ -67,7 +72,17 @@ def install() -> Path:
     return pth
 
 
+def installed_hook() -> Path | None:
+    """The hook module where an earlier run installed it (it is then refreshed to this script's version)."""
+    path = Path(sysconfig.get_paths()["purelib"]) / f"{HOOK_MODULE}.py"
+    return path if path.exists() else None
+
+
 def main(argv: list[str]) -> int:
+    hook = installed_hook()
+    if hook is not None and "--check" not in argv and hook.read_text(encoding="utf-8") != HOOK_SOURCE:
+        install()  # an older hook (one that imported importlib.abc at every start) replaced by this one
+        print(f"compat hook refreshed ({hook})")
     ok, msg = torchvision_imports()
     if ok:
         print(f"torchvision imports ({msg}); no compat hook needed")

@@ -93,3 +93,19 @@ def test_root_help_and_completion_match_a_plain_group():
     completions = cli.shell_complete(click.Context(cli), "im")
     assert [(c.value, c.help) for c in completions] == [("images", COMMAND_MODULES["images"][1]),
                                                          ("import", COMMAND_MODULES["import"][1])]
+
+
+def test_help_imports_neither_the_project_nor_rich_nor_numpy(light_project):
+    """A help page prints click's text: the project (its config, pydantic, the database layer), rich and numpy
+    are loaded only by a command that runs."""
+    modules, proc = _imported(["--help"], light_project)
+    assert proc.returncode == 0 and "Commands:" in proc.stdout
+    loaded = {m.split(".")[0] for m in modules} | modules
+    assert not loaded & {"cultura.project", "cultura.config", "pydantic", "rich", "numpy", "sqlite_utils"}
+
+
+def test_status_prints_its_table_through_rich(light_project):
+    """The console is made on first use: a command that prints a table still gets it (and its text)."""
+    modules, proc = _imported(["status"], light_project)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "rich.table" in modules and proc.stdout.strip()

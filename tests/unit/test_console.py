@@ -70,3 +70,11 @@ def test_json_errors_and_literal_markup(project):
         table("t", [{"what": "[evaluate.llm] llm = ..."}, {"note": "second row only"}])
     text = cap.get()
     assert "[evaluate.llm]" in text and "second row only" in text
+
+
+def test_executor_choices_offered_by_the_command_line_are_the_library_executors():
+    """--executor lists its choices without importing the executor module (numpy): the two lists stay equal."""
+    from cultura import executor
+    from cultura.cli import console
+
+    assert console.EXECUTORS == executor.EXECUTORS

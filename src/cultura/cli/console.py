@@ -9,21 +9,41 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from ..bounds import Bound, OutOfRange
-from ..curate.status import nothing_to_do
 from ..errors import CulturaError, ProjectNotFound
-from ..executor import EXECUTORS
-from ..project import Project, find_project
 from ..redact import scrub, strip_urls
 
-console = Console(stderr=True)
-out = Console()
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..project import Project
+
+#: The executors ``--executor`` offers (executor.EXECUTORS, checked equal by a unit test): written here so that a
+#: help page does not import the executor module and numpy with it.
+EXECUTORS = ("local", "ray")
+
+_consoles: dict[str, Console] = {}
+
+
+def _console(name: str) -> Console:
+    """The rich console ``out`` (stdout) or ``console`` (stderr), made on first use: a help page, a JSON
+    answer or an error imports no rich."""
+    if name not in _consoles:
+        from rich.console import Console
+
+        _consoles[name] = Console(stderr=name == "console")
+    return _consoles[name]
+
+
+def __getattr__(name: str):
+    # ``from .console import out`` in a command module: the console is made when that module is imported
+    if name in ("out", "console"):
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Ctx:
@@ -36,6 +56,8 @@ class Ctx:
     @property
     def project(self) -> Project:
         if self._project is None:
+            from ..project import Project, find_project  # the project and its config: only for a command that opens it
+
             if self.project_dir:
                 if not (Path(self.project_dir) / "cultura.toml").exists():
                     raise ProjectNotFound(f"--project {self.project_dir} has no cultura.toml. Run "
@@ -169,6 +191,10 @@ LONG_CELL = 60
 def table(title: str | None, rows: list[dict], columns: list[str] | None = None) -> None:
     """Print ``rows`` as a rich table (columns default to the union of the rows' keys); cells longer than
     :data:`LONG_CELL` characters become numbered notes under the table."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = _console("out")
     if not rows:
         out.print(f"[dim]{escape(title) + ': ' if title else ''}nothing to show[/dim]")
         return
@@ -274,12 +300,16 @@ def csv_list(value: str | None) -> list[str] | None:
 
 def stage_hint(ctx: Ctx, stage: str, as_json: bool, when: bool = True) -> bool:
     """Print what to do first (JSON: ``{"nothing_to_do": …}``) when ``stage`` has nothing to work on."""
+    from ..curate.status import nothing_to_do
+
     hint = nothing_to_do(ctx.project, stage) if when else None
     if hint:
         if as_json:
             emit_json({"stage": stage, "nothing_to_do": hint})
         else:
-            out.print(f"[yellow]{escape(hint)}[/yellow]")
+            from rich.markup import escape
+
+            _console("out").print(f"[yellow]{escape(hint)}[/yellow]")
     return bool(hint)
 
 

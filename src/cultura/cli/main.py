@@ -21,7 +21,6 @@ from click.shell_completion import CompletionItem
 from ..errors import CulturaError, missing_extra, storage_error, storage_failure
 from ..progress import reporting
 from .console import Ctx, cli_error, invoked_command, json_usage_error
-from .progress import BarReporter
 
 #: Top-level command → (module defining it in ``COMMANDS``, its one-line help as ``cultura --help`` shows it).
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
@@ -135,6 +134,8 @@ class CulturaGroup(click.Group):
                 for name in self.list_commands(ctx) if name.startswith(incomplete)]
 
     def invoke(self, ctx):
+        from .progress import BarReporter  # rich: only for a command that runs (a help page is printed before)
+
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
         bars = BarReporter()
         try:

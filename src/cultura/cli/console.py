@@ -15,7 +15,16 @@ import click
 
 from ..bounds import Bound, OutOfRange
 from ..errors import CulturaError, ProjectNotFound
+from ..lazy import lazy
 from ..redact import scrub, strip_urls
+
+# imported on first use: a help page, a JSON answer or an error loads neither rich nor the project (its config,
+# pydantic, the database layer)
+rich_console = lazy("rich.console")
+rich_markup = lazy("rich.markup")
+rich_table = lazy("rich.table")
+projects = lazy("cultura.project")
+curation_status = lazy("cultura.curate.status")
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,9 +42,7 @@ def _console(name: str) -> Console:
     """The rich console ``out`` (stdout) or ``console`` (stderr), made on first use: a help page, a JSON
     answer or an error imports no rich."""
     if name not in _consoles:
-        from rich.console import Console
-
-        _consoles[name] = Console(stderr=name == "console")
+        _consoles[name] = rich_console.Console(stderr=name == "console")
     return _consoles[name]
 
 
@@ -56,15 +63,14 @@ class Ctx:
     @property
     def project(self) -> Project:
         if self._project is None:
-            from ..project import Project, find_project  # the project and its config: only for a command that opens it
 
             if self.project_dir:
                 if not (Path(self.project_dir) / "cultura.toml").exists():
                     raise ProjectNotFound(f"--project {self.project_dir} has no cultura.toml. Run "
                                           f"'cultura init {self.project_dir}' first.")
-                self._project = Project(self.project_dir)
+                self._project = projects.Project(self.project_dir)
             else:
-                self._project = find_project()
+                self._project = projects.find_project()
         return self._project
 
 
@@ -191,15 +197,12 @@ LONG_CELL = 60
 def table(title: str | None, rows: list[dict], columns: list[str] | None = None) -> None:
     """Print ``rows`` as a rich table (columns default to the union of the rows' keys); cells longer than
     :data:`LONG_CELL` characters become numbered notes under the table."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = _console("out")
+    escape, out = rich_markup.escape, _console("out")
     if not rows:
         out.print(f"[dim]{escape(title) + ': ' if title else ''}nothing to show[/dim]")
         return
     columns = columns or columns_of(rows)
-    t = Table(title=escape(title) if title else None, show_lines=False)
+    t = rich_table.Table(title=escape(title) if title else None, show_lines=False)
     for c in columns:
         t.add_column(escape(str(c)), overflow="fold")
     notes: list[str] = []
@@ -300,16 +303,12 @@ def csv_list(value: str | None) -> list[str] | None:
 
 def stage_hint(ctx: Ctx, stage: str, as_json: bool, when: bool = True) -> bool:
     """Print what to do first (JSON: ``{"nothing_to_do": …}``) when ``stage`` has nothing to work on."""
-    from ..curate.status import nothing_to_do
-
-    hint = nothing_to_do(ctx.project, stage) if when else None
+    hint = curation_status.nothing_to_do(ctx.project, stage) if when else None
     if hint:
         if as_json:
             emit_json({"stage": stage, "nothing_to_do": hint})
         else:
-            from rich.markup import escape
-
-            _console("out").print(f"[yellow]{escape(hint)}[/yellow]")
+            _console("out").print(f"[yellow]{rich_markup.escape(hint)}[/yellow]")
     return bool(hint)
 
 

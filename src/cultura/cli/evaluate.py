@@ -10,14 +10,17 @@ import click
 
 from ..bounds import BATCH_SIZE, COUNT, ROW_ID
 from ..errors import unknown
-from ..evaluate.report import write_report
-from ..evaluate.results import export_samples
+from ..lazy import lazy
 from ..evaluate.runner import load_results, records_table, results_json, run_evaluation
 from ..evaluate.suites import load_suites
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
 from .console import (bounded, emit_json, executor_option, json_option, listing, out, overwrite_option, pass_ctx,
                       summary, table)
+
+# the report's engine (figures, annotation statistics) and the sample export: imported by their commands only
+report_engine = lazy("cultura.evaluate.report")
+result_store = lazy("cultura.evaluate.results")
 
 
 def _parse_options(pairs) -> dict:
@@ -147,7 +150,7 @@ def results_cmd(ctx, suite, model, all_runs, as_json):
 def report_cmd(ctx, out_html, models, suites, benchmarks, overwrite, as_json):
     """Write the HTML report (self-contained) plus Markdown and CSV tables; default reports/evaluation.html."""
 
-    paths = write_report(ctx.project, out_html, models=list(models) or None, suites=list(suites) or None,
+    paths = report_engine.write_report(ctx.project, out_html, models=list(models) or None, suites=list(suites) or None,
                          benchmarks=list(benchmarks) or None, overwrite=overwrite)
     summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
 
@@ -160,7 +163,7 @@ def report_cmd(ctx, out_html, models, suites, benchmarks, overwrite, as_json):
 def samples_cmd(ctx, run_id, output, overwrite, as_json):
     """Export the per-sample log of run RUN_ID to OUTPUT (.jsonl or .parquet) for re-scoring."""
 
-    path = export_samples(ctx.project, run_id, output, overwrite=overwrite)
+    path = result_store.export_samples(ctx.project, run_id, output, overwrite=overwrite)
     summary("Samples written", {"run": run_id, "path": str(path)}, as_json)
 
 

@@ -19,8 +19,11 @@ import click
 from click.shell_completion import CompletionItem
 
 from ..errors import CulturaError, missing_extra, storage_error, storage_failure
+from ..lazy import lazy
 from ..progress import reporting
 from .console import Ctx, cli_error, invoked_command, json_usage_error
+
+bars_module = lazy("cultura.cli.progress")  # rich: only for a command that runs (a help page is printed before)
 
 #: Top-level command → (module defining it in ``COMMANDS``, its one-line help as ``cultura --help`` shows it).
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
@@ -134,10 +137,8 @@ class CulturaGroup(click.Group):
                 for name in self.list_commands(ctx) if name.startswith(incomplete)]
 
     def invoke(self, ctx):
-        from .progress import BarReporter  # rich: only for a command that runs (a help page is printed before)
-
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
-        bars = BarReporter()
+        bars = bars_module.BarReporter()
         try:
             with reporting(bars):  # the library's long stages report here (a bar on a terminal's stderr)
                 return super().invoke(ctx)

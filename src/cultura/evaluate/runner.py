@@ -147,7 +147,8 @@ def _run_evaluation(project: Project, models, suites, *, benchmark, batch_size, 
                 continue
             if embedder is None and error is None:
                 try:
-                    embedder = spec if not isinstance(spec, str) else get_embedder(spec, **kw)
+                    # loaded on the first vector missing from the cache (a cached run loads no model)
+                    embedder = spec if not isinstance(spec, str) else get_embedder(spec, deferred=True, **kw)
                 except CulturaError as e:
                     error = scrub(str(e))
             if error is not None:

@@ -125,6 +125,28 @@ class HFDualEncoder(Embedder):
             return _features(self.model.get_text_features(**kwargs))
 
 
+def config_identity(rest: str, *, cache_dir: str | None = None, **_options) -> str | None:
+    """The identity :class:`HFDualEncoder` reports for ``hf:rest``, from files only (no transformers, no torch):
+    a local folder, or a hub id whose weights are in the local hub cache (None otherwise: only a download
+    tells)."""
+    rest = rest.strip()
+    path = Path(rest).expanduser()
+    if path.is_dir():
+        for f in WEIGHT_FILES:
+            if (path / f).is_file():
+                return f"hf:{path.resolve().name}@{file_sha256(path / f)[:12]}"
+        return f"hf:{path.resolve().name}"
+    if not rest or rest.startswith(("/", "./", "../", "~")):
+        return None
+    from huggingface_hub import try_to_load_from_cache  # deferred: loaded only to find a cached file
+
+    for f in WEIGHT_FILES:
+        hit = try_to_load_from_cache(rest, f, cache_dir=cache_dir)
+        if isinstance(hit, str) and os.path.isfile(hit):
+            return f"hf:{rest}@{file_sha256(hit)[:12]}"
+    return None
+
+
 def from_spec(rest: str, **options) -> HFDualEncoder:
     """Factory for ``hf:REPO_ID`` / ``hf:/path``."""
     rest = rest.strip()

@@ -22,6 +22,7 @@ carry a banner.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -258,6 +259,44 @@ class OpenCLIPEmbedder(Embedder):
         tokens = self.tokenizer(texts).to(self.device)
         with torch.inference_mode():
             return self.model.encode_text(tokens)
+
+
+def _known_architecture(arch: str) -> bool:
+    """``arch`` is one of cultura's or open_clip's shipped configs (read from open_clip's package folder without
+    importing it: no torch)."""
+    if (model_configs_dir() / f"{arch}.json").is_file():
+        return True
+    spec = importlib.util.find_spec("open_clip")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(loc) / "model_configs" / f"{arch}.json").is_file():
+            return True
+    return False
+
+
+def config_identity(rest: str, *, seed: int = 0, pretrained: str | None = "", **_options) -> str | None:
+    """The identity :class:`OpenCLIPEmbedder` reports for ``openclip:rest``, from files only (no open_clip, no
+    torch): a random-init model (a shipped architecture or a config JSON) and a local weights file. None for a
+    pretrained tag or open_clip's folder schemas, whose weights only open_clip locates."""
+    name, tag = parse_spec(rest)
+    if pretrained != "":
+        tag = pretrained
+    tag = None if tag in RANDOM_TAGS else tag
+    if name.startswith(("hf-hub:", "local-dir:")):
+        return None
+    if name.lower().endswith(".json"):
+        p = Path(name).expanduser()
+        if not p.is_file():
+            return None
+        label = f"{p.stem}#{_sha12_bytes(p.read_bytes())}"
+    elif _known_architecture(name):
+        label = name
+    else:
+        return None
+    if tag is None:
+        return f"openclip:{label}/{RANDOM_INIT}@seed{int(seed)}"
+    if not os.path.isfile(tag):
+        return None
+    return f"openclip:{label}/file@{file_sha256(tag)[:12]}"
 
 
 def from_spec(rest: str, **options) -> OpenCLIPEmbedder:

@@ -25,6 +25,8 @@ from typing import Callable, Union
 from ...errors import CulturaError
 from ..registry import Registry
 from .base import Embedder, hub_offline
+from .deferred import CONFIG_IDENTITY, remember
+from .deferred import deferred as deferred_embedder
 
 ENTRY_POINT_GROUP = "cultura.embedders"
 
@@ -81,7 +83,8 @@ def split_instructions(spec: str) -> tuple[str, dict[str, str]]:
     return base.strip(), out
 
 
-def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, **options) -> Embedder:
+def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, deferred: bool = False,
+                 **options) -> Embedder:
     """Build the embedder named by ``spec`` (``"openclip:ViT-B-32/openai"``, ``"st:BAAI/bge-m3"``, ``"fake"``).
 
     ``default_family`` is used when ``spec`` has no known family prefix (e.g. a config value
@@ -91,6 +94,10 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     or the options ``text_instruction``, ``image_instruction``, ``instruction_template`` (``@retrieval`` and
     ``@agnostic`` name the paper's prompts); they become part of the model's identity and cache key
     (:meth:`Embedder.set_instructions`).
+
+    ``deferred=True``: where the family names the model's identity from its files and the model was loaded
+    once before, a :class:`~.deferred.DeferredEmbedder` that loads the weights on the first vector it
+    computes (a run whose vectors are all cached imports no torch).
 
     >>> get_embedder("fake:dim=4#text=@agnostic").identity
     'fake:dim=4#instr=98aea73aded5'
@@ -102,10 +109,17 @@ def get_embedder(spec: "str | Embedder", *, default_family: str | None = None, *
     if isinstance(spec, str) and "#" in spec:
         spec, from_spec = split_instructions(spec.strip())
         instr.update(from_spec)
+    if deferred:
+        family, rest = EMBEDDERS.parse(spec, default_family=default_family)
+        lazy = deferred_embedder(family, rest, recipe, options, instr, get_embedder)
+        if lazy is not None:
+            return lazy
     hub_offline()  # a hub that cannot be reached is switched off now: a missing model fails in one sentence
     emb = EMBEDDERS.build(spec, default_family=default_family, **options)
     if any(instr.values()):
         emb.set_instructions(text=instr["text_instruction"], image=instr["image_instruction"],
                              template=instr["instruction_template"])
     emb.recipe = recipe  # how a Ray actor builds the same model (cultura.executor)
+    if isinstance(spec, str) and spec.partition(":")[0] in CONFIG_IDENTITY:
+        remember(emb)  # the facts a later run reads without loading it
     return emb

@@ -139,6 +139,21 @@ class SentenceTransformerEmbedder(Embedder):
         return self._encode(model, [im.convert("RGB") for im in images])
 
 
+def config_identity(rest: str, *, cache_dir: str | None = None, **_options) -> str | None:
+    """The identity :class:`SentenceTransformerEmbedder` reports for ``st:rest``, from files only (no
+    sentence-transformers, no torch); None where a part's weights are neither local nor in the hub cache."""
+    labels = []
+    for name in (n.strip() for n in rest.strip().partition("+")[::2]):
+        if not name:
+            continue
+        path, is_local = resolve_model(name)
+        sha = _weights_sha(path, is_local, cache_dir)
+        if sha is None and not is_local:
+            return None  # only a download would tell its weights
+        labels.append(name + (f"@{sha[:12]}" if sha else ""))
+    return "st:" + "+".join(labels) if labels else None
+
+
 def from_spec(rest: str, **options) -> SentenceTransformerEmbedder:
     """Factory for ``st:MODEL`` and ``st:TEXT_MODEL+IMAGE_MODEL``."""
     rest = rest.strip()

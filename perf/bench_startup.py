@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -52,26 +53,27 @@ def run_once(argv: list[str], cwd: str) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--cultura", default=str(BIN / "cultura"), help="the cultura entry point (its venv's bin/cultura)")
+    ap.add_argument("--cultura", default=str(BIN / "cultura"),
+                    help="the cultura command: its venv's bin/cultura (a command line: 'python -m cultura' too)")
     ap.add_argument("--peers-python", default=str(REPO / ".venv-sqlite-utils" / "bin" / "python"),
                     help="the Python of a clean virtualenv holding sqlite-utils (make peers)")
     args = ap.parse_args()
 
-    cultura = args.cultura
-    if not Path(cultura).exists():
-        sys.exit(f"no cultura entry point at {cultura}: pass --cultura VENV/bin/cultura")
+    cultura = shlex.split(args.cultura)
+    if not shutil.which(cultura[0]):
+        sys.exit(f"no cultura entry point at {cultura[0]}: pass --cultura VENV/bin/cultura")
     sqlite_utils = shutil.which("sqlite-utils", path=str(Path(args.peers_python).parent))
     if sqlite_utils is None:
         print(f"no sqlite-utils beside {args.peers_python} (make peers): measuring cultura alone")
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([cultura, "init", f"{tmp}/proj", "--countries", "US,JP"], check=True,
+        subprocess.run([*cultura, "init", f"{tmp}/proj", "--countries", "US,JP"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
-            "cultura --help": [cultura, "--help"],
-            "cultura status": [cultura, "status"],
-            "cultura images --help": [cultura, "images", "--help"],
-            "cultura evaluate run --help": [cultura, "evaluate", "run", "--help"],
+            "cultura --help": [*cultura, "--help"],
+            "cultura status": [*cultura, "status"],
+            "cultura images --help": [*cultura, "images", "--help"],
+            "cultura evaluate run --help": [*cultura, "evaluate", "run", "--help"],
         }
         if sqlite_utils:
             commands["sqlite-utils --help"] = [sqlite_utils, "--help"]

@@ -1,0 +1,46 @@
+"""Every benchmark of perf/ that compares cultura with a peer or a goal runs end to end at a tiny size, so none can
+rot (a renamed function, a changed summary key, a peer's option). Nothing here is timed: the exit status and the
+lines each prints are checked, never the numbers."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import REPO
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]), "HF_HUB_OFFLINE": "1",
+       "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+
+
+def _bench(name: str, *args: str, tmp_path) -> str:
+    proc = subprocess.run([sys.executable, str(REPO / "perf" / name), *args], env=ENV, capture_output=True,
+                          text=True, timeout=900, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-3000:]  # 1: a goal not met, not a crash
+    return proc.stdout
+
+
+def test_startup_benchmark_runs_with_its_peer_in_another_venv(tmp_path):
+    out = _bench("bench_startup.py", "--rounds", "1", "--cultura", f"{sys.executable} -m cultura",
+                 "--peers-python", str(tmp_path / "no-venv" / "bin" / "python"), tmp_path=tmp_path)
+    assert "measuring cultura alone" in out
+    assert "cultura --help" in out and "cultura status" in out and "load average" in out
+
+
+def test_download_benchmark_runs_and_counts_every_process(tmp_path):
+    pytest.importorskip("skimage")
+    out = _bench("bench_download.py", "--n", "12", "--workers", "4", "--rounds", "1", "--latency", "0.05,0.2",
+                 "--decode-processes", "1", "--peers-python", str(tmp_path / "no-venv" / "bin" / "python"),
+                 "--no-check", tmp_path=tmp_path)
+    assert "cultura and the control client only" in out
+    assert "-- latency-bound" in out and out.count("bench_download [photos") == 2
+    assert "CPU/image" in out and "(every process)" in out and "load average" in out
+
+
+def test_cached_evaluation_benchmark_runs(tmp_path):
+    pytest.importorskip("open_clip")
+    out = _bench("bench_cached_evaluation.py", "--rounds", "1", "--concepts", "2", tmp_path=tmp_path)
+    assert "first run (fills the cache)" in out and "imported: torch" in out
+    assert "cached run, median of 1" in out and "imported: none" in out

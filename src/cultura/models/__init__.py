@@ -12,9 +12,15 @@
 
 Importing this package is cheap: torch, open_clip and transformers load only when a model is built.
 """
-from .embedders import (ENTRY_POINT_GROUP, Embedder, FakeEmbedder, ModelCapabilityError, ModelUnavailable,
-                        available_embedders, cache_size, clear_cache, embed_images_cached, embed_texts_cached,
-                        get_embedder, normalize, register_embedder, text_key, unregister_embedder, zero_shot)
+from ..lazy import lazy_attributes
+
+#: Each public name is imported on first use: a project that opens reads ``models.schema`` only (``cultura
+#: status`` loads no embedder code, numpy or Pillow).
+_NAMES = {name: f".embedders:{name}" for name in (
+    "ENTRY_POINT_GROUP", "Embedder", "FakeEmbedder", "ModelCapabilityError", "ModelUnavailable",
+    "available_embedders", "cache_size", "clear_cache", "embed_images_cached", "embed_texts_cached",
+    "get_embedder", "normalize", "register_embedder", "text_key", "unregister_embedder", "zero_shot")}
+__getattr__ = lazy_attributes(__name__, _NAMES)
 
 __all__ = [
     "Embedder", "FakeEmbedder", "ModelCapabilityError", "ModelUnavailable", "normalize",

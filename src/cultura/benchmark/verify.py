@@ -238,3 +238,13 @@ def as_built_section(checks: list[dict]) -> str:
         lines.append(f"- **{c['benchmark']}**: {'; '.join(x['text'] for x in c['changes'])}. "
                      f"Rebuild: `{c['rebuild']}`.")
     return "\n".join(lines) + "\n"
+
+
+def read_warning(check: dict) -> str | None:
+    """The warning of a command that only reads a version (evaluate, stats) the state no longer supports: one
+    sentence naming what changed and the rebuild; None when supported."""
+    if check["supported"]:
+        return None
+    what = check["ready"] or "; ".join(c["text"] for c in check["changes"])
+    return (f"Benchmark {check['benchmark']} no longer matches the current state ({what}): what this command reads "
+            f"is the version as built; rebuild it with '{check['rebuild']}' for one that does.")

@@ -48,6 +48,7 @@ from ..curate.cultures_decide import require_decided
 from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
+from .roles import KINDS, Role  # noqa: F401  (re-exported)
 from .verify import check_benchmark
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         position_balance, position_counts, position_orders, signature, unrated_links,
@@ -55,37 +56,6 @@ from .readiness import (POSITION_METHOD, describe_changes, missing_queries, miss
 
 if TYPE_CHECKING:
     from ..project import Project
-
-
-# ------------------------------------------------------------------ role rules (data, not code)
-
-@dataclass(frozen=True)
-class Role:
-    """One candidate role: ``same`` concept as the query or another one; the culture it must have
-    (``require``: 'L' or 'D' or None) and the cultures it must not have (``forbid``)."""
-
-    name: str
-    same: bool
-    require: str | None = None
-    forbid: tuple[str, ...] = ()
-
-
-KINDS: dict[str, tuple[Role, ...]] = {
-    "association": (
-        Role("cr", True, None, ("L",)),
-        Role("lb", False, "L", ()),
-        Role("ti", False, None, ("L",)),
-    ),
-    "descriptor": (
-        Role("cr", True, "D", ("L",)),
-        Role("orlb", True, "L", ("D",)),
-        Role("or", True, None, ("L", "D")),
-        Role("cdr", False, "D", ("L",)),
-        Role("lb", False, "L", ("D",)),
-        Role("ti", False, None, ("L", "D")),
-    ),
-}
-
 
 
 # ------------------------------------------------------------------ sampling

@@ -27,6 +27,7 @@ from ..curate.benchmark_queries import live_queries
 from ..errors import CulturaError
 from .eligible import Pool, load_pool
 from .readiness import NotReady, check_ready, unrated_links
+from .roles import KINDS
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -46,13 +47,6 @@ LEFT_POOL = {
     "low_relevance": "rated below the relevance threshold for every culture",
     "not_linked": "no longer found for an active concept",
 }
-
-# the roles' cultures, read from the build's rules without importing the builder (it imports this module)
-_ROLE_FORBIDS = {
-    "association": {"cr": ("L",), "lb": (), "ti": ("L",)},
-    "descriptor": {"cr": ("L",), "orlb": ("D",), "or": ("L", "D"), "cdr": ("L",), "lb": ("D",), "ti": ("L", "D")},
-}
-
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
@@ -148,7 +142,7 @@ def state_findings(project: Project, bench: dict, pool: Pool | None = None) -> l
     rel = {(d["sha256"], d["country"]): d["value"] for d in current_per_image(db, "relevance")
            if d["value"] is not None}
     low, lost, forbidden = set(), set(), set()
-    forbids = _ROLE_FORBIDS.get(bench["kind"], {})
+    forbids = {r.name: r.forbid for r in KINDS.get(bench["kind"], ())}
     for _, L, D, role, sha, cid, k in cands:
         if sha not in pool.links:
             continue
@@ -248,3 +242,25 @@ def read_warning(check: dict) -> str | None:
     what = check["ready"] or "; ".join(c["text"] for c in check["changes"])
     return (f"Benchmark {check['benchmark']} no longer matches the current state ({what}): what this command reads "
             f"is the version as built; rebuild it with '{check['rebuild']}' for one that does.")
+
+
+def check_versions(project: Project, benches: list[dict]) -> list[dict]:
+    """:func:`check_benchmark` of each ``benchmarks`` row, the pool read once per relevance threshold (the
+    commands that read many versions: the view)."""
+    pools: dict = {}
+    out = []
+    for b in benches:
+        params = json.loads(b.get("params") or "{}")
+        pool = None
+        if b.get("status") == "ready" and "import" not in params:
+            mr = params.get("min_relevance", 4.0)
+            if mr not in pools:
+                pools[mr] = load_pool(project, allow_unreviewed=True, min_relevance=mr, allow_random_tags=True)
+            pool = pools[mr]
+        out.append(check_benchmark(project, b, pool=pool))
+    return out
+
+
+def ready_versions(project: Project) -> list[dict]:
+    """Every ready ``benchmarks`` row, oldest first (what the view shows)."""
+    return [dict(r) for r in project.db.query("SELECT * FROM benchmarks WHERE status = 'ready' ORDER BY id")]

@@ -7,7 +7,7 @@ import click
 from rich.markup import escape
 
 from ..benchmark.build import PER_PAIR, build_benchmark, build_stats, get_benchmark, list_benchmarks
-from ..benchmark.verify import check_benchmark, read_warning
+from ..benchmark.verify import check_benchmark, check_versions, read_warning
 from ..benchmark.eligible import MIN_RELEVANCE
 from ..bounds import COUNT, SEED, VERSION
 from ..errors import CulturaError
@@ -249,12 +249,19 @@ def build_check(ctx, benchmark, as_json):
 def warn_unsupported(project: Project, specs) -> None:
     """On stderr, the warning of a command that only reads these benchmark versions, for each the current state
     no longer supports (``specs``: NAME@VERSION)."""
+    benches = []
     for spec in dict.fromkeys(specs):
         try:
-            bench = get_benchmark(project, spec)
+            benches.append(get_benchmark(project, spec))
         except CulturaError:  # not a stored version (a suite that reads the pool): nothing to check
             continue
-        text = read_warning(check_benchmark(project, bench))
+    warn_versions(check_versions(project, benches))
+
+
+def warn_versions(checks: list[dict]) -> None:
+    """On stderr, the warning of each version a reading command showed that the state no longer supports."""
+    for check in checks:
+        text = read_warning(check)
         if text:
             console.print(f"[yellow]Warning: {escape(text)}[/yellow]")
 

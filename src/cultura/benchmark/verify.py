@@ -120,7 +120,9 @@ def state_findings(project: Project, bench: dict, pool: Pool | None = None) -> l
     params = json.loads(bench.get("params") or "{}")
     cands = _candidates(db, bench["id"])
     shas = sorted({r[4] for r in cands})
-    if "import" in params:  # a released benchmark: its images and roles are the release's; only exclusions count
+    if "per_pair" not in params:
+        # not drawn from this project's pool (a released benchmark, its images and roles the release's, or rows
+        # written by another tool): only a hand exclusion and duplicate sets count
         excl = image_exclusions(db)
         gone = [s for s in shas if excl.get(s) == "image_excluded"]
         return ([{"what": "image_excluded", "count": len(gone), "images": gone,
@@ -252,7 +254,7 @@ def check_versions(project: Project, benches: list[dict]) -> list[dict]:
     for b in benches:
         params = json.loads(b.get("params") or "{}")
         pool = None
-        if b.get("status") == "ready" and "import" not in params:
+        if b.get("status") == "ready" and "per_pair" in params:
             mr = params.get("min_relevance", 4.0)
             if mr not in pools:
                 pools[mr] = load_pool(project, allow_unreviewed=True, min_relevance=mr, allow_random_tags=True)

@@ -237,11 +237,11 @@ def as_built_section(checks: list[dict]) -> str:
 
 
 def read_warning(check: dict) -> str | None:
-    """The warning of a command that only reads a version (evaluate, stats) the state no longer supports: one
-    sentence naming what changed and the rebuild; None when supported."""
-    if check["supported"]:
+    """The warning of a command that only reads a version (evaluate, stats, view) a later change made untrue: one
+    sentence naming what changed and the rebuild; None when nothing did."""
+    if not check["changes"]:   # an incomplete version is export's refusal; reading it says nothing new
         return None
-    what = check["ready"] or "; ".join(c["text"] for c in check["changes"])
+    what = "; ".join(c["text"] for c in check["changes"])
     return (f"Benchmark {check['benchmark']} no longer matches the current state ({what}): what this command reads "
             f"is the version as built; rebuild it with '{check['rebuild']}' for one that does.")
 

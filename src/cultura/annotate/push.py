@@ -448,6 +448,32 @@ def _out_of_pool(db, kind: str) -> set[str]:
     return {sha for sha, r in image_exclusions(db).items() if r in reasons}
 
 
+def sets_in_pool(items: list[dict], out_of_pool: set[str]) -> tuple[list[dict], int]:
+    """Duplicate sets judged as sets: every member is checked against the pool (a member a decision took out is
+    never sent), and a set is reviewed while two or more of its members are in the pool, whichever is the
+    representative (the first member left stands for the item). Returns the items and the members left out."""
+    out, left = [], 0
+    for it in items:
+        members = [m for m in it["payload"]["members"] if m["sha256"] not in out_of_pool]
+        left += len(it["payload"]["members"]) - len(members)
+        if len(members) >= 2:
+            out.append({**it, "sha256": members[0]["sha256"], "payload": {**it["payload"], "members": members}})
+    return out, left
+
+
+def _refresh_sets(db, campaign_id: int, items: list[dict]) -> None:
+    """A stored set nobody was given yet takes the members it has now (one left the pool since it was stored),
+    so the members a decision took out are not sent with it. Part of the caller's transaction."""
+    fresh = {it["item_key"]: it for it in items}
+    for iid, key, payload in db.execute(
+            "SELECT id, item_key, payload FROM annotation_items WHERE campaign_id = ? AND id NOT IN "
+            "(SELECT item_id FROM assignments)", [campaign_id]).fetchall():
+        it = fresh.get(key)
+        if it is not None and json.loads(payload) != it["payload"]:
+            db.execute("UPDATE annotation_items SET payload = ?, sha256 = ? WHERE id = ?",
+                       [dumps(it["payload"]), it["sha256"], iid])
+
+
 def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
           chunk, max_tasks, on_chunk, prioritise) -> dict:
     db = project.db
@@ -458,8 +484,11 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
                            "[--country C] [--languages ja,en]'.")
     items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
     out_of_pool = _out_of_pool(db, kind)   # images a decision already took out: never sent to annotators
-    left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
-    items = [it for it in items if it.get("sha256") not in out_of_pool]
+    if kind == "dedup-review":
+        items, left_out = sets_in_pool(items, out_of_pool)
+    else:
+        left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
+        items = [it for it in items if it.get("sha256") not in out_of_pool]
     if prioritise:
         items = prioritise(project, kind, items)
     check_image_urls(items, image_base)
@@ -476,6 +505,8 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
               "language": it.get("language"), "cluster_id": it.get("cluster_id"),
               "gold": dumps(it["gold"]) if it.get("gold") else None, "created_at": t} for it in items],
             ignore=True)
+        if kind == "dedup-review":
+            _refresh_sets(db, campaign["id"], items)
     stored = [dict(r) for r in db["annotation_items"].rows_where("campaign_id = ?", [campaign["id"]],
                                                                  order_by="id")]
     gold_rows = [r for r in stored if r["gold"]]

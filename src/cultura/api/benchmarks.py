@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..benchmark.build import build_benchmark, build_stats, get_benchmark, list_benchmarks
 from ..benchmark.export import export_benchmark
+from ..benchmark.verify import check_benchmark
 from ..benchmark import hub
 from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
 from ..benchmark.releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
@@ -56,6 +57,11 @@ class Benchmarks:
         """One benchmark: ``NAME`` (its latest version) or ``NAME@VERSION``."""
         return get_benchmark(self.project, spec)
 
+    def check(self, spec: str) -> Summary:
+        """What of one benchmark version (``NAME`` or ``NAME@VERSION``) the current state no longer supports:
+        ``supported``, ``changes`` (each ``what``, ``count``, ``images``, ``text``), ``rebuild`` and ``message``."""
+        return check_benchmark(self.project, get_benchmark(self.project, spec))
+
     def stats(self, *, min_images: int = 3, benchmark: str | None = None) -> Summary:
         """How many images each concept × country cell holds (of the eligible pool, or of a benchmark)."""
         return build_stats(self.project, min_images=min_images, benchmark=benchmark)
@@ -83,11 +89,12 @@ class Benchmarks:
 
     def export(self, directory: PathLike, *, benchmarks: str | Iterable[str] | None = None, fmt: str = "parquet",
                images: bool = True, embed_images: bool = False, push_to_hub: str | None = None,
-               private: bool = False) -> Summary:
+               private: bool = False, as_built: bool = False) -> Summary:
         """Export to ``directory`` (new or empty) as a Hugging Face dataset that ``datasets.load_dataset``
-        loads as is; ``push_to_hub="owner/name"`` then uploads it (token from ``HF_TOKEN``)."""
+        loads as is; ``push_to_hub="owner/name"`` then uploads it (token from ``HF_TOKEN``). A version the
+        current state no longer supports is refused unless ``as_built`` (the card then says what changed)."""
         res = export_benchmark(self.project, directory, benchmarks=_some(benchmarks), fmt=fmt, images=images,
-                               embed_images=embed_images)
+                               embed_images=embed_images, as_built=as_built)
         if push_to_hub:
             res["hub"] = hub.push_to_hub(res["dir"], push_to_hub, private=private)
         return res

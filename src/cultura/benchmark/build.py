@@ -15,7 +15,8 @@ removes that culture. An image "carries a tag of C" when
 ``image_tags`` holds C's name (any source) or the image was found for C. Eligible images passed the human
 filter (or ``allow_unreviewed`` when no filter decision exists), were not dropped by dedup review, carry no
 open ``culture_conflict`` flag and have ``images.status = 'ok'`` (the pool: :mod:`.eligible`). No two images
-of one trial share a duplicate cluster, and no image appears twice in a trial.
+of one trial share a duplicate cluster, no image appears twice in a trial, and a benchmark holds one member of an
+open duplicate set at most (:mod:`.verify`: a set is one photograph until a dedup review decides).
 
 Seed: one ``numpy.random.Generator(PCG64(seed))`` consumed in a fixed order (cells sorted by concept name,
 L, D; every pool sorted by sha256), so the same database and seed give the same benchmark and content hash.
@@ -47,43 +48,14 @@ from ..curate.cultures_decide import require_decided
 from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
+from .roles import KINDS, Role  # noqa: F401  (re-exported)
+from .verify import check_benchmark
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         position_balance, position_counts, position_orders, signature, unrated_links,
                         unrated_message, used_variants)
 
 if TYPE_CHECKING:
     from ..project import Project
-
-
-# ------------------------------------------------------------------ role rules (data, not code)
-
-@dataclass(frozen=True)
-class Role:
-    """One candidate role: ``same`` concept as the query or another one; the culture it must have
-    (``require``: 'L' or 'D' or None) and the cultures it must not have (``forbid``)."""
-
-    name: str
-    same: bool
-    require: str | None = None
-    forbid: tuple[str, ...] = ()
-
-
-KINDS: dict[str, tuple[Role, ...]] = {
-    "association": (
-        Role("cr", True, None, ("L",)),
-        Role("lb", False, "L", ()),
-        Role("ti", False, None, ("L",)),
-    ),
-    "descriptor": (
-        Role("cr", True, "D", ("L",)),
-        Role("orlb", True, "L", ("D",)),
-        Role("or", True, None, ("L", "D")),
-        Role("cdr", False, "D", ("L",)),
-        Role("lb", False, "L", ("D",)),
-        Role("ti", False, None, ("L", "D")),
-    ),
-}
-
 
 
 # ------------------------------------------------------------------ sampling
@@ -162,13 +134,16 @@ def role_pool(pool: Pool, role: Role, concept: int, L: str, D: str | None = None
     return _Strata(index or _Index(pool), role, concept, {"L": L, "D": D}).entries()
 
 
-def _pick(rng, strata: _Strata, order, start, used, trial_shas, trial_clusters, pool, reuse=True):
-    """Pick one entry, trying strata in rotated order; unused entries first, reused ones only if allowed."""
+def _pick(rng, strata: _Strata, order, start, used, trial_shas, trial_clusters, pool, reuse=True, taken=None):
+    """Pick one entry, trying strata in rotated order; unused entries first, reused ones only if allowed.
+    ``taken``: open duplicate set → the member the benchmark already holds (no other member may join it)."""
+    taken = taken if taken is not None else {}
     for allow_reuse in ((False, True) if reuse else (False,)):
         for j in range(len(order)):
             group = strata[order[(start + j) % len(order)]]
             ok = [e for e in group if e[0] not in trial_shas
                   and not (pool.clusters.get(e[0], set()) & trial_clusters)
+                  and taken.get(pool.sets.get(e[0]), e[0]) == e[0]
                   and (allow_reuse or e[0] not in used)]
             if ok:
                 return ok[int(rng.integers(len(ok)))]
@@ -230,6 +205,7 @@ def sample_trials(pool: Pool, kind: str, *, concepts: Iterable[int], countries: 
                 cells.append((c, L, None))
     trials: list[Trial] = []
     too_few, dup_conflicts, missing_trials = [], 0, 0
+    taken: dict[int, str] = {}   # one member per open duplicate set in the whole benchmark, not only per trial
     for c, L, D in cells:
         need = {"L": L, "D": D}
         strata = {}
@@ -255,11 +231,15 @@ def sample_trials(pool: Pool, kind: str, *, concepts: Iterable[int], countries: 
             t = Trial(c, L, D, i)
             shas: set[str] = set()
             clus: set[int] = set()
+            tk = dict(taken)   # this trial's picks join the benchmark's sets only when the trial is kept
             for role in roles:
                 s, order = strata[role.name]
-                e = _pick(rng, s, order, i, used[role.name], shas, clus, pool, reuse=role.name != "cr")
+                e = _pick(rng, s, order, i, used[role.name], shas, clus, pool, reuse=role.name != "cr",
+                          taken=tk)
                 if e is None:
                     break
+                if e[0] in pool.sets:
+                    tk.setdefault(pool.sets[e[0]], e[0])
                 used[role.name].add(e[0])
                 shas.add(e[0])
                 clus |= pool.clusters.get(e[0], set())
@@ -268,6 +248,7 @@ def sample_trials(pool: Pool, kind: str, *, concepts: Iterable[int], countries: 
                 dup_conflicts += 1
                 missing_trials += 1
                 continue
+            taken = tk
             trials.append(t)
     report = {"kind": kind, "cells": len(cells), "requested_trials": len(cells) * per_pair,
               "built_trials": len(trials), "missing_trials": missing_trials, "too_few_images": too_few,
@@ -459,6 +440,12 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
                                                            "sha256": sha, "concept_id": cid, "country": k})
             for q in qrows:
                 _insert(conn, "benchmark_query_snapshot", {"benchmark_id": bid, **q})
+            # the one check export runs, on the version about to be committed: what build writes, export takes
+            check = check_benchmark(project, db["benchmarks"].get(bid), pool=pool)
+            if not check["supported"]:
+                raise BuildError(f"The {kind} benchmark this build would write breaks its own rules ("
+                                 + "; ".join(c["text"] for c in check["changes"]) + (check["ready"] or "")
+                                 + "): nothing was written.")
             changes = describe_changes(old, signature(conn, bid)) or [
                 f"nothing changed since v{prev[1]} (version {version} was asked for)"]
     except _Reused as r:

@@ -15,7 +15,7 @@ from ..annotate.decisions import current_per_image, dropped_copies, filter_revie
 from ..annotate.pool import EXCLUSION_REASONS as POOL_REASONS
 from ..annotate.pool import image_exclusions
 from ..curate import images as curated
-from ..curate.clusters import memberships
+from ..curate.clusters import memberships, open_sets
 from ..curate.concepts import active_concept_ids
 from ..curate.concepts import concept_names as names_of_concepts
 from ..curate.cultures_decide import decided_links
@@ -52,6 +52,7 @@ class Pool:
     low_relevance_links: int = 0
     rated: set[tuple[str, str]] = field(default_factory=set)   # (sha, country) links with a relevance rating
     random_tag_sources: list[str] = field(default_factory=list)   # tags used from random-init models
+    sets: dict[str, int] = field(default_factory=dict)   # sha -> open duplicate set (one photograph until reviewed)
 
     def cultures(self, sha: str) -> set[str]:
         return {c for _, c in self.links[sha]}
@@ -124,4 +125,5 @@ def load_pool(project: Project, *, allow_unreviewed: bool = False, min_relevance
         clusters[sha].add(cid)
     return Pool(links=links, tags=tags, clusters=dict(clusters), concept_names=concept_names,
                 excluded=excluded, total=len(raw_links), reviewed=reviewed, ratings=ratings,
-                low_relevance_links=low_links, random_tag_sources=random_sources, rated=set(rel))
+                low_relevance_links=low_links, random_tag_sources=random_sources, rated=set(rel),
+                sets={sha: s for sha, s in open_sets(db).items() if sha in links})

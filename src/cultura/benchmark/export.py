@@ -40,7 +40,8 @@ from ..templates import render_template
 from ..view.links import inspect_note
 from . import hub
 from .build import KINDS, get_benchmark
-from .readiness import card_data, check_ready
+from .readiness import card_data
+from .verify import as_built_section, require_supported
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -376,12 +377,14 @@ def render_card(context: dict) -> str:
 # ------------------------------------------------------------------ the export
 
 def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "parquet", images: bool = True,
-                     embed_images: bool = False) -> dict:
+                     embed_images: bool = False, as_built: bool = False) -> dict:
     """Export ``benchmarks`` (``NAME`` or ``NAME@VERSION`` specs; default: the latest ready version of every
     benchmark) into the new or empty folder ``dest``. Returns ``{"dir", "files", "benchmarks", ...}``.
 
     ``embed_images``: store the image bytes in the Parquet files (ready-to-evaluate configs and the images
-    table) instead of an ``images/`` folder (Parquet only)."""
+    table) instead of an ``images/`` folder (Parquet only). A version the current state no longer supports
+    (:mod:`.verify`) is refused in one sentence, unless ``as_built``: then it is exported as built and the card
+    says what changed since."""
     if fmt not in FORMATS:
         raise unknown("export format", fmt, FORMATS)
     if embed_images and fmt != "parquet":
@@ -393,8 +396,8 @@ def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "par
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ExportError(f"{dest} is not an empty folder. Choose a new folder (it is created) or empty this "
                           "one; an export never overwrites files.")
-    for b in _resolve(project, benchmarks):  # an incomplete benchmark is never published
-        check_ready(project, b)
+    # an incomplete benchmark is never published; one the state no longer supports only as built, said so
+    checks = [require_supported(project, b, as_built=as_built) for b in _resolve(project, benchmarks)]
     tables = collect(project, benchmarks)
     bms = tables.pop("_benchmarks")
     tables["_bench_rows"] = bms
@@ -425,7 +428,7 @@ def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "par
         tables["_files"] = files
         tables["_ext"] = ext
         ctx = card_context(project, tables)
-        card = f"---\n{data.to_yaml()}\n---\n{render_card(ctx)}"
+        card = f"---\n{data.to_yaml()}\n---\n{render_card(ctx)}{as_built_section(checks)}"
         hub.check_card(card)
         (tmp / "README.md").write_text(card, encoding="utf-8")
         try:
@@ -445,7 +448,8 @@ def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "par
     return {"dir": str(dest), "format": fmt, "files": files, "embedded_images": embed_images,
             "configs": [c["config_name"] for c in configs],
             "benchmarks": [f"{b['name']}@{b['version']}" for b in bms], "items": len(tables["items"]),
-            "images": len(tables["images"]), "queries": len(tables["queries"])}
+            "images": len(tables["images"]), "queries": len(tables["queries"]),
+            "changed_since_build": {c["benchmark"]: [x["text"] for x in c["changes"]] for c in checks if c["changes"]}}
 
 
 def _sweep_tmp(project: Project, dest: Path) -> int:

@@ -1,14 +1,20 @@
 """CLI commands of benchmark assembly: ``build …`` (association, descriptor, their queries, stats, list)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.markup import escape
 
-from ..benchmark.build import PER_PAIR, build_benchmark, build_stats, list_benchmarks
+from ..benchmark.build import PER_PAIR, build_benchmark, build_stats, get_benchmark, list_benchmarks
+from ..benchmark.verify import check_benchmark, check_versions, read_warning
 from ..benchmark.eligible import MIN_RELEVANCE
 from ..bounds import COUNT, SEED, VERSION
+from ..errors import CulturaError
 from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
-from .console import bounded, csv_list, emit_json, json_option, listing, out, pass_ctx, summary, table
+if TYPE_CHECKING:
+    from ..project import Project
+from .console import bounded, console, csv_list, emit_json, json_option, listing, out, pass_ctx, summary, table
 
 
 def _print_report(b: dict, as_json: bool) -> None:
@@ -193,6 +199,8 @@ def build_stats_cmd(ctx, min_images, benchmark, as_json):
     """Images per country and per concept (seed 000 Tables 9 and 10) and coverage holes."""
 
     s = build_stats(ctx.project, min_images=min_images, benchmark=benchmark)
+    if benchmark:
+        warn_unsupported(ctx.project, [benchmark])
     if as_json:
         return emit_json(s)
     table("Images per country (Table 9)", s["countries"])
@@ -211,6 +219,51 @@ def build_list(ctx, as_json):
 
     rows = list_benchmarks(ctx.project)
     listing("Benchmarks", rows, as_json)
+
+
+@build.command("check")
+@click.argument("benchmark", metavar="NAME[@VERSION]")
+@json_option
+@pass_ctx
+def build_check(ctx, benchmark, as_json):
+    """Check one benchmark version against the current state (pool, exclusions, filter and dedup decisions,
+    culture decisions and questions, relevance ratings, duplicate sets, queries): what no longer holds, in
+    words. Exits 1 when the state no longer supports it (export then refuses it without --as-built)."""
+
+    res = check_benchmark(ctx.project, get_benchmark(ctx.project, benchmark))
+    if as_json:
+        emit_json(res)
+    elif res["supported"]:
+        out.print(f"{res['benchmark']} still holds: the current state supports every trial.")
+    else:
+        out.print(escape(res["message"]))
+        if res["changes"]:
+            table(f"What changed since {res['benchmark']} was built",
+                  [{"change": c["what"], "count": c["count"], "what": c["text"],
+                    "images": ", ".join(s[:12] for s in c["images"][:5]) + (" …" if len(c["images"]) > 5 else "")}
+                   for c in res["changes"]])
+    if not res["supported"]:
+        click.get_current_context().exit(1)
+
+
+def warn_unsupported(project: Project, specs) -> None:
+    """On stderr, the warning of a command that only reads these benchmark versions, for each the current state
+    no longer supports (``specs``: NAME@VERSION)."""
+    benches = []
+    for spec in dict.fromkeys(specs):
+        try:
+            benches.append(get_benchmark(project, spec))
+        except CulturaError:  # not a stored version (a suite that reads the pool): nothing to check
+            continue
+    warn_versions(check_versions(project, benches))
+
+
+def warn_versions(checks: list[dict]) -> None:
+    """On stderr, the warning of each version a reading command showed that the state no longer supports."""
+    for check in checks:
+        text = read_warning(check)
+        if text:
+            console.print(f"[yellow]Warning: {escape(text)}[/yellow]")
 
 
 COMMANDS = [build]

@@ -15,6 +15,7 @@ from ..evaluate.runner import load_results, records_table, results_json, run_eva
 from ..evaluate.suites import load_suites
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
+from .build import warn_unsupported
 from .console import (bounded, emit_json, executor_option, json_option, listing, out, overwrite_option, pass_ctx,
                       summary, table)
 
@@ -101,6 +102,9 @@ def run_cmd(ctx, models, suites, benchmark, batch_size, device, options, log_sam
                           executor=executor, log_samples=log_samples, limit=limit, output_path=output_path,
                           overwrite=overwrite)
     rows = records_table(recs)
+    # evaluating reads a version as built: say so when the current state no longer supports it
+    warn_unsupported(ctx.project, [f"{r['benchmark']}@{r['benchmark_version']}" for r in rows
+                                   if r.get("benchmark") and r.get("benchmark_version") is not None])
     for r, rec in zip(rows, recs):
         r["n_samples"] = rec.extra.get("n_samples")
     listing("Evaluation runs", rows, as_json, ["run_id", "spec", "suite", "status", "benchmark",
@@ -152,6 +156,7 @@ def report_cmd(ctx, out_html, models, suites, benchmarks, overwrite, as_json):
 
     paths = report_engine.write_report(ctx.project, out_html, models=list(models) or None, suites=list(suites) or None,
                          benchmarks=list(benchmarks) or None, overwrite=overwrite)
+    warn_unsupported(ctx.project, benchmarks)  # the report reads the results of these versions as built
     summary("Report written", {k: str(v) for k, v in paths.items()}, as_json)
 
 @evaluate.command("samples")

@@ -4,9 +4,11 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
+from ..benchmark.verify import check_versions, ready_versions
 from ..bounds import PORT
 from ..view.server import make_server
 from ..view.site import PAGE_SIZE, PAGE_SIZES, build_view, view_dir
+from .build import warn_versions
 from .console import bounded, emit_json, json_option, out, pass_ctx, serve_until_interrupted, summary
 
 
@@ -26,6 +28,8 @@ def view(ctx, serve, port, page_size, overwrite, as_json):
     (roles hidden until shown) and annotator disagreements. Thumbnails are made once; a rerun only adds
     what changed. Open reports/view/index.html, or use --serve."""
     res = build_view(ctx.project, overwrite=overwrite, page_size=page_size)
+    benches = ready_versions(ctx.project)   # the view shows every version's trials as built: say which no longer hold
+    warn_versions(check_versions(ctx.project, benches))
     if not serve:
         summary("cultura view", res, as_json)
         return

@@ -55,3 +55,34 @@ def live_members(db) -> list[tuple[int, str, float | None]]:
     return db.execute(
         "SELECT m.cluster_id, m.sha256, m.distance FROM dup_members m JOIN dup_clusters c ON "
         "c.id = m.cluster_id WHERE c.status != 'superseded'").fetchall()
+
+
+def live_cluster_members(db) -> list[tuple[int, str]]:
+    """``(cluster id, sha256)`` of the members of the clusters no later run superseded."""
+    return [(c, s) for c, s, _ in live_members(db)]
+
+
+def open_sets(db) -> dict[str, int]:
+    """sha256 → duplicate set of every member of an open cluster: open clusters that share an image are one set
+    (the pHash and the dHash cluster of the same copies, or a chain of copies), named by its oldest cluster id.
+    Until a dedup review resolves it, a set is one photograph."""
+    clusters = open_clusters(db)
+    parent = {cid: cid for cid, _ in clusters}
+
+    def find(c):
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    first_with: dict[str, int] = {}
+    members: list[tuple[int, str]] = []
+    for cid, _ in clusters:
+        for sha, _d in cluster_members(db, cid):
+            members.append((cid, sha))
+            if sha in first_with:
+                a, b = find(first_with[sha]), find(cid)
+                parent[max(a, b)] = min(a, b)
+            else:
+                first_with[sha] = cid
+    return {sha: find(cid) for cid, sha in members}

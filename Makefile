@@ -41,11 +41,14 @@ fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" && fc-list | grep -qi "tlwg\|Noto Sans Thai" || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq $(FONT_PKGS) >/dev/null && rm -rf $$HOME/.cache/matplotlib) || echo "fonts not installed ($(FONT_PKGS)): CJK/Thai/Devanagari labels in report figures may show boxes"; }
 
 # The performance scripts' peers that pin conflicting numpy versions, each in its own virtualenv:
-#   python perf/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
+#   python perf/bench_dedup_quality.py --imagededup-python .venv-imagededup/bin/python \
+#       --fastdup-python .venv-fastdup/bin/python
 #   python perf/bench_download.py --peers-python .venv-img2dataset/bin/python
 peers:
 	test -x .venv-fastdup/bin/python || $(PY) -m venv .venv-fastdup
 	.venv-fastdup/bin/pip install -q fastdup
+	test -x .venv-imagededup/bin/python || $(PY) -m venv .venv-imagededup
+	.venv-imagededup/bin/pip install -q imagededup
 	test -x .venv-img2dataset/bin/python || $(PY) -m venv .venv-img2dataset
 	.venv-img2dataset/bin/pip install -q img2dataset
 

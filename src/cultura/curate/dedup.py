@@ -8,7 +8,7 @@ Methods (a registry, :data:`METHODS`):
 - ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
   threshold found exactly by a faiss binary index. Both hash the image's content box (uniform borders
   trimmed); pHash compares every view of an image with every view of the other — the full, 5 % and 10 %
-  centre (``images.phash_centre``, ``images.phash_variants``) and mirrored pHashes
+  centre (``images.phash_centre``, ``images.phash_variants``), mirrored and upside-down pHashes
   (:mod:`cultura.curate.invariance`) — which finds padded, cropped, slightly rotated and mirrored copies. The
   hashes come from the downloader's or importer's validating decode (or are computed here once, in this
   process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
@@ -114,7 +114,7 @@ class Inventory:
     unreadable: set[int] = field(default_factory=set)
     phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
     has_phash_centre: np.ndarray | None = None
-    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)) uint64: mirror, 10 % centre pHash
+    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)): mirror, 10 % centre, flip pHash
     has_phash_variants: np.ndarray | None = None
     fine: np.ndarray | None = None              # (n, 3, 2) uint64 fine hashes (confirm.py), 0 where missing
     has_fine: np.ndarray | None = None
@@ -134,7 +134,7 @@ class Inventory:
             self.has_fine = np.zeros(self.n, dtype=bool)
 
     def phash_views(self) -> np.ndarray:
-        """``(n, 4)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre; 0 where missing), the
+        """``(n, 5)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre, flip; 0 where missing), the
         columns :func:`hashing.pair_views` compares."""
         centre = np.where(self.has_phash_centre, self.phash_centre, np.uint64(0))
         variants = np.where(self.has_phash_variants[:, None], self.phash_variants, np.uint64(0))
@@ -438,7 +438,7 @@ class Method:
 
 
 def _hash_method(kind: str) -> Method:
-    """pHash: every view of an image (full, 5 % and 10 % centre, mirror: :mod:`cultura.curate.invariance`)
+    """pHash: every view of an image (full, 5 % and 10 % centre, mirror, flip: :mod:`cultura.curate.invariance`)
     against every view of the other (:func:`hashing.pair_views`), which finds padded, cropped, slightly
     rotated and mirrored copies; dHash: full hashes (of the content box). Either way a candidate pair is
     kept only when the fine hashes confirm it (:func:`confirm.confirm_pairs`). The distance to a

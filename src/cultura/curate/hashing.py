@@ -56,7 +56,7 @@ REDUCING_GAP = lanczos.REDUCING_GAP
 #: cropped by up to about this much per side has a full pHash close to its original's centre pHash.
 CENTRE_CROP = invariance.CENTRE_CROPS[0]
 #: The pHash views stored beside the full one in ``images.phash_variants`` (16 hex each, in this order).
-VARIANTS = ("mirror", "centre10")
+VARIANTS = ("mirror", "centre10", "flip")
 
 
 class HashingError(ValueError):
@@ -69,7 +69,7 @@ class HashResult:
     """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors.
 
     ``phash_centre``: the pHash of the content box's centre (:data:`CENTRE_CROP` cut off each side);
-    ``phash_variants``: ``(n, len(VARIANTS))`` uint64, the mirror pHash and the 10 % centre pHash
+    ``phash_variants``: ``(n, len(VARIANTS))`` uint64, the mirror, 10 % centre and flip pHashes
     (:mod:`cultura.curate.invariance`); ``sizes``: ``(n, 2)`` int64, the displayed width and height (EXIF
     orientation applied; 0 for failed inputs); ``fine``: ``(n, 3, 2)`` uint64, the fine hashes a candidate
     pair is confirmed with (:mod:`cultura.curate.confirm`); all from the same decode."""
@@ -136,13 +136,14 @@ def thumbnails(gray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def phash_views(thumbs: np.ndarray) -> np.ndarray:
-    """``(n, 4)`` uint64 pHashes of ``(n, 3, 32, 32)`` thumbnails from :func:`thumbnails`: full, 5 % centre,
-    mirror, 10 % centre (the column order of :meth:`HashResult.views`)."""
+    """``(n, 5)`` uint64 pHashes of ``(n, 3, 32, 32)`` thumbnails from :func:`thumbnails`: full, 5 % centre,
+    mirror, 10 % centre, flip (upside down; the column order of :meth:`HashResult.views`)."""
     thumbs = np.asarray(thumbs)
     if not len(thumbs):
-        return np.zeros((0, 4), dtype=np.uint64)
-    stack = np.stack([thumbs[:, 0], thumbs[:, 1], invariance.mirror(thumbs[:, 0]), thumbs[:, 2]], axis=1)
-    return phash_from_thumbs(stack.reshape(-1, 32, 32)).reshape(-1, 4)
+        return np.zeros((0, 2 + len(VARIANTS)), dtype=np.uint64)
+    stack = np.stack([thumbs[:, 0], thumbs[:, 1], invariance.mirror(thumbs[:, 0]), thumbs[:, 2],
+                      invariance.flip(thumbs[:, 0])], axis=1)
+    return phash_from_thumbs(stack.reshape(-1, 32, 32)).reshape(-1, 2 + len(VARIANTS))
 
 
 def fine_of_decoded(im) -> str:

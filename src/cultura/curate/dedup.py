@@ -22,9 +22,11 @@ Scope: ``within-concept`` links two images only inside a concept they were both 
 per concept, ``dup_clusters.concept_id`` set; each concept's images are searched apart); ``global`` links
 any two images.
 
-Clusters are the connected components of the pair graph. Each has a representative — the largest
-resolution, then the most bytes, then the smallest sha256 — and each member's distance to it (Hamming bits,
-or ``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding
+A hash method's candidate pairs are confirmed by the fine hashes of the same view before anything else
+(:mod:`cultura.curate.confirm`). Clusters are stars of the pair graph: each has a representative — the
+largest resolution, then the most bytes, then the smallest sha256 — and every member is paired with the
+representative itself (no chaining through a third image), with its distance to it (Hamming bits, or
+``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding
 method, scope and params (thresholds, hash definition or embedder identity).
 
 Culture conflicts: an image found for two different (concept, country) pairs, or a cluster whose members

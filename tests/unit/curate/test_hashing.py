@@ -19,8 +19,9 @@ def pil_resize(gray, size, box=None):
 
 
 def reference_hashes(data: bytes) -> tuple[str, str, str, str]:
-    """(phash, dhash, centre phash, variants: mirror, 10 % centre, flip) as the code before the numpy resize computed them: Pillow
-    resizes of the drafted grey decode's content box and its centre crops, scipy DCTs and np.median."""
+    """(phash, dhash, centre phash, variants: mirror, 10 % centre, flip) as the code before the numpy resize
+    computed them: Pillow resizes of the drafted grey decode's content box and its centre crops, scipy DCTs
+    and np.median."""
     with Image.open(io.BytesIO(data)) as im:
         hashing.prepare_decode(im)
         gray = im.convert("L")

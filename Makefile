@@ -42,7 +42,8 @@ fonts:
 
 # The performance scripts' peers, each in its own clean virtualenv (as their users install them; conflicting numpy
 # pins, and sqlite-utils scans every installed distribution for plugins at start-up):
-#   python perf/bench_dedup_quality.py --peers-python .venv-fastdup/bin/python
+#   python perf/bench_dedup_quality.py --imagededup-python .venv-imagededup/bin/python \
+#       --fastdup-python .venv-fastdup/bin/python
 #   python perf/bench_download.py --peers-python .venv-img2dataset/bin/python
 #   python perf/bench_startup.py --peers-python .venv-sqlite-utils/bin/python
 peers:
@@ -50,6 +51,8 @@ peers:
 	.venv-sqlite-utils/bin/pip install -q sqlite-utils
 	test -x .venv-fastdup/bin/python || $(PY) -m venv .venv-fastdup
 	.venv-fastdup/bin/pip install -q fastdup
+	test -x .venv-imagededup/bin/python || $(PY) -m venv .venv-imagededup
+	.venv-imagededup/bin/pip install -q imagededup
 	test -x .venv-img2dataset/bin/python || $(PY) -m venv .venv-img2dataset
 	.venv-img2dataset/bin/pip install -q img2dataset
 

@@ -20,9 +20,14 @@ no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, me
    (``--baseline-timeout``; when it runs out the ratio printed is a lower bound, ``>=``). The pairs of both
    are compared when faiss finishes.
 
-``--hashes real`` draws the hashes from real pHash statistics (``bench_hash_search.real_like_hashes``:
-bit frequencies and correlations of pHashes of real photographs; biased bits are the pigeonhole search's
-harder case) instead of uniform random bits; ``--hashes both`` builds and runs both. Run::
+The stored hashes have the statistics of real photographs (``--hashes real``, the default): 400 random
+crops of the photographs scikit-image and scikit-learn ship are hashed by cultura (every pHash view, the
+dHash and the fine hashes a pair is confirmed with), and each image's hashes are one of those crops' with
+half of the bits re-drawn from the bits' frequencies (one re-draw mask for all views of an image, so its
+views stay related as a real image's are): biased bits, correlated views and many chance near-matches
+between images drawn from the same crop, which the confirmation must reject. ``--hashes uniform``:
+independent uniform random bits (chance matches never happen); ``--hashes both`` builds and runs both.
+Printed beside the times: the cluster sizes (largest, and how many of each size). Run::
 
     .venv/bin/python perf/bench_dedup_1m.py                  # 1M images (build ~2 min, once)
     .venv/bin/python perf/bench_dedup_1m.py --images 100000  # a smaller project
@@ -46,18 +51,58 @@ COUNTRIES = ["US", "GB", "DE", "FR", "JP", "CN", "IN", "BR", "MX", "NG", "EG", "
 GOALS = {"end_to_end_s": 20.0, "rerun_s": 2.0, "peak_rss_mb": 1024.0}
 
 
-def random_hashes(rng, n: int, kind: str, sample=None) -> np.ndarray:
-    """``n`` uint64 hashes: uniform random bits, or drawn from real pHash statistics."""
-    if kind == "uniform":
-        return rng.integers(0, 2**64, size=n, dtype=np.uint64)
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench_hash_search import real_like_hashes
+def real_sample():
+    """``(views (400, 5), dhash (400,), fine (400, 3, 2))`` of 400 crops of real photographs (see the module
+    docstring; the crops of ``bench_hash_search.real_phash_sample``)."""
+    from PIL import Image
+    from skimage import data as skdata
+    from sklearn.datasets import load_sample_images
 
-    return real_like_hashes(n, 10, seed=int(rng.integers(0, 2**31)), sample=sample)
+    from cultura.curate import hashing
+
+    names = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field",
+             "immunohistochemistry", "retina", "clock", "cell", "brick", "grass", "gravel"]
+    src = [Image.fromarray(getattr(skdata, n)()).convert("L") for n in names]
+    src += [Image.fromarray(a).convert("L") for a in load_sample_images().images]
+    rng = np.random.default_rng(7)
+    ims = []
+    for i in range(400):
+        im = src[i % len(src)]
+        w, h = im.size
+        cw, ch = int(w * rng.uniform(0.4, 1)), int(h * rng.uniform(0.4, 1))
+        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        ims.append(im.crop((x, y, x + cw, y + ch)))
+    res = hashing.hash_images(ims)
+    return res.views(), res.dhash, res.fine
+
+
+def _redrawn(rng, words: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``words`` ``(s, v, w)`` uint64 of the sample; for each of ``base`` (sample indexes) the sample's words
+    with half of the bits re-drawn from each bit's frequency in the sample (one mask per image, all views)."""
+    s, v, w = words.shape
+    bits = np.unpackbits(words.astype(">u8").view(np.uint8).reshape(s, v, w * 8), axis=2).astype(bool)
+    freq = bits.mean(axis=0)
+    n = len(base)
+    redraw = rng.random((n, 1, w * 64)) < 0.5
+    drawn = rng.random((n, 1, w * 64)) < freq[None]
+    out = np.where(redraw, drawn, bits[base])
+    return np.packbits(out, axis=2).view(">u8").astype(np.uint64).reshape(n, v, w)
+
+
+def random_hashes(rng, n: int, kind: str, sample=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(views (n, 5), dhash (n,), fine (n, 3, 2))``: uniform random bits, or real-photo statistics."""
+    if kind == "uniform":
+        return (rng.integers(0, 2**64, size=(n, 5), dtype=np.uint64), rng.integers(0, 2**64, size=n, dtype=np.uint64),
+                rng.integers(0, 2**64, size=(n, 3, 2), dtype=np.uint64))
+    views, dh, fine = sample
+    base = rng.integers(0, len(views), n)
+    return (_redrawn(rng, views[:, :, None], base)[:, :, 0], _redrawn(rng, dh[:, None, None], base)[:, 0, 0],
+            _redrawn(rng, fine, base))
 
 
 def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, hashes: str = "uniform") -> None:
     """Write the project (config, schema, rows) with direct batched inserts."""
+    from cultura.curate import confirm
     from cultura.curate.hashing import to_hex, variants_to_hex
     from cultura.db import now, transaction
     from cultura.project import init_project
@@ -68,26 +113,24 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, has
     ts = now()
     n_copy = int(n * copies)
     n_orig = n - n_copy
-    sample = None
-    if hashes == "real":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from bench_hash_search import real_phash_sample
-
-        sample = real_phash_sample()
-    ph = random_hashes(rng, n, hashes, sample)
-    dh = random_hashes(rng, n, hashes, sample)
-    pc = random_hashes(rng, n, hashes, sample)  # centre pHash
-    pm = random_hashes(rng, n, hashes, sample)  # mirror pHash
-    p10 = random_hashes(rng, n, hashes, sample)  # 10 % centre pHash
+    views, dh, fine = random_hashes(rng, n, hashes, real_sample() if hashes == "real" else None)
+    ph, pc = np.ascontiguousarray(views[:, 0]), np.ascontiguousarray(views[:, 1])  # full, 5 % centre pHash
+    pv = np.ascontiguousarray(views[:, 2:])  # the variants (hashing.VARIANTS: mirror, 10 % centre, flip)
     concept = rng.integers(0, n_concepts, size=n)
     country = rng.integers(0, len(COUNTRIES), size=n)
     src = rng.integers(0, n_orig, size=n_copy)
     ph[n_orig:], dh[n_orig:], pc[n_orig:], concept[n_orig:] = ph[src], dh[src], pc[src], concept[src]
-    pm[n_orig:], p10[n_orig:] = pm[src], p10[src]
-    for h in (ph, dh, pc, pm, p10):
+    pv[n_orig:], fine[n_orig:] = pv[src], fine[src]
+    for h in (ph, dh, pc, *(pv[:, k] for k in range(pv.shape[1]))):
         for b in range(6):  # flip up to 6 random bits (some flips repeat a bit: 0-6 bits changed)
             on = rng.random(n_copy) < 0.7
             h[n_orig:][on] ^= np.uint64(1) << rng.integers(0, 64, int(on.sum())).astype(np.uint64)
+    words = fine.reshape(n, -1)
+    for b in range(8):  # a copy's fine hashes: up to 8 bits of each 64 changed (a re-encoded copy: within 26)
+        for w in range(words.shape[1]):
+            on = rng.random(n_copy) < 0.7
+            words[n_orig:, w][on] ^= np.uint64(1) << rng.integers(0, 64, int(on.sum())).astype(np.uint64)
+    fine = words.reshape(n, 3, 2)
     sha = [f"{a:016x}{b:016x}{c:016x}{d:016x}" for a, b, c, d in rng.integers(0, 2**63, size=(n, 4)).tolist()]
     sizes = np.array([[640, 480], [800, 600], [1024, 768], [1600, 1200]])[rng.integers(0, 4, size=n)]
     nbytes = rng.integers(20_000, 400_000, size=n)
@@ -100,12 +143,13 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, has
             [(c * len(COUNTRIES) + k + 1, c + 1, cc, f"concept {c} {cc}", ts)
              for c in range(n_concepts) for k, cc in enumerate(COUNTRIES)])
         ph_hex, dh_hex, pc_hex = to_hex(ph), to_hex(dh), to_hex(pc)
-        pv_hex = variants_to_hex(np.stack([pm, p10], axis=1))
+        pv_hex = variants_to_hex(pv)
+        fine_hex = confirm.to_hex(fine)
         db.conn.executemany(
             "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-            "phash_variants, created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?, ?)",
+            "phash_variants, phash_fine, created_at) VALUES (?, ?, 'jpeg', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             ((sha[i], f"blobs/{sha[i][:2]}/{sha[i]}.jpg", int(sizes[i, 0]), int(sizes[i, 1]), int(nbytes[i]),
-              ph_hex[i], dh_hex[i], pc_hex[i], pv_hex[i], ts) for i in range(n)))
+              ph_hex[i], dh_hex[i], pc_hex[i], pv_hex[i], fine_hex[i], ts) for i in range(n)))
         db.conn.executemany("INSERT INTO candidates (id, url, status, sha256) VALUES (?, ?, 'downloaded', ?)",
                             ((i + 1, f"http://img.test/{i}.jpg", sha[i]) for i in range(n)))
         extra = np.flatnonzero(rng.random(n) < 0.02)
@@ -188,7 +232,7 @@ def peak_rss_mb() -> float:
 
 def child(root: str) -> None:
     """One timed ``dedup_images`` call in this process; prints a JSON line."""
-    from cultura.curate import dedup
+    from cultura.curate import confirm, dedup
     from cultura.project import Project
 
     phases: dict[str, float] = {}
@@ -211,7 +255,8 @@ def child(root: str) -> None:
     timed(dedup, "concept_pairs", "hash_search")  # every per-concept search (pHash with centre, dHash)
     timed(dedup, "scoped_clusters", "scoped_clusters")
     timed(dedup, "_save_clusters", "save_clusters")
-    timed(dedup, "_cluster_conflicts", "conflict_evidence")
+    timed(confirm, "confirm_pairs", "confirm_pairs")
+    timed(dedup, "cluster_conflicts", "conflict_evidence")
     timed(dedup, "update_conflict_flags_many", "conflict_flags")
     p = Project(root)
     p.db  # opening imports every area's schema module (~1 s whatever the size): not dedup's time
@@ -220,9 +265,12 @@ def child(root: str) -> None:
     res = dedup.dedup_images(p, methods=["sha256", "phash", "dhash"], scope="within-concept", progress=False)
     total = time.perf_counter() - t
     cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
+    sizes = dict(p.db.execute("SELECT size, count(*) FROM dup_clusters WHERE status = 'open' GROUP BY size"
+                              ).fetchall())
     p.close()
     rss = peak_rss_mb()
-    print(json.dumps({"total_s": total, "cpu_s": cpu, "load": os.getloadavg()[0], "phases": phases, "peak_rss_mb": rss, "summary": res}))
+    print(json.dumps({"total_s": total, "cpu_s": cpu, "load": os.getloadavg()[0], "phases": phases,
+                      "peak_rss_mb": rss, "summary": res, "cluster_sizes": sizes}))
 
 
 def run_child(root: Path) -> dict:
@@ -279,7 +327,7 @@ def main(argv=None) -> int:
     ap.add_argument("--copies", type=float, default=0.05, help="Share of images that are near-duplicates.")
     ap.add_argument("--dir", help="Project folder (built when missing; default: a temporary folder).")
     ap.add_argument("--build-only", action="store_true", help="Build the project into --dir and stop.")
-    ap.add_argument("--hashes", choices=["uniform", "real", "both"], default="uniform",
+    ap.add_argument("--hashes", choices=["uniform", "real", "both"], default="real",
                     help="Stored hashes: uniform random bits, or drawn from real pHash statistics.")
     ap.add_argument("--baseline-timeout", type=float, default=600.0,
                     help="Seconds the plain faiss search over all hashes may take (then: a lower bound).")
@@ -332,6 +380,9 @@ def main(argv=None) -> int:
           f"ratio {first['peak_rss_mb'] / GOALS['peak_rss_mb']:.2f}")
     print(f"  clusters {s['clusters']}, images in clusters {s['images_in_clusters']}, "
           f"conflicts flagged {s['conflicts_flagged']}, multi-linked {s['multi_linked_images']}")
+    sizes = {int(k): v for k, v in first["cluster_sizes"].items()}
+    print(f"  cluster sizes (size: clusters): {dict(sorted(sizes.items()))}; largest {max(sizes, default=0)} "
+          f"({args.copies:.0%} of the images are copies of another: a cluster of more than a few is a false one)")
     print(f"no-op rerun: {rerun['total_s']:.2f} s, CPU {rerun['cpu_s']:.2f} s (unchanged={rerun['summary'].get('unchanged')}), goal <= 2 s: "
           f"ratio {rerun['total_s'] / GOALS['rerun_s']:.2f}; peak RSS {rerun['peak_rss_mb']:.0f} MB")
     ok = (first["total_s"] <= GOALS["end_to_end_s"] * max(scale, 0.05) and rerun["total_s"] <= GOALS["rerun_s"]

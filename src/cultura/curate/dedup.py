@@ -8,7 +8,7 @@ Methods (a registry, :data:`METHODS`):
 - ``phash`` / ``dhash`` — 64-bit perceptual hashes (:mod:`cultura.curate.hashing`), pairs within a Hamming
   threshold found exactly by a faiss binary index. Both hash the image's content box (uniform borders
   trimmed); pHash compares every view of an image with every view of the other — the full, 5 % and 10 %
-  centre (``images.phash_centre``, ``images.phash_variants``) and mirrored pHashes
+  centre (``images.phash_centre``, ``images.phash_variants``), mirrored and upside-down pHashes
   (:mod:`cultura.curate.invariance`) — which finds padded, cropped, slightly rotated and mirrored copies. The
   hashes come from the downloader's or importer's validating decode (or are computed here once, in this
   process or on Ray: ``executor``) and are stored in ``images`` (16-hex), so a rerun hashes nothing;
@@ -22,9 +22,11 @@ Scope: ``within-concept`` links two images only inside a concept they were both 
 per concept, ``dup_clusters.concept_id`` set; each concept's images are searched apart); ``global`` links
 any two images.
 
-Clusters are the connected components of the pair graph. Each has a representative — the largest
-resolution, then the most bytes, then the smallest sha256 — and each member's distance to it (Hamming bits,
-or ``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding
+A hash method's candidate pairs are confirmed by the fine hashes of the same view before anything else
+(:mod:`cultura.curate.confirm`). Clusters are stars of the pair graph: each has a representative — the
+largest resolution, then the most bytes, then the smallest sha256 — and every member is paired with the
+representative itself (no chaining through a third image), with its distance to it (Hamming bits, or
+``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding
 method, scope and params (thresholds, hash definition or embedder identity).
 
 Culture conflicts: an image found for two different (concept, country) pairs, or a cluster whose members
@@ -72,7 +74,7 @@ from ..progress import Progress
 from ..progress import task as progress_task
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
-from . import hashing, vector_search
+from . import confirm, hashing, vector_search
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
@@ -114,8 +116,10 @@ class Inventory:
     unreadable: set[int] = field(default_factory=set)
     phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
     has_phash_centre: np.ndarray | None = None
-    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)) uint64: mirror, 10 % centre pHash
+    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)): mirror, 10 % centre, flip pHash
     has_phash_variants: np.ndarray | None = None
+    fine: np.ndarray | None = None              # (n, 3, 2) uint64 fine hashes (confirm.py), 0 where missing
+    has_fine: np.ndarray | None = None
 
     def __post_init__(self):
         if self.phash_centre is None:
@@ -126,9 +130,13 @@ class Inventory:
             self.phash_variants = np.zeros((self.n, len(hashing.VARIANTS)), dtype=np.uint64)
         if self.has_phash_variants is None:
             self.has_phash_variants = np.zeros(self.n, dtype=bool)
+        if self.fine is None:
+            self.fine = np.zeros((self.n, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
+        if self.has_fine is None:
+            self.has_fine = np.zeros(self.n, dtype=bool)
 
     def phash_views(self) -> np.ndarray:
-        """``(n, 4)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre; 0 where missing), the
+        """``(n, 5)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre, flip; 0 where missing), the
         columns :func:`hashing.pair_views` compares."""
         centre = np.where(self.has_phash_centre, self.phash_centre, np.uint64(0))
         variants = np.where(self.has_phash_variants[:, None], self.phash_variants, np.uint64(0))
@@ -136,13 +144,14 @@ class Inventory:
 
     @classmethod
     def from_lists(cls, sha, pixels, nbytes, *, phash=None, dhash=None, links=None, concept_names=None,
-                   unreadable=None, phash_centre=None, phash_variants=None) -> "Inventory":
+                   unreadable=None, phash_centre=None, phash_variants=None, phash_fine=None) -> "Inventory":
         """An inventory from Python lists (hex hashes or None, one set of (concept, country) per image)."""
         n = len(sha)
         phash = phash if phash is not None else [None] * n
         dhash = dhash if dhash is not None else [None] * n
         phash_centre = phash_centre if phash_centre is not None else [None] * n
         phash_variants = phash_variants if phash_variants is not None else [None] * n
+        phash_fine = phash_fine if phash_fine is not None else [None] * n
         links = links if links is not None else [set()] * n
         countries = sorted({k for s in links for _, k in s})
         triples = sorted((i, c, countries.index(k)) for i, s in enumerate(links) for c, k in s)
@@ -157,7 +166,8 @@ class Inventory:
                    phash_centre=_hex_array(phash_centre),
                    has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool),
                    phash_variants=hashing.variants_from_hex(phash_variants),
-                   has_phash_variants=np.array([bool(v) for v in phash_variants], dtype=bool))
+                   has_phash_variants=np.array([bool(v) for v in phash_variants], dtype=bool),
+                   fine=confirm.from_hex(phash_fine), has_fine=np.array([bool(v) for v in phash_fine], dtype=bool))
 
     @property
     def n(self) -> int:
@@ -234,18 +244,19 @@ def load_inventory(project: Project) -> Inventory:
     db = project.db
     with _snapshot(db):
         sha: list[str] = []
-        rowid, pixels, nbytes, flags, hexes, variants = [], [], [], [], ([], [], []), []
+        rowid, pixels, nbytes, flags, hexes, variants, fines = [], [], [], [], ([], [], []), [], []
         zero = "0" * 16
         # missing hashes are filled and flagged by SQLite, so each column arrives ready for one C-level join
         cur = db.execute(
             "SELECT rowid, sha256, width * height, bytes, "
             "(coalesce(phash, '') != '') + 2 * (coalesce(dhash, '') != '') + 4 * (coalesce(phash_centre, '') != '') "
-            f"+ 8 * (length(coalesce(phash_variants, '')) = {16 * len(hashing.VARIANTS)}), "
+            f"+ 8 * (length(coalesce(phash_variants, '')) = {16 * len(hashing.VARIANTS)}) "
+            f"+ 16 * (length(coalesce(phash_fine, '')) = {32 * len(confirm.FINE_VIEWS)}), "
             f"coalesce(nullif(phash, ''), '{zero}'), coalesce(nullif(dhash, ''), '{zero}'), "
-            f"coalesce(nullif(phash_centre, ''), '{zero}'), phash_variants "
+            f"coalesce(nullif(phash_centre, ''), '{zero}'), phash_variants, phash_fine "
             "FROM images WHERE status = 'ok'")  # rowid order: sequential
         while rows := cur.fetchmany(ROWS_CHUNK):
-            r_id, r_sha, r_px, r_b, r_has, *r_hex, r_var = zip(*rows)
+            r_id, r_sha, r_px, r_b, r_has, *r_hex, r_var, r_fine = zip(*rows)
             del rows
             sha.extend(r_sha)
             rowid.append(np.array(r_id, dtype=np.int64))
@@ -255,15 +266,17 @@ def load_inventory(project: Project) -> Inventory:
             for out, col in zip(hexes, r_hex):
                 out.append(np.frombuffer(bytes.fromhex("".join(col)), dtype=">u8").astype(np.uint64))
             variants.append(hashing.variants_from_hex(r_var))
+            fines.append(confirm.from_hex(r_fine))
         n = len(sha)
         cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
         rowid_a = cat(rowid)
         has = cat(flags).astype(np.uint8)
         has_ph, has_dh, has_pc = (has & 1).astype(bool), (has & 2).astype(bool), (has & 4).astype(bool)
-        has_pv = (has & 8).astype(bool)
+        has_pv, has_fine = (has & 8).astype(bool), (has & 16).astype(bool)
+        fine_a = np.concatenate(fines) if fines else np.zeros((0, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
         pv_a = np.concatenate(variants) if variants else np.zeros((0, len(hashing.VARIANTS)), dtype=np.uint64)
         ph_a, dh_a, pc_a = (np.concatenate(h) if h else np.zeros(0, dtype=np.uint64) for h in hexes)
-        del hexes, flags
+        del hexes, flags, fines
 
         names, final = _final_concepts(db)
         queries = db.execute("SELECT id, concept_id, country FROM queries").fetchall()
@@ -305,7 +318,7 @@ def load_inventory(project: Project) -> Inventory:
                      has_phash=has_ph, has_dhash=has_dh, link_img=key // (n_c * n_k),
                      link_concept=key // n_k % n_c, link_country=key % n_k, countries=countries,
                      concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc,
-                     phash_variants=pv_a, has_phash_variants=has_pv)
+                     phash_variants=pv_a, has_phash_variants=has_pv, fine=fine_a, has_fine=has_fine)
 
 
 class _Writes:
@@ -351,7 +364,7 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
     Returns counts.
 
     ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
-    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants)
+    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants & inv.has_fine)
     if inv.unreadable:
         missing[list(inv.unreadable)] = False
     todo = np.flatnonzero(missing).tolist()
@@ -372,14 +385,15 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
             res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
             ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
             pv = hashing.variants_to_hex(res.phash_variants)
+            fine = confirm.to_hex(res.fine)
             size = res.sizes.tolist()
             ts = now()
             with writes():
                 # the size too: a row written before sizes were the displayed ones gets its displayed size
-                ok = [(ph[k], dh[k], pc[k], pv[k], *size[k], inv.sha[i]) for k, i in enumerate(part)
+                ok = [(ph[k], dh[k], pc[k], pv[k], fine[k], *size[k], inv.sha[i]) for k, i in enumerate(part)
                       if k not in res.errors]
                 db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ?, phash_variants = ?, "
-                                    "width = ?, height = ? WHERE sha256 = ?", ok)
+                                    "phash_fine = ?, width = ?, height = ? WHERE sha256 = ?", ok)
                 db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
                     "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
@@ -391,9 +405,10 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
                     inv.unreadable.add(i)
                 else:
                     inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
-                    inv.phash_variants[i] = res.phash_variants[k]
+                    inv.phash_variants[i], inv.fine[i] = res.phash_variants[k], res.fine[k]
                     inv.pixels[i] = size[k][0] * size[k][1]
-                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = inv.has_phash_variants[i] = True
+                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = True
+                    inv.has_phash_variants[i] = inv.has_fine[i] = True
             done += len(part) - len(res.errors)
             failed += len(res.errors)
             bar.advance(len(part))
@@ -425,14 +440,15 @@ class Method:
 
 
 def _hash_method(kind: str) -> Method:
-    """pHash: every view of an image (full, 5 % and 10 % centre, mirror: :mod:`cultura.curate.invariance`)
+    """pHash: every view of an image (full, 5 % and 10 % centre, mirror, flip: :mod:`cultura.curate.invariance`)
     against every view of the other (:func:`hashing.pair_views`), which finds padded, cropped, slightly
-    rotated and mirrored copies; dHash: full hashes (of the content box). The distance to a representative
-    is the smallest of the compared combinations."""
+    rotated and mirrored copies; dHash: full hashes (of the content box). Either way a candidate pair is
+    kept only when the fine hashes confirm it (:func:`confirm.confirm_pairs`). The distance to a
+    representative is the smallest of the compared combinations."""
     views = kind == "phash"
 
     def params(opts):
-        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION}
+        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION, "confirm": confirm.VERSION}
         if views:
             p["centre_crop"] = hashing.CENTRE_CROP
             p["views"] = ["full", "centre", *hashing.VARIANTS]
@@ -457,6 +473,7 @@ def _hash_method(kind: str) -> Method:
         else:
             idx = np.flatnonzero(has)
             pairs = idx[search(idx)].reshape(-1, 2)
+        pairs = confirm.confirm_pairs(pairs, inv.fine)  # the second, stricter look (confirm.py)
 
         def distance(reps, members):
             reps = np.broadcast_to(reps, np.shape(members))
@@ -577,18 +594,33 @@ METHODS: dict[str, Method] = {
 
 
 # ------------------------------------------------------------------------------------------ clusters
+def image_ranks(inv: Inventory, images: np.ndarray) -> np.ndarray:
+    """``(n,)`` rank of each image in the representative's order (largest resolution, then most bytes, then
+    smallest sha256; 0 is best), computed for ``images`` only (the others rank last)."""
+    images = np.unique(np.asarray(images, dtype=np.int64))
+    rank = np.full(inv.n, len(images), dtype=np.int64)
+    if len(images):
+        _, sha_rank = np.unique(np.array([inv.sha[i] for i in images.tolist()]), return_inverse=True)
+        order = np.lexsort((sha_rank.reshape(-1), -inv.nbytes[images], -inv.pixels[images]))
+        rank[images[order]] = np.arange(len(images))
+    return rank
+
+
 def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple[int | None, np.ndarray]]:
-    """``[(concept_id or None, member indexes), ...]``: connected components of the pair graph, per concept
-    (edges only between two images both found for that concept) or over everything (global); sorted by
-    concept, then by first member.
+    """``[(concept_id or None, member indexes), ...]``: star clusters of the pair graph
+    (:func:`confirm.star_clusters`: every member is paired with the cluster's representative itself, so
+    unrelated images are never chained together), per concept (edges only between two images both found
+    for that concept) or over everything (global); sorted by concept, then by first member. Every door
+    that makes clusters (pHash, dHash, embedding; hashed here or on Ray) goes through here.
 
     Within a concept, the nodes are the (image, concept) links, an edge joins ``(i, c)`` and ``(j, c)`` for a
-    pair ``(i, j)`` and every concept ``c`` both were found for, and one connected-components call over all
-    concepts at once gives every concept's clusters (numpy only, no per-pair Python).
+    pair ``(i, j)`` and every concept ``c`` both were found for, and one clustering call over all concepts at
+    once gives every concept's clusters (a node ranks as its image does).
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    rank = image_ranks(inv, pairs.reshape(-1))
     if scope == "global":
-        return [(None, c) for c in hashing.connected_clusters(inv.n, pairs)]
+        return [(None, c) for c in confirm.star_clusters(pairs, rank)]
     if not len(pairs) or not len(inv.link_img):
         return []
     n_c = int(inv.link_concept.max()) + 1
@@ -603,7 +635,8 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
     want = j[which] * n_c + node_c[ni]                               # the same concept for j
     nj = np.minimum(np.searchsorted(node, want), len(node) - 1)
     hit = node[nj] == want
-    comps = hashing.connected_clusters(len(node), np.stack([ni[hit], nj[hit]], axis=1))
+    node_rank = rank[node_img] * n_c + node_c  # an image's rank; ties (one image, two concepts): by concept
+    comps = confirm.star_clusters(np.stack([ni[hit], nj[hit]], axis=1), node_rank)
     out = [(int(node_c[c[0]]), node_img[c]) for c in comps]
     out.sort(key=lambda t: (t[0], int(t[1][0])))
     return out

@@ -146,7 +146,7 @@ def _refused(r: FetchResult, e: _Failure) -> FetchResult:
 
 def _accepted(r: FetchResult, info: ImageInfo) -> FetchResult:
     r.status, r.sha256, r.format, r.width, r.height = "downloaded", info.sha256, info.format, info.width, info.height
-    r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants)
+    r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants, info.phash_fine)
     return r
 
 
@@ -166,7 +166,7 @@ class _Writer:
         ts = dbmod.now()
         if r.ok:
             self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
-                                *(r.hashes or (None, None, None, None)), ts))
+                                *(r.hashes or (None,) * 5), ts))
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -180,7 +180,7 @@ class _Writer:
             if self.images:
                 cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
                     "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-                    "phash_variants, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) "
+                    "phash_variants, phash_fine, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) "
                     "ON CONFLICT (sha256) DO UPDATE "
                     "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
                     self.images)

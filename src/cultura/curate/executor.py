@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..executor import EXECUTORS, Executor, as_list, current_executor, get_executor, ray_init, ray_map
-from . import hashing
+from . import confirm, hashing
 
 #: Images per Ray batch (one actor call).
 RAY_BATCH = 256
@@ -38,6 +38,7 @@ class _HashActor:
         errors = [res.errors.get(k, "") for k in range(len(paths))]
         return {"i": np.asarray(idx, dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
                 "phash_centre": res.phash_centre, "phash_variants": res.phash_variants, "sizes": res.sizes,
+                "fine": res.fine.reshape(len(paths), -1),
                 "error": np.array(errors, dtype=object)}
 
 
@@ -62,6 +63,7 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
     pc = np.zeros(n, dtype=np.uint64)
     pv = np.zeros((n, len(hashing.VARIANTS)), dtype=np.uint64)
     sizes = np.zeros((n, 2), dtype=np.int64)
+    fine = np.zeros((n, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
     errors: dict[int, str] = {}
     for batch in ray_map(groups, _HashActor, executor=ex):
         i = np.asarray(batch["i"], dtype=np.int64)
@@ -70,10 +72,11 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
         pc[i] = np.asarray(batch["phash_centre"]).astype(np.uint64)
         pv[i] = np.asarray(list(batch["phash_variants"])).astype(np.uint64).reshape(len(i), -1)
         sizes[i] = np.asarray(list(batch["sizes"])).astype(np.int64).reshape(len(i), 2)
+        fine[i] = np.asarray(list(batch["fine"])).astype(np.uint64).reshape(len(i), len(confirm.FINE_VIEWS), 2)
         for k, err in zip(i.tolist(), batch["error"].tolist()):
             if err:
                 errors[k] = str(err)
-    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc, pv, sizes)
+    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc, pv, sizes, fine)
 
 
 __all__ = ["EXECUTORS", "hash_paths", "ray_init"]

@@ -90,7 +90,7 @@ class FetchResult:
     attempts: int = 0
     redirects: int = 0
     data: bytes | None = field(default=None, repr=False)
-    hashes: tuple | None = None      # (phash, dhash, phash_centre, phash_variants) from the validating decode
+    hashes: tuple | None = None      # (phash, dhash, phash_centre, phash_variants, phash_fine) of the decode
 
     @property
     def ok(self) -> bool:

@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from .. import pixels
 from ..lazy import lazy
-from . import invariance, lanczos
+from . import confirm, invariance, lanczos
 from .hash_search import (  # noqa: F401 - re-exported: the search API is reached through this module too
     BRUTE_FORCE_MAX,
     connected_clusters,
@@ -56,7 +56,7 @@ REDUCING_GAP = lanczos.REDUCING_GAP
 #: cropped by up to about this much per side has a full pHash close to its original's centre pHash.
 CENTRE_CROP = invariance.CENTRE_CROPS[0]
 #: The pHash views stored beside the full one in ``images.phash_variants`` (16 hex each, in this order).
-VARIANTS = ("mirror", "centre10")
+VARIANTS = ("mirror", "centre10", "flip")
 
 
 class HashingError(ValueError):
@@ -69,9 +69,10 @@ class HashResult:
     """Output of :func:`hash_images`: one row per input; failed inputs have hash 0 and an entry in errors.
 
     ``phash_centre``: the pHash of the content box's centre (:data:`CENTRE_CROP` cut off each side);
-    ``phash_variants``: ``(n, len(VARIANTS))`` uint64, the mirror pHash and the 10 % centre pHash
+    ``phash_variants``: ``(n, len(VARIANTS))`` uint64, the mirror, 10 % centre and flip pHashes
     (:mod:`cultura.curate.invariance`); ``sizes``: ``(n, 2)`` int64, the displayed width and height (EXIF
-    orientation applied; 0 for failed inputs); all from the same decode."""
+    orientation applied; 0 for failed inputs); ``fine``: ``(n, 3, 2)`` uint64, the fine hashes a candidate
+    pair is confirmed with (:mod:`cultura.curate.confirm`); all from the same decode."""
 
     phash: np.ndarray
     dhash: np.ndarray
@@ -79,6 +80,7 @@ class HashResult:
     phash_centre: np.ndarray | None = None
     phash_variants: np.ndarray | None = None
     sizes: np.ndarray | None = None
+    fine: np.ndarray | None = None
 
     @property
     def ok(self) -> np.ndarray:
@@ -134,13 +136,21 @@ def thumbnails(gray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def phash_views(thumbs: np.ndarray) -> np.ndarray:
-    """``(n, 4)`` uint64 pHashes of ``(n, 3, 32, 32)`` thumbnails from :func:`thumbnails`: full, 5 % centre,
-    mirror, 10 % centre (the column order of :meth:`HashResult.views`)."""
+    """``(n, 5)`` uint64 pHashes of ``(n, 3, 32, 32)`` thumbnails from :func:`thumbnails`: full, 5 % centre,
+    mirror, 10 % centre, flip (upside down; the column order of :meth:`HashResult.views`)."""
     thumbs = np.asarray(thumbs)
     if not len(thumbs):
-        return np.zeros((0, 4), dtype=np.uint64)
-    stack = np.stack([thumbs[:, 0], thumbs[:, 1], invariance.mirror(thumbs[:, 0]), thumbs[:, 2]], axis=1)
-    return phash_from_thumbs(stack.reshape(-1, 32, 32)).reshape(-1, 4)
+        return np.zeros((0, 2 + len(VARIANTS)), dtype=np.uint64)
+    stack = np.stack([thumbs[:, 0], thumbs[:, 1], invariance.mirror(thumbs[:, 0]), thumbs[:, 2],
+                      invariance.flip(thumbs[:, 0])], axis=1)
+    return phash_from_thumbs(stack.reshape(-1, 32, 32)).reshape(-1, 2 + len(VARIANTS))
+
+
+def fine_of_decoded(im) -> str:
+    """The ``images.phash_fine`` string of an image decoded after :func:`prepare_decode` (equal to what
+    :func:`hash_images` gives for the same bytes; :mod:`cultura.curate.confirm`)."""
+    p, _ = thumbnails(pixels.displayed(im, "L"))
+    return confirm.to_hex(confirm.fine_from_thumbs(p[None]))[0]
 
 
 def hashes_of_decoded(im) -> tuple[str, str, str, str]:
@@ -206,6 +216,7 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     pc = np.zeros(n, dtype=np.uint64)
     pv = np.zeros((n, len(VARIANTS)), dtype=np.uint64)
     sizes = np.zeros((n, 2), dtype=np.int64)
+    fine = np.zeros((n, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
     errors: dict[int, str] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, n, chunk):
@@ -217,13 +228,15 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                     errors[start + i] = err
             if good:
                 idx = np.asarray(good) + start
-                views = phash_views(np.stack([results[i][0][0] for i in good]))
+                thumbs = np.stack([results[i][0][0] for i in good])
+                views = phash_views(thumbs)
+                fine[idx] = confirm.fine_from_thumbs(thumbs)
                 ph[idx], pc[idx], pv[idx] = views[:, 0], views[:, 1], views[:, 2:]
                 dh[idx] = dhash_from_thumbs(np.stack([results[i][0][1] for i in good]))
                 sizes[idx] = [results[i][0][2] for i in good]
             if progress is not None:
                 progress(len(part))
-    return HashResult(ph, dh, errors, pc, pv, sizes)
+    return HashResult(ph, dh, errors, pc, pv, sizes, fine)
 
 
 def compute_hashes(paths_or_images: Iterable[Any], *,

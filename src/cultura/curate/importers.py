@@ -137,7 +137,7 @@ def store_image(project: Project, data: bytes) -> str:
     project.db["images"].insert({"sha256": sha, "path": rel, "format": info.format, "width": info.width,
                                  "height": info.height, "bytes": len(data), "phash": info.phash,
                                  "dhash": info.dhash, "phash_centre": info.phash_centre,
-                                 "phash_variants": info.phash_variants, "status": "ok",
+                                 "phash_variants": info.phash_variants, "phash_fine": info.phash_fine, "status": "ok",
                                  "created_at": dbmod.now()}, ignore=True)
     project.db.execute("UPDATE images SET status = 'ok', reason = NULL, path = ? WHERE sha256 = ? "
                        "AND status = 'missing'", [rel, sha])  # its file had gone missing: restored

@@ -16,11 +16,13 @@ the match threshold, so :mod:`cultura.curate.hashing` hashes *views* of each ima
   original's centre hashes; a slightly rotated copy (its corners filled) has centre hashes close to its
   original's;
 - **mirror** (:func:`mirror`): the pHash of the horizontally mirrored thumbnail, so a mirrored copy's full
-  pHash is close to its original's mirror pHash.
+  pHash is close to its original's mirror pHash;
+- **flip** (:func:`flip`): the pHash of the thumbnail turned upside down, so a copy flipped upside down has
+  a full pHash close to its original's flip pHash, and a copy turned 180 degrees a mirror pHash close to it.
 
 Every view comes from the one decode the other hashes use (no second decode) and costs one more
-32x32 resize (the centre crops, done in the same two matrix products) or nothing (the mirror: the
-thumbnail read backwards). :func:`views` lists them in the order :mod:`cultura.curate.hashing` stores them.
+32x32 resize (the centre crops, done in the same two matrix products) or nothing (the mirror and the flip:
+the thumbnail read backwards). :func:`views` lists them in the order :mod:`cultura.curate.hashing` stores them.
 
 >>> import numpy as np
 >>> a = np.full((40, 60), 255, dtype=np.uint8); a[8:32, 10:50] = np.arange(40, dtype=np.uint8)
@@ -43,7 +45,7 @@ TRIM_MAX = 0.4
 CENTRE_CROPS = (0.05, 0.10)
 #: Names the views' definition (goes into :data:`cultura.curate.hashing.HASH_VERSION`).
 VERSION = (f"trim{TRIM_TOLERANCE}-{TRIM_FRACTION}-{TRIM_MARGIN}-{TRIM_MAX}"
-           f"/centre{'+'.join(map(str, CENTRE_CROPS))}/mirror")
+           f"/centre{'+'.join(map(str, CENTRE_CROPS))}/mirror/flip")
 
 
 def _border(lines: np.ndarray) -> int:
@@ -91,6 +93,11 @@ def crop_box(box: tuple[int, int, int, int], share: float) -> tuple[int, int, in
 def views(box: tuple[int, int, int, int]) -> list[tuple[int, int, int, int]]:
     """The boxes whose 32x32 thumbnails are pHashed: the content box, then each of :data:`CENTRE_CROPS`."""
     return [box, *(crop_box(box, s) for s in CENTRE_CROPS)]
+
+
+def flip(thumbs: np.ndarray) -> np.ndarray:
+    """Thumbnails ``(..., h, w)`` turned upside down (the flip pHash is the pHash of these)."""
+    return np.ascontiguousarray(np.asarray(thumbs)[..., ::-1, :])
 
 
 def mirror(thumbs: np.ndarray) -> np.ndarray:

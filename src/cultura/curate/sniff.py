@@ -51,6 +51,7 @@ class ImageInfo:
     dhash: str | None = None
     phash_centre: str | None = None
     phash_variants: str | None = None
+    phash_fine: str | None = None     # the fine hashes a duplicate pair is confirmed with (curate/confirm.py)
 
 
 class _Failure(Exception):
@@ -168,13 +169,13 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
                            nbytes=n) from None
         w, h = pixels.displayed_size((w, h), pixels.orientation(im))  # read after the pixel checks: may decode
         try:
-            hashes = hashing.hashes_of_decoded(im)  # decode once: dedup finds these and decodes nothing
+            hashes = (*hashing.hashes_of_decoded(im), hashing.fine_of_decoded(im))  # decode once: dedup decodes nothing
         except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
-            hashes = (None, None, None, None)
+            hashes = (None, None, None, None, None)
     if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:
         raise _Failure("truncated", "JPEG without end-of-image marker", nbytes=n)
     if fmt == "mpo":
         fmt = "jpeg"
     return ImageInfo(format=fmt, width=w, height=h, sha256=hashlib.sha256(data).hexdigest(),
                      phash=hashes[0], dhash=hashes[1], phash_centre=hashes[2],
-                     phash_variants=hashes[3])
+                     phash_variants=hashes[3], phash_fine=hashes[4])

@@ -452,3 +452,14 @@ def m011_hashes_of_the_displayed_picture(db):
     db.execute("UPDATE images SET phash = NULL, dhash = NULL, phash_centre = NULL, phash_variants = NULL "
                "WHERE phash IS NOT NULL OR dhash IS NOT NULL OR phash_centre IS NOT NULL "
                "OR phash_variants IS NOT NULL")
+
+
+@core()
+def m012_fine_hashes(db):
+    """``images.phash_fine``: the fine hashes a candidate duplicate pair is confirmed with
+    (curate/confirm.py), 32 hex per pHash view. Rows hashed before have it NULL, so the next dedup hashes them
+    again from one decode (all their hashes), chunk by chunk: an interrupted run resumes."""
+    if "phash_fine" not in {c.name for c in db["images"].columns}:
+        db.execute("ALTER TABLE images ADD COLUMN phash_fine TEXT")
+    db.execute("CREATE TRIGGER IF NOT EXISTS trg_dedup_images_fine AFTER UPDATE OF phash_fine ON images "
+               "BEGIN UPDATE change_counters SET value = value + 1 WHERE name = 'dedup'; END;")

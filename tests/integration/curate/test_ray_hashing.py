@@ -9,6 +9,7 @@ import pytest
 from cultura.curate import executor, hashing
 from cultura.curate.dedup import dedup_images
 from cultura.errors import UnknownName
+from tests.unit.curate.test_clusters_a_person_can_review import assert_members_confirmed_against_their_representative
 
 # one local Ray at a time: the tests that start one run on the same worker
 pytestmark = pytest.mark.xdist_group("ray")
@@ -43,6 +44,7 @@ def test_ray_hashes_equal_local_hashes_bit_for_bit(tmp_path, local_ray):
     remote = executor.hash_paths(paths, executor="ray", batch_size=7)
     assert np.array_equal(local.phash, remote.phash) and np.array_equal(local.dhash, remote.dhash)
     assert np.array_equal(local.phash_centre, remote.phash_centre)
+    assert np.array_equal(local.phash_variants, remote.phash_variants) and np.array_equal(local.fine, remote.fine)
     assert np.array_equal(local.sizes, remote.sizes) and local.sizes[0].tolist() == [160, 120]  # displayed sizes
     assert list(remote.errors) == [5] and list(local.errors) == [5]
     assert remote.errors[5] == local.errors[5]
@@ -69,10 +71,12 @@ def test_dedup_with_the_ray_executor_writes_the_rows_a_local_run_writes(tmp_path
     res_a = dedup_images(a, methods=["phash", "dhash"], scope="global", progress=False)
     res_b = dedup_images(b, methods=["phash", "dhash"], scope="global", progress=False, executor="ray")
     assert res_a["hashes_computed"] == res_b["hashes_computed"] == 12
-    rows = "SELECT sha256, phash, dhash, phash_centre, width, height FROM images ORDER BY sha256"
+    rows = ("SELECT sha256, phash, dhash, phash_centre, phash_variants, phash_fine, width, height FROM images "
+            "ORDER BY sha256")
     assert a.db.execute(rows).fetchall() == b.db.execute(rows).fetchall()
     assert {r[-2:] for r in b.db.execute(rows)} == {(200, 150), (100, 75)}  # the displayed sizes, stored too
     assert res_a["clusters"] == res_b["clusters"] and res_a["clusters"]["phash"] == 4
+    assert_members_confirmed_against_their_representative(b)  # the Ray door: no chaining either
     # the work is in the same tables: a local rerun hashes nothing
     assert dedup_images(b, methods=["phash", "dhash"], scope="global", progress=False)["hashes_computed"] == 0
 

@@ -19,8 +19,9 @@ def pil_resize(gray, size, box=None):
 
 
 def reference_hashes(data: bytes) -> tuple[str, str, str, str]:
-    """(phash, dhash, centre phash, variants) as the code before the numpy resize computed them: Pillow
-    resizes of the drafted grey decode's content box and its centre crops, scipy DCTs and np.median."""
+    """(phash, dhash, centre phash, variants: mirror, 10 % centre, flip) as the code before the numpy resize
+    computed them: Pillow resizes of the drafted grey decode's content box and its centre crops, scipy DCTs
+    and np.median."""
     with Image.open(io.BytesIO(data)) as im:
         hashing.prepare_decode(im)
         gray = im.convert("L")
@@ -35,9 +36,10 @@ def reference_hashes(data: bytes) -> tuple[str, str, str, str]:
     d = pil_resize(gray, (9, 8), content)
     full = pil_resize(gray, (32, 32), content)
     bits = [phash(full), "".join("1" if b else "0" for b in (d[:, 1:] > d[:, :-1]).ravel()),
-            phash(pil_resize(gray, (32, 32), box)), phash(full[:, ::-1]), phash(pil_resize(gray, (32, 32), box10))]
+            phash(pil_resize(gray, (32, 32), box)), phash(full[:, ::-1]), phash(pil_resize(gray, (32, 32), box10)),
+            phash(full[::-1, :])]
     h = [f"{int(b, 2):016x}" for b in bits]
-    return h[0], h[1], h[2], h[3] + h[4]
+    return h[0], h[1], h[2], h[3] + h[4] + h[5]
 
 
 def encode(im, fmt="JPEG", **kw) -> bytes:

@@ -196,11 +196,12 @@ def test_every_label_studio_route_refuses_another_annotator(team):
     b_token = b.token()
     marks = [team.email("ann"), team.objects["title"], team.objects["item_key"]]
     before = _state(a_dir)
-    anonymous = httpx.Client(base_url=a_srv["url"], timeout=120)
+    # the baseline: a visitor with no account, holding the same CSRF cookie and header as B's browser
+    csrf = b.http.cookies.get("csrftoken", "")
+    browser = {"X-CSRFToken": csrf, "Referer": a_srv["url"] + "/"}
+    anonymous = httpx.Client(base_url=a_srv["url"], timeout=120, cookies={"csrftoken": csrf}, headers=browser)
     clients = {
-        "B's session": httpx.Client(base_url=a_srv["url"], timeout=120, cookies=b.http.cookies,
-                                    headers={"X-CSRFToken": b.http.cookies.get("csrftoken", ""),
-                                             "Referer": a_srv["url"] + "/"}),
+        "B's session": httpx.Client(base_url=a_srv["url"], timeout=120, cookies=b.http.cookies, headers=browser),
         "B's token": httpx.Client(base_url=a_srv["url"], timeout=120, headers={"Authorization": f"Token {b_token}"}),
     }
     leaks, tried = [], 0
@@ -220,7 +221,7 @@ def test_every_label_studio_route_refuses_another_annotator(team):
         # nobody makes an account on A's server by themselves: the sign-up form, filled in as a browser does
         page = anonymous.get("/user/signup/")
         anonymous.post("/user/signup/", data={"email": "b@evil.invalid", "password": "pw-evil-123456",
-                                              "csrfmiddlewaretoken": anonymous.cookies.get("csrftoken", "")},
+                                              "csrfmiddlewaretoken": csrf},
                        headers={"Referer": a_srv["url"] + "/user/signup/"})
         assert page.status_code < 500
     finally:
@@ -241,7 +242,8 @@ def test_the_labelling_interface_works_for_each_annotator(team):
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     p = team.project
     add_images(p, "tea", "JP", 1, seed=5)
-    assert push_mod.push(p, "filter", overlap=2, batch="ui")["tasks_created"] == 2
+    # a new campaign: all 5 images, each to both annotators
+    assert push_mod.push(p, "filter", overlap=2, batch="ui")["tasks_created"] == 10
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
@@ -252,7 +254,7 @@ def test_the_labelling_interface_works_for_each_annotator(team):
                 ls_pid = next(p.db.execute(
                     "SELECT cp.ls_project_id FROM campaign_projects cp JOIN campaigns c ON c.id = cp.campaign_id "
                     "WHERE c.name = 'ui' AND cp.annotator_id = ?", [team.row(name)["id"]]))[0]
-                (task,) = s.tasks(ls_pid)
+                task = s.tasks(ls_pid)[0]
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
                 page.goto(f"{srv['url']}/user/login/")

@@ -52,8 +52,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None, an
     prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose, p.ls_as, "
                        f"p.status FROM campaign_projects p JOIN campaigns c ON c.id = p.campaign_id WHERE {where} "
                        f"ORDER BY p.id", params).fetchall()
-    if conn is None and any(r[6] != "server" for r in prows):
-        conn = connect(project)   # the shared server: only for projects that live there
+    conn = conn or connect(project)   # the project's server answers: a stopped one is named before anything
     shared_users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
                                                    "WHERE ls_user_id IS NOT NULL").fetchall()}
     total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,

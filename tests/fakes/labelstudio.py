@@ -70,6 +70,27 @@ def _write_snapshot(data_dir: Path, creds: dict) -> None:
     tmp.rename(SEED)
 
 
+def _personal_seed(exe: str) -> None:
+    """Annotators' own servers start from cultura's seed cache: keep it in the checkout's .cache (never the
+    home folder), filled from the test seed (every account locked, no token) when empty."""
+    from cultura.annotate.server import adopt_seed, seed_cache
+
+    os.environ.setdefault("CULTURA_CACHE_DIR", str(REPO / ".cache" / "cultura"))
+    cache = seed_cache(exe)
+    if cache is not None and not (cache / "label_studio.sqlite3").exists():
+        with open(SEED.parent / "labelstudio-seed.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (cache / "label_studio.sqlite3").exists():
+                adopt_seed(SEED, cache)
+
+
+def stop_annotator_servers(project) -> None:
+    """Stop every annotator's own Label Studio a test's project started."""
+    from cultura.annotate.people import stop_all
+
+    stop_all(project)
+
+
 @pytest.fixture(scope="session")
 def labelstudio(tmp_path_factory):
     """A running Label Studio (``.url``, ``.api_key``); stopped at the end of the session."""
@@ -89,6 +110,7 @@ def labelstudio(tmp_path_factory):
         wait_ready(url, creds["api_key"], proc, timeout=300, log_path=log)
         if not seeded:
             _snapshot(data, creds)
+        _personal_seed(exe)
         yield LabelStudioServer(url, creds["api_key"], creds["username"], creds["password"], data, proc)
     finally:
         stop_process(proc.pid)

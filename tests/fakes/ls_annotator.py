@@ -28,8 +28,10 @@ class AnnotatorSession:
         r = c.post("/user/login/", data={"email": email, "password": password, "csrfmiddlewaretoken": csrf,
                                          "persist_session": "on"},
                    headers={"Referer": url.rstrip("/") + "/user/login/"})
-        if "sessionid" not in c.cookies:
-            raise AssertionError(f"login as {email} failed (HTTP {r.status_code})")
+        me = c.get("/api/current-user/whoami")   # a session cookie alone may be an anonymous one
+        if me.status_code != 200 or (me.json().get("email") or "").lower() != email.lower():
+            c.close()
+            raise AssertionError(f"login as {email} failed (HTTP {r.status_code}, whoami {me.status_code})")
         return cls(url, c)
 
     def _headers(self) -> dict:

@@ -1,4 +1,11 @@
-"""Blind annotator accounts on a Label Studio Community server whose data dir cultura can reach.
+"""Which Label Studio and which credentials reach an annotator's project (:func:`connection_for`), and the older
+organization fence on one shared server.
+
+Where cultura runs Label Studio, each annotator has a server of their own (:mod:`cultura.annotate.people`): that is
+what keeps annotators blind, whatever routes Label Studio has. What follows is the fence an older cultura built on
+one shared server, kept so that projects made then (``campaign_projects.ls_as = 'annotator'``) stay reachable and
+their passwords can be set; it does NOT hold against every route (drafts of any task, moving any user to another
+organization, predictions on any task: see docs/annotators.md).
 
 What Label Studio Community 1.23 allows, read from its permission code: every permission is
 ``is_authenticated``; list endpoints filter by ``user.active_organization``; object endpoints (a task, an
@@ -39,7 +46,8 @@ from cultura.db import transaction
 from cultura.errors import CulturaError
 from cultura.redact import register_secret
 
-from .server import (QUIET_ENV, Connection, LabelStudioError, data_dir, find_executable, read_secrets, secrets_path,
+from .people import person_connection, personal_servers
+from .server import (QUIET_ENV, Connection, LabelStudioError, data_dir, ls_python, read_secrets, secrets_path,
                      write_private_json)
 
 if TYPE_CHECKING:
@@ -131,14 +139,6 @@ def ls_data_dir(project: Project) -> Path | None:
     return ddir if (ddir / "label_studio.sqlite3").exists() else None
 
 
-def _python(project: Project) -> str:
-    exe = Path(find_executable(project))
-    for name in ("python", "python3"):
-        if (exe.parent / name).exists():
-            return str(exe.parent / name)
-    raise LabelStudioError(f"No Python beside {exe}; cultura runs Label Studio's own Python to manage accounts.")
-
-
 def run_accounts(project: Project, people: list[dict], ddir: Path) -> dict:
     """Create or update Label Studio users (and, for ``blind`` ones, their organization and fence) directly
     in the server's database at ``ddir``. Returns ``{email: {user_id, org_id?, token?}}``."""
@@ -146,7 +146,7 @@ def run_accounts(project: Project, people: list[dict], ddir: Path) -> dict:
     for p in people:
         if p.get("password"):
             register_secret(p["password"])
-    res = subprocess.run([_python(project), "-c", LS_SCRIPT], input=json.dumps({"people": people,
+    res = subprocess.run([ls_python(project), "-c", LS_SCRIPT], input=json.dumps({"people": people,
                          "prefix": ORG_PREFIX}), env=env, cwd=str(ddir), capture_output=True, text=True,
                          timeout=300)
     if res.returncode != 0:
@@ -181,11 +181,20 @@ def save_token(project: Project, email: str, token: str) -> None:
 
 
 def connection_for(project: Project, annotator: dict | None, admin: Connection, prow: dict | None = None) -> Connection:
-    """The connection cultura uses for an annotator's project ``prow``: their own token when they have a blind
-    account and the project lives in their organization (``ls_as = 'annotator'``, or not created yet: then it
-    is marked so before it is created), else the admin's (projects made before the account was blind)."""
+    """The connection cultura uses for an annotator's project ``prow``: the admin of the annotator's own server
+    (:mod:`cultura.annotate.people`) for a project that lives there (``ls_as = 'server'``, or not created yet on
+    a machine where cultura runs Label Studio: then it is marked so before it is created); otherwise, on the
+    shared server, their own token when the project lives in their organization (``ls_as = 'annotator'``, made
+    by an older cultura), else the admin's."""
     if annotator is None:
         return admin
+    if prow is not None and (prow.get("ls_as") == "server" or (
+            not prow.get("ls_project_id") and personal_servers(project))):
+        if prow.get("ls_as") != "server" and prow.get("id"):
+            with transaction(project.db):
+                project.db["campaign_projects"].update(prow["id"], {"ls_as": "server"})
+            prow["ls_as"] = "server"
+        return person_connection(project, annotator)
     tok = read_tokens(project).get((annotator.get("email") or "").lower())
     if not tok:
         return admin

@@ -21,6 +21,8 @@ from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError, unknown
 
 from .accounts import blind_user, require_local, run_accounts
+from .people import ensure_server, personal_servers, revoke, set_person_password
+from .pull import pull
 from .server import Connection, LabelStudioError, connect
 
 if TYPE_CHECKING:
@@ -55,18 +57,24 @@ def add_annotator(project: Project, name: str, *, email: str, country: str | Non
         if r["name"] != name or r["email"] != email:
             raise CulturaError(f"Annotator {r['name']!r} already uses e-mail {r['email']!r}; pick another "
                                "name or e-mail.")
-    conn = conn or connect(project)
-    blind = blind_user(project, name, email)
-    uid = blind["user_id"] if blind else _ensure_user(conn, name, email)
-    row = {"name": name, "email": email, "ls_user_id": uid, "ls_url": conn.url, "country": country,
+    if personal_servers(project):   # a Label Studio server of their own: blind by construction
+        uid, url = (existing[0]["ls_user_id"] if existing else None), None
+    else:
+        conn = conn or connect(project)
+        blind = blind_user(project, name, email)
+        uid, url = (blind["user_id"] if blind else _ensure_user(conn, name, email)), conn.url
+    row = {"name": name, "email": email, "ls_user_id": uid, "ls_url": url, "country": country,
            "languages": dumps(langs), "role": role, "active": 1, "updated_at": now()}
     with transaction(db):
         if existing:
             db["annotators"].update(existing[0]["id"], row)
         else:
             db["annotators"].insert({**row, "created_at": now()})
-    return {**_row_out(db["annotators"].get(existing[0]["id"]) if existing else
-                       next(db["annotators"].rows_where("name = ?", [name]))), "blind": blind is not None}
+    out = db["annotators"].get(existing[0]["id"]) if existing else next(db["annotators"].rows_where("name = ?", [name]))
+    if personal_servers(project):
+        srv = ensure_server(project, out)
+        return {**_row_out(out), "blind": True, "server": srv["url"]}
+    return {**_row_out(out), "blind": blind is not None}
 
 
 def set_password(project: Project, name: str, password: str | None = None) -> dict:
@@ -79,8 +87,12 @@ def set_password(project: Project, name: str, password: str | None = None) -> di
         known = [r["name"] for r in project.db["annotators"].rows()]
         raise CulturaError(f"No annotator {name!r}. Known: {', '.join(known) or 'none'} (add one with 'cultura "
                            "annotate annotators add NAME --email E').")
-    ddir = require_local(project)
     password = password or secrets.token_urlsafe(12)
+    if personal_servers(project):
+        set_person_password(project, rows[0], password)
+        return {"name": name, "email": rows[0]["email"], "password": password,
+                "note": "shown once, stored nowhere: give it to the annotator"}
+    ddir = require_local(project)
     run_accounts(project, [{"email": rows[0]["email"], "username": re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150],
                             "password": password}], ddir)
     return {"name": name, "email": rows[0]["email"], "password": password,
@@ -138,10 +150,13 @@ def native_annotators(db) -> dict[str, int]:
 
 
 def deactivate_annotator(project: Project, name: str) -> dict:
-    """Mark an annotator inactive: no new assignments; their annotations are kept."""
+    """Mark an annotator inactive: no new assignments, their unanswered items go to others on the next push,
+    and their access ends now (their account locked and their own server stopped, after a last pull of what
+    they answered until then); their annotations are kept."""
     rows = list(project.db["annotators"].rows_where("name = ?", [name]))
     if not rows:
         raise unknown("annotator", name, [r["name"] for r in project.db["annotators"].rows])
+    srv = revoke(project, rows[0], last_pull=lambda: pull(project, annotator_id=rows[0]["id"]))
     with transaction(project.db):
         project.db["annotators"].update(rows[0]["id"], {"active": 0, "updated_at": now()})
-    return _row_out(project.db["annotators"].get(rows[0]["id"]))
+    return {**_row_out(project.db["annotators"].get(rows[0]["id"])), "access": "revoked" if srv else "unchanged"}

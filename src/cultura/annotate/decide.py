@@ -152,7 +152,7 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
         items = {r["id"]: {**r, "campaign": c["name"]} for r in db["annotation_items"].rows_where(
             "campaign_id = ?", [c["id"]])}
         expected = dict(db.execute("SELECT a.item_id, COUNT(*) FROM assignments a JOIN annotation_items i ON "
-                                   "i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = 'annotate' "
+                                   "i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = 'annotate' AND a.status != 'reassigned' "
                                    "GROUP BY 1", [c["id"]]).fetchall())
         by_item = defaultdict(list)
         for r in latest_per_rater(current_annotations(db, c["id"])):

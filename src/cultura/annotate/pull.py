@@ -21,41 +21,55 @@ from cultura.db.leases import stage_lock
 
 from .accounts import connection_for
 from .kinds import get_kind
-from .push import LabelStudioError
-from .server import Connection, connect
+from .people import server_row
+from .server import Connection, LabelStudioError, connect
 
 if TYPE_CHECKING:
     from ..project import Project
 
 
-def pull(project: Project, *, campaign: str | None = None, conn: Connection | None = None) -> dict:
-    """Pull every active campaign project (or those of ``campaign``); returns counts per status. One pull at a
+def pull(project: Project, *, campaign: str | None = None, conn: Connection | None = None,
+         annotator_id: int | None = None) -> dict:
+    """Pull every campaign project (or those of ``campaign``, or of one annotator); returns counts per status.
+    A project marked ``missing`` is asked for again every time (it may have been a passing 404). One pull at a
     time per project: a second one is refused at once, naming the process that runs the first."""
     with stage_lock(project.root, "annotate-pull", "cultura annotate pull"):
-        return _pull(project, campaign=campaign, conn=conn)
+        return _pull(project, campaign=campaign, conn=conn, annotator_id=annotator_id)
 
 
-def _pull(project: Project, *, campaign: str | None, conn: Connection | None) -> dict:
+def _pull(project: Project, *, campaign: str | None, conn: Connection | None, annotator_id: int | None) -> dict:
     db = project.db
-    conn = conn or connect(project)
-    where = "p.ls_project_id IS NOT NULL AND p.status = 'active'"
+    where = "p.ls_project_id IS NOT NULL AND p.status IN ('active', 'missing')"
     params: list = []
     if campaign:
         where += " AND c.name = ?"
         params.append(campaign)
     else:
         where += " AND c.status != 'archived'"  # archived campaigns are pulled only when named
-    prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose, p.ls_as "
-                       f"FROM campaign_projects p JOIN campaigns c ON c.id = p.campaign_id WHERE {where} "
+    if annotator_id is not None:
+        where += " AND p.annotator_id = ?"
+        params.append(annotator_id)
+    prows = db.execute(f"SELECT p.id, p.ls_project_id, p.title, c.kind, p.annotator_id, p.purpose, p.ls_as, "
+                       f"p.status FROM campaign_projects p JOIN campaigns c ON c.id = p.campaign_id WHERE {where} "
                        f"ORDER BY p.id", params).fetchall()
-    users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
-                                            "WHERE ls_user_id IS NOT NULL").fetchall()}
+    conn = conn or connect(project)   # the project's server answers: a stopped one is named before anything
+    shared_users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
+                                                   "WHERE ls_user_id IS NOT NULL").fetchall()}
     total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,
-             "missing_projects": []}
-    for pid, ls_pid, title, kind, owner, purpose, ls_as in prows:
+             "missing_projects": [], "revoked_projects": 0}
+    for pid, ls_pid, title, kind, owner, purpose, ls_as, status in prows:
+        own = server_row(project, owner) if ls_as == "server" and owner else None
+        if own is not None and own["status"] == "revoked":
+            total["revoked_projects"] += 1   # pulled one last time when access was revoked; none since
+            continue
         pc = connection_for(project, db["annotators"].get(owner), conn,
                             {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as}) if owner else conn
+        # user ids are per server: on an annotator's own server only their id is theirs
+        users = {own["ls_user_id"]: owner} if own is not None else shared_users
         r = pc.get(f"/api/projects/{ls_pid}/export", exportType="JSON")
+        if r.status_code < 400 and status == "missing":
+            with transaction(db):
+                db["campaign_projects"].update(pid, {"status": "active", "checked_at": now(), "reason": None})
         if r.status_code == 404:
             with transaction(db):
                 db["campaign_projects"].update(pid, {"status": "missing", "checked_at": now(),
@@ -69,8 +83,8 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None) ->
                                    f"({title!r}).")
         tasks = r.json()
         for uid in {_user_id(a) for t in tasks for a in (t.get("annotations") or [])} - set(users) - {None}:
-            users[uid] = _external_annotator(pc, db, uid)
-        n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users)
+            users[uid] = _external_annotator(pc, db, uid, by_id=own is None)
+        n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, f"a{owner}" if own is not None else "")
         for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks"):
             total[k] += n[k]
     return total
@@ -86,28 +100,31 @@ def _user_id(a: dict):
         return None
 
 
-def _external_annotator(conn: Connection, db, uid: int) -> int:
+def _external_annotator(conn: Connection, db, uid: int, *, by_id: bool = True) -> int:
     """The annotator row of Label Studio user ``uid`` who is none of the project's annotators: found by e-mail
-    (and linked), or created inactive with role ``external``."""
+    (and linked, on the shared server), or created inactive with role ``external``. ``by_id`` False: ``uid`` is
+    an id on an annotator's own server, which means nothing elsewhere (found by e-mail only, never linked)."""
     email = None
     r = conn.get(f"/api/users/{uid}")
     if r.status_code < 400:
         email = (r.json() or {}).get("email") or None
     with transaction(db):
-        row = db.execute("SELECT id FROM annotators WHERE ls_user_id = ?", [uid]).fetchone()
+        row = db.execute("SELECT id FROM annotators WHERE ls_user_id = ?", [uid]).fetchone() if by_id else None
         if row is None and email:
             row = db.execute("SELECT id FROM annotators WHERE lower(email) = lower(?)", [email]).fetchone()
-            if row is not None:
+            if row is not None and by_id:
                 db["annotators"].update(row[0], {"ls_user_id": uid, "updated_at": now()})
         if row is not None:
             return row[0]
-        name = f"ls-user-{uid}"
+        name = f"ls-user-{uid}" if by_id else f"ls-user-{uid}-{conn.url.rsplit(':', 1)[-1]}"
         return db["annotators"].insert({"name": name, "email": email or f"{name}@label-studio.invalid",
-                                        "ls_user_id": uid, "ls_url": conn.url, "role": "external", "active": 0,
+                                        "ls_user_id": uid if by_id else None, "ls_url": conn.url, "role": "external", "active": 0,
                                         "created_at": now()}).last_pk
 
 
-def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
+def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, server: str = "") -> dict:
+    """Append what changed in one project's export. ``server``: '' for the shared server, 'a<ID>' for annotator
+    ID's own (ids are per server)."""
     spec = get_kind(kind)
     tmap = {t: (a, i) for a, t, i in db.execute(
         "SELECT id, ls_task_id, item_id FROM assignments WHERE project_id = ? AND ls_task_id IS NOT NULL",
@@ -116,10 +133,12 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
     cols = ("id", "assignment_id", "item_id", "annotator_id", "ls_task_id", "ls_annotation_id", "version",
             "result", "was_cancelled", "completed_by", "lead_time", "ls_created_at", "ls_updated_at",
             "deleted_at")
+    # ids are per server (every annotator's server numbers its projects and annotations from 1): an annotation
+    # is known by its campaign project and its id there
     latest = {r[5]: dict(zip(cols, r)) for r in db.execute(
-        f"SELECT {', '.join(cols)} FROM annotations a WHERE ls_project_id = ? AND version = (SELECT max(version) "
-        "FROM annotations b WHERE b.ls_project_id = a.ls_project_id AND b.ls_annotation_id = a.ls_annotation_id)",
-        [ls_pid]).fetchall()}
+        f"WITH mine AS (SELECT * FROM annotations WHERE {PROJECT_SCOPE}) SELECT {', '.join(cols)} FROM mine a "
+        "WHERE version = (SELECT max(version) FROM mine b WHERE b.ls_annotation_id = a.ls_annotation_id)",
+        [pid]).fetchall()}
     n = {"new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0}
     rows, seen = [], set()
     t = now()
@@ -141,7 +160,7 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
             version = prev["version"] + 1 if prev else 1
             n["versions" if prev else "new"] += 1
             uid = _user_id(a)
-            rows.append({"assignment_id": assignment_id, "item_id": item_id,
+            rows.append({"assignment_id": assignment_id, "item_id": item_id, "ls_server": server,
                          "annotator_id": users.get(uid, owner) if uid is not None else owner, "purpose": purpose,
                          "ls_project_id": ls_pid, "ls_task_id": task["id"], "ls_annotation_id": a["id"],
                          "version": version, "result": res, "label": parsed["label"], "value": parsed["value"],
@@ -154,27 +173,33 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
         if aid in seen or prev["deleted_at"]:
             continue
         n["deleted"] += 1
-        rows.append({**{k: prev[k] for k in cols if k not in ("id", "deleted_at")}, "purpose": purpose,
+        rows.append({"ls_server": server, **{k: prev[k] for k in cols if k not in ("id", "deleted_at")}, "purpose": purpose,
                      "ls_project_id": ls_pid, "version": prev["version"] + 1, "result": "[]", "label": None,
                      "value": None, "details": None, "is_current": 0, "pulled_at": t, "deleted_at": t})
     with transaction(db):
         if rows:
             db["annotations"].insert_all(rows)
-        _set_current(db, ls_pid)
+        _set_current(db, ls_pid, project_id=pid)
         db["annotation_pulls"].insert({"project_id": pid, "status": "ok", "n_new": n["new"],
                                        "n_versions": n["versions"], "pulled_at": t})
         db["campaign_projects"].update(pid, {"checked_at": t})
     return n
 
 
-def _set_current(db, ls_pid: int) -> None:
+#: The annotations pulled from one campaign project (``?`` = campaign_projects.id).
+PROJECT_SCOPE = "assignment_id IN (SELECT id FROM assignments WHERE project_id = ?)"
+
+
+def _set_current(db, ls_pid: int, *, project_id: int | None = None) -> None:
     """``is_current`` = the latest version of a not-deleted annotation that is the most recently updated one of
-    its annotator on its task (a second annotation by the same person replaces the first)."""
+    its annotator on its task (a second annotation by the same person replaces the first). Over the
+    annotations of campaign project ``project_id`` (pulled), else of ``ls_pid`` (imported)."""
+    scope, arg = (PROJECT_SCOPE, project_id) if project_id is not None else ("ls_project_id = ?", ls_pid)
     rows = db.execute(
+        f"WITH mine AS (SELECT * FROM annotations WHERE {scope}) "
         "SELECT id, ls_task_id, annotator_id, ls_updated_at, ls_annotation_id, deleted_at, is_current "
-        "FROM annotations a WHERE ls_project_id = ? AND version = (SELECT max(version) FROM annotations b "
-        "WHERE b.ls_project_id = a.ls_project_id AND b.ls_annotation_id = a.ls_annotation_id)",
-        [ls_pid]).fetchall()
+        "FROM mine a WHERE version = (SELECT max(version) FROM mine b WHERE b.ls_annotation_id = a.ls_annotation_id)",
+        [arg]).fetchall()
     best: dict[tuple, tuple] = {}
     for rid, task, annotator, updated, aid, deleted, _ in rows:
         if deleted:
@@ -183,8 +208,8 @@ def _set_current(db, ls_pid: int) -> None:
         if key not in best or rank > best[key][0]:
             best[key] = (rank, rid)
     want = {rid for _, rid in best.values()}
-    have = {r[0] for r in db.execute("SELECT id FROM annotations WHERE ls_project_id = ? AND is_current = 1",
-                                     [ls_pid]).fetchall()}
+    have = {r[0] for r in db.execute(f"SELECT id FROM annotations WHERE {scope} AND is_current = 1",
+                                     [arg]).fetchall()}
     if have - want:
         db.conn.executemany("UPDATE annotations SET is_current = 0 WHERE id = ?", [(i,) for i in have - want])
     if want - have:

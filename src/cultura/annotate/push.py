@@ -32,6 +32,7 @@ from .accounts import connection_for
 from .annotators import get_annotators
 from .images import drawn_by_browsers
 from .items import browser_loadable, build_items, image_url, task_data
+from .people import isolation_note
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
 from .server import Connection, LabelStudioError, connect, unreachable
 
@@ -108,25 +109,35 @@ def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, ove
     """Create assignment rows for items that have none yet. Gold items go to every eligible annotator,
     others to the ``overlap`` least-loaded eligible ones (ties by name). Returns counts."""
     kind = campaign["kind"]
+    withdrawn = _withdraw(db, campaign["id"], purpose)
     load = {a["id"]: 0 for a in annotators}
     for aid, n in db.execute("SELECT a.annotator_id, COUNT(*) FROM assignments a JOIN annotation_items i "
-                             "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ? GROUP BY 1",
-                             [campaign["id"], purpose]).fetchall():
+                             "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ? AND a.status "
+                             "!= 'reassigned' GROUP BY 1", [campaign["id"], purpose]).fetchall():
         if aid in load:
             load[aid] = n
-    have = {r[0] for r in db.execute("SELECT DISTINCT a.item_id FROM assignments a JOIN annotation_items i "
-                                     "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ?",
-                                     [campaign["id"], purpose]).fetchall()}
+    have: dict[int, set] = {}
+    for item_id, aid in db.execute("SELECT a.item_id, a.annotator_id FROM assignments a JOIN annotation_items i "
+                                   "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ?",
+                                   [campaign["id"], purpose]).fetchall():
+        have.setdefault(item_id, set()).add(aid)
     projects: dict[int, dict] = {}
     rows, under, unassigned = [], 0, []
+    handed = []
     for it in items:
-        if it["id"] in have:
+        gone = withdrawn.get(it["id"], [])
+        if it["id"] in have and not gone:
             continue
-        ok = [a for a in annotators if eligible(kind, it, a)]
+        # an item of a deactivated annotator goes to eligible others who never had it, one for each withdrawn
+        ok = [a for a in annotators if eligible(kind, it, a) and a["id"] not in have.get(it["id"], ())]
         if not ok:
-            unassigned.append((it["item_key"], it.get("country")))
+            if not gone:
+                unassigned.append((it["item_key"], it.get("country")))
             continue
-        if it["item_key"] in gold_keys:
+        if gone:
+            chosen = sorted(ok, key=lambda a: (load[a["id"]], a["name"]))[:len(gone)]
+            handed += gone[:len(chosen)]
+        elif it["item_key"] in gold_keys:
             chosen = ok
         else:
             chosen = sorted(ok, key=lambda a: (load[a["id"]], a["name"]))[:overlap]
@@ -142,11 +153,15 @@ def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, ove
             rows.append({"item_id": it["id"], "annotator_id": a["id"], "project_id": p["id"],
                          "purpose": purpose, "status": "pending", "created_at": now()})
     db["assignments"].insert_all(rows, ignore=True)
+    if handed:
+        db.conn.executemany("UPDATE assignments SET status = 'reassigned' WHERE id = ?", [(i,) for i in handed])
     by_country: dict[str, int] = {}
     for _, cc in unassigned:
         if cc:
             by_country[cc] = by_country.get(cc, 0) + 1
-    out = {"assignments": len(rows), "under_assigned": under, "unassigned": len(unassigned),
+    out = {"assignments": len(rows), "reassigned": len(handed),
+           "withdrawn_waiting": sum(len(v) for v in withdrawn.values()) - len(handed),
+           "under_assigned": under, "unassigned": len(unassigned),
            "unassigned_examples": [k for k, _ in unassigned[:5]]}
     if kind == "relevance":  # relevance needs a native annotator per culture (seed 004): name who is missing
         out["unassigned_countries"] = dict(sorted(by_country.items()))
@@ -155,6 +170,22 @@ def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, ove
                               f"is native to {', '.join(sorted(by_country))}. Add one per country ('cultura annotate "
                               f"annotators add NAME --email E --country {min(by_country)}') and push again; until "
                               "then build refuses these unrated links (or keeps them with --allow-unrated).")
+    return out
+
+
+def _withdraw(db, campaign_id: int, purpose: str) -> dict[int, list[int]]:
+    """Mark the unanswered assignments of deactivated annotators ``withdrawn`` (kept, never pushed again) and
+    return every withdrawn one not handed to someone else yet, by item."""
+    db.execute("UPDATE assignments SET status = 'withdrawn' WHERE purpose = ? AND status IN ('pending', 'pushed') "
+               "AND item_id IN (SELECT id FROM annotation_items WHERE campaign_id = ?) "
+               "AND annotator_id IN (SELECT id FROM annotators WHERE active = 0) "
+               "AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = assignments.id "
+               "AND x.is_current = 1)", [purpose, campaign_id])
+    out: dict[int, list[int]] = {}
+    for aid, item_id in db.execute("SELECT a.id, a.item_id FROM assignments a JOIN annotation_items i ON i.id = "
+                                   "a.item_id WHERE i.campaign_id = ? AND a.purpose = ? AND a.status = 'withdrawn' "
+                                   "ORDER BY a.id", [campaign_id, purpose]).fetchall():
+        out.setdefault(item_id, []).append(aid)
     return out
 
 
@@ -174,7 +205,8 @@ def _api(conn: Connection, fn, *args, **kwargs):
 
 
 def check_project(conn: Connection, db, prow: dict) -> bool:
-    """True if the project still exists; otherwise mark it ``missing`` (nothing local is deleted)."""
+    """True if the project exists (a project marked ``missing`` that answers again is ``active`` again);
+    otherwise mark it ``missing`` (nothing local is deleted)."""
     r = conn.get(f"/api/projects/{prow['ls_project_id']}")
     if r.status_code == 404:
         db["campaign_projects"].update(prow["id"], {"status": "missing", "checked_at": now(), "reason":
@@ -183,19 +215,19 @@ def check_project(conn: Connection, db, prow: dict) -> bool:
     if r.status_code >= 400:
         raise LabelStudioError(f"Label Studio answered HTTP {r.status_code} for project "
                                f"{prow['ls_project_id']}.")
-    db["campaign_projects"].update(prow["id"], {"checked_at": now()})
+    db["campaign_projects"].update(prow["id"], {"checked_at": now(), "status": "active", "reason": None})
     return True
 
 
 def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
     """Create the Label Studio project of ``prow`` if not yet created; record its id at once."""
     if prow.get("ls_project_id"):
-        if prow["status"] == "missing" or not check_project(conn, db, prow):
+        if not check_project(conn, db, prow):   # asked again every time: a 404 may have passed
             raise ProjectMissing(
                 f"Label Studio project {prow['ls_project_id']} ({prow['title']!r}) was deleted in Label Studio; "
                 "its annotations pulled so far are kept. Run 'cultura annotate status' to see it; push to a new "
                 "--batch to send its items again.")
-        return prow
+        return db["campaign_projects"].get(prow["id"])
     adjud = prow["purpose"] == "adjudicate"
     description = f"cultura campaign project ({kind}) · ref {_project_ref(db, prow)}"
     ls_id = _find_ls_project(conn, db, prow["title"][:50], description)  # created, then a kill before recording
@@ -270,7 +302,7 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
     pending = db.execute(
         """SELECT a.id, i.item_key, i.kind, i.payload, i.id FROM assignments a
            JOIN annotation_items i ON i.id = a.item_id WHERE a.project_id = ? AND a.ls_task_id IS NULL
-           ORDER BY a.id""", [prow["id"]]).fetchall()
+           AND a.status = 'pending' ORDER BY a.id""", [prow["id"]]).fetchall()
     if not pending:
         return 0
     pushed_before = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ? AND ls_task_id IS NOT "
@@ -526,13 +558,17 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
     prows = [dict(r) for r in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
                                                                  [campaign["id"]], order_by="id")]
     for prow in prows:
+        owner = db["annotators"].get(prow["annotator_id"])
+        if not owner["active"]:
+            continue   # access revoked; their unanswered items were handed to others above
         try:
-            # a blind annotator's projects live in their own organization: made with their own token
-            pc = connection_for(project, db["annotators"].get(prow["annotator_id"]), conn, prow)
+            # each annotator's projects live on their own server (or, on a shared one, their organization)
+            pc = connection_for(project, owner, conn, prow)
             created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
             updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
         except ProjectMissing as e:
             missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
             "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created,
-            "tasks_updated": updated, "image_base": strip_userinfo(image_base), "missing_projects": missing}
+            "tasks_updated": updated, "image_base": strip_userinfo(image_base), "missing_projects": missing,
+            **({"isolation": note} if (note := isolation_note(project)) else {})}

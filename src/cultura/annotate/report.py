@@ -199,7 +199,7 @@ def workload(db, campaign_id: int) -> list[dict]:
                    AND annotator_id = an.id))
            FROM assignments a JOIN annotators an ON an.id = a.annotator_id
            JOIN campaign_projects p ON p.id = a.project_id
-           WHERE p.campaign_id = ? GROUP BY an.id, p.purpose ORDER BY an.name""",
+           WHERE p.campaign_id = ? AND a.status != 'reassigned' GROUP BY an.id, p.purpose ORDER BY an.name""",
         [campaign_id, campaign_id]).fetchall()
     return [{"annotator": n, "purpose": pur, "assigned": a, "done": d or 0, "remaining": a - (d or 0),
              "not_pushed": np_ or 0, "last_activity": last} for n, pur, a, d, np_, last in rows]

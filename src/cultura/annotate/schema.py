@@ -159,3 +159,64 @@ def m003_aggregation(db):
         );
         """
     )
+
+
+@annotate()
+def m004_annotator_servers(db):
+    """A Label Studio server per annotator (and adjudicator): ``annotator_servers`` records where each one keeps
+    its data and answers and the annotator's user id there (no credential: those live in
+    ``.secrets/servers.json``). ``status``: ``active``, or ``revoked`` once the annotator was deactivated (their
+    account locked and their server stopped). ``campaign_projects.ls_as`` = 'server' marks a project on the
+    annotator's own server. Ids are per server, so pulled annotations are found by their assignment's project
+    (indexed here), not by the Label Studio project id alone."""
+    db.executescript(
+        """
+        CREATE TABLE annotator_servers (
+            annotator_id INTEGER PRIMARY KEY REFERENCES annotators(id),
+            data_dir TEXT NOT NULL,           -- relative to the project root
+            port INTEGER NOT NULL,            -- kept across restarts: the image server's CORS origin stays valid
+            url TEXT NOT NULL,
+            ls_user_id INTEGER,               -- the annotator's user on THIS server
+            status TEXT NOT NULL DEFAULT 'active',   -- active | revoked
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        -- Label Studio numbers projects and annotations per server: the key of a pulled annotation names its
+        -- server too ('' = the shared one and imports; 'a<ID>' = annotator ID's own server)
+        CREATE TABLE annotations_m004 (
+            id INTEGER PRIMARY KEY,
+            assignment_id INTEGER REFERENCES assignments(id),
+            item_id INTEGER NOT NULL REFERENCES annotation_items(id),
+            annotator_id INTEGER REFERENCES annotators(id),
+            purpose TEXT NOT NULL DEFAULT 'annotate',
+            ls_project_id INTEGER NOT NULL,
+            ls_task_id INTEGER NOT NULL,
+            ls_annotation_id INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            result TEXT NOT NULL,
+            label TEXT,
+            value REAL,
+            details TEXT,
+            was_cancelled INTEGER NOT NULL DEFAULT 0,
+            completed_by INTEGER,
+            lead_time REAL,
+            ls_created_at TEXT,
+            ls_updated_at TEXT,
+            is_current INTEGER NOT NULL DEFAULT 1,
+            pulled_at TEXT NOT NULL,
+            deleted_at TEXT,
+            ls_server TEXT NOT NULL DEFAULT '',
+            UNIQUE (ls_server, ls_project_id, ls_annotation_id, version)
+        );
+        INSERT INTO annotations_m004 (id, assignment_id, item_id, annotator_id, purpose, ls_project_id, ls_task_id,
+            ls_annotation_id, version, result, label, value, details, was_cancelled, completed_by, lead_time,
+            ls_created_at, ls_updated_at, is_current, pulled_at, deleted_at)
+          SELECT id, assignment_id, item_id, annotator_id, purpose, ls_project_id, ls_task_id, ls_annotation_id,
+            version, result, label, value, details, was_cancelled, completed_by, lead_time, ls_created_at,
+            ls_updated_at, is_current, pulled_at, deleted_at FROM annotations;
+        DROP TABLE annotations;
+        ALTER TABLE annotations_m004 RENAME TO annotations;
+        CREATE INDEX idx_annotations_item ON annotations(item_id, is_current);
+        CREATE INDEX idx_annotations_assignment ON annotations(assignment_id, ls_annotation_id, version);
+        """
+    )

@@ -50,6 +50,8 @@ QUIET_ENV = {
     "COLLECT_ANALYTICS": "false",
     "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
     "DJANGO_DB": "sqlite",
+    # nobody makes an account by themselves: a server's users are the ones cultura creates
+    "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
 }
 
 
@@ -117,6 +119,15 @@ def find_executable(project: Project=None) -> str:
                            "or annotate.label_studio_bin in cultura.toml.")
 
 
+def ls_python(project: Project=None) -> str:
+    """The Python of Label Studio's virtualenv (cultura runs short account scripts with it)."""
+    exe = Path(find_executable(project))
+    for name in ("python", "python3"):
+        if (exe.parent / name).exists():
+            return str(exe.parent / name)
+    raise LabelStudioError(f"No Python beside {exe}; cultura runs Label Studio's own Python to manage accounts.")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -137,8 +148,8 @@ def read_secrets(project: Project) -> dict | None:
 
 
 def label_studio_origins(project: Project) -> list[str]:
-    """The Label Studio that shows this project's tasks (``LABEL_STUDIO_URL``, else the project's own server):
-    the origin the image server answers credentialed requests from."""
+    """The shared Label Studio that shows this project's tasks (``LABEL_STUDIO_URL``, else the project's own
+    server); :func:`cultura.annotate.people.label_studio_origins` adds every annotator's own server."""
     url = os.environ.get("LABEL_STUDIO_URL") or (read_secrets(project) or {}).get("url")
     return [url] if url else []
 

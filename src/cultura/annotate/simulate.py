@@ -17,6 +17,7 @@ from cultura.errors import CulturaError
 
 from .accounts import connection_for
 from .kinds import get_kind
+from .people import server_row
 from .pull import pull
 from .server import Connection, connect
 
@@ -51,6 +52,7 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
            JOIN annotators an ON an.id = a.annotator_id JOIN annotation_items i ON i.id = a.item_id
            JOIN campaigns c ON c.id = i.campaign_id JOIN campaign_projects p ON p.id = a.project_id
            WHERE c.name = ? AND a.purpose = ? AND a.ls_task_id IS NOT NULL
+             AND a.status IN ('pending', 'pushed')
              AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = a.id)
            ORDER BY a.id""", [campaign, purpose]).fetchall()
     rng = random.Random(seed)
@@ -71,6 +73,8 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
         if pid not in conns:
             conns[pid] = connection_for(project, db["annotators"].get(aid), conn,
                                         {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as})
+        if ls_as == "server":   # user ids are per server: the annotator's id on their own
+            uid = server_row(project, aid)["ls_user_id"]
         conns[pid].client.annotations.create(task, result=spec.result_for(label), completed_by=uid,
                                              lead_time=round(rng.uniform(2, 20), 2))
         n += 1

@@ -70,7 +70,7 @@ def annotator_report(project: Project, campaign: str | None = None) -> list[dict
         gold_of = {r["item_id"]: r["gold"] for r in recs if r["gold"] is not None}
         assigned = dict(db.execute("SELECT an.name, COUNT(*) FROM assignments a JOIN annotators an ON an.id = "
                                    "a.annotator_id JOIN annotation_items i ON i.id = a.item_id WHERE i.campaign_id = ? "
-                                   "AND a.purpose = 'annotate' GROUP BY 1", [c["id"]]).fetchall())
+                                   "AND a.purpose = 'annotate' AND a.status != 'reassigned' GROUP BY 1", [c["id"]]).fetchall())
         skills = stored_skills(db, c["id"])
         names = sorted(set(assigned) | {r["annotator"] for r in recs if r["annotator"]})
         times = {n: [r["lead_time"] for r in recs if r["annotator"] == n and r["lead_time"] is not None]
@@ -151,7 +151,7 @@ def _progress(db, c: dict, by_item: dict) -> tuple[dict, list[dict]]:
     per_item = db.execute(
         """SELECT a.item_id, COUNT(*), SUM(an.active = 0) FROM assignments a JOIN annotators an ON an.id = a.annotator_id
            JOIN annotation_items i ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = 'annotate'
-           AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = a.id AND x.is_current = 1
+           AND a.status != 'reassigned' AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = a.id AND x.is_current = 1
                            AND x.was_cancelled = 0)
            GROUP BY 1""", [cid]).fetchall()
     waiting = len(per_item)

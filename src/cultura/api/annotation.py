@@ -15,7 +15,7 @@ from ..annotate.pull import pull
 from ..annotate.push import push
 from ..annotate.report import agreement_report, list_campaigns, set_campaign_status, status
 from ..annotate.images import serve_in_thread
-from ..annotate.server import label_studio_origins, server_status, start_server, stop_server
+from ..annotate.people import label_studio_origins, server_status, start_server, stop_server
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
 from ..evaluate.suites.attribution.priority import ordering
@@ -84,7 +84,8 @@ class Annotators:
         return _frame(list_annotators(self.project), frame)
 
     def deactivate(self, name: str) -> Summary:
-        """Stop assigning new items to ``name`` (their annotations are kept)."""
+        """Stop assigning new items to ``name`` and end their access now; the next push hands their unanswered
+        items to the others (their annotations are kept)."""
         return deactivate_annotator(self.project, name)
 
     def password(self, name: str, password: str | None = None) -> Summary:

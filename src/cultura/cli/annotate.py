@@ -13,11 +13,11 @@ from ..annotate.annotators import add_annotator, deactivate_annotator, list_anno
 from ..annotate.decide import MIN_AGREEMENT, adjudicate
 from ..annotate.images import make_server
 from ..annotate.labels_io import export_labels, import_labels
+from ..annotate.people import label_studio_origins, server_status, start_server, stop_server
 from ..annotate.pull import pull
 from ..annotate.push import GOLD, OTHER_COUNTRIES, OVERLAP, push
 from ..annotate.report import agreement_report, list_campaigns, set_campaign_status, status
-from ..annotate.server import (SERVER_PORT, START_TIMEOUT, label_studio_origins, server_status, start_server,
-                               stop_server)
+from ..annotate.server import SERVER_PORT, START_TIMEOUT
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
 from ..bounds import PORT, PROBABILITY, SEED
@@ -47,7 +47,8 @@ def server():
 @pass_ctx
 def server_start(ctx, port, timeout, as_json):
     """Start Label Studio with its data in PROJECT/labelstudio and admin credentials in
-    PROJECT/.secrets/labelstudio.json (mode 0600)."""
+    PROJECT/.secrets/labelstudio.json (mode 0600), and every active annotator's own server
+    (PROJECT/labelstudio-people/, credentials in PROJECT/.secrets/servers.json)."""
     summary("annotate server start", start_server(ctx.project, port=port, timeout=timeout), as_json)
 
 
@@ -55,7 +56,7 @@ def server_start(ctx, port, timeout, as_json):
 @json_option
 @pass_ctx
 def server_stop(ctx, as_json):
-    """Stop the project's local Label Studio."""
+    """Stop the project's local Label Studio and every annotator's own."""
     summary("annotate server stop", stop_server(ctx.project), as_json)
 
 
@@ -63,7 +64,8 @@ def server_stop(ctx, as_json):
 @json_option
 @pass_ctx
 def server_status_cmd(ctx, as_json):
-    """Whether Label Studio answers, where, and which version (never prints credentials)."""
+    """Whether Label Studio answers, where, which version, and each annotator's own server (never prints
+    credentials); on a Label Studio that cultura does not run, what isolation holds there and what does not."""
     summary("annotate server status", server_status(ctx.project), as_json)
 
 
@@ -114,8 +116,8 @@ def annotators():
 def annotators_add(ctx, name, email, country, languages, role, as_json):
     """Create the Label Studio user for NAME and record the annotator (no password is stored: hand out an
     invite link, or for the project's local server set one with 'cultura annotate annotators password NAME').
-    On the project's local server the account is blind: its own organization, fenced from every other
-    annotator's projects, tasks and answers (see docs/annotators.md); elsewhere 'blind' is false."""
+    On this machine the annotator gets a Label Studio server of their own (blind by construction: nobody
+    else's projects, tasks or answers are on it; see docs/annotators.md); elsewhere 'blind' is false."""
     langs = languages.split(",") if languages else None
     summary("annotate annotators add", add_annotator(ctx.project, name, email=email, country=country,
                                                      languages=langs, role=role), as_json)
@@ -135,7 +137,8 @@ def annotators_list(ctx, as_json):
 @json_option
 @pass_ctx
 def annotators_deactivate(ctx, name, as_json):
-    """Stop assigning new items to NAME (their annotations are kept)."""
+    """Stop assigning new items to NAME and end their access now (account locked, their server stopped, after
+    a last pull); the next push hands their unanswered items to the others. Their annotations are kept."""
     summary("annotate annotators deactivate", deactivate_annotator(ctx.project, name), as_json)
 
 

@@ -33,9 +33,6 @@ ones (kind ``translation``: :func:`translation_pairs`) and a build freezes the o
 from __future__ import annotations
 
 import re
-import tomllib
-from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Iterable
 
 from pydantic import RootModel
@@ -45,7 +42,7 @@ from ..countries import registry
 from ..db import transaction
 from ..errors import CulturaError, unknown
 from ..models.llm import LLM
-from .cues import DEMONYMS, cldr_locale, cue_patterns, language_forms, validate_text
+from .cues import DEMONYMS, cldr_locale, cue_patterns, language_forms, mention_table, of_phrase, validate_text
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -280,11 +277,9 @@ class MentionReply(RootModel[dict[str, dict[str, str]]]):
     """``{concept: {"mention_<Name>": text}}`` (``mention_query.j2``)."""
 
 
-@lru_cache(maxsize=1)
 def mention_patterns() -> dict[str, str]:
     """Language → short descriptor query pattern (``data/mention_patterns.toml``)."""
-    return dict(tomllib.loads(resources.files("cultura.data").joinpath("mention_patterns.toml")
-                              .read_text("utf-8")).get("mention", {}))
+    return dict(mention_table().get("mention", {}))
 
 
 def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
@@ -296,9 +291,11 @@ def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
     loc = cldr_locale(language)
     country = loc.territories.get(descriptor) if loc is not None else None
     adjective = (DEMONYMS.get(descriptor) or [None])[0]
-    if ("{country}" in pat and not country) or ("{adjective}" in pat and not adjective):
+    of = of_phrase(descriptor, language)
+    if (("{country}" in pat and not country) or ("{adjective}" in pat and not adjective)
+            or ("{of}" in pat and not of)):
         return None
-    return pat.format(term=term, country=country or "", adjective=adjective or "")
+    return pat.format(term=term, country=country or "", adjective=adjective or "", of=of or "")
 
 
 def build_mention_queries(project: Project, *, method: str = "llm", llm=None, model: str | None = None, concepts=None,

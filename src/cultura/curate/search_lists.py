@@ -17,7 +17,7 @@ from ..db import transaction
 from ..db.readers import ERROR, read_rows
 from ..errors import CulturaError
 from ..names import BadName, check_concept
-from ..progress import Progress
+from ..progress import Progress, track
 from ..redact import display_url, known_secrets
 from .concepts import add_concepts, get_concept, normalise
 from .exact_urls import record_sources
@@ -58,7 +58,7 @@ class UrlsProvider(Provider):
         secrets, shown, read_again = known_secrets(), {}, []
         where = str(self.path.resolve())  # once, not per row: a signed list can hold a million URLs
         with transaction(db):
-            for i, row in enumerate(rows, start=1):
+            for i, row in enumerate(track(rows, "reading the urls: list", progress=progress), start=1):
                 reason = row.get(ERROR)
                 url = str(row.get("url") or "").strip()
                 country_code = str(row.get("country") or "").strip().upper()
@@ -99,7 +99,7 @@ class UrlsProvider(Provider):
                     "image": url, "title": row.get("title"), "url": row.get("source_page"),
                     "rank": rank, "width": row.get("width"), "height": row.get("height"), "_line": i})
         done = skipped = n = stored = 0
-        for qid, results in grouped.items():
+        for qid, results in track(list(grouped.items()), "storing results (urls)", progress=progress):
             # rows without a rank follow the ranked ones, numbered after the largest rank given (never onto one)
             last = max((r["rank"] or 0 for r in results), default=0)
             unranked = [r for r in results if not r["rank"]]
@@ -164,7 +164,7 @@ class FolderProvider(Provider):
             return out
 
         misplaced = "file outside DIR/<COUNTRY>/<concept>/, where images are read (move it into a concept folder)"
-        for cdir in entries(self.root):
+        for cdir in track(entries(self.root), "searching (folder)", progress=progress):
             if not cdir.is_dir():
                 refuse(cdir, misplaced)
                 continue

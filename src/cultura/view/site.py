@@ -81,7 +81,7 @@ class _Site:
         self.names = data.concept_names(db)
         self.countries = {c.code: c.name for c in project.countries}
         self.failed: dict[str, str] = {}
-        self.clusters = data.clusters(db)
+        self.clusters = data.duplicate_sets(db)
         self.flags = data.flags(db)
         self.see: dict[str, list[tuple[str, str]]] = {}  # sha256 → (text, go.html#anchor): where else it shows
         for c in self.clusters:
@@ -112,7 +112,9 @@ class _Site:
             name = f"{prefix}-{n}.html"
             for r in chunk:
                 if ids:
-                    self.ids[ids(r)] = name
+                    keys = ids(r)
+                    for key in [keys] if isinstance(keys, str) else keys:
+                        self.ids[key] = name
             self.page(name, template, title, rows=chunk, pager=_pager(prefix, n, len(chunks)), **ctx)
         return len(chunks)
 
@@ -178,13 +180,16 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
               country_names=site.countries)
     bar.advance()
 
+    # the sets as the dedup review merges them: clusters sharing a copy (pHash and dHash of the same copies)
+    # shown once; every merged cluster's address leads to its set
     clusters = site.clusters
     for c in clusters:
         c["anchor"] = anchor("cluster", c["id"])
+        c["anchors"] = [anchor("cluster", x) for x in c["cluster_ids"]]
         for m in c["members"]:
             m["image"] = site.img(m["sha256"])
     n_dup_pages = site.paged("dups", "dups.html.j2", "Duplicate sets", clusters,
-                             ids=lambda c: c["anchor"])
+                             ids=lambda c: c["anchors"])
     bar.advance()
 
     flags = site.flags

@@ -249,5 +249,9 @@ def annotation_items(db) -> list[dict]:
             or ([sha] if sha else [])
         out.append({"id": iid, "item_key": key, "kind": kind, "campaign": campaign, "country": cc,
                     "cluster_id": cl, "concept": p.get("concept"), "images": shas, "answers": first,
-                    "adjudications": adjudicated, "disagree": disagree, "decision": decision})
+                    "adjudications": adjudicated, "disagree": disagree, "decision": decision,
+                    "state": "adjudicated" if adjudicated or (decision and decision["rule"] == "adjudicated")
+                    else "open disagreement"})
+    # grouped as the filters ask: by kind, campaign and country, then the item
+    out.sort(key=lambda it: (it["kind"] or "", it["campaign"] or "", it["country"] or "", it["item_key"]))
     return out

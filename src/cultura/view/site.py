@@ -225,8 +225,15 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
     items = data.annotation_items(db)
     for it in items:
         it["imgs"], it["anchor"] = [site.img(s) for s in it["images"]], anchor("item", it["item_key"])
+    fields = ("kind", "campaign", "country", "state")
+    filters = {f: sorted({str(it[f]) for it in items if it[f]}) for f in fields}
     n_ann_pages = site.paged("annotations", "annotations.html.j2", "Annotator disagreements and adjudications",
-                             items, ids=lambda it: it["anchor"])
+                             items, ids=lambda it: it["anchor"], filters=filters)
+    # which page holds which item: the filters name every page with a match
+    _write(out / "annotations-index.js", "window.CULTURA_ITEMS = " + json.dumps(
+        [{"page": site.ids[it["anchor"]], **{f: str(it[f] or "") for f in fields}} for it in items],
+        ensure_ascii=False) + ";\n", st)
+    site.written.add("annotations-index.js")
     bar.advance()
 
     n_in = sum(1 for im in site.images.values() if im["pool"] == "in")

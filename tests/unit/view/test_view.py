@@ -115,7 +115,8 @@ def test_web_texts_are_escaped(photo_project):
     # a javascript: URL is never a link
     assert "javascript:" not in " ".join(re.findall(r'href="([^"]*)"', raw))
     # every page's only scripts are the local ones
-    assert set(re.findall(r'<script src="([^"]+)"', raw)) == {"view.js", "ids.js", "bench-1-index.js"}
+    assert set(re.findall(r'<script src="([^"]+)"', raw)) == {"view.js", "ids.js", "bench-1-index.js",
+                                                            "annotations-index.js"}
     assert "<script>" not in raw.replace("<script src=", "")
 
 
@@ -172,3 +173,18 @@ def test_clusters_of_several_methods_sharing_a_copy_show_as_one_set(photo_projec
         assert sum(sha[:12] in s for s in shown) == 1, sha
     for cid, _ in live:
         assert f'id="{anchor("cluster", cid)}"' in html
+
+
+def test_the_disagreements_pages_can_be_filtered_by_kind_campaign_country_and_state(photo_project):
+    p, _, _ = photo_project
+    view = p.reports / "view"
+    html = (view / "annotations-1.html").read_text("utf-8")
+    for name in ("kind", "campaign", "country", "state"):
+        assert f'<select name="{name}">' in html
+    sections = re.findall(r'<section class="item"[^>]*data-kind="([^"]*)"[^>]*data-state="([^"]*)"', html)
+    assert sections and all(kind and state in ("adjudicated", "open disagreement") for kind, state in sections)
+    # the index that names, for any filter, every page with a match
+    text = (view / "annotations-index.js").read_text("utf-8")
+    index = json.loads(text.removeprefix("window.CULTURA_ITEMS = ").rstrip().rstrip(";"))
+    assert len(index) == len(sections) and {r["page"] for r in index} == {"annotations-1.html"}
+    assert {r["kind"] for r in index} == {kind for kind, _ in sections}

@@ -6,7 +6,8 @@ local HTTP server in a process of its own and listed in a ``urls:`` file, one ro
 the country and the project's English query text. The stages: init, concepts (the preset loaded, then all but
 ``--concepts`` removed with one ``concepts remove --from``), native terms (``set-term --from``; the
 English-speaking countries take the concept's name), search (the ``urls:`` list: rows in = stored + rejected is
-checked), download, dedup, the association and descriptor builds (every language's short descriptor query from
+checked), download, dedup, ratings imported for the culture questions of look-alike images (when there are
+any), the association and descriptor builds (every language's short descriptor query from
 its pattern), export, evaluation with the fake embedder, the report, the view (cold, then warm) and status.
 Annotation is left out (``annotate simulate`` belongs to the Label Studio rehearsal).
 
@@ -162,8 +163,17 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
         accounted = search["rows"] == search["stored"] + search["rejected"] == len(rows)
         download = run("images download", "images", "download")
         run("images dedup", "images", "dedup")
-        assoc = run("build association", "build", "association", "--allow-unreviewed")
-        desc = run("build descriptor", "build", "descriptor", "--allow-unreviewed")
+        # drawn images that look alike across countries are culture questions: ratings decide them, here
+        # imported for every country of each (as a relevance campaign's would)
+        flags = run("images flags", "images", "flags")
+        if flags:
+            ratings = workdir / "ratings.csv"
+            ratings.write_text("sha256,country,score\n" + "".join(
+                f"{f['sha256']},{cc},4\n" for f in flags for cc in f["countries"]), encoding="utf-8")
+            run("import ratings", "import", "ratings", ratings)
+        loose = ["--allow-unreviewed", "--allow-unrated"]  # no annotation in this rehearsal
+        assoc = run("build association", "build", "association", *loose)
+        desc = run("build descriptor", "build", "descriptor", *loose)
         run("export", "export", workdir / "export", "--format", "jsonl")
         evals = run("evaluate run", "evaluate", "run", "--model", "fake", "--suite", "prevalence,association,descriptor",
                     "--option", "n_resamples=200")
@@ -178,6 +188,7 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
     descriptor_countries = sorted({it["query_country"] for it in _jsonl(workdir / "export" / "items.jsonl")
                                    if it.get("descriptor_country")})
     return {"images": n_images, "concepts": len(keep), "countries": len(countries), "stages": run.rows,
+            "culture_questions": len(flags),
             "search": search, "rows_accounted": accounted, "downloaded": download.get("new_images"),
             "association_trials": assoc["n_items"], "descriptor_trials": desc["n_items"],
             "descriptor_query_countries": descriptor_countries,

@@ -44,3 +44,23 @@ def test_adjudication_summary_at_80_columns():
     assert "27 items decided (26 by the rule, 1 by an adjudicator, 0 gold), 27 of them as before" in text
     assert "open: 2 waiting for annotations, 3 disagreements, 3 sent to judy" in text
     assert "2 culture questions decided by the ratings" in text and "open: nothing" in text
+
+
+def test_a_long_task_off_a_terminal_prints_a_line_now_and_then_and_a_summary(capsys):
+    t = [0.0]
+    bars = BarReporter(Console(stderr=True), clock=lambda: t[0])  # not a terminal: a log, CI, a pipe
+    with reporting(bars), task("tagging", 100) as job:
+        for i in range(100):
+            t[0] += 0.5  # 50 s in all
+            job.advance(ok=i + 1)
+    err = capsys.readouterr().err.splitlines()
+    periodic = [ln for ln in err if "done" not in ln]
+    assert periodic[0].startswith("tagging: 20/100 (20 ok), 10 s") and len(periodic) == 5  # at 10, 20 … 50 s
+    assert err[-1] == "tagging: done, 100/100 (100 ok) in 50.0 s"
+
+
+def test_a_task_on_a_terminal_ends_with_its_summary(capsys):
+    bars = BarReporter(Console(stderr=True, force_terminal=True, width=200), clock=lambda: 0.0)
+    with reporting(bars), task("view pages", 3) as t:
+        t.advance(3)
+    assert "view pages: done, 3/3 in 0.0 s" in capsys.readouterr().err

@@ -1,5 +1,7 @@
 """Per-image culture ratings imported as relevance decisions (CAIRe-style files: image, country, a Likert 1–5
-score, optional annotator), ``decisions`` kind ``relevance``, rule ``import``: the mean over raters.
+score, optional annotator), ``decisions`` kind ``relevance``, rule ``import``: the mean over raters. Like a
+relevance campaign's decisions, they settle the culture questions of the images they rate for every country of
+the question (:func:`cultura.curate.cultures_decide.resolve_rated_conflicts`).
 
 The image is a sha256 or the key of an earlier import (:mod:`cultura.curate.importers`); every input row gets an
 ``import_rows`` entry (ok | failed + reason), and a bad row never stops the others.
@@ -10,11 +12,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..curate.cultures_decide import resolve_rated_conflicts
 from ..curate.images import image_paths
 from ..curate.importers import (COUNTRY_COLS, IMAGE_COLS, SCORE_COLS, SHA_RE, DatasetImportError, _bad_rows, _column,
                                 _record, _summary, read_table, resolve_country)
 from ..db import transaction
-from .decisions import record_rating
+from .decisions import rated_countries, record_rating
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -75,4 +78,6 @@ def import_ratings(project: Project, path, *, image_column=None, country_column=
             _record(db, "ratings", src, f"{sha}|{country}", "ok", None, sha)
             counts["decisions"] += 1
     counts["ratings"] = sum(len(v) for v in groups.values())
+    # ratings decide culture questions however they arrive: the same door as a relevance campaign's decisions
+    counts["flags_resolved"] = resolve_rated_conflicts(db, f"import:{src}", rated_countries(db))
     return _summary(dict(counts), failures)

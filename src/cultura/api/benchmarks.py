@@ -10,7 +10,8 @@ from ..benchmark.build import build_benchmark, build_stats, get_benchmark, list_
 from ..benchmark.export import export_benchmark
 from ..benchmark.verify import check_benchmark
 from ..benchmark import hub
-from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
+from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries
+from ..curate.query_edits import set_queries_from_file, set_query
 from ..benchmark.releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
 from ..annotate.ratings import import_ratings
 from ..curate.importers import import_captions, import_globalrg
@@ -79,8 +80,12 @@ class Benchmarks:
         return build_mention_queries(self.project, method=method, model=model, concepts=_some(concepts),
                                      countries=_some(countries), descriptors=_some(descriptors), overwrite=overwrite)
 
-    def set_query(self, concept: str, country: str, variant: str, text: str) -> Summary:
-        """Write one query text by hand (checked like the LLM's)."""
+    def set_query(self, concept: str | None = None, country: str | None = None, variant: str | None = None,
+                  text: str | None = None, *, path: PathLike | None = None) -> Summary:
+        """Write one query text by hand (checked like the LLM's), or many from a CSV/JSONL/Parquet file
+        (``path``: columns concept, country, variant, text; bad rows are reject rows with their reason)."""
+        if path is not None:
+            return set_queries_from_file(self.project, path)
         return set_query(self.project, concept, country, variant, text)
 
     def list_queries(self, *, concept: str | None = None, country: str | None = None, status: str | None = None,

@@ -10,7 +10,7 @@ from ..annotate.pool import list_clusters, list_images
 from ..bounds import COUNT, from_field
 from ..config import DownloadSection
 from ..curate.concepts import (ConceptCluster, add_concepts, build_queries, dedup_concepts, generate_concepts,
-                               list_concepts, list_terms, load_preset, remove_concept, set_term,
+                               list_concepts, list_terms, load_preset, remove_concept, remove_concepts, set_term,
                                set_terms_from_file, translate_concepts)
 from ..curate.dedup import dedup_images
 from ..curate.download import download_candidates
@@ -56,9 +56,12 @@ class Concepts:
         """The concepts with this status (``"active"``, ``"merged"``, ``"removed"``; None: all)."""
         return _frame(list_concepts(self.project, status=status), frame)
 
-    def remove(self, name: str, *, reason: str = "removed by hand") -> Summary:
-        """Set a concept aside (kept, with its status and reason; nothing is deleted)."""
-        return remove_concept(self.project, name, reason=reason)
+    def remove(self, *names: str, path: PathLike | None = None, reason: str = "removed by hand") -> Summary:
+        """Set concepts aside (kept, with their status and reason; nothing is deleted): one name, several, or
+        those of a text file (``path``: one a line); every name is checked before any is removed."""
+        if len(names) == 1 and path is None:
+            return remove_concept(self.project, names[0], reason=reason)
+        return remove_concepts(self.project, names, path=path, reason=reason)
 
     def dedup(self, *, threshold: float | None = None, model: str | None = None,
               dry_run: bool = False) -> ConceptClusters:

@@ -68,11 +68,13 @@ class Evaluate:
 
     def report(self, out: PathLike | None = None, *, models: str | Iterable[str] | None = None,
                suites: str | Iterable[str] | None = None,
-               benchmarks: str | Iterable[str] | None = None, overwrite: bool = False) -> dict[str, Path]:
+               benchmarks: str | Iterable[str] | None = None, overwrite: bool = False,
+               progress: Progress = None) -> dict[str, Path]:
         """Write the report (HTML, Markdown, CSV, figures, LaTeX tables); default ``reports/evaluation.html``
         (a named ``out`` that exists is refused unless ``overwrite``)."""
         return write_report(self.project, None if out is None else Path(out), models=_many(models),
-                            suites=_many(suites), benchmarks=_many(benchmarks), overwrite=overwrite)
+                            suites=_many(suites), benchmarks=_many(benchmarks), overwrite=overwrite,
+                            progress=progress)
 
     def samples(self, run_id: int, *, kind: str | None = None, frame: bool | None = None) -> DataFrame:
         """The per-sample log of a run (every scored trial, query, context or judge answer)."""
@@ -112,9 +114,9 @@ class View:
         """The site's index page."""
         return view_dir(self.project) / "index.html"
 
-    def build(self, *, overwrite: bool = False, page_size: int = PAGE_SIZE) -> Summary:
+    def build(self, *, overwrite: bool = False, page_size: int = PAGE_SIZE, progress: Progress = None) -> Summary:
         """Write (or update: only changed pages) the site; ``overwrite`` remakes every thumbnail."""
-        return build_view(self.project, overwrite=overwrite, page_size=page_size)
+        return build_view(self.project, overwrite=overwrite, page_size=page_size, progress=progress)
 
 
 __all__ = ["Evaluate", "View"]

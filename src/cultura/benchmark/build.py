@@ -41,10 +41,11 @@ import numpy as np
 
 from .. import db as dbmod
 from ..annotate.annotators import native_annotators
-from ..curate.benchmark_queries import (ensure_pattern_mentions, ensure_short_queries, live_queries, live_query_keys,
-                                        missing_terms)
+from ..curate.benchmark_queries import (english_defaults, ensure_pattern_mentions, ensure_short_queries, live_queries,
+                                        live_query_keys, missing_terms)
 from ..curate.concepts import concept_names
-from ..curate.cultures_decide import require_decided
+from ..annotate.decisions import rated_countries
+from ..curate.cultures_decide import require_decided, resolve_rated_conflicts
 from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
@@ -348,6 +349,8 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
     reg = project.registry
     L_codes = [c.code for c in (reg.resolve(countries) if countries else project.countries)]
     D_codes = [c.code for c in reg.resolve(descriptors)] if descriptors else None
+    # the ratings on record settle the culture questions they cover, whichever came first, flag or rating
+    resolve_rated_conflicts(db, "ratings on record", rated_countries(db))
     pool = load_pool(project, allow_unreviewed=allow_unreviewed, min_relevance=min_relevance,
                      allow_random_tags=allow_random_tags)
     require_decided(db, pool.excluded)  # open culture questions block the build (one sentence naming the fix)
@@ -392,7 +395,11 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
                                       "concept": pool.concept_names[c], "country": k}
                                      for i, (r, sha, c, k) in enumerate(t.candidates)]})
     counts = position_counts([(c["role"], c["position"]) for c in it["candidates"]] for it in items)
-    report = {"images": pool.report(), "sampling": srep, "allow_unreviewed": allow_unreviewed,
+    # an English-speaking country's term, when none was set, is the concept's English name: said, not hidden
+    english = english_defaults(project, pairs)
+    report = {"english_terms": {"count": len(english),
+                                "examples": [f"{pool.concept_names[c]} × {k}" for c, k in english[:5]]},
+              "images": pool.report(), "sampling": srep, "allow_unreviewed": allow_unreviewed,
               "min_relevance": min_relevance if pool.ratings else None, "relevance": relevance,
               "positions": {"method": POSITION_METHOD, "seed": int(seed), "counts": counts,
                             **position_balance(counts)}}

@@ -11,7 +11,8 @@ from ..benchmark.verify import check_benchmark, check_versions, read_warning
 from ..benchmark.eligible import MIN_RELEVANCE
 from ..bounds import COUNT, SEED, VERSION
 from ..errors import CulturaError
-from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries, set_query
+from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries
+from ..curate.query_edits import set_queries_from_file, set_query
 if TYPE_CHECKING:
     from ..project import Project
 from .console import bounded, console, csv_list, emit_json, json_option, listing, out, pass_ctx, summary, table
@@ -27,6 +28,12 @@ def _print_report(b: dict, as_json: bool) -> None:
               f"{b['n_items']} trials, content hash {b['content_hash'][:16]}…")
     if b.get("message"):
         out.print(escape(f"{b['name']}: {b['message']}"))
+    eng = rep.get("english_terms") or {}
+    if eng.get("count"):
+        out.print(escape(f"Note: {eng['count']} query term(s) of English-speaking countries are the concept's "
+                         f"English name, as none was set ({', '.join(eng['examples'])}"
+                         f"{', …' if eng['count'] > len(eng['examples']) else ''}); set another with "
+                         "'cultura concepts set-term CONCEPT COUNTRY TERM'."))
     rel = rep.get("relevance") or {}
     if rel.get("unrated_links"):
         per = ", ".join(f"{k}: {v}" for k, v in rel["unrated_by_country"].items())
@@ -157,16 +164,34 @@ def build_mention_queries_cmd(ctx, method, model, concepts, countries, descripto
 
 
 @build.command("set-query")
-@click.argument("concept")
-@click.argument("country")
-@click.argument("variant")
-@click.argument("text")
+@click.argument("concept", required=False)
+@click.argument("country", required=False)
+@click.argument("variant", required=False)
+@click.argument("text", required=False)
+@click.option("--from", "source", type=click.Path(dir_okay=False),
+              help="CSV, JSONL or Parquet file with columns concept, country, variant, text: set many at once "
+                   "(one transaction; a bad row is a reject row with its reason, the others are set).")
 @json_option
 @pass_ctx
-def set_query_cmd(ctx, concept, country, variant, text, as_json):
-    """Set the TEXT of one query VARIANT (short, task, casual, task_mention_CC …) for CONCEPT × COUNTRY by
-    hand; it is never overwritten by 'build queries'."""
+def set_query_cmd(ctx, concept, country, variant, text, source, as_json):
+    """Set the TEXT of one query VARIANT (short, task, casual, mention_CC, task_mention_CC …) for CONCEPT ×
+    COUNTRY by hand, or many with --from FILE; they are never overwritten by 'build queries'."""
 
+    if source:
+        if concept or country or variant or text:
+            raise click.UsageError("Give either CONCEPT COUNTRY VARIANT TEXT or --from FILE, not both.")
+        r = set_queries_from_file(ctx.project, source)
+        if as_json:
+            return emit_json(r)
+        summary("build set-query", {k: v for k, v in r.items() if k != "rejects"})
+        for rej in r["rejects"]:
+            out.print(escape(f"  line {rej['line']}: {rej['reason']}"))
+        if r["rejected"] > len(r["rejects"]):
+            out.print(f"  … {r['rejected'] - len(r['rejects'])} more (the ingest_rejects rows of this file)")
+        return
+    if not (concept and country and variant and text):
+        raise click.UsageError("Give CONCEPT COUNTRY VARIANT TEXT, or --from FILE (columns concept, country, "
+                               "variant, text).")
     r = set_query(ctx.project, concept, country, variant, text)
     if as_json:
         return emit_json(r)

@@ -14,6 +14,7 @@ from ..curate.concepts import (
     list_terms,
     load_preset,
     remove_concept,
+    remove_concepts,
     set_term,
     set_terms_from_file,
     translate_concepts,
@@ -75,14 +76,21 @@ def concepts_list(ctx, status_, as_json):
 
 
 @concepts.command("remove")
-@click.argument("name")
+@click.argument("names", nargs=-1)
+@click.option("--from", "source", type=click.Path(dir_okay=False),
+              help="A text file with one concept name a line (blank lines and # comments skipped).")
 @click.option("--reason", default="removed by hand", show_default=True, help="Why (stored).")
 @json_option
 @pass_ctx
-def concepts_remove(ctx, name, reason, as_json):
-    """Mark a concept removed (nothing is deleted)."""
+def concepts_remove(ctx, names, source, reason, as_json):
+    """Mark concepts removed (nothing is deleted): NAME…, and/or those of --from FILE. Every name is checked
+    first; an unknown one removes nothing."""
 
-    summary("concepts remove", remove_concept(ctx.project, name, reason=reason), as_json)
+    if len(names) == 1 and not source:
+        return summary("concepts remove", remove_concept(ctx.project, names[0], reason=reason), as_json)
+    if not names and not source:
+        raise click.UsageError("Give one or more concept names, or --from FILE.")
+    summary("concepts remove", remove_concepts(ctx.project, names, path=source, reason=reason), as_json)
 
 
 @concepts.command("dedup")

@@ -41,9 +41,6 @@ PLAN = {"breakfast": ["coffee", "flower"], "pet": ["chelsea", "astronaut"], "bui
 TERMS = {"breakfast": {"US": "breakfast", "DE": "Frühstück", "JP": "朝食", "TH": "อาหารเช้า"},
          "pet": {"US": "pet", "DE": "Haustier", "JP": "ペット", "TH": "สัตว์เลี้ยง"},
          "building": {"US": "building", "DE": "Gebäude", "JP": "建物", "TH": "อาคาร"}}
-#: German has no mention pattern (country names take articles: "aus den Vereinigten Staaten"): a person writes
-#: the short descriptor queries mention_<CC>, as 'cultura build descriptor' asks when they are missing
-GERMAN_MENTIONS = {"US": "aus den Vereinigten Staaten", "JP": "aus Japan", "TH": "aus Thailand"}
 ANNOTATORS = [("sim-ann", "US"), ("sim-bob", "JP"), ("sim-cho", "TH"), ("sim-dan", "DE")]
 #: every suite the report must show (a section with no done run fails the demo)
 SUITES = ("prevalence", "association", "descriptor", "latent", "social", "llm", "attribution")
@@ -255,10 +252,6 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
     out["association"] = c("build", "association", "--allow-random-tags")
     out["mention_queries"] = c("build", "mention-queries", "--method", "pattern",
                                label="descriptor queries mention_<CC> from each language's pattern")
-    for concept, terms in TERMS.items():
-        for cc, phrase in GERMAN_MENTIONS.items():
-            c("build", "set-query", concept, "DE", f"mention_{cc}", f"{terms['DE']} {phrase}",
-              label="German has no pattern: written by a person")
     out["descriptor"] = c("build", "descriptor", "--allow-random-tags")
     out["export"] = c("export", target / "export")
 

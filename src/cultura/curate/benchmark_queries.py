@@ -17,7 +17,7 @@ name, native country name, language name or nationality adjective from the regis
 the query's language (CLDR, through babel), other than the descriptor country's own for ``*_mention_<CC>``
 variants — and a ``*mention_<CC>`` text must name CC in the query language (the check:
 :mod:`cultura.curate.cues`). A text failing a check is stored with status ``invalid`` and the reason, never
-dropped. Texts set by a person (:func:`set_query`, source ``manual``) are never overwritten.
+dropped. Texts set by a person (:mod:`cultura.curate.query_edits`, source ``manual``) are never overwritten.
 
 The texts are curated before any benchmark exists (``cultura build queries``): annotation rates the LLM-written
 ones (kind ``translation``: :func:`translation_pairs`) and a build freezes the ones it uses
@@ -32,10 +32,6 @@ ones (kind ``translation``: :func:`translation_pairs`) and a build freezes the o
 """
 from __future__ import annotations
 
-import re
-import tomllib
-from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Iterable
 
 from pydantic import RootModel
@@ -45,7 +41,7 @@ from ..countries import registry
 from ..db import transaction
 from ..errors import CulturaError, unknown
 from ..models.llm import LLM
-from .cues import DEMONYMS, cldr_locale, cue_patterns, language_forms, validate_text
+from .cues import DEMONYMS, cldr_locale, cue_patterns, language_forms, mention_table, of_phrase, validate_text
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -65,8 +61,9 @@ class DescriptorReply(RootModel[dict[str, dict[str, dict[str, dict[str, str]]]]]
     """``{concept: {"format_task"|"format_casual": {target name: {"mention_<Name>": text}}}}`` (Figure 23)."""
 
 
-def _terms(project: Project) -> dict[tuple[int, str], str]:
-    """(concept_id, country) -> native term in the country's primary language."""
+def native_terms(project: Project) -> dict[tuple[int, str], str]:
+    """(concept_id, country) -> native term in the country's primary language; for an English-speaking
+    project country without one, the concept's English name (:func:`english_defaults` says which)."""
     reg = registry()
     out = {}
     for cid, country, language, term in project.db.execute(
@@ -74,12 +71,26 @@ def _terms(project: Project) -> dict[tuple[int, str], str]:
         c = reg.countries.get(country)
         if c is not None and c.language == language:
             out[(cid, country)] = term
+    english = [c.code for c in project.countries if c.language == "en"]
+    if english:
+        for cid, name in project.db.execute("SELECT id, name FROM concepts"):
+            for cc in english:
+                out.setdefault((cid, cc), name)
     return out
+
+
+def english_defaults(project: Project, pairs: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The (concept_id, country) pairs of English-speaking countries whose term is the concept's English name
+    because no term was set (a note for the build's report: 'cultura concepts set-term' gives another)."""
+    db = project.db
+    english = {c.code for c in project.countries if c.language == "en"}
+    have = {(cid, cc) for cid, cc in db.execute("SELECT concept_id, country FROM terms WHERE language = 'en'")}
+    return [(cid, cc) for cid, cc in sorted(set(pairs)) if cc in english and (cid, cc) not in have]
 
 
 def missing_terms(project: Project, pairs: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
     """The (concept_id, country) pairs without a native term in the country's primary language."""
-    have = _terms(project)
+    have = native_terms(project)
     return [p for p in sorted(set(pairs)) if p not in have]
 
 
@@ -94,7 +105,7 @@ def _missing_error(project: Project, missing) -> QueryError:
 def ensure_short_queries(project: Project, pairs: Iterable[tuple[int, str]]) -> int:
     """Upsert the ``short`` variant (= the native term) for each (concept_id, country) pair through the raw
     connection (no commit: callers may hold a transaction). Manual texts are kept. Returns rows changed."""
-    have = _terms(project)
+    have = native_terms(project)
     conn = project.db.conn
     n = 0
     for cid, country in sorted(set(pairs)):
@@ -183,7 +194,7 @@ def build_verbose_queries(project: Project, *, llm=None, model: str | None = Non
     if missing:
         raise _missing_error(project, missing)
     llm = llm or LLM(project, model=model)
-    terms = _terms(project)
+    terms = native_terms(project)
     patterns = {c.language: cue_patterns(language=c.language) for c in cs}
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0}
     run = dbmod.start_run(project.db, STAGE + ".verbose", {"model": llm.model})
@@ -228,7 +239,7 @@ def build_descriptor_queries(project: Project, *, llm=None, model: str | None = 
 
     names, cs = _scope(project, concepts, countries)
     llm = llm or LLM(project, model=model)
-    terms = _terms(project)
+    terms = native_terms(project)
     missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
     if missing:
         raise _missing_error(project, missing)
@@ -280,11 +291,9 @@ class MentionReply(RootModel[dict[str, dict[str, str]]]):
     """``{concept: {"mention_<Name>": text}}`` (``mention_query.j2``)."""
 
 
-@lru_cache(maxsize=1)
 def mention_patterns() -> dict[str, str]:
     """Language → short descriptor query pattern (``data/mention_patterns.toml``)."""
-    return dict(tomllib.loads(resources.files("cultura.data").joinpath("mention_patterns.toml")
-                              .read_text("utf-8")).get("mention", {}))
+    return dict(mention_table().get("mention", {}))
 
 
 def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
@@ -296,9 +305,11 @@ def pattern_mention(term: str, language: str, descriptor: str) -> str | None:
     loc = cldr_locale(language)
     country = loc.territories.get(descriptor) if loc is not None else None
     adjective = (DEMONYMS.get(descriptor) or [None])[0]
-    if ("{country}" in pat and not country) or ("{adjective}" in pat and not adjective):
+    of = of_phrase(descriptor, language)
+    if (("{country}" in pat and not country) or ("{adjective}" in pat and not adjective)
+            or ("{of}" in pat and not of)):
         return None
-    return pat.format(term=term, country=country or "", adjective=adjective or "")
+    return pat.format(term=term, country=country or "", adjective=adjective or "", of=of or "")
 
 
 def build_mention_queries(project: Project, *, method: str = "llm", llm=None, model: str | None = None, concepts=None,
@@ -318,7 +329,7 @@ def build_mention_queries(project: Project, *, method: str = "llm", llm=None, mo
     missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
     if missing:
         raise _missing_error(project, missing)
-    terms = _terms(project)
+    terms = native_terms(project)
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_pattern": 0}
     if method == "llm":
 
@@ -365,7 +376,7 @@ def ensure_pattern_mentions(project: Project, keys: Iterable[tuple]) -> dict:
     from the query language's pattern where it has one (validated and stored like :func:`build_mention_queries`
     with ``method="pattern"``; manual and valid texts kept). Languages without a pattern are left to the caller
     (counted under ``no_pattern``). One transaction."""
-    terms = _terms(project)
+    terms = native_terms(project)
     counts = {"ok": 0, "invalid": 0, "kept": 0, "no_pattern": 0}
     with transaction(project.db):
         for cid, country, language, variant in sorted(set(keys)):
@@ -397,42 +408,6 @@ def build_queries(project: Project, *, verbose: bool = True, descriptors: bool =
         out["descriptor"] = build_descriptor_queries(project, llm=llm, concepts=concepts, countries=countries,
                                                      overwrite=overwrite)
     return out
-
-
-# ------------------------------------------------------------------ by hand
-
-VARIANT_RE = re.compile(r"^(short|task|casual|(task_|casual_)?mention_[A-Z]{2})$")
-
-
-def set_query(project: Project, concept: str, country: str, variant: str, text: str) -> dict:
-    """Set one query text by hand (source ``manual``, status ``ok``; never overwritten by a rebuild).
-    The validation result is returned as ``warning`` but does not block a person's choice."""
-    db = project.db
-    row = db.execute("SELECT id FROM concepts WHERE name = ?", [concept]).fetchone()
-    if row is None:
-        names = [r[0] for r in db.execute("SELECT name FROM concepts")]
-        raise unknown("concept", concept, names, hint="See 'cultura concepts list'.")
-    c = project.country(country)
-    if not VARIANT_RE.match(variant):
-        raise QueryError(f"Variant {variant!r} is not one of short, task, casual, mention_CC, task_mention_CC, "
-                         "casual_mention_CC (CC an upper-case country code).")
-    if not text.strip():
-        raise QueryError("The query text is empty. Pass the text to store.")
-    descriptor = variant.rsplit("_", 1)[1] if "mention_" in variant else None
-    if descriptor:
-        project.country(descriptor)
-    term = _terms(project).get((row[0], c.code))
-    warning = validate_text(text, term, cue_patterns(allow=[descriptor] if descriptor else [],
-                                                     language=c.language)) if term else None
-    with transaction(db):
-        db.conn.execute(
-            "INSERT INTO benchmark_queries (concept_id, country, language, variant, descriptor_country, text, "
-            "source, status, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'manual', 'ok', NULL, ?) "
-            "ON CONFLICT (concept_id, country, language, variant) DO UPDATE SET text = excluded.text, "
-            "descriptor_country = excluded.descriptor_country, source = 'manual', status = 'ok', reason = NULL, "
-            "updated_at = excluded.updated_at", [row[0], c.code, c.language, variant, descriptor, text.strip(),
-                                                 dbmod.now()])
-    return {"concept": concept, "country": c.code, "variant": variant, "text": text.strip(), "warning": warning}
 
 
 QUERY_COLUMNS = ("concept_id", "country", "language", "variant", "descriptor_country", "text", "source")

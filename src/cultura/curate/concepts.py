@@ -111,6 +111,50 @@ def remove_concept(project: Project, name, *, reason: str = "removed by hand") -
     return {"concept": row["name"], "status": "removed"}
 
 
+def remove_concepts(project: Project, names, *, path=None, reason: str = "removed by hand") -> dict:
+    """Mark many concepts removed at once: ``names`` and/or the names of a text file (``path``: one a line,
+    blank lines and ``#`` comments skipped). Every name is checked first: an unknown one is one error naming
+    each (with a "did you mean" for the first) and nothing is removed; then all in one transaction."""
+    wanted = list(names or ())
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise CulturaError(f"No file {str(p)!r}. Give a text file with one concept name a line.", param="path")
+        try:
+            text = p.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError:
+            raise CulturaError(f"{p.name} is not UTF-8 text; save it as UTF-8 (one concept name a line).",
+                               param="path") from None
+        wanted += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not wanted:
+        raise CulturaError("No concept to remove: give names or --from FILE.", param="names")
+    db = project.db
+    known = {r["name"]: r for r in db.query("SELECT id, name, status FROM concepts")}
+    by_id = {str(r["id"]): r for r in known.values()}
+
+    def find(n: str):
+        if n.isdigit():
+            return by_id.get(n)
+        try:
+            return known.get(normalise(n))
+        except BadName:
+            return None
+
+    found = {n: find(n) for n in dict.fromkeys(wanted)}
+    missing = [n for n, r in found.items() if r is None]
+    if missing:
+        shown = ", ".join(repr(n) for n in missing[:8])
+        more = f" (and {len(missing) - 8} more)" if len(missing) > 8 else ""
+        raise unknown("concept", missing[0], list(known),
+                      hint=f"Unknown: {shown}{more}; nothing was removed. See 'cultura concepts list'.")
+    rows = list({r["id"]: r for r in found.values()}.values())
+    todo = [r for r in rows if r["status"] != "removed"]
+    with transaction(db):
+        for r in todo:
+            db["concepts"].update(r["id"], {"status": "removed", "reason": reason, "updated_at": now()})
+    return {"removed": len(todo), "already_removed": len(rows) - len(todo)}
+
+
 def active_concepts(db) -> list[dict]:
     return list(db["concepts"].rows_where("status = 'active'", order_by="name"))
 

@@ -9,7 +9,9 @@ benchmark query passes (:func:`validate_text`: the native term exactly, no cue b
 from __future__ import annotations
 
 import re
+import tomllib
 from functools import lru_cache
+from importlib import resources
 from typing import Iterable
 
 from babel import Locale, UnknownLocaleError
@@ -59,14 +61,28 @@ def cldr_locale(language: str):
 
 
 @lru_cache(maxsize=None)
+def mention_table() -> dict:
+    """``data/mention_patterns.toml``: ``mention`` (language → short descriptor query pattern) and ``of``
+    (language → country code → the language's "of <country>" phrase)."""
+    return tomllib.loads(resources.files("cultura.data").joinpath("mention_patterns.toml").read_text("utf-8"))
+
+
+def of_phrase(code: str, language: str) -> str | None:
+    """How ``language`` says "of <country>" for ``code`` where its country names take articles or contracted
+    prepositions (``du Japon``, ``aus den Vereinigten Staaten``), else None."""
+    return mention_table().get("of", {}).get(language.split("-")[0].split("_")[0].lower(), {}).get(code)
+
+
+@lru_cache(maxsize=None)
 def language_forms(code: str, language: str) -> tuple[str, ...]:
     """How a text in ``language`` names country ``code``: the CLDR country name in that language, the CLDR
     name of the country's language when no other registry country has it as its primary language
-    (``japonés``, ``ญี่ปุ่น``), and — in English or in the country's own language — the registry's names,
+    (``japonés``, ``ญี่ปุ่น``), the language's "of <country>" phrase (:func:`of_phrase`: an inflected name such as
+    ``dem Vereinigten Königreich``), and — in English or in the country's own language — the registry's names,
     demonyms and native forms. These are the forms a descriptor must take in a query of that language."""
     reg = registry()
     c = reg.countries[code]
-    words: set[str] = set()
+    words: set[str] = {of_phrase(code, language) or ""}
     loc = cldr_locale(language)
     if loc is not None:
         words.add(loc.territories.get(code, ""))

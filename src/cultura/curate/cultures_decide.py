@@ -7,8 +7,8 @@ links span more than one (concept, country) pair, dedup writes a ``culture_confl
 (:func:`update_conflict_flags_many`, evidence per ``method/scope``) and the question stays **open** until a
 culture decision settles it:
 
-- **relevance ratings**: a current relevance decision for every country of the flag, given to the image or to
-  any copy of it (a member of a duplicate cluster it shares) — :func:`resolve_rated_conflicts`; the build then
+- **relevance ratings**: a current relevance decision for every country of the flag (from a relevance campaign
+  or ``cultura import ratings``, through the same door), given to the image or to any copy of it (a member of a duplicate cluster it shares) — :func:`resolve_rated_conflicts`; the build then
   keeps the countries rated at or above its ``min_relevance``;
 - **an explicit resolution** by a person: ``cultura images flags --resolve SHA --reason TEXT`` keeps every
   country of the flag, ``--cultures JP,US`` keeps only those (:func:`resolve_flags`).
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 FLAG = "culture_conflict"
 ACTIVE_CLUSTERS = ("open", "resolved")
 FIX = ("rate them ('cultura annotate push relevance', then 'cultura annotate pull' and 'cultura annotate "
-       "adjudicate') or decide by hand ('cultura images flags --resolve SHA256 --cultures CC,CC --reason TEXT')")
+       "adjudicate', or 'cultura import ratings FILE' for every country of each) or decide by hand "
+       "('cultura images flags --resolve SHA256 --cultures CC,CC --reason TEXT')")
 
 
 class CulturesUndecided(CulturaError):

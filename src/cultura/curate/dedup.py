@@ -72,6 +72,7 @@ from ..errors import unknown
 from ..executor import use_executor
 from ..progress import Progress
 from ..progress import task as progress_task
+from ..progress import track
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import confirm, hashing, vector_search
@@ -854,7 +855,7 @@ def _dedup(project: Project, inv: Inventory, opts: dict, writes: _Writes, progre
     per: dict[str, dict] = {}
     evidence: dict[str, dict[int, dict]] = {}
     keys: dict[str, str] = {}
-    for name in opts["methods"]:
+    for name in track(opts["methods"], "dedup: finding duplicate sets", progress=progress):
         method = METHODS[name]
         params = method.params(opts)
         found = method.find(project, inv, opts)

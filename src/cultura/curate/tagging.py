@@ -26,7 +26,7 @@ from ..models.embedders import cache_images, embed_images_cached, embed_texts_ca
 from ..models.embedders.base import ModelUnavailable
 from ..models.llm import LLM, call_outcome, render_prompt
 from ..names import check_concept
-from ..progress import Progress, track
+from ..progress import Progress, task, track
 from .concepts import active_concepts
 
 if TYPE_CHECKING:
@@ -140,7 +140,10 @@ def tag_with_clip(project: Project, *, clip_model: str | None = None, top_k: int
         text = embed_texts_cached(project, emb, [template.format(c) for c in concepts])
         if current_executor().is_ray:  # one Ray job for every image; the parts below then read the cache
             cache_images(project, emb, [r["sha256"] for r in todo], files=image_files(db))
+        bar = task("tagging (clip)", len(todo), progress=progress)
         for start in range(0, len(todo), 256):
+            if start:
+                bar.advance(256)
             part = todo[start:start + 256]
             img = embed_images_cached(project, emb, [r["sha256"] for r in part], files=image_files(db))
             logits = 100.0 * img @ text.T
@@ -160,6 +163,8 @@ def tag_with_clip(project: Project, *, clip_model: str | None = None, top_k: int
                                                     pk=("sha256", "tag", "source"))
                             n_tags += 1
                     _mark(db, row["sha256"], source, "done")
+        bar.update(done=len(todo))
+        bar.close()
     summary = {"method": "clip", "model": emb.identity, "images": len(todo), "done": len(todo), "failed": 0,
                "tags": n_tags, **_note(db, source, todo, overwrite)}
     finish_run(db, run, summary)

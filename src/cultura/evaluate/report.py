@@ -37,6 +37,7 @@ from ..benchmark.store import benchmark_report
 from ..curate.images import image_count
 from ..errors import CulturaError
 from ..files import refuse_existing, write_atomic
+from ..progress import Progress, task, track
 from ..templates import render_template
 from ..view.links import view_page
 from ..models.tiny import is_random_init
@@ -69,7 +70,7 @@ def _label_benchmarks(rows: list[dict]) -> list[dict]:
     return out
 
 
-def build_report(project: Project, *, results: list[dict] | None = None) -> dict:
+def build_report(project: Project, *, results: list[dict] | None = None, progress: Progress = None) -> dict:
     """Render every section from the latest results; returns ``{"sections", "runs", "meta"}``."""
     sections_by_suite = {name: suite.section for name, suite in load_suites().items() if suite.section}
     results = load_results(project) if results is None else results
@@ -82,7 +83,7 @@ def build_report(project: Project, *, results: list[dict] | None = None) -> dict
         [s for s in by_suite if s not in sections_by_suite and s not in first]
     sections = []
     figures: list[dict] = []
-    for suite in order:
+    for suite in track(order, "report: sections", progress=progress):
         rows = _label_benchmarks(by_suite[suite])
         render = sections_by_suite.get(suite)
         with collect_figures(suite, figures):
@@ -286,7 +287,7 @@ def select_results(results: list[dict], *, models=None, suites=None, benchmarks=
 
 
 def write_report(project: Project, out: str | Path | None = None, *, models=None, suites=None,
-                 benchmarks=None, overwrite: bool = False) -> dict[str, Path]:
+                 benchmarks=None, overwrite: bool = False, progress: Progress = None) -> dict[str, Path]:
     """Write ``OUT.html``, ``OUT.md`` and ``OUT_csv/*.csv`` (default ``reports/evaluation.html``); returns the
     paths. ``models`` / ``suites`` / ``benchmarks``: only these (see :func:`select_results`). Raises when there
     are no results yet. A named ``out`` whose HTML or Markdown file exists is refused unless ``overwrite`` (the
@@ -304,7 +305,13 @@ def write_report(project: Project, out: str | Path | None = None, *, models=None
         raise CulturaError("No evaluation results yet. Run 'cultura evaluate run --model fake --suite all' (or "
                            "a real model) first.")
     results = select_results(results, models=models, suites=suites, benchmarks=benchmarks)
-    report = build_report(project, results=results)
+    report = build_report(project, results=results, progress=progress)
+    with task("report: writing files", progress=progress):
+        return _write_files(report, out, md)
+
+
+def _write_files(report: dict, out: Path, md: Path) -> dict[str, Path]:
+    """The report's files: HTML, Markdown, the CSV and LaTeX tables and the figures."""
     out.parent.mkdir(parents=True, exist_ok=True)
     csv_dir = out.with_name(out.stem + "_csv")
     csv_dir.mkdir(exist_ok=True)

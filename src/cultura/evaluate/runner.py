@@ -30,7 +30,7 @@ from ..bounds import BATCH_SIZE, COUNT, OutOfRange
 from ..errors import CulturaError
 from ..files import refuse_existing
 from ..executor import use_executor
-from ..progress import Progress
+from ..progress import Progress, task
 from ..models.embedders import get_embedder
 from ..redact import scrub, scrub_obj
 from .data import resolve_benchmark
@@ -134,9 +134,12 @@ def _run_evaluation(project: Project, models, suites, *, benchmark, batch_size, 
     records: list[RunRecord] = []
     kw = {k: v for k, v in (("batch_size", batch_size), ("device", device), ("progress", progress))
           if v is not None}
+    # a bar of its own for the suites' work after the embedding bars (metrics, bootstraps, stores)
+    bar = task("evaluating (model × suite)", len(models) * len(chosen), progress=progress)
     for spec in models:
         embedder, error = None, None
         for suite in chosen:
+            bar.update(done=len(records), suite=suite.name)
             opts = _suite_options(options, suite.name)
             if suite.model_kind == "llm" and isinstance(spec, str) and not expanded:
                 # a suite of language models named on the command line: --model is the LLM
@@ -161,6 +164,8 @@ def _run_evaluation(project: Project, models, suites, *, benchmark, batch_size, 
                                      from_all=expanded, extra_params={k: v for k, v in kw.items()
                                                                       if k != "progress"},
                                      log_samples=log_samples, limit=limit))
+    bar.update(done=len(models) * len(chosen))
+    bar.close()
     return records
 
 

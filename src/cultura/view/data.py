@@ -123,6 +123,50 @@ def clusters(db) -> list[dict]:
     return out
 
 
+def duplicate_sets(db) -> list[dict]:
+    """The duplicate sets as the dedup review shows them: live clusters that share a member (the pHash and the
+    dHash cluster of the same copies, say) merged into one set, oldest cluster first. Each set keeps the fields
+    of its oldest cluster (``id``, ``representative``, ``status``: open while any of its clusters is), with
+    ``cluster_ids`` and ``methods`` of every cluster merged and the union of their members (a member's distance
+    and decision from the first cluster listing it)."""
+    rows = clusters(db)
+    parent = {c["id"]: c["id"] for c in rows}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    first_with: dict[str, int] = {}
+    for c in rows:
+        for m in c["members"]:
+            if m["sha256"] in first_with:
+                a, b = find(first_with[m["sha256"]]), find(c["id"])
+                parent[max(a, b)] = min(a, b)
+            else:
+                first_with[m["sha256"]] = c["id"]
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for c in rows:
+        groups[find(c["id"])].append(c)
+    out = []
+    for root in sorted(groups):
+        parts = groups[root]
+        head = dict(parts[0])
+        seen = {m["sha256"] for m in head["members"]}
+        members = list(head["members"])
+        for c in parts[1:]:
+            for m in c["members"]:
+                if m["sha256"] not in seen:
+                    seen.add(m["sha256"])
+                    members.append({**m, "representative": False})
+        head.update(members=members, size=len(members), cluster_ids=[c["id"] for c in parts],
+                    methods=sorted({c["method"] for c in parts}),
+                    status="open" if any(c["status"] == "open" for c in parts) else head["status"])
+        out.append(head)
+    return out
+
+
 def flags(db) -> list[dict]:
     """Culture-conflict (and other) flags that are not superseded: the cultures involved (concept × country
     pairs), the evidence, the status, who resolved it, and every current decision about the image."""
@@ -205,5 +249,9 @@ def annotation_items(db) -> list[dict]:
             or ([sha] if sha else [])
         out.append({"id": iid, "item_key": key, "kind": kind, "campaign": campaign, "country": cc,
                     "cluster_id": cl, "concept": p.get("concept"), "images": shas, "answers": first,
-                    "adjudications": adjudicated, "disagree": disagree, "decision": decision})
+                    "adjudications": adjudicated, "disagree": disagree, "decision": decision,
+                    "state": "adjudicated" if adjudicated or (decision and decision["rule"] == "adjudicated")
+                    else "open disagreement"})
+    # grouped as the filters ask: by kind, campaign and country, then the item
+    out.sort(key=lambda it: (it["kind"] or "", it["campaign"] or "", it["country"] or "", it["item_key"]))
     return out

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..bounds import Bound
 from ..files import sweep_temp, write_atomic
+from ..progress import Progress, task
 from ..templates import render_template
 from . import data
 from .links import anchor
@@ -80,7 +81,7 @@ class _Site:
         self.names = data.concept_names(db)
         self.countries = {c.code: c.name for c in project.countries}
         self.failed: dict[str, str] = {}
-        self.clusters = data.clusters(db)
+        self.clusters = data.duplicate_sets(db)
         self.flags = data.flags(db)
         self.see: dict[str, list[tuple[str, str]]] = {}  # sha256 → (text, go.html#anchor): where else it shows
         for c in self.clusters:
@@ -111,7 +112,9 @@ class _Site:
             name = f"{prefix}-{n}.html"
             for r in chunk:
                 if ids:
-                    self.ids[ids(r)] = name
+                    keys = ids(r)
+                    for key in [keys] if isinstance(keys, str) else keys:
+                        self.ids[key] = name
             self.page(name, template, title, rows=chunk, pager=_pager(prefix, n, len(chunks)), **ctx)
         return len(chunks)
 
@@ -123,7 +126,7 @@ def _copy_assets(out: Path, stats: dict) -> None:
 
 
 def build_view(project: Project, *, overwrite: bool = False, page_size: int = PAGE_SIZE,
-               workers: int | None = None) -> dict:
+               workers: int | None = None, progress: Progress = None) -> dict:
     """Write (or update) the static view in ``reports/view/``. Returns counts: images, thumbnails made /
     cached / failed, pages written / unchanged / removed, clusters, flags, benchmarks, trials, annotation
     items, the seconds taken and the path of ``index.html``.
@@ -134,15 +137,18 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
     out = view_dir(project)
     out.mkdir(parents=True, exist_ok=True)
     sweep_temp(out, recursive=True)  # a run killed mid-write (or an older cultura's failed write) left these
-    site = _Site(project, out, page_size)
+    with task("view: reading the project", progress=progress) as bar:
+        site = _Site(project, out, page_size)
+        bar.advance()
     db = project.db
     st = site.stats
     _copy_assets(out, st)
     site.written.update(ASSETS)
 
     thumbs = ensure_thumbnails(out, [(sha, project.blob_path(im["path"])) for sha, im in site.images.items()],
-                               overwrite=overwrite, workers=workers)
+                               overwrite=overwrite, workers=workers, progress=progress)
     site.failed = thumbs["failed"]
+    bar = task("view: pages", 6, progress=progress)  # one step per section: the pool, sets, flags …
 
     # the pool: country × concept
     cells = data.pool_cells(db)
@@ -172,20 +178,26 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
         grid.append(row)
     site.page("pool.html", "pool.html.j2", "Image pool by country × concept", grid=grid, countries=countries,
               country_names=site.countries)
+    bar.advance()
 
+    # the sets as the dedup review merges them: clusters sharing a copy (pHash and dHash of the same copies)
+    # shown once; every merged cluster's address leads to its set
     clusters = site.clusters
     for c in clusters:
         c["anchor"] = anchor("cluster", c["id"])
+        c["anchors"] = [anchor("cluster", x) for x in c["cluster_ids"]]
         for m in c["members"]:
             m["image"] = site.img(m["sha256"])
     n_dup_pages = site.paged("dups", "dups.html.j2", "Duplicate sets", clusters,
-                             ids=lambda c: c["anchor"])
+                             ids=lambda c: c["anchors"])
+    bar.advance()
 
     flags = site.flags
     for f in flags:
         f["image"], f["anchor"] = site.img(f["sha256"]), anchor("flag", f["sha256"])
     n_flag_pages = site.paged("flags", "flags.html.j2", "Culture-conflict flags", flags,
                               ids=lambda f: f["anchor"])
+    bar.advance()
 
     benches, n_trials = [], 0
     for b in data.benchmarks(db):
@@ -208,12 +220,21 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
         site.written.add(f"{prefix}-index.js")
         benches.append({**b, "href": f"{prefix}-1.html", "trials": len(trials)})
     site.page("benchmarks.html", "benchmarks.html.j2", "Benchmarks", benches=benches)
+    bar.advance()
 
     items = data.annotation_items(db)
     for it in items:
         it["imgs"], it["anchor"] = [site.img(s) for s in it["images"]], anchor("item", it["item_key"])
+    fields = ("kind", "campaign", "country", "state")
+    filters = {f: sorted({str(it[f]) for it in items if it[f]}) for f in fields}
     n_ann_pages = site.paged("annotations", "annotations.html.j2", "Annotator disagreements and adjudications",
-                             items, ids=lambda it: it["anchor"])
+                             items, ids=lambda it: it["anchor"], filters=filters)
+    # which page holds which item: the filters name every page with a match
+    _write(out / "annotations-index.js", "window.CULTURA_ITEMS = " + json.dumps(
+        [{"page": site.ids[it["anchor"]], **{f: str(it[f] or "") for f in fields}} for it in items],
+        ensure_ascii=False) + ";\n", st)
+    site.written.add("annotations-index.js")
+    bar.advance()
 
     n_in = sum(1 for im in site.images.values() if im["pool"] == "in")
     counts = {"images": len(site.images), "in_pool": n_in, "out_of_pool": len(site.images) - n_in,
@@ -227,6 +248,8 @@ def build_view(project: Project, *, overwrite: bool = False, page_size: int = PA
     _write(out / "ids.js", "window.CULTURA_IDS = " + json.dumps(site.ids, sort_keys=True) + ";\n", st)
     site.page("go.html", "go.html.j2", "Finding…")
     site.written.update(("ids.js",))
+    bar.advance()
+    bar.close()
 
     manifest_path = out / MANIFEST
     old = set(json.loads(manifest_path.read_text("utf-8")).get("files", [])) if manifest_path.exists() else set()

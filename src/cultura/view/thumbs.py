@@ -19,6 +19,7 @@ from PIL import Image
 
 from .. import pixels
 from ..files import write_atomic
+from ..progress import Progress, task
 
 #: The longest side of a thumbnail, in pixels.
 SIZE = 192
@@ -44,7 +45,7 @@ def make_thumbnail(src: Path, dest: Path, size: int = SIZE) -> None:
 
 
 def ensure_thumbnails(root: Path, items: list[tuple[str, Path]], *, overwrite: bool = False,
-                      workers: int | None = None) -> dict:
+                      workers: int | None = None, progress: Progress = None) -> dict:
     """Make the missing thumbnails of ``items`` (sha256, source file) under ``root``.
 
     Returns ``{"made": n, "cached": n, "failed": {sha256: reason}}``. Thumbnails drawn by another
@@ -76,10 +77,12 @@ def ensure_thumbnails(root: Path, items: list[tuple[str, Path]], *, overwrite: b
 
     workers = workers or min(8, (os.cpu_count() or 2))
     if todo:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        with ThreadPoolExecutor(max_workers=workers) as pool, \
+                task("view: thumbnails", len(todo), progress=progress) as bar:
             for sha, err in pool.map(one, todo):
                 if err:
                     failed[sha] = err
+                bar.advance()
     if not current:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(VERSION, encoding="utf-8")

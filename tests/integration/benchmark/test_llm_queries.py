@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from cultura.cli import cli
 from cultura.curate.benchmark_queries import (QueryError, build_mention_queries, build_queries, build_short_queries,
                                           cue_patterns, language_forms, list_queries, set_query, validate_text)
+from cultura.curate.cues import mention_table
 from tests.fakes.openai_stub import last_user_message
 from tests.fakes.world import make_world
 
@@ -79,7 +80,7 @@ def test_llm_variants(project, openai_stub):
     assert rows[("bus", "JP", "casual")]["status"] == "ok"
 
 
-def test_short_mention_queries_by_llm_and_pattern_validated_editable_and_by_cli(project, openai_stub):
+def test_short_mention_queries_by_llm_and_pattern_validated_editable_and_by_cli(project, openai_stub, monkeypatch):
     make_world(project, concepts=("bus", "temple"), per_cell=0)
     openai_stub.responder = responder
     res = build_mention_queries(project)
@@ -99,9 +100,18 @@ def test_short_mention_queries_by_llm_and_pattern_validated_editable_and_by_cli(
     build_mention_queries(project, overwrite=True)
     rows = {(r["concept"], r["country"], r["variant"]): r for r in list_queries(project)}
     assert rows[("bus", "TH", "mention_DE")]["source"] == "manual"
-    # pattern method: Thai/Japanese/English have a pattern, German does not (counted, not guessed)
+    # pattern method: Thai/Japanese/English/German have a pattern; a language without one (German's taken away
+    # here) is counted, not guessed
     project.db.execute("DELETE FROM benchmark_queries WHERE variant LIKE 'mention_%'")
     project.db.conn.commit()
+    res = build_mention_queries(project, method="pattern", countries=["DE"], descriptors=["US", "JP", "TH"])
+    assert res["ok"] == 2 * 3 and res["invalid"] == 0
+    assert {r["text"] for r in list_queries(project, concept="bus", country="DE")
+            if r["variant"].startswith("mention_")} == {"bus-de aus Japan", "bus-de aus Thailand",
+                                                        "bus-de aus den Vereinigten Staaten"}
+    project.db.execute("DELETE FROM benchmark_queries WHERE variant LIKE 'mention_%'")
+    project.db.conn.commit()
+    monkeypatch.delitem(mention_table()["mention"], "de")
     res = build_mention_queries(project, method="pattern")
     assert res["no_pattern"] == 2 * 3 and res["ok"] == 2 * 3 * 3 and res["invalid"] == 0
     rows = {(r["concept"], r["country"], r["variant"]): r for r in list_queries(project)}

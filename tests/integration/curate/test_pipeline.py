@@ -21,9 +21,9 @@ def test_counts_and_reasons(curated):
     root, r = curated
     cells = len(CONCEPTS) * len(COUNTRIES)
     assert r["queries"]["total"] == cells + len(CONCEPTS) * 3          # English for all, native for DE/JP/TH
-    assert r["search_urls"] == {"rows": cells * PER_CELL + 8, "rejected": 0, "queries": cells,
-                                "skipped_queries": 0, "results": cells * PER_CELL + 8}
-    assert r["search_folder"] == {"files": 2, "rejected": 0, "queries": 1, "results": 2}
+    assert r["search_urls"] == {"rows": cells * PER_CELL + 8, "stored": cells * PER_CELL + 8, "rejected": 0,
+                                "queries": cells, "skipped_queries": 0, "results": cells * PER_CELL + 8}
+    assert r["search_folder"] == {"rows": 2, "stored": 2, "files": 2, "rejected": 0, "queries": 1, "results": 2}
     d = r["download"]
     # 80 world images + 4 planted copies + 2 folder files; the cross-country URL is one candidate
     assert d["by_status"] == {"downloaded": 86, "failed": 3}

@@ -125,7 +125,7 @@ def test_canary_secrets_through_every_stage(tmp_path, canary_env, monkeypatch):
     generate_concepts(project, n=2)
     from tests.fakes.world import mention_queries
 
-    mention_queries(project)   # German has no mention pattern: set by hand, as a person would
+    mention_queries(project)   # the short descriptor queries set by hand, as a person would
     from cultura.curate.cultures_decide import list_flags, resolve_flags
 
     for f in list_flags(project.db):  # a person decides the photos found for several cultures: all stay

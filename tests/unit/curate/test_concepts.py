@@ -39,6 +39,21 @@ def test_remove_is_a_status(project):
         C.remove_concept(project, "buss")
 
 
+def test_remove_many_by_name_or_file_checks_every_name_first(project, tmp_path):
+    C.add_concepts(project, ["bus", "kite", "temple", "food", "wedding"])
+    run = CliRunner()
+    out = run.invoke(cli, ["--project", str(project.root), "concepts", "remove", "kite", "templ", "busz"])
+    assert out.exit_code != 0 and "Unknown: 'templ', 'busz'; nothing was removed" in out.output
+    assert len(C.list_concepts(project)) == 5
+    (tmp_path / "drop.txt").write_text("# too rare\nfood\n\nwedding\n", encoding="utf-8")
+    out = run.invoke(cli, ["--project", str(project.root), "concepts", "remove", "kite", "Temple", "--from",
+                           str(tmp_path / "drop.txt"), "--reason", "too rare", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output) == {"removed": 4, "already_removed": 0}
+    assert [r["name"] for r in C.list_concepts(project)] == ["bus"]
+    assert C.remove_concepts(project, ["kite", "food"])["already_removed"] == 2
+
+
 def test_missing_key_is_a_clear_error(project, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY_FILE", raising=False)

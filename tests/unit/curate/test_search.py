@@ -50,7 +50,7 @@ def test_ddgs_stores_every_field_and_rank_and_resumes(queried):
     sleeps = []
     prov = DDGSProvider(client_factory=lambda: fake, sleep=sleeps.append)
     res = search_images(queried, provider=prov, per_query=2, progress=False)
-    assert res == {"queries": 7, "done": 7, "failed": 0, "results": 14}
+    assert res == {"queries": 7, "done": 7, "failed": 0, "rows": 14, "stored": 14, "rejected": 0, "results": 14}
     q, kw = fake.calls[1]
     assert kw["region"] == "jp-jp" and kw["safesearch"] == "moderate" and kw["max_results"] == 2
     row = next(queried.db["search_results"].rows_where("rank = 2"))
@@ -74,13 +74,19 @@ def test_ddgs_ratelimit_backoff_then_give_up_as_a_row(queried):
     assert len(fake.calls) == 9  # two rate-limited attempts, then success
     assert len(sleeps) >= 2 and all(s >= 0 for s in sleeps)
 
-    # every attempt rate-limited -> a failed row with the reason; rerun retries it
+    # every attempt rate-limited -> a failed row with the reason; five in a row, none answered, and the search
+    # stops with one sentence instead of failing the rest one at a time; a rerun retries them
     queried.config.search.max_attempts = 2
     fake2 = FakeDDGS(ratelimits=10**6)
-    search_images(queried, provider=DDGSProvider(client_factory=lambda: fake2, sleep=lambda s: None),
-                  per_query=2, refresh=True, progress=False)
+    with pytest.raises(CulturaError, match=r"the last 5 queries to ddgs all failed \(ratelimited.*2 left.*rerun"):
+        search_images(queried, provider=DDGSProvider(client_factory=lambda: fake2, sleep=lambda s: None),
+                      per_query=2, refresh=True, progress=False)
+    assert len(fake2.calls) == 10
     failed = list(queried.db["searches"].rows_where("status = 'failed'"))
-    assert len(failed) == 7 and failed[0]["error"].startswith("ratelimited")
+    assert len(failed) == 5 and failed[0]["error"].startswith("ratelimited")
+    res = search_images(queried, provider=DDGSProvider(client_factory=lambda: FakeDDGS(), sleep=lambda s: None),
+                        per_query=2, progress=False)
+    assert res["queries"] == 5 and res["done"] == 5
 
 
 def test_ddgs_other_errors_are_rows(queried):
@@ -120,7 +126,7 @@ def test_urls_provider_keeps_bad_rows_with_reasons(project, tmp_path):
     ]
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
     res = search_images(project, provider=f"urls:{f}", progress=False)
-    assert res == {"rows": 7, "rejected": 4, "queries": 2, "skipped_queries": 0, "results": 3}
+    assert res == {"rows": 7, "stored": 3, "rejected": 4, "queries": 2, "skipped_queries": 0, "results": 3}
     reasons = sorted(r["reason"] for r in project.db["ingest_rejects"].rows)
     assert reasons[0] == "country FR is not a project country (DE, JP, TH, US)"
     assert "url is not http(s)" in reasons and "missing url" in reasons
@@ -157,7 +163,7 @@ def test_folder_provider(project, tmp_path):
     (root / "JP" / "street_food" / "notes.txt").write_text("x")
     (root / "XX" / "bus").mkdir(parents=True)
     res = search_images(project, provider=f"folder:{root}", progress=False)
-    assert res == {"files": 1, "rejected": 2, "queries": 1, "results": 1}
+    assert res == {"rows": 3, "stored": 1, "files": 1, "rejected": 2, "queries": 1, "results": 1}
     cand = next(project.db["candidates"].rows)
     assert cand["url"].startswith("file://") and cand["status"] == "pending"
     assert "street food" in {r["name"] for r in C.list_concepts(project)}
@@ -172,7 +178,7 @@ def test_img2dataset_ingest(project, tmp_path):
     (shard / "000000001.json").write_text(json.dumps({"url": "https://x.example/b.jpg", "key": "000000001",
                                                       "status": "failed_to_download", "error_message": "404"}))
     res = ingest_img2dataset(project, tmp_path / "out")
-    assert res == {"samples": 2, "rejected": 1, "results": 1}
+    assert res == {"samples": 2, "rows": 2, "stored": 1, "rejected": 1, "results": 1}
     sr = next(project.db["search_results"].rows)
     assert sr["url"] == "https://x.example/a.jpg"
     assert next(project.db["ingest_rejects"].rows)["reason"] == "img2dataset: 404"

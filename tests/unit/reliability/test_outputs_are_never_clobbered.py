@@ -27,6 +27,7 @@ OUTPUTS = {("annotate export-labels", "out"), ("evaluate samples", "output"), ("
            ("social synthetic-portraits", "directory"), ("init", "directory"), ("export", "directory")}
 #: Paths a command reads (without click's own existence check: the command says what is missing itself).
 INPUTS = {("annotate push", "source"), ("annotate import-labels", "file"), ("concepts set-term", "source"),
+          ("concepts remove", "source"), ("build set-query", "source"),
           ("evaluate models", "cache_dir"), ("images ingest", "directory")}
 REFUSED = "already exists: choose another file, or overwrite it."
 

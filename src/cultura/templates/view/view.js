@@ -1,4 +1,5 @@
-/* cultura view: filters and role toggle on trial pages, id look-up on go.html. No network, no libraries. */
+/* cultura view: filters on trial and disagreement pages, the role toggle, id look-up on go.html. No network, no
+   libraries. */
 (function () {
   "use strict";
   var body = document.body;
@@ -20,29 +21,37 @@
   var params = new URLSearchParams(location.search);
   var selects = form.querySelectorAll("select");
   var toggle = document.getElementById("toggle-roles");
+  var noun = form.dataset.noun || "trials";
   function setRoles(on) {
+    if (!toggle) { return; }
     body.classList.toggle("show-roles", on);
     toggle.textContent = on ? "hide roles" : "show roles";
+  }
+  // a section matches when each chosen filter but role equals its data-<name>; role picks candidates
+  function matchesAll(data, f) {
+    return Object.keys(f).every(function (k) { return k === "role" || !f[k] || data[k] === f[k]; });
   }
   function apply() {
     var f = {};
     selects.forEach(function (s) { f[s.name] = s.value; });
     var shown = 0;
-    document.querySelectorAll("section.trial").forEach(function (t) {
-      var ok = (!f.country || t.dataset.country === f.country) && (!f.concept || t.dataset.concept === f.concept);
+    document.querySelectorAll("section.trial, section.item").forEach(function (t) {
+      var ok = matchesAll(t.dataset, f);
       var cands = t.querySelectorAll("li.cand");
-      var any = false;
-      cands.forEach(function (c) {
-        var hit = !f.role || c.dataset.role === f.role;
-        c.classList.toggle("role-hidden", !hit);
-        any = any || hit;
-      });
-      ok = ok && any;
+      if (cands.length) {
+        var any = false;
+        cands.forEach(function (c) {
+          var hit = !f.role || c.dataset.role === f.role;
+          c.classList.toggle("role-hidden", !hit);
+          any = any || hit;
+        });
+        ok = ok && any;
+      }
       t.hidden = !ok;
       if (ok) { shown += 1; }
     });
     if (f.role) { setRoles(true); }
-    document.getElementById("shown").textContent = shown + " trials on this page match";
+    document.getElementById("shown").textContent = shown + " " + noun + " on this page match";
     var q = new URLSearchParams();
     Object.keys(f).forEach(function (k) { if (f[k]) { q.set(k, f[k]); } });
     var qs = q.toString();
@@ -50,15 +59,22 @@
       a.href = a.getAttribute("href").split("?")[0] + (qs ? "?" + qs : "");
     });
     var matches = document.getElementById("matches");
-    if (matches && window.CULTURA_TRIALS && (f.country || f.concept)) {
+    // the whole listing's index: trials as [page, country, concept], items as {page, kind, campaign, …}
+    var index = null;
+    if (window.CULTURA_TRIALS && (f.country || f.concept)) {
+      index = window.CULTURA_TRIALS.map(function (t) { return {page: t[0], country: t[1], concept: t[2]}; });
+    } else if (window.CULTURA_ITEMS && Object.keys(f).some(function (k) { return f[k]; })) {
+      index = window.CULTURA_ITEMS;
+    }
+    if (matches && index) {
       var pages = [], total = 0;
-      window.CULTURA_TRIALS.forEach(function (t) {
-        if ((!f.country || t[1] === f.country) && (!f.concept || t[2] === f.concept)) {
+      index.forEach(function (t) {
+        if (matchesAll(t, f)) {
           total += 1;
-          if (pages.indexOf(t[0]) < 0) { pages.push(t[0]); }
+          if (pages.indexOf(t.page) < 0) { pages.push(t.page); }
         }
       });
-      matches.textContent = total + " trials in this benchmark match, on " + pages.length + " page(s): ";
+      matches.textContent = total + " " + noun + " in all match, on " + pages.length + " page(s): ";
       pages.forEach(function (pg) {
         var a = document.createElement("a");
         a.href = pg + (qs ? "?" + qs : "");
@@ -79,6 +95,8 @@
     if (v !== null) { s.value = v; }
     s.addEventListener("change", apply);
   });
-  toggle.addEventListener("click", function () { setRoles(!body.classList.contains("show-roles")); });
+  if (toggle) {
+    toggle.addEventListener("click", function () { setRoles(!body.classList.contains("show-roles")); });
+  }
   apply();
 }());

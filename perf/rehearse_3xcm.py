@@ -1,0 +1,233 @@
+"""A 3XCM-sized rehearsal: a 16-country project (the ``3xcm`` preset) built from generated images through the
+command line, each stage a process of its own, and what each stage cost.
+
+The images are drawn here (each one distinct: a colour field with a pattern seeded by its index), served by a
+local HTTP server in a process of its own and listed in a ``urls:`` file, one row per image with the concept,
+the country and the project's English query text. The stages: init, concepts (the preset loaded, then all but
+``--concepts`` removed with one ``concepts remove --from``), native terms (``set-term --from``; the
+English-speaking countries take the concept's name), search (the ``urls:`` list: rows in = stored + rejected is
+checked), download, dedup, ratings imported for the culture questions of look-alike images (when there are
+any), the association and descriptor builds (every language's short descriptor query from
+its pattern), export, evaluation with the fake embedder, the report, the view (cold, then warm) and status.
+Annotation is left out (``annotate simulate`` belongs to the Label Studio rehearsal).
+
+For each stage it prints wall time, CPU time (the stage's process and its children, plus the image server's),
+peak resident memory of the stage's process tree, and the cost per image. ``--json`` prints the same as JSON.
+
+    python perf/rehearse_3xcm.py --images 12000 --concepts 40 --workdir /tmp/rehearsal
+    python perf/rehearse_3xcm.py --images 64 --concepts 2 --json      # the tiny run CI makes
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PYTHON = sys.executable
+PRESET = "3xcm"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a live process, from /proc (0 where /proc is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Stages:
+    """Runs ``cultura --project P …`` as a child process per stage and records its cost."""
+
+    def __init__(self, project: Path, n_images: int, server_pid: int | None, *, say=print):
+        self.project, self.n, self.server_pid, self.say = project, n_images, server_pid, say
+        self.rows: list[dict] = []
+
+    def __call__(self, stage: str, *args, json_out: bool = True, project: bool = True):
+        argv = [PYTHON, "-m", "cultura", *(["--project", str(self.project)] if project else []), *map(str, args),
+                *(["--json"] if json_out else [])]
+        srv0 = _proc_cpu(self.server_pid) if self.server_pid else 0.0
+        t0 = time.monotonic()
+        with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
+            proc = subprocess.Popen(argv, stdout=fo, stderr=fe, text=True, env={**os.environ, "COLUMNS": "200"})
+            # wait4's usage is the child's and that of every descendant it waited for (loaders, workers)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.monotonic() - t0
+            fo.seek(0)
+            fe.seek(0)
+            out, err = fo.read(), fe.read()
+        srv = (_proc_cpu(self.server_pid) - srv0) if self.server_pid else 0.0
+        if proc.returncode != 0:
+            raise SystemExit(f"stage {stage!r} failed (exit {proc.returncode}): {' '.join(argv[3:])}\n{out}\n{err}")
+        cpu = usage.ru_utime + usage.ru_stime + srv
+        peak = round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
+        row = {"stage": stage, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_mb": peak,
+               "ms_per_image": round(1000 * wall / max(self.n, 1), 3)}
+        self.rows.append(row)
+        self.say(f"  {stage:<22} wall {wall:7.2f} s  cpu {cpu:7.2f} s  peak {peak:7.0f} MB  "
+                 f"{row['ms_per_image']:8.3f} ms/image")
+        if not json_out:
+            return out
+        start = min((i for i in (out.find("{"), out.find("[")) if i >= 0), default=0)
+        return json.loads(out[start:])
+
+
+def draw_images(www: Path, n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct small JPEG files in ``www`` (a colour field and a seeded pattern each); their names."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(seed)
+    www.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i in range(n):
+        img = Image.new("RGB", (96, 96), (rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+        d = ImageDraw.Draw(img)
+        for _ in range(6):  # shapes at seeded places: no two images share a perceptual hash by chance
+            x, y = rng.randrange(80), rng.randrange(80)
+            d.rectangle([x, y, x + rng.randrange(8, 40), y + rng.randrange(8, 40)],
+                        fill=(rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+        name = f"img-{i:06d}.jpg"
+        img.save(www / name, quality=85)
+        names.append(name)
+    return names
+
+
+def _preset_concepts() -> list[str]:
+    import csv
+    from importlib import resources
+
+    text = resources.files("cultura.data").joinpath("concepts_3xcm.csv").read_text("utf-8")
+    return [r["concept"] if "concept" in r else next(iter(r.values())) for r in csv.DictReader(text.splitlines())]
+
+
+def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = True, say=print) -> dict:
+    from cultura.countries import registry
+
+    reg = registry()
+    codes = reg.presets[PRESET]["countries"]
+    countries = [reg.countries[c] for c in codes]
+    www, proj = workdir / "www", workdir / "project"
+    say(f"• drawing {n_images} images in {www}")
+    names = draw_images(www, n_images)
+    port = _free_port()
+    server = subprocess.Popen([PYTHON, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+                               str(www)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        run = Stages(proj, n_images, server.pid, say=say)
+        say(f"• serving them at http://127.0.0.1:{port}/; the stages:")
+        run("init", "init", proj, "--preset", PRESET, "--name", "rehearsal", project=False)
+        cfg = proj / "cultura.toml"
+        cfg.write_text(cfg.read_text(encoding="utf-8").replace(
+            "allow_hosts = []", f'allow_hosts = ["127.0.0.1:{port}"]'), encoding="utf-8")
+        run("concepts load", "concepts", "load", "--preset", PRESET)
+        listed = [r["name"] for r in run("concepts list", "concepts", "list")]
+        keep = sorted(listed)[:n_concepts]
+        (workdir / "drop.txt").write_text("\n".join(n for n in listed if n not in keep) + "\n", encoding="utf-8")
+        run("concepts remove", "concepts", "remove", "--from", workdir / "drop.txt", "--reason", "rehearsal scope")
+        (workdir / "terms.tsv").write_text("concept\tcountry\tterm\n" + "".join(
+            f"{k}\t{c.code}\t{k}-{c.code.lower()}\n" for k in keep for c in countries if c.language != "en"),
+            encoding="utf-8")
+        run("concepts set-term", "concepts", "set-term", "--from", workdir / "terms.tsv")
+        # one row per image: concept × country cells in turn, ranked within their query
+        rows, rank = [], {}
+        for i, name in enumerate(names):
+            k, c = keep[i % len(keep)], countries[(i // len(keep)) % len(countries)]
+            rank[(k, c.code)] = rank.get((k, c.code), 0) + 1
+            rows.append({"url": f"http://127.0.0.1:{port}/{name}", "concept": k, "country": c.code,
+                         "language": "en", "query": f"{k} {c.name}", "rank": rank[(k, c.code)]})
+        urls = workdir / "urls.jsonl"
+        urls.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        search = run("images search", "images", "search", "--provider", f"urls:{urls}")
+        accounted = search["rows"] == search["stored"] + search["rejected"] == len(rows)
+        download = run("images download", "images", "download")
+        run("images dedup", "images", "dedup")
+        # drawn images that look alike across countries are culture questions: ratings decide them, here
+        # imported for every country of each (as a relevance campaign's would)
+        flags = run("images flags", "images", "flags")
+        if flags:
+            ratings = workdir / "ratings.csv"
+            ratings.write_text("sha256,country,score\n" + "".join(
+                f"{f['sha256']},{cc},4\n" for f in flags for cc in f["countries"]), encoding="utf-8")
+            run("import ratings", "import", "ratings", ratings)
+        loose = ["--allow-unreviewed", "--allow-unrated"]  # no annotation in this rehearsal
+        assoc = run("build association", "build", "association", *loose)
+        desc = run("build descriptor", "build", "descriptor", *loose)
+        run("export", "export", workdir / "export", "--format", "jsonl")
+        evals = run("evaluate run", "evaluate", "run", "--model", "fake", "--suite", "prevalence,association,descriptor",
+                    "--option", "n_resamples=200")
+        if report:  # the figures dominate a tiny run's time; a CI run may leave them out
+            run("evaluate report", "evaluate", "report")
+        run("view (cold)", "view", json_out=False)
+        run("view (warm)", "view", json_out=False)
+        run("status", "status")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    descriptor_countries = sorted({it["query_country"] for it in _jsonl(workdir / "export" / "items.jsonl")
+                                   if it.get("descriptor_country")})
+    return {"images": n_images, "concepts": len(keep), "countries": len(countries), "stages": run.rows,
+            "culture_questions": len(flags),
+            "search": search, "rows_accounted": accounted, "downloaded": download.get("new_images"),
+            "association_trials": assoc["n_items"], "descriptor_trials": desc["n_items"],
+            "descriptor_query_countries": descriptor_countries,
+            "evaluations": [{"suite": r["suite"], "status": r["status"]} for r in evals],
+            "total_wall_s": round(sum(r["wall_s"] for r in run.rows), 2)}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--images", type=int, default=12_000, help="How many images (default 12000).")
+    ap.add_argument("--concepts", type=int, default=40, help="How many concepts of the preset (default 40).")
+    ap.add_argument("--workdir", type=Path, help="Where to build (default: a temporary folder, removed after).")
+    ap.add_argument("--no-report", action="store_true", help="Leave out 'evaluate report' (its figures).")
+    ap.add_argument("--json", action="store_true", help="Print the result as JSON (stages on stderr).")
+    a = ap.parse_args(argv)
+    work = a.workdir or Path(tempfile.mkdtemp(prefix="rehearse-3xcm-"))
+    work.mkdir(parents=True, exist_ok=True)
+    say = (lambda s: print(s, file=sys.stderr)) if a.json else print
+    try:
+        res = rehearse(work, a.images, a.concepts, report=not a.no_report, say=say)
+    finally:
+        if a.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        print(json.dumps(res, indent=2, ensure_ascii=False))
+    else:
+        s = res["search"]
+        print(f"rows in {s['rows']} = stored {s['stored']} + rejected {s['rejected']}: "
+              f"{'yes' if res['rows_accounted'] else 'NO'}; downloaded {res['downloaded']}; association "
+              f"{res['association_trials']} trials; descriptor {res['descriptor_trials']} trials over "
+              f"{len(res['descriptor_query_countries'])} query countries; total {res['total_wall_s']} s")
+    return 0 if res["rows_accounted"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

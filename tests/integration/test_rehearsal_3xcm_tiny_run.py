@@ -1,0 +1,34 @@
+"""The 3XCM rehearsal (``perf/rehearse_3xcm.py``) at a few dozen images: a 16-country project from generated
+images through the command line, every stage run as a process of its own and its cost printed, no row lost
+between the ``urls:`` list and the store, and the descriptor benchmark built for every country of the preset
+(each language's short descriptor query from its pattern)."""
+from __future__ import annotations
+
+import importlib.util
+import re
+
+from cultura.countries import registry
+from tests import REPO
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("rehearse_3xcm", REPO / "perf" / "rehearse_3xcm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_tiny_rehearsal_builds_every_stage_and_prints_its_cost(tmp_path):
+    lines: list[str] = []
+    res = _script().rehearse(tmp_path, 48, 2, report=False, say=lines.append)
+    stages = [r["stage"] for r in res["stages"]]
+    assert stages[:3] == ["init", "concepts load", "concepts list"] and "images download" in stages
+    assert {"build descriptor", "export", "evaluate run", "view (cold)", "status"} <= set(stages)
+    cost = re.compile(r"wall +[\d.]+ s +cpu +[\d.]+ s +peak +[\d.]+ MB +[\d.]+ ms/image")
+    printed = [ln for ln in lines if cost.search(ln)]
+    assert len(printed) == len(stages)  # one line per stage, each with every number
+    assert all(r["wall_s"] > 0 and r["peak_mb"] > 0 for r in res["stages"])
+    assert res["rows_accounted"] and res["search"]["rows"] == 48 and res["downloaded"] == 48
+    assert res["descriptor_query_countries"] == sorted(registry().presets["3xcm"]["countries"])
+    assert res["descriptor_trials"] > 0 and res["association_trials"] > 0
+    assert {e["status"] for e in res["evaluations"]} == {"done"}, res["evaluations"]

@@ -1,0 +1,70 @@
+"""Relevance ratings decide culture questions however they arrive: ratings brought in with ``cultura import
+ratings`` settle the questions of the images they rate for every country, as a relevance campaign's do, so the
+build that refused for them goes on; a rating that misses a country of the question leaves it open. Through the
+CLI on the real photographs with planted copies found for several cultures."""
+from __future__ import annotations
+
+import csv
+import sqlite3
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from cultura.cli import cli
+from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
+from tests.unit.benchmark.test_benchmark_integrity import Run
+
+
+def _flagged(tmp_path: Path) -> Run:
+    photos = tmp_path / "photos"
+    real_photos(photos)
+    proj = tmp_path / "project"
+    assert CliRunner().invoke(cli, ["init", str(proj), "--countries", ",".join(COUNTRIES)]).exit_code == 0
+    run = Run(proj)
+    run("concepts", "add", *PLAN)
+    (tmp_path / "terms.tsv").write_text("concept\tcountry\tterm\n" + "".join(
+        f"{k}\t{cc}\t{t}\n" for k, v in TERMS.items() for cc, t in v.items()), encoding="utf-8")
+    run("concepts", "set-term", "--from", tmp_path / "terms.tsv")
+    run("images", "search", "--provider", f"folder:{photos}")
+    run.json("images", "download")
+    run("images", "dedup")
+    return run
+
+
+def _ratings(path: Path, rows) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["sha256", "country", "score"])
+        w.writerows(rows)
+    return path
+
+
+def test_imported_ratings_settle_the_culture_questions_they_cover(tmp_path):
+    run = _flagged(tmp_path)
+    flags = run.json("images", "flags")
+    assert flags, "the planted copies found for several cultures are flagged"
+    assert "no culture decision yet" in run("build", "association", "--allow-unreviewed", "--allow-unrated", ok=False)
+    # one country short of each question: nothing is decided
+    partial = _ratings(tmp_path / "partial.csv", [(f["sha256"], f["countries"][0], 5) for f in flags])
+    assert run.json("import", "ratings", partial)["flags_resolved"] == 0
+    assert len(run.json("images", "flags")) == len(flags)
+    # every country of every question rated: settled, and the build goes on
+    full = _ratings(tmp_path / "full.csv", [(f["sha256"], cc, 5) for f in flags for cc in f["countries"]])
+    assert run.json("import", "ratings", full)["flags_resolved"] == len(flags)
+    assert run.json("images", "flags") == []
+    assert run.json("build", "association", "--allow-unreviewed", "--allow-unrated")["status"] == "ready"
+
+
+def test_ratings_imported_before_the_question_settle_it_at_build(tmp_path):
+    run = _flagged(tmp_path)
+    flags = run.json("images", "flags")
+    full = _ratings(tmp_path / "full.csv", [(f["sha256"], cc, 4) for f in flags for cc in f["countries"]])
+    run.json("import", "ratings", full)
+    # the questions are asked again after the ratings came in (as a dedup rerun with new evidence reopens them)
+    con = sqlite3.connect(run.project / "cultura.db")
+    with con:
+        con.execute("UPDATE image_flags SET status = 'open' WHERE flag = 'culture_conflict'")
+    con.close()
+    assert len(run.json("images", "flags")) == len(flags)
+    assert run.json("build", "association", "--allow-unreviewed", "--allow-unrated")["status"] == "ready"
+    assert run.json("images", "flags") == []

@@ -3,11 +3,13 @@ self-describing rows (model identity and info, benchmark name/version/hash, suit
 date, metric, value, CI, n, group, details).
 
 The runner (:mod:`cultura.evaluate.runner`) writes through it; the report and the CLI read through it. JSON
-files (one per run, under ``reports/results/``) write ``inf``/``nan`` as the strings ``"inf"``/``"nan"``
-(JSON has no such numbers).
+files (one per run, under ``reports/results/``) and the results JSON of a run write every number as a JSON
+number, or null with the reason (``value_reason``), and say for each row whether higher is better
+(:mod:`.published`). The database keeps ``inf``/``nan`` in details as the strings ``"inf"``/``"nan"``.
 """
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import math
@@ -23,6 +25,7 @@ from ..bounds import ROW_ID
 from ..db import now, reap_runs
 from ..errors import CulturaError
 from ..files import refuse_existing, write_atomic
+from .published import ci_method, numbers, published_row
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -142,8 +145,9 @@ def _nan(x):
 
 
 def results_json(rows: list[dict]) -> list[dict]:
-    """Rows with non-finite numbers as strings, ready for ``json.dumps``."""
-    return _json_safe(rows)
+    """Rows ready for ``json.dumps``: numbers as numbers, null + ``<field>_reason`` for a non-finite one, and
+    ``higher_is_better`` (:func:`cultura.evaluate.published.published_row`)."""
+    return [published_row(r) for r in rows]
 
 
 def write_run_json(project: Project, run_id: int) -> Path:
@@ -284,16 +288,26 @@ def results_document(project: Project, run_ids, *, config: dict) -> dict:
             "benchmark_hash": r["benchmark_hash"], "options": params.get("options", {}),
             "device": params.get("device") or info.get("device"), "seed": params.get("options", {}).get("seed", 0),
             "limit": params.get("limit"), "smoke_run": params.get("limit") is not None,
-            "date": r["finished_at"] or r["started_at"], "n_results": r["n_results"], "n_samples": r["n_samples"],
-            "results": [{k: x[k] for k in ("metric", "value", "ci_low", "ci_high", "n", "group", "details")}
+            "date": r["finished_at"] or r["started_at"], "started_at": r["started_at"],
+            "finished_at": r["finished_at"], "duration_s": _duration(r["started_at"], r["finished_at"]),
+            "ci": ci_method(params.get("options")), "n_results": r["n_results"], "n_samples": r["n_samples"],
+            "results": [published_row({k: x[k] for k in ("metric", "value", "ci_low", "ci_high", "n", "group",
+                                                         "details")})
                         for x in load_results(project, latest=False, run_ids=[r["id"]])]})
-    return _json_safe({
+    return numbers({
         "cultura_version": cultura_version(), "git_revision": git_revision(), "date": now(),
         **environment(), "device": config.get("device") or sorted({str(r["device"]) for r in runs
                                                                     if r["device"]}) or None,
         "seed": (config.get("options") or {}).get("seed", 0) if isinstance(config.get("options"), dict) else 0,
         "smoke_run": smoke, "config": config,
         "suite_versions": {r["suite"]: r["suite_version"] for r in runs}, "runs": runs})
+
+
+def _duration(start: str | None, end: str | None) -> float | None:
+    """Seconds between two stored timestamps (to the second, as stored); None while a run has no end."""
+    if not start or not end:
+        return None
+    return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
 
 
 def write_results_document(project: Project, run_ids, output_path, *, config: dict,

@@ -143,6 +143,17 @@ def test_results_json_smoke_run_and_sample_export(project, world, tmp_path):
     assert assoc["model"]["identity"].startswith("fake") and assoc["model"]["kind"] == "non-model"
     assert assoc["smoke_run"] and assoc["limit"] == 5 and assoc["suite_version"] == "1"
     assert _one(assoc["results"], "M_cr") == _one(_rows(project, assoc["run_id"]), "M_cr")
+    # each run says when it ran, how long, and how its intervals were made; each row its metric's direction
+    assert assoc["started_at"] <= assoc["finished_at"] and assoc["duration_s"] >= 0
+    assert assoc["ci"] == {"method": "percentile bootstrap", "n_resamples": 50, "level": 0.95, "seed": 0,
+                           "resampled": "the suite's units (trials, query images, contexts)"}
+    directions = {x["metric"]: x["higher_is_better"] for x in assoc["results"]}
+    assert directions["M_cr"] is True and directions["SP"] is False and directions["M_lb"] is False
+    # numbers are numbers: a column pandas reads as floats (null where undefined, with the reason beside it)
+    for run in doc["runs"]:
+        for x in run["results"]:
+            assert x["value"] is None or isinstance(x["value"], (int, float)), x
+            assert (x["value"] is None) == ("value_reason" in x), x
     # --limit 5: five trials of each query variant, five query images
     trials = load_samples(project, assoc["run_id"], kind="trial")
     per_variant = {v: sum(t["variant"] == v for t in trials) for v in {t["variant"] for t in trials}}

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from ..benchmark.export import export_benchmark
-from ..benchmark.hub import push_to_hub
+from ..benchmark.hub import dataset_url, push_to_hub
 from .console import emit_json, json_option, out, pass_ctx
 
 
@@ -30,13 +31,15 @@ def export(ctx, directory, benchmarks, fmt, no_images, embed_images, repo, priva
     validated README.md dataset card and croissant.json."""
 
     r = export_benchmark(ctx.project, directory, benchmarks=list(benchmarks) or None, fmt=fmt,
-                         images=not no_images, embed_images=embed_images)
+                         images=not no_images, embed_images=embed_images, url=dataset_url(repo) if repo else None)
     if repo:
         r["hub"] = push_to_hub(r["dir"], repo, private=private)
     if as_json:
         return emit_json(r)
     out.print(f"Exported {', '.join(r['benchmarks'])} to [bold]{r['dir']}[/bold]: {r['items']} trials, "
               f"{r['images']} images, {r['queries']} queries ({r['format']}); configs: {', '.join(r['configs'])}.")
+    for w in r["warnings"]:  # with --json they are in the data (``warnings``)
+        out.print(f"[yellow]Warning: {escape(w)}[/yellow]")
     if repo:
         out.print(f"Pushed to [bold]{r['hub']['repo']}[/bold] ({r['hub']['url']}).")
 

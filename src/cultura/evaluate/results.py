@@ -231,9 +231,9 @@ def _restore(obj):
 
 
 def export_samples(project: Project, run_id: int, path, *, overwrite: bool = False) -> Path:
-    """Write one run's samples to ``path``: JSON Lines (``.jsonl``) or Parquet (``.parquet``; nested records
-    as one JSON column ``data`` beside ``run_id``, ``idx``, ``kind``). An existing ``path`` is refused unless
-    ``overwrite``."""
+    """Write one run's samples to ``path``: JSON Lines (``.jsonl``) or Parquet (``.parquet``: ``run_id``,
+    ``idx``, ``kind`` and one typed column per field of the records, nested ones as lists and structs). An
+    existing ``path`` is refused unless ``overwrite``."""
     run_id, path = ROW_ID.check(run_id, "run_id"), Path(path)
     if path.suffix not in (".jsonl", ".parquet"):
         raise CulturaError(f"{path.name}: sample logs are written as .jsonl or .parquet; give a file name with "
@@ -258,10 +258,15 @@ def export_samples(project: Project, run_id: int, path, *, overwrite: bool = Fal
             import pyarrow as pa  # deferred: heavy
             import pyarrow.parquet as pq  # deferred: heavy
 
-            table = pa.table({"run_id": pa.array([int(run_id)] * len(rows), pa.int64()),
-                              "idx": pa.array([r[0] for r in rows], pa.int64()),
-                              "kind": pa.array([r[1] for r in rows], pa.string()),
-                              "data": pa.array([r[2] for r in rows], pa.string())})
+            # typed columns, one per field of the records (nested lists and structs stay nested), so that the
+            # file reads as a table and not as one JSON string per row; nan/inf are floats again
+            records = [{"run_id": int(run_id), "idx": idx, "kind": kind, **_restore(json.loads(data))}
+                       for idx, kind, data in rows]
+            try:
+                table = pa.Table.from_pylist(records)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise CulturaError(f"Run {run_id}'s samples mix types in one field ({e}); write them as .jsonl.",
+                                   param="path") from None
             pq.write_table(table, tmp, compression="zstd")
 
     return write_atomic(path, writer=write, overwrite=overwrite)

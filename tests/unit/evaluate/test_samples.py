@@ -170,7 +170,13 @@ def test_results_json_smoke_run_and_sample_export(project, world, tmp_path):
     import pyarrow.parquet as pq
 
     t = pq.read_table(pq_path)
-    assert t.num_rows == assoc["n_samples"] and json.loads(t.column("data")[0].as_py())["candidates"]
+    assert t.num_rows == assoc["n_samples"] and "data" not in t.column_names
+    # typed columns: the item's key, the candidates as structs with their positions and scores as floats
+    assert str(t.schema.field("item_key").type) == "string"
+    cand = t.schema.field("candidates").type.value_type
+    assert str(cand.field("score").type) == "double" and str(cand.field("position").type) == "int64"
+    first = t.slice(0, 1).to_pylist()[0]
+    assert first["item_key"] and first["target"]["role"] == "cr"
     r = CliRunner().invoke(cli, ["--project", str(project.root), "evaluate", "samples", str(assoc["run_id"]),
                                  str(tmp_path / "s.csv")])
     assert r.exit_code == 1 and ".jsonl or .parquet" in r.output

@@ -192,3 +192,30 @@ def test_a_table_of_sixteen_countries_is_split_not_shrunk(tmp_path):
     assert text.count("openclip:ViT-B-32/openai") == 3 * len(scales)  # every block repeats the label columns
     assert all(f" {c} " in text or f"{c} \\\\" in text or f" {c} &" in text for c in countries)
     assert "[Thai text]" in text and "[Chinese/Japanese text]" in text and latex.LEFT_OUT[:40] in text
+
+
+def test_figure_problems_finds_a_missing_legend_missing_axis_labels_and_a_country_off_its_colour():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cultura.evaluate.reportkit import country_style
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter([0, 1], [0, 1], color="#0072B2")
+    ax.scatter([2, 3], [2, 3], color="#E69F00")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    probs = figure_problems(fig)
+    assert any("no legend" in p for p in probs) and any("no axis label" in p for p in probs)
+    plt.close(fig)
+    # a country drawn in another country's colour is found; its own colour passes, in every panel
+    fig, (a, b) = plt.subplots(1, 2, figsize=(6, 3))
+    for ax, colour in ((a, country_style("US")[0]), (b, country_style("JP")[0])):
+        ax.scatter([0, 1], [0, 1], color=colour, label="US")
+        ax.scatter([1, 2], [0, 1], color=country_style("TH")[0], label="th (TH)")
+        ax.set_xlabel("x"), ax.set_ylabel("y"), ax.legend(fontsize=6)
+    probs = figure_problems(fig)
+    assert len([p for p in probs if "country's colour" in p]) == 1 and "'US'" in probs[0]
+    plt.close(fig)
+    assert country_style("US") != country_style("JP") and country_style("US") == country_style("US")

@@ -238,9 +238,9 @@ def projection_rows(project: Project, embedder, trials, *, suite: str, method: s
     if method == "none":
         return []
     out = []
-    seen: dict[str, tuple[str, str]] = {}
+    seen: dict[str, tuple[str, set]] = {}
     for text, lang, cc in zip(trials.texts, trials.query_language, trials.query_country):
-        seen.setdefault(text, (lang, cc))
+        seen.setdefault(text, (lang, set()))[1].add(cc)  # one text asked in several countries names them all
     imgs: dict[str, str] = {}
     for shas, ccs in zip(trials.sha256, trials.countries):
         for s, c in zip(shas, ccs):
@@ -248,7 +248,7 @@ def projection_rows(project: Project, embedder, trials, *, suite: str, method: s
     def text_fn(project: Project, embedder, keys):  # each query text in its own language
         return embed_texts_by_language(project, embedder, keys, [seen[k][0] for k in keys])
 
-    for kind, keys, labels, fn in (("text", list(seen), [f"{lang} ({cc})" for lang, cc in seen.values()],
+    for kind, keys, labels, fn in (("text", list(seen), [f"{lang} ({', '.join(sorted(ccs))})" for lang, ccs in seen.values()],
                                     text_fn),
                                    ("image", list(imgs), list(imgs.values()), embed_images)):
         idx = sample_points(len(keys), max_points, seed)

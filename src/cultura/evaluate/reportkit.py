@@ -482,8 +482,19 @@ def img_tag(uri: str, alt: str) -> str:
 
 
 def model_label(r: dict) -> str:
-    """How a model is named in tables: the spec the user gave (identity when none)."""
-    return r.get("model_spec") or r["model"]
+    """How a model is named in tables and figures: the spec the user gave (identity when none), marked when the
+    run was a smoke run (``--limit``), so the HTML, the CSV and the LaTeX say it on the row itself."""
+    name = r.get("model_spec") or r["model"]
+    limit = (r.get("params") or {}).get("limit")
+    return name if limit is None else f"{name} {SMOKE_MARK}{limit})"
+
+
+#: how a smoke run's rows are named (:func:`model_label`); averages over models leave them out
+SMOKE_MARK = "(smoke run, --limit "
+
+
+def is_smoke(label: str) -> bool:
+    return SMOKE_MARK in str(label)
 
 
 def slug(text: str) -> str:

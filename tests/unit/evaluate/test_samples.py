@@ -256,3 +256,20 @@ def test_samples_are_kept_by_default_only_when_small(project, world, monkeypatch
     with pytest.raises(Exception, match="no per-sample log"):
         from cultura.evaluate.results import export_samples
         export_samples(project, rec.run_id, "x.jsonl")
+
+
+def test_a_smoke_run_is_marked_on_its_row_and_left_out_of_the_average():
+    from cultura.evaluate.reportkit import Cell, model_label
+    from cultura.evaluate.suites.retrieval.report import _average_rows
+
+    def result(spec, limit):
+        return {"model": spec, "model_spec": spec, "params": {} if limit is None else {"limit": limit},
+                "benchmark": "xcm", "benchmark_version": 1}
+
+    full_a, full_b, smoke = result("a", None), result("b", None), result("c", 3)
+    assert model_label(full_a) == "a" and model_label(smoke) == "c (smoke run, --limit 3)"
+    lines = [[model_label(r), Cell(v)] for r, v in ((full_a, 0.2), (full_b, 0.4), (smoke, 0.9))]
+    [avg] = _average_rows(lines, [full_a, full_b, smoke])
+    assert avg[0] == "Average (2 models)" and avg[1].value == pytest.approx(0.3)
+    # a smoke run alone beside one full run: nothing to average
+    assert _average_rows(lines[::2], [full_a, smoke]) == []

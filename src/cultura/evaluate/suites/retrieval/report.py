@@ -23,7 +23,7 @@ from ....curate.images import image_paths
 from ....lazy import lazy
 from ....view.links import view_href
 from ...reportkit import (COUNTRY_LABEL, COUNTRY_MARKERS, Cell, ReportSection, Table, annotate_cells,
-                          country_style, figure_uri, image_uri, img_tag, model_label)
+                          country_style, figure_uri, image_uri, img_tag, is_smoke, model_label)
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -79,13 +79,14 @@ def model_average(cells: list[Cell], models: list[str], *, pct: bool = False, di
 def _average_rows(lines: list[list], rows, *, label_cols: int = 1, pct_cols=()) -> list[list]:
     """"Average (k models)" lines under ``lines`` (one per model, Cells after ``label_cols`` labels): one per
     benchmark (models evaluated on different benchmarks or versions are never averaged together), for every
-    benchmark with at least two models."""
+    benchmark with at least two models; smoke runs (:func:`~cultura.evaluate.reportkit.is_smoke`) are left out."""
     bench = {}
     for r in rows:
         bench.setdefault(model_label(r), f"{r.get('benchmark')}@{r.get('benchmark_version')}")
     groups: dict[str, list] = {}
-    for line in lines:
-        groups.setdefault(bench.get(line[0], ""), []).append(line)
+    for line in lines:  # a smoke run (--limit) is shown, marked, and never averaged in
+        if not is_smoke(line[0]):
+            groups.setdefault(bench.get(line[0], ""), []).append(line)
     out = []
     for b, mine in groups.items():
         if len(mine) < 2:
@@ -195,7 +196,7 @@ def render_prevalence(rows, project: Project) -> ReportSection:
     avg = _average_rows(t1_lines, rows)
     t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + avg,
                caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
-                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else "")
+                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models; smoke runs left out)." if avg else "")
                        + _no_relevant_note(rows))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
@@ -287,7 +288,7 @@ def render_association(rows, project: Project) -> ReportSection:
     body += mlines + avg2
     t2 = Table(head, body, caption="Self-preference cultural bias on three-candidate trials (seed 000 Table 2 "
                                    "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds."
-                                   + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg2 else ""))
+                                   + (" Average: unweighted mean over the models evaluated on one benchmark (n = models; smoke runs left out)." if avg2 else ""))
     countries = _countries(rows, "SP")
     t12_rows = []
     for m in models:
@@ -578,7 +579,7 @@ def render_descriptor(rows, project: Project) -> ReportSection:
                caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape), short "
                        "descriptor query mention_<CC> (\"Train of Japan\" in the query language): correct, "
                        "object relevant language-biased, object relevant, descriptor relevant, language-biased, "
-                       "totally irrelevant." + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)."
+                       "totally irrelevant." + (" Average: unweighted mean over the models evaluated on one benchmark (n = models; smoke runs left out)."
                                                 if avg3 else ""))
     warnings = sorted({r["details"].get("warning") or r["details"].get("reason") for r in rows
                        if r["metric"] == "M_cr" and not r["group"]

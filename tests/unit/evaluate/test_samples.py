@@ -113,6 +113,12 @@ def test_judge_scores_rescore_caire_expected_scores_exactly(project, tmp_path):
     rows = _rows(project, rec.run_id)
     for s in caire:
         assert expected_score(s["logprobs"]) == s["score"]
+    # each judged pair carries its human target (the mean rating and how many), null where nobody rated it
+    from cultura.evaluate.suites.attribution.evaluation import human_ratings
+
+    human = human_ratings(project)
+    for s in judged:
+        assert (s["human_mean"], s["human_n"]) == human.get((s["sha256"], s["country"]), (None, 0))
     for scorer in {s["scorer"] for s in judged}:
         for cc in sorted({s["country"] for s in judged if s["scorer"] == scorer}):
             vals = [s["score"] for s in judged if s["scorer"] == scorer and s["country"] == cc]

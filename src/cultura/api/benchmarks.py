@@ -96,10 +96,12 @@ class Benchmarks:
                images: bool = True, embed_images: bool = False, push_to_hub: str | None = None,
                private: bool = False, as_built: bool = False) -> Summary:
         """Export to ``directory`` (new or empty) as a Hugging Face dataset that ``datasets.load_dataset``
-        loads as is; ``push_to_hub="owner/name"`` then uploads it (token from ``HF_TOKEN``). A version the
+        loads as is; ``push_to_hub="owner/name"`` then uploads it (token from ``HF_TOKEN``; ``croissant.json``
+        names that repository's page). ``warnings`` in the result: what to fix before publishing. A version the
         current state no longer supports is refused unless ``as_built`` (the card then says what changed)."""
         res = export_benchmark(self.project, directory, benchmarks=_some(benchmarks), fmt=fmt, images=images,
-                               embed_images=embed_images, as_built=as_built)
+                               embed_images=embed_images, as_built=as_built,
+                               url=hub.dataset_url(push_to_hub) if push_to_hub else None)
         if push_to_hub:
             res["hub"] = hub.push_to_hub(res["dir"], push_to_hub, private=private)
         return res

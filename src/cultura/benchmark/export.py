@@ -36,11 +36,9 @@ from ..annotate.decisions import current_rows
 from ..curate import images as curated
 from ..curate.concepts import concept_names
 from ..errors import CulturaError, storage_failure, unknown
-from ..templates import render_template
-from ..view.links import inspect_note
-from . import hub
+from . import croissant, hub
 from .build import KINDS, get_benchmark
-from .readiness import card_data
+from .card import write_card
 from .verify import as_built_section, require_supported
 
 if TYPE_CHECKING:
@@ -113,8 +111,9 @@ def _resolve(project: Project, benchmarks) -> list[dict]:
     return sorted(rows, key=lambda b: b["name"])
 
 
-def collect(project: Project, benchmarks=None) -> dict[str, list[dict]]:
-    """The export tables as lists of rows (fixed order), without writing anything."""
+def collect(project: Project, benchmarks=None, *, embedded: bool = False) -> dict[str, list[dict]]:
+    """The export tables as lists of rows (fixed order), without writing anything. ``embedded``: the images
+    travel as bytes inside the Parquet files, so no row names an image file (``file`` is null)."""
     db = project.db
     bms = _resolve(project, benchmarks)
     names = concept_names(db)
@@ -124,7 +123,7 @@ def collect(project: Project, benchmarks=None) -> dict[str, list[dict]]:
     shas: set[str] = set()
 
     def file_of(sha):
-        return f"images/{sha}{Path(paths[sha][0]).suffix}"
+        return None if embedded else f"images/{sha}{Path(paths[sha][0]).suffix}"
 
     for b in bms:
         tables["benchmarks"].append({k: b[k] for k in ("name", "version", "kind", "seed", "params",
@@ -266,125 +265,27 @@ def _embed_image_column(tmp: Path, tables: dict, project: Project) -> None:
 
     feats = datasets.Features.from_arrow_schema(parquet_schemas()["images"])
     feats["image"] = datasets.Image()
-    rows = [{**r, "image": {"bytes": _blob(project, r["sha256"]).read_bytes(), "path": Path(r["file"]).name}}
+    # the image's own name (<sha256>.<ext>), as datasets stores it beside the bytes; no file of that name is
+    # written, and the row's ``file`` stays null
+    rows = [{**r, "image": {"bytes": _blob(project, r["sha256"]).read_bytes(), "path": _blob(project, r["sha256"]).name}}
             for r in tables["images"]]
     pq.write_table(pa.Table.from_pylist(rows, schema=feats.arrow_schema), tmp / "images.parquet",
                    compression="zstd")
 
 
-# ------------------------------------------------------------------ the card
-
-def card_context(project: Project, tables: dict) -> dict:
-    """Variables of ``dataset_card.md.j2``: statistics, annotation figures, dates, provenance."""
-    reg = project.registry
-    db = project.db
-    per_country: dict[str, set] = defaultdict(set)
-    per_concept: dict[str, set] = defaultdict(set)
-    for c in tables["candidates"]:
-        per_country[c["country"]].add(c["sha256"])
-        per_concept[c["concept"]].add(c["sha256"])
-    countries = [{"name": reg.countries[k].name if k in reg.countries else k, "code": k, "samples": len(v)}
-                 for k, v in sorted(per_country.items(), key=lambda kv: reg.countries[kv[0]].name
-                                    if kv[0] in reg.countries else kv[0])]
-    half = (len(countries) + 1) // 2
-    country_rows = [(countries[i], countries[i + half] if i + half < len(countries) else None)
-                    for i in range(half)]
-    concepts = [{"name": k, "images": len(v)} for k, v in sorted(per_concept.items())]
-    found = [ln["found_at"] for im in tables["images"] for ln in im["links"] if ln["found_at"]]
-    providers = sorted({ln["provider"] for im in tables["images"] for ln in im["links"]})
-    sources = provenance_of(providers, {im["sha256"]: {ln["provider"] for ln in im["links"]}
-                                        for im in tables["images"]})
-    shas = {im["sha256"] for im in tables["images"]}
-    annot = []
-    for d in current_rows(db):
-        annot.append((d["kind"], d["rule"], d["sha256"], d["agreement"], d["n_annotations"]))
-    by_kind: dict[tuple, list] = defaultdict(list)
-    for kind, rule, sha, ag, na in annot:
-        if sha is None or sha in shas:
-            by_kind[(kind, rule)].append((ag, na))
-    annotation = [{"kind": k, "rule": r, "decisions": len(v),
-                   "mean_agreement": (round(sum(a for a, _ in v if a is not None) /
-                                            max(1, sum(1 for a, _ in v if a is not None)), 3)
-                                      if any(a is not None for a, _ in v) else None),
-                   "mean_annotations": (round(sum(n for _, n in v if n is not None) /
-                                              max(1, sum(1 for _, n in v if n is not None)), 2)
-                                        if any(n is not None for _, n in v) else None)}
-                  for (k, r), v in sorted(by_kind.items())]
-    bcfg = project.config.build
-    benchmarks = []
-    rows = {(r["name"], r["version"]): r for r in tables.get("_bench_rows", [])}
-    for b in tables["benchmarks"]:
-        rep = json.loads(b["report"] or "{}")
-        roles = defaultdict(int)
-        for c in tables["candidates"]:
-            if c["benchmark"] == b["name"]:
-                roles[c["role"]] += 1
-        row = rows.get((b["name"], b["version"]))
-        benchmarks.append({**b, "params": json.loads(b["params"] or "{}"), "report": rep,
-                           "roles": dict(sorted(roles.items())), "config": hub.config_name(b["name"]),
-                           "readiness": card_data(project, row, [r.name for r in KINDS.get(b["kind"], ())])
-                           if row else None})
-    return {
-        "title": bcfg.title or project.config.project.name, "benchmarks": benchmarks,
-        "countries": countries, "country_rows": country_rows, "concepts": concepts,
-        "average": round(sum(c["samples"] for c in countries) / len(countries), 2) if countries else 0,
-        "n_images": len(tables["images"]), "n_items": len(tables["items"]), "n_queries": len(tables["queries"]),
-        "variants": sorted({q["variant"] for q in tables["queries"]}),
-        "first_found": min(found) if found else None, "last_found": max(found) if found else None,
-        "providers": providers, "sources": sources, "annotation": annotation,
-        "license": bcfg.license, "contact": bcfg.contact,
-        "files": tables.get("_files", []), "table_ext": tables.get("_ext", "parquet"),
-        "languages": sorted({q["language"] for q in tables["queries"]} | {i["query_language"]
-                                                                           for i in tables["items"]}),
-        "citation": hub.CITATION, "inspect": inspect_note(),
-    }
-
-
-#: what each kind of provider means for provenance and rights (the dataset card reads this, never a fixed text)
-PROVENANCE = {
-    "web": ("web image search", "copies of publicly reachable web images found by image search; copyright remains "
-            "with their owners, and each image's source page is listed in `images` (`links.source_page`)"),
-    "urls": ("a list of image URLs", "copies of the images at the listed URLs; copyright remains with their "
-             "owners, and each image's URL is listed in `images`"),
-    "folder": ("a local folder", "files from a local folder supplied by the benchmark's authors (they hold or "
-               "cleared the rights to share them); no web source is recorded"),
-    "import": ("an existing dataset", "images of an existing dataset, re-distributed under that dataset's own "
-               "licence and terms (see its documentation)"),
-}
-
-
-def provenance_of(providers: list[str], per_image: dict[str, set[str]]) -> list[dict]:
-    """One entry per kind of source (web search, URL list, local folder, imported dataset) with the number of
-    images from it, what it was (``how``) and what that means for rights (``rights``)."""
-    def kind(p: str) -> tuple[str, str]:
-        if p.startswith("import:"):
-            return "import", p.split(":", 1)[1]
-        if p in PROVENANCE:
-            return p, p
-        return "web", p
-    counts: dict[tuple[str, str], int] = defaultdict(int)
-    for provs in per_image.values():
-        for k in {kind(p) for p in provs}:
-            counts[k] += 1
-    return [{"kind": k, "provider": name, "images": n, "how": PROVENANCE[k][0], "rights": PROVENANCE[k][1]}
-            for (k, name), n in sorted(counts.items())]
-
-
-def render_card(context: dict) -> str:
-    return render_template("dataset_card.md.j2", **context)
-
-
 # ------------------------------------------------------------------ the export
 
 def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "parquet", images: bool = True,
-                     embed_images: bool = False, as_built: bool = False) -> dict:
+                     embed_images: bool = False, as_built: bool = False, url: str | None = None) -> dict:
     """Export ``benchmarks`` (``NAME`` or ``NAME@VERSION`` specs; default: the latest ready version of every
     benchmark) into the new or empty folder ``dest``. Returns ``{"dir", "files", "benchmarks", ...}``.
 
     ``embed_images``: store the image bytes in the Parquet files (ready-to-evaluate configs and the images
-    table) instead of an ``images/`` folder (Parquet only). A version the current state no longer supports
-    (:mod:`.verify`) is refused in one sentence, unless ``as_built``: then it is exported as built and the card
-    says what changed since."""
+    table) instead of an ``images/`` folder (Parquet only); the ``file`` columns are then empty, since no
+    file is written. ``url``: the dataset's page (the Hub repository it is pushed to), named in
+    ``croissant.json``; none when not given. ``warnings`` in the result: what a publisher should fix first
+    (no licence set). A version the current state no longer supports (:mod:`.verify`) is refused in one
+    sentence, unless ``as_built``: then it is exported as built and the card says what changed since."""
     if fmt not in FORMATS:
         raise unknown("export format", fmt, FORMATS)
     if embed_images and fmt != "parquet":
@@ -398,7 +299,7 @@ def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "par
                           "one; an export never overwrites files.")
     # an incomplete benchmark is never published; one the state no longer supports only as built, said so
     checks = [require_supported(project, b, as_built=as_built) for b in _resolve(project, benchmarks)]
-    tables = collect(project, benchmarks)
+    tables = collect(project, benchmarks, embedded=embed_images)
     bms = tables.pop("_benchmarks")
     tables["_bench_rows"] = bms
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -414,23 +315,18 @@ def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "par
             _embed_image_column(tmp, tables, project)
         if fmt != "webdataset" and (images or embed_images):
             trial_files, trial_configs = hub.write_trials(
-                tmp, tables, lambda sha: _blob(project, sha).read_bytes(), fmt=fmt, embed_images=embed_images)
+                tmp, tables, lambda sha: _blob(project, sha), fmt=fmt, embed_images=embed_images)
             files += trial_files
             # one loader per folder (datasets): with an image folder, only image-folder configs
             configs = trial_configs + (configs if embed_images else [])
         else:  # no image feature possible: the items table is the default config
             configs[1] = {**configs[1], "default": True}
-        data = hub.card_data(project, tables, configs)
         if fmt != "webdataset":
-            files.append(hub.write_croissant(tmp, tables, parquet_schemas(), ext=ext, title=data.pretty_name,
-                                             license=data.license, langs=data.language))
+            files.append(croissant.write_croissant(
+                tmp, tables, configs, ext=ext, title=hub.title(project), license=hub.licence(project)[0],
+                langs=hub.languages(tables), url=url))
         files.append("README.md")
-        tables["_files"] = files
-        tables["_ext"] = ext
-        ctx = card_context(project, tables)
-        card = f"---\n{data.to_yaml()}\n---\n{render_card(ctx)}{as_built_section(checks)}"
-        hub.check_card(card)
-        (tmp / "README.md").write_text(card, encoding="utf-8")
+        write_card(project, tmp, tables, configs, files, embedded=embed_images, after=as_built_section(checks))
         try:
             if dest.exists():
                 dest.rmdir()
@@ -448,8 +344,16 @@ def export_benchmark(project: Project, dest, *, benchmarks=None, fmt: str = "par
     return {"dir": str(dest), "format": fmt, "files": files, "embedded_images": embed_images,
             "configs": [c["config_name"] for c in configs],
             "benchmarks": [f"{b['name']}@{b['version']}" for b in bms], "items": len(tables["items"]),
-            "images": len(tables["images"]), "queries": len(tables["queries"]),
+            "images": len(tables["images"]), "queries": len(tables["queries"]), "warnings": export_warnings(project),
             "changed_since_build": {c["benchmark"]: [x["text"] for x in c["changes"]] for c in checks if c["changes"]}}
+
+
+def export_warnings(project: Project) -> list[str]:
+    """What to fix before publishing an export: a missing licence leaves users unable to reuse the data."""
+    if (project.config.build.license or "").strip().lower() in ("", "unknown"):
+        return ["No licence is set: the card says 'license: unknown', so nobody may reuse the data. Set "
+                "build.license in cultura.toml (a Hub licence id such as cc-by-4.0) and export again."]
+    return []
 
 
 def _sweep_tmp(project: Project, dest: Path) -> int:

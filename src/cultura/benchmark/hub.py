@@ -14,7 +14,7 @@ as is:
 - the card's YAML through ``huggingface_hub.DatasetCardData`` (licence, the language of every query, size
   category, task categories, tags, configs) and a check of it (:func:`check_card`); the citation of the seed
   whose design the benchmark follows (3XCM, seed 000);
-- ``croissant.json`` written with ``mlcroissant`` and validated by loading it back;
+- ``croissant.json``: :mod:`cultura.benchmark.croissant`;
 - :func:`push_to_hub`: ``HfApi.create_repo`` + ``upload_folder`` (token from ``HF_TOKEN``, never printed).
 
 The card's readiness section (role × position counts, coverage per country and per rule) comes from
@@ -22,7 +22,6 @@ The card's readiness section (role × position counts, coverage per country and 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -62,9 +61,11 @@ HUB_LICENSES = frozenset({
     "postgresql", "ofl-1.1", "ncsa", "unlicense", "zlib", "pddl", "lgpl-lr", "deepfloyd-if-license",
     "llama2", "llama3", "other", "unknown"})
 
-TASK_CATEGORIES = ["zero-shot-image-classification", "text-to-image", "image-feature-extraction"]
-TAGS = ["cultura", "cultural-bias", "cross-lingual", "cross-modal-retrieval", "multilingual", "benchmark",
-        "3xcm"]
+#: the Hub's task categories of a retrieval benchmark (``text-to-image`` is image generation on the Hub, so
+#: it is not one; retrieval is said by the tags)
+TASK_CATEGORIES = ["zero-shot-image-classification", "image-feature-extraction"]
+TAGS = ["cultura", "cultural-bias", "cross-lingual", "cross-modal-retrieval", "text-to-image-retrieval",
+        "image-retrieval", "multilingual", "benchmark", "3xcm"]
 
 
 class HubError(CulturaError):
@@ -128,7 +129,8 @@ def config_name(bench: str) -> str:
 
 
 def write_trials(tmp: Path, tables: dict, read_blob, *, fmt: str, embed_images: bool) -> tuple[list[str], list]:
-    """Write the ready-to-evaluate files (``read_blob(sha256) -> bytes`` reads an image for embedding).
+    """Write the ready-to-evaluate files (``read_blob(sha256) -> Path`` finds an image's stored file for
+    embedding).
     Returns (files written, configs for the card's YAML)."""
     import pyarrow as pa  # deferred: heavy
     import pyarrow.parquet as pq  # deferred: heavy
@@ -149,7 +151,7 @@ def write_trials(tmp: Path, tables: dict, read_blob, *, fmt: str, embed_images: 
             path = f"data/trials-{_safe(bench)}.parquet"
             table = pa.Table.from_pylist(
                 [{**{k: r[k] for k, _ in fields},
-                  "images": [{"bytes": read_blob(s), "path": Path(f).name} for s, f in zip(r["sha256"], r["files"])]}
+                  "images": [{"bytes": read_blob(s).read_bytes(), "path": read_blob(s).name} for s in r["sha256"]]}
                  for r in rs], schema=feats.arrow_schema)
             pq.write_table(table, tmp / path, compression="zstd")
             files.append(path)
@@ -227,21 +229,30 @@ def languages(tables: dict) -> list[str]:
     return sorted({lang.split("-")[0].split("_")[0].lower() for lang in langs if lang})
 
 
-def card_data(project: Project, tables: dict, configs: list[dict]):
-    """The card's YAML as a ``huggingface_hub.DatasetCardData``."""
+def title(project: Project) -> str:
+    return project.config.build.title or project.config.project.name
+
+
+def licence(project: Project) -> tuple[str, dict]:
+    """The card's ``license`` (a Hub id, ``unknown`` when unset, or ``other``) and its extra fields
+    (``license_name`` for ``other``)."""
+    lic = (project.config.build.license or "unknown").strip()
+    if lic.lower() in HUB_LICENSES:
+        return lic.lower(), {}
+    # the Hub's license_name: lowercase letters, digits, '.' and '-'; the full text is in the card body
+    return "other", {"license_name": re.sub(r"[^a-z0-9.-]+", "-", lic.lower()).strip("-") or "custom"}
+
+
+def card_data(project: Project, tables: dict, configs: list[dict], *, dataset_info: list[dict] | None = None):
+    """The card's YAML as a ``huggingface_hub.DatasetCardData`` (``dataset_info``: per config, its features
+    and split sizes, from :func:`cultura.benchmark.card.dataset_info`)."""
     from huggingface_hub import DatasetCardData  # deferred: heavy
 
-    bcfg = project.config.build
-    lic = (bcfg.license or "unknown").strip()
-    extra = {}
-    if lic.lower() in HUB_LICENSES:
-        lic = lic.lower()
-    else:
-        # the Hub's license_name: lowercase letters, digits, '.' and '-'; the full text is in the card body
-        extra = {"license_name": re.sub(r"[^a-z0-9.-]+", "-", lic.lower()).strip("-") or "custom"}
-        lic = "other"
+    lic, extra = licence(project)
+    if dataset_info:
+        extra["dataset_info"] = dataset_info
     return DatasetCardData(
-        pretty_name=bcfg.title or project.config.project.name, license=lic, language=languages(tables),
+        pretty_name=title(project), license=lic, language=languages(tables),
         multilinguality="multilingual" if len(languages(tables)) > 1 else "monolingual",
         size_categories=[size_category(len(tables["items"]))], task_categories=TASK_CATEGORIES,
         tags=TAGS, configs=configs, **extra)
@@ -278,83 +289,12 @@ def check_card(text: str) -> dict:
     return meta
 
 
-# ------------------------------------------------------------------ Croissant
-
-_CR_TYPES = {"string": "TEXT", "int64": "INTEGER", "double": "FLOAT"}  # arrow type → mlcroissant.DataType
-
-
-def write_croissant(tmp: Path, tables: dict, schemas: dict, *, ext: str, title: str, license: str,
-                    langs: list[str]) -> str:
-    """Write ``croissant.json`` (Croissant 1.0 through ``mlcroissant``) describing the normalised tables and
-    the image files; validated by loading it back. Nested columns (links, tags, decisions) are left out of
-    the record sets (they stay in the files)."""
-    import mlcroissant as mlc  # deferred: heavy
-
-    fmt = "application/x-parquet" if ext == "parquet" else "application/jsonlines"
-    dist, record_sets = [], []
-    for name, schema in schemas.items():
-        fid = f"{name}-file"
-        dist.append(mlc.FileObject(id=fid, name=fid, content_url=f"{name}.{ext}", encoding_formats=[fmt],
-                                   sha256=_sha256(tmp / f"{name}.{ext}")))
-        fields = []
-        for f in schema:
-            t, repeated = f.type, False
-            if hasattr(t, "value_type"):  # a list
-                t, repeated = t.value_type, True
-            if str(t) not in _CR_TYPES:
-                continue
-            dtype = getattr(mlc.DataType, _CR_TYPES[str(t)])
-            fields.append(mlc.Field(id=f"{name}/{f.name}", name=f.name, data_types=[dtype],
-                                    repeated=repeated or None,
-                                    source=mlc.Source(file_object=fid, extract=mlc.Extract(column=f.name))))
-        record_sets.append(mlc.RecordSet(id=name, name=name, fields=fields))
-    if (tmp / "images").is_dir():
-        exts = sorted({Path(im["file"]).suffix.lower() for im in tables["images"]})
-        mimes = sorted({f"image/{'jpeg' if e in ('.jpg', '.jpeg') else e.lstrip('.')}" for e in exts})
-        dist.append(mlc.FileSet(id="image-files", name="image-files", encoding_formats=mimes,
-                                includes=[f"images/*{e}" for e in exts]))
-    try:
-        meta = _metadata(mlc, title, license, langs, dist, record_sets)
-    except mlc.ValidationError as e:
-        raise HubError(f"The Croissant metadata is not valid: {e}") from None
-    issues = meta.ctx.issues
-    if issues.errors:
-        raise HubError(f"The Croissant metadata is not valid: {issues.report()}")
-    path = tmp / "croissant.json"
-    path.write_text(json.dumps(meta.to_json(), indent=1, ensure_ascii=False, default=str, sort_keys=True) + "\n",
-                    encoding="utf-8")
-    validate_croissant(path)
-    return "croissant.json"
-
-
-def _metadata(mlc, title, license, langs, dist, record_sets):
-    return mlc.Metadata(name=_safe(title), description=f"{title}: a cultural-bias benchmark exported by cultura "
-                        "(design of 3XCM, seed 000).", url="https://huggingface.co/datasets",
-                        license=[license], in_language=langs, cite_as=CITATION, version="1.0.0",
-                        distribution=dist, record_sets=record_sets)
-
-
-def validate_croissant(path: Path) -> None:
-    """Load ``croissant.json`` with ``mlcroissant`` (which validates it); raise on any error."""
-    import mlcroissant as mlc  # deferred: heavy
-
-    try:
-        ds = mlc.Dataset(jsonld=str(path))
-    except mlc.ValidationError as e:
-        raise HubError(f"The Croissant metadata {path.name} is not valid: {e}") from None
-    if ds.metadata.ctx.issues.errors:
-        raise HubError(f"The Croissant metadata {path.name} is not valid: {ds.metadata.ctx.issues.report()}")
-
-
-def _sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 # ------------------------------------------------------------------ push
+
+def dataset_url(repo: str) -> str:
+    """The page of the Hub dataset ``repo`` on the endpoint a push goes to (``HF_ENDPOINT``)."""
+    return f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co').rstrip('/')}/datasets/{repo}"
+
 
 def push_to_hub(folder, repo: str, *, private: bool = False, token: str | None = None) -> dict:
     """Create (or reuse) the dataset repo ``repo`` and upload the export ``folder`` to it. The token is

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
 from ..benchmark.export import export_benchmark
-from ..benchmark.hub import push_to_hub
+from ..benchmark.hub import dataset_url, push_to_hub
 from .console import emit_json, json_option, out, pass_ctx
 
 
@@ -34,7 +35,8 @@ def export(ctx, directory, benchmarks, fmt, no_images, embed_images, repo, priva
     validated README.md dataset card and croissant.json."""
 
     r = export_benchmark(ctx.project, directory, benchmarks=list(benchmarks) or None, fmt=fmt,
-                         images=not no_images, embed_images=embed_images, as_built=as_built)
+                         images=not no_images, embed_images=embed_images, as_built=as_built,
+                         url=dataset_url(repo) if repo else None)
     if repo:
         r["hub"] = push_to_hub(r["dir"], repo, private=private)
     if as_json:
@@ -43,6 +45,8 @@ def export(ctx, directory, benchmarks, fmt, no_images, embed_images, repo, priva
               f"{r['images']} images, {r['queries']} queries ({r['format']}); configs: {', '.join(r['configs'])}.")
     for ref, changes in r["changed_since_build"].items():
         out.print(f"[yellow]{ref} exported as built; changed since: {'; '.join(changes)} (the card says so).[/yellow]")
+    for w in r["warnings"]:  # with --json they are in the data (``warnings``)
+        out.print(f"[yellow]Warning: {escape(w)}[/yellow]")
     if repo:
         out.print(f"Pushed to [bold]{r['hub']['repo']}[/bold] ({r['hub']['url']}).")
 

@@ -80,6 +80,7 @@ class Trials:
 
     roles: tuple[str, ...]
     item_ids: np.ndarray
+    item_keys: np.ndarray         # the export's item_key: what a sample joins the published dataset on
     concepts: np.ndarray          # concept names
     concept_ids: np.ndarray
     query_country: np.ndarray
@@ -88,6 +89,7 @@ class Trials:
     texts: list[str]
     sha256: np.ndarray
     countries: np.ndarray
+    positions: np.ndarray         # (trials × roles) each candidate's position as shown (the export's)
     excluded: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -126,9 +128,9 @@ def load_trials(project: Project, bench: Benchmark, roles: tuple[str, ...], *, v
     names = concept_names(db)
     items = [{**it, "concept": names[it["concept_id"]]} for it in store.items(db, bench.id)
              if it["concept_id"] in names]
-    cands: dict[int, dict[str, tuple[str, str]]] = {}
+    cands: dict[int, dict[str, tuple[str, str, int]]] = {}
     for r in store.candidates(db, bench.id):
-        cands.setdefault(r["item_id"], {})[r["role"]] = (r["sha256"], r["country"])
+        cands.setdefault(r["item_id"], {})[r["role"]] = (r["sha256"], r["country"], r["position"])
     queries = _queries(project, bench)
     keep, texts, excluded = [], [], {"missing_candidate": 0, "missing_query": 0}
     for it in items:
@@ -146,11 +148,13 @@ def load_trials(project: Project, bench: Benchmark, roles: tuple[str, ...], *, v
         texts.append(text)
     sha = np.array([[cands[it["id"]][r][0] for r in roles] for it in keep], dtype=object).reshape(-1, len(roles))
     ctry = np.array([[cands[it["id"]][r][1] for r in roles] for it in keep], dtype=object).reshape(-1, len(roles))
+    pos = np.array([[cands[it["id"]][r][2] for r in roles] for it in keep], dtype=np.int64).reshape(-1, len(roles))
 
     def col(key):
         return np.array([it[key] for it in keep], dtype=object)
 
     return Trials(roles=tuple(roles), item_ids=np.array([it["id"] for it in keep], dtype=np.int64),
+                  item_keys=col("item_key"), positions=pos,
                   concepts=col("concept"), concept_ids=col("concept_id"), query_country=col("query_country"),
                   query_language=col("query_language"), descriptor_country=col("descriptor_country"),
                   texts=texts, sha256=sha, countries=ctry, excluded=excluded)

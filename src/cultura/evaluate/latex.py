@@ -3,17 +3,23 @@ kept only as CSV rows, from those rows).
 
 What a researcher pastes: value and CI in one cell (``0.620 [0.250, 0.880]``, the HTML's text exactly), n in the
 caption when every cell shares it (else an ``n`` column), n/a and ∞ with a table-note mark whose note gives the
-reason (one mark per meaning), a caption that names the measure and the seed table it mirrors, and a width that
-fits: a table estimated to fit one column is a ``table`` scaled down to ``\\linewidth`` only if needed, a wider
-one a ``table*`` scaled down to ``\\textwidth``. Long text columns wrap (``p`` columns). The CSVs keep every
-column for machines.
+reason (one mark per meaning), yes/no for truth values, a caption that names the measure and the seed table it
+mirrors, and a width that fits: a table estimated to fit one column is a ``table``, a wider one a ``table*``;
+one wider than a page (:data:`PAGE_PT`, the text width of a plain ``article``) is split into column blocks
+stacked in the same float, each repeating the leading label columns, so that no block is shrunk much (the
+file prints ``cultura-table: WIDTH in LINEWIDTH`` to the log, so a test can check the scale stays >= 0.8).
+Long text columns wrap (``p`` columns). Scripts pdflatex cannot set without extra fonts (CJK, Thai,
+Devanagari, …) are left out with a note (``[Thai text]``; the CSV and the HTML have them) rather than written
+as code points. The CSVs keep every column for machines.
 
-A table needs ``\\usepackage{booktabs,array,graphicx}``; :func:`document` wraps tables in a compilable
+Every table file starts with :func:`needs`, the packages it needs (``% needs: \\usepackage{...}``): it
+compiles alone in ``\\documentclass{article}`` with those; :func:`document` wraps tables in a compilable
 two-column article (``all-tables.tex`` beside them).
 """
 from __future__ import annotations
 
 import math
+import unicodedata
 
 from .reportkit import Cell, Table, merge_notes, note_mark
 
@@ -35,6 +41,11 @@ _SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\
             "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}", "<": r"\textless{}",
             ">": r"\textgreater{}", "|": r"\textbar{}"}
 
+#: what every table file needs in its preamble (said in its first line, :func:`needs`)
+PACKAGES = ("booktabs", "array", "graphicx")
+#: the text width of a plain one-column article (10 pt, letter paper): the widest a block of a table may be
+PAGE_PT = 345.0
+
 #: one column of a two-column paper (article, 10 pt: 229.5 pt; the estimate is in characters of \small)
 ONE_COLUMN_PT = 229.0
 _CHAR_PT = 4.6      # an average character of \small Computer Modern
@@ -42,20 +53,51 @@ _COLSEP_PT = 12.0   # 2 × \tabcolsep
 _WRAP_CHARS = 36    # a text column longer than this wraps in a p column
 
 
+def needs() -> str:
+    """The first lines of a table file: the packages it needs and how to compile it alone."""
+    return (f"% needs: \\usepackage{{{','.join(PACKAGES)}}}\n"
+            "% compiles alone in \\documentclass{article} with the packages above (pdflatex, lualatex)\n")
+
+
+#: the note of a table where text in another script was left out
+LEFT_OUT = "Text in scripts pdflatex cannot set without extra fonts is left out here; the CSV and the HTML have it."
+
+
+def _script(ch: str) -> str:
+    name = unicodedata.name(ch, "")
+    word = name.split(" ")[0] if name else "other"
+    return {"CJK": "Chinese/Japanese", "HIRAGANA": "Japanese", "KATAKANA": "Japanese", "HANGUL": "Korean"}.get(
+        word, word.capitalize())
+
+
 def escape(text) -> str:
-    """``text`` as LaTeX for pdflatex: specials escaped, common symbols as math, other scripts as code points."""
-    out = []
+    """``text`` as LaTeX for pdflatex: specials escaped, common symbols as math, yes/no for truth values, a run
+    of another script as ``[Thai text]`` (see :data:`LEFT_OUT`)."""
+    if isinstance(text, bool):
+        return "yes" if text else "no"
+    out: list[str] = []
+    run = None  # the script of the last run left out, while only spaces followed it
     for ch in str(text):
+        other = not (ch in _SPECIAL or ch in _UNICODE or ch in _GREEK or ord(ch) < 0x250 or ch in "\n\t")
+        if other:
+            script = _script(ch)
+            if script == run:  # the same run, across spaces: one mark
+                while out and out[-1] == " ":
+                    out.pop()
+            else:
+                out.append(f"\\textit{{[{script} text]}}")
+            run = script
+            continue
+        if ch != " ":
+            run = None
         if ch in _SPECIAL:
             out.append(_SPECIAL[ch])
         elif ch in _UNICODE:
             out.append(_UNICODE[ch])
         elif ch in _GREEK:
             out.append(f"$\\{_GREEK[ch]}$")
-        elif ord(ch) < 0x250 or ch in "\n\t":
-            out.append(ch)
         else:
-            out.append(f"\\textsc{{u+{ord(ch):04x}}}")
+            out.append(ch)
     return "".join(out)
 
 
@@ -88,12 +130,16 @@ def _cell_text(c, notes: _Notes) -> str:
         if c.undefined:
             s += notes.mark(c.reason or ("not measured" if c.value is None else None))
         return s
+    if isinstance(c, bool) or c in ("True", "False"):  # a Python truth value, also once printed
+        return escape(c in (True, "True"))
     if isinstance(c, float) and not math.isfinite(c):
         return escape(Cell(c).text()) + notes.mark("no value" if math.isnan(c) else None)
     return escape("" if c is None else c)
 
 
 def _plain_len(c) -> int:
+    if isinstance(c, bool):
+        return 3
     return len(c.text()) + (2 if isinstance(c, Cell) and c.undefined else 0) if isinstance(c, Cell) else \
         len(str("" if c is None else c))
 
@@ -181,6 +227,30 @@ def _with_n(cap: str, n: str) -> str:
     return f"{cap} n = {n} per cell.".strip()
 
 
+def _blocks(keys: list[int], rest: list[int], est: list[float], limit: float) -> list[list[int]]:
+    """The columns of each stacked block: the label columns ``keys`` then as many of ``rest`` as fit ``limit``."""
+    base = sum(est[j] for j in keys)
+    blocks: list[list[int]] = []
+    cur: list[int] = []
+    for j in rest:
+        if cur and base + sum(est[k] for k in cur) + est[j] > limit:
+            blocks.append(cur)
+            cur = []
+        cur.append(j)
+    return [keys + b for b in blocks + [cur] if b] or [keys]
+
+
+def _tabular(cols, body, spec, idx) -> list[str]:
+    """One block: measured in a box, written to the log, shrunk only if LaTeX finds it wider than the line."""
+    lines = ["\\setbox0=\\hbox{%", f"\\begin{{tabular}}{{{''.join(spec[j] for j in idx)}}}", "\\toprule",
+             " & ".join(escape(cols[j]) for j in idx) + " \\\\", "\\midrule"]
+    lines += [" & ".join((row + [""] * (len(cols) - len(row)))[j] for j in idx) + " \\\\" for row in body]
+    lines += ["\\bottomrule", "\\end{tabular}}%",
+              "\\typeout{cultura-table: \\the\\wd0\\space\\space in \\the\\linewidth}%",
+              "\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\box0}\\else\\box0\\fi"]
+    return lines
+
+
 def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
     unbreakable = {-1 - j for j in text_cols if j < 0}
     text_cols = [j for j in text_cols if j >= 0]
@@ -188,23 +258,37 @@ def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
     for j, c in enumerate(cols):
         w = max([len(c)] + [l_[j] for l_ in lens if j < len(l_)])
         widths.append(min(w, _WRAP_CHARS) if j in text_cols else w)
-    est = sum(w * _CHAR_PT + _COLSEP_PT for w in widths)
-    wide = est > ONE_COLUMN_PT
+    est = [w * _CHAR_PT + _COLSEP_PT for w in widths]
+    wide = sum(est) > ONE_COLUMN_PT
     env = "table*" if wide else "table"
-    limit = "\\textwidth" if wide else "\\linewidth"
-    spec = ""
+    spec = []
     for j, _ in enumerate(cols):
         full = max([len(cols[j])] + [l_[j] for l_ in lens if j < len(l_)])
         if j in text_cols and full > _WRAP_CHARS:
-            spec += f">{{\\raggedright\\arraybackslash}}p{{{_WRAP_CHARS * 0.5:.0f}em}}"
+            spec.append(f">{{\\raggedright\\arraybackslash}}p{{{_WRAP_CHARS * 0.5:.0f}em}}")
         else:
-            spec += "l" if j in text_cols or j in unbreakable else "r"
-    lines = [f"\\begin{{{env}}}[t]", "\\centering", "\\small",
-             f"\\resizebox{{\\ifdim\\width>{limit}{limit}\\else\\width\\fi}}{{!}}{{%",
-             f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
-             " & ".join(escape(c) for c in cols) + " \\\\", "\\midrule"]
-    lines += [" & ".join(row + [""] * (len(cols) - len(row))) + " \\\\" for row in body]
-    lines += ["\\bottomrule", "\\end{tabular}}"]
+            spec.append("l" if j in text_cols or j in unbreakable else "r")
+    # the leading label columns (model, country, metric…) are repeated in every block of a split table
+    labels = set(text_cols) | unbreakable
+    keys = []
+    for j in range(len(cols)):
+        if j not in labels or j > 1:
+            break
+        keys.append(j)
+    keys = keys or [0]
+    # the estimate runs about a fifth above the set width (digits are narrower than the average character):
+    # blocks are cut at the page's width plus that margin, and LaTeX shrinks a block only if it really is wider
+    limit = PAGE_PT * 1.15
+    blocks = (_blocks(keys, [j for j in range(len(cols)) if j not in keys], est, limit)
+              if sum(est) > limit else [list(range(len(cols)))])
+    lines = [f"\\begin{{{env}}}[t]", "\\centering", "\\small"]
+    for b, idx in enumerate(blocks):
+        if b:
+            lines.append("\\par\\medskip")
+        lines += _tabular(cols, body, spec, idx)
+    text = "\n".join(cell for row in body for cell in row) + escape(" ".join(cols) + " " + (caption or ""))
+    if "text]}" in text:
+        notes = notes + [escape(LEFT_OUT)]
     if notes:
         lines.append("\\par\\smallskip{\\footnotesize\\raggedright\\sloppy " + "\\\\\n".join(notes) + "\\par}")
     if caption:
@@ -219,4 +303,4 @@ def document(inputs: list[str]) -> str:
     """A two-column article that ``\\input``s every table file (compile with ``pdflatex all-tables.tex``)."""
     body = "\n".join(f"\\input{{{name}}}\n\\clearpage" for name in inputs)
     return ("\\documentclass[twocolumn]{article}\n\\usepackage[utf8]{inputenc}\n"
-            "\\usepackage{booktabs,array,graphicx,textcomp}\n\\begin{document}\n" + body + "\n\\end{document}\n")
+            f"\\usepackage{{{','.join(PACKAGES)}}}\n\\begin{{document}}\n" + body + "\n\\end{document}\n")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -362,8 +363,15 @@ def paper_table(sec: ReportSection, name: str, rows: list[dict], *, label: str =
     (the same texts as the HTML), else from the rows; the caption names the section and the measure."""
     t = getattr(rows, "table", None)
     if t is not None:
-        cap = t.caption or f"{sec.title}: {name.replace('_', ' ')}."
-        return "% cultura: the report's table, as in the HTML\n" + latex.from_table(t, caption=cap, label=label)
-    return "% cultura: the CSV's rows (not a table of the HTML)\n" + latex.from_rows(
+        cap = paper_caption(t.caption or f"{sec.title}: {name.replace('_', ' ')}.")
+        return ("% cultura: the report's table, as in the HTML\n" + latex.needs()
+                + latex.from_table(t, caption=cap, label=label))
+    return "% cultura: the CSV's rows (not a table of the HTML)\n" + latex.needs() + latex.from_rows(
         rows, caption=f"{sec.title}: {name.replace('_', ' ')} (every row of the CSV {label.removeprefix('tab:')}.csv).",
         label=label)
+
+
+def paper_caption(caption: str) -> str:
+    """An HTML caption in a paper's words: what to hover or click on a page has no place on paper (the table's
+    notes give every reason)."""
+    return re.sub(r"(?:Hover|Click)[^.;]*[.;]\s*(\w?)", lambda m: m.group(1).upper(), caption).strip()

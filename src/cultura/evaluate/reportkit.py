@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import pixels
+from ..countries import registry
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -316,6 +317,60 @@ def figure_uri(fig, name: str | None = None) -> str:
 
 #: Okabe & Ito's colour-blind safe palette (black first left out: it is kept for reference lines and text).
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+#: the marker cycle that tells apart two countries sharing one of the seven colours
+COUNTRY_MARKERS = "osD^vP*Xh<>p"
+COUNTRY_LABEL = re.compile(r"^([A-Z]{2})$|\(([A-Z]{2})\)$")
+
+
+def country_style(code: str) -> tuple[str, str]:
+    """The colour and marker of a country in every figure of every report (one palette, keyed by the country:
+    its place in the country registry), so a country keeps its colour across panels and figures."""
+    codes = sorted(registry().countries)
+    i = codes.index(code) if code in codes else len(codes) + sum(map(ord, code))
+    return OKABE_ITO[i % 7], COUNTRY_MARKERS[(i // 7) % len(COUNTRY_MARKERS)]
+
+
+def _handle_colour(h) -> str | None:
+    from matplotlib.colors import to_hex  # deferred: heavy optional dependency, loaded on first use
+
+    for get in ("get_facecolor", "get_color"):
+        if hasattr(h, get):
+            c = getattr(h, get)()
+            if hasattr(c, "ndim") and c.ndim == 2:
+                c = c[0] if len(c) else None
+            try:
+                return to_hex(c) if c is not None else None
+            except (ValueError, TypeError):
+                return None
+    return None
+
+
+def _legend_problems(fig) -> list[str]:
+    """Series that cannot be told apart (several colours, no legend) and countries drawn off their colour."""
+    from matplotlib.collections import PathCollection  # deferred: heavy optional dependency
+
+    out = []
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
+            continue
+        colours = {_handle_colour(c) for c in ax.collections if isinstance(c, PathCollection)}
+        colours |= {_handle_colour(ln) for ln in ax.get_lines() if len(ln.get_xdata()) > 1}
+        colours.discard(None)
+        if len(colours) > 1 and not legends:
+            out.append(f"axes {i}: {len(colours)} colours of points or lines and no legend to tell them apart")
+        has_data = bool(ax.collections or ax.patches or ax.get_lines() or ax.images)
+        if ax.axison and has_data and not (ax.get_xlabel().strip() or ax.get_ylabel().strip()):
+            out.append(f"axes {i}: no axis label")
+    for lg in legends:
+        for h, t in zip(lg.legend_handles, lg.get_texts()):
+            m = COUNTRY_LABEL.search(t.get_text().strip())
+            if not m:
+                continue
+            want, got = country_style(m.group(1) or m.group(2))[0].lower(), _handle_colour(h)
+            if got is not None and got.lower() != want:
+                out.append(f"legend entry {t.get_text()!r} drawn in {got}, not its country's colour {want}")
+    return out
 
 
 def cell_text_colour(rgba) -> str:
@@ -347,8 +402,10 @@ def matplotlib_rc(rc: dict):
 
 
 def figure_problems(fig) -> list[str]:
-    """What would make ``fig`` unfit for a paper: an axis with tick labels but no title, a colour bar without a
-    label, texts (tick labels, labels, legends, annotations) whose boxes overlap. Empty when fit."""
+    """What would make ``fig`` unfit for a paper: an axis with tick labels but no title, a panel with data and
+    no axis label, a colour bar without a label, several colours of points or lines and no legend, a country
+    drawn in another colour than its own (:func:`country_style`), texts (tick labels, labels, legends,
+    annotations) whose boxes overlap. Empty when fit."""
     from matplotlib.text import Text  # deferred: heavy optional dependency, loaded on first use
 
     fig.canvas.draw()
@@ -362,6 +419,7 @@ def figure_problems(fig) -> list[str]:
             ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
             if ticks and not label.strip() and axis.get_visible():
                 out.append(f"axes {i}{' (colour bar)' if cbar is not None else ''}: the {name} axis has no title")
+    out += _legend_problems(fig)
     texts, ids = [], set()
     for ax in fig.axes:  # tick labels of ticks outside the view are not drawn: leave them out
         for axis in (ax.xaxis, ax.yaxis):
@@ -424,8 +482,19 @@ def img_tag(uri: str, alt: str) -> str:
 
 
 def model_label(r: dict) -> str:
-    """How a model is named in tables: the spec the user gave (identity when none)."""
-    return r.get("model_spec") or r["model"]
+    """How a model is named in tables and figures: the spec the user gave (identity when none), marked when the
+    run was a smoke run (``--limit``), so the HTML, the CSV and the LaTeX say it on the row itself."""
+    name = r.get("model_spec") or r["model"]
+    limit = (r.get("params") or {}).get("limit")
+    return name if limit is None else f"{name} {SMOKE_MARK}{limit})"
+
+
+#: how a smoke run's rows are named (:func:`model_label`); averages over models leave them out
+SMOKE_MARK = "(smoke run, --limit "
+
+
+def is_smoke(label: str) -> bool:
+    return SMOKE_MARK in str(label)
 
 
 def slug(text: str) -> str:

@@ -3,11 +3,13 @@ self-describing rows (model identity and info, benchmark name/version/hash, suit
 date, metric, value, CI, n, group, details).
 
 The runner (:mod:`cultura.evaluate.runner`) writes through it; the report and the CLI read through it. JSON
-files (one per run, under ``reports/results/``) write ``inf``/``nan`` as the strings ``"inf"``/``"nan"``
-(JSON has no such numbers).
+files (one per run, under ``reports/results/``) and the results JSON of a run write every number as a JSON
+number, or null with the reason (``value_reason``), and say for each row whether higher is better
+(:mod:`.published`). The database keeps ``inf``/``nan`` in details as the strings ``"inf"``/``"nan"``.
 """
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import math
@@ -23,6 +25,7 @@ from ..bounds import ROW_ID
 from ..db import now, reap_runs
 from ..errors import CulturaError
 from ..files import refuse_existing, write_atomic
+from .published import ci_method, numbers, published_row
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -142,8 +145,9 @@ def _nan(x):
 
 
 def results_json(rows: list[dict]) -> list[dict]:
-    """Rows with non-finite numbers as strings, ready for ``json.dumps``."""
-    return _json_safe(rows)
+    """Rows ready for ``json.dumps``: numbers as numbers, null + ``<field>_reason`` for a non-finite one, and
+    ``higher_is_better`` (:func:`cultura.evaluate.published.published_row`)."""
+    return [published_row(r) for r in rows]
 
 
 def write_run_json(project: Project, run_id: int) -> Path:
@@ -227,9 +231,9 @@ def _restore(obj):
 
 
 def export_samples(project: Project, run_id: int, path, *, overwrite: bool = False) -> Path:
-    """Write one run's samples to ``path``: JSON Lines (``.jsonl``) or Parquet (``.parquet``; nested records
-    as one JSON column ``data`` beside ``run_id``, ``idx``, ``kind``). An existing ``path`` is refused unless
-    ``overwrite``."""
+    """Write one run's samples to ``path``: JSON Lines (``.jsonl``) or Parquet (``.parquet``: ``run_id``,
+    ``idx``, ``kind`` and one typed column per field of the records, nested ones as lists and structs). An
+    existing ``path`` is refused unless ``overwrite``."""
     run_id, path = ROW_ID.check(run_id, "run_id"), Path(path)
     if path.suffix not in (".jsonl", ".parquet"):
         raise CulturaError(f"{path.name}: sample logs are written as .jsonl or .parquet; give a file name with "
@@ -254,10 +258,15 @@ def export_samples(project: Project, run_id: int, path, *, overwrite: bool = Fal
             import pyarrow as pa  # deferred: heavy
             import pyarrow.parquet as pq  # deferred: heavy
 
-            table = pa.table({"run_id": pa.array([int(run_id)] * len(rows), pa.int64()),
-                              "idx": pa.array([r[0] for r in rows], pa.int64()),
-                              "kind": pa.array([r[1] for r in rows], pa.string()),
-                              "data": pa.array([r[2] for r in rows], pa.string())})
+            # typed columns, one per field of the records (nested lists and structs stay nested), so that the
+            # file reads as a table and not as one JSON string per row; nan/inf are floats again
+            records = [{"run_id": int(run_id), "idx": idx, "kind": kind, **_restore(json.loads(data))}
+                       for idx, kind, data in rows]
+            try:
+                table = pa.Table.from_pylist(records)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise CulturaError(f"Run {run_id}'s samples mix types in one field ({e}); write them as .jsonl.",
+                                   param="path") from None
             pq.write_table(table, tmp, compression="zstd")
 
     return write_atomic(path, writer=write, overwrite=overwrite)
@@ -284,16 +293,26 @@ def results_document(project: Project, run_ids, *, config: dict) -> dict:
             "benchmark_hash": r["benchmark_hash"], "options": params.get("options", {}),
             "device": params.get("device") or info.get("device"), "seed": params.get("options", {}).get("seed", 0),
             "limit": params.get("limit"), "smoke_run": params.get("limit") is not None,
-            "date": r["finished_at"] or r["started_at"], "n_results": r["n_results"], "n_samples": r["n_samples"],
-            "results": [{k: x[k] for k in ("metric", "value", "ci_low", "ci_high", "n", "group", "details")}
+            "date": r["finished_at"] or r["started_at"], "started_at": r["started_at"],
+            "finished_at": r["finished_at"], "duration_s": _duration(r["started_at"], r["finished_at"]),
+            "ci": ci_method(params.get("options")), "n_results": r["n_results"], "n_samples": r["n_samples"],
+            "results": [published_row({k: x[k] for k in ("metric", "value", "ci_low", "ci_high", "n", "group",
+                                                         "details")})
                         for x in load_results(project, latest=False, run_ids=[r["id"]])]})
-    return _json_safe({
+    return numbers({
         "cultura_version": cultura_version(), "git_revision": git_revision(), "date": now(),
         **environment(), "device": config.get("device") or sorted({str(r["device"]) for r in runs
                                                                     if r["device"]}) or None,
         "seed": (config.get("options") or {}).get("seed", 0) if isinstance(config.get("options"), dict) else 0,
         "smoke_run": smoke, "config": config,
         "suite_versions": {r["suite"]: r["suite_version"] for r in runs}, "runs": runs})
+
+
+def _duration(start: str | None, end: str | None) -> float | None:
+    """Seconds between two stored timestamps (to the second, as stored); None while a run has no end."""
+    if not start or not end:
+        return None
+    return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
 
 
 def write_results_document(project: Project, run_ids, output_path, *, config: dict,

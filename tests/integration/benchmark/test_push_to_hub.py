@@ -34,6 +34,8 @@ def test_push_to_hub_through_huggingface_hub(photos, tmp_path, fake_hub):
     local = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert fake_hub.state.repos["lab/cultural-bench"] == local
     assert fake_hub.state.private["lab/cultural-bench"] is True
+    # the Croissant pushed names the page it was pushed to
+    assert json.loads(local["croissant.json"])["url"] == res["hub"]["url"]
     paths = [q["path"] for q in fake_hub.state.requests]
     assert "/api/validate-yaml" in paths and "/api/repos/create" in paths
     assert all(q["auth"] == f"Bearer {token}" for q in fake_hub.state.requests)

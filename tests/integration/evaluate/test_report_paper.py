@@ -34,6 +34,38 @@ def compile_tables(tex_dir: Path, work: Path) -> str:
     return log
 
 
+def compile_alone(tex: Path, work: Path) -> list[float]:
+    """Compile one table file in a bare ``\\documentclass{article}`` whose preamble is only what the file's
+    ``% needs:`` line declares; returns the scale of each of its blocks (1.0 when not shrunk)."""
+    text = tex.read_text(encoding="utf-8")
+    head = [ln for ln in text.splitlines() if ln.startswith("%")]
+    needs = [ln.removeprefix("% needs: ") for ln in head if ln.startswith("% needs: ")]
+    assert needs, f"{tex.name} does not say which packages it needs"
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tex, work / tex.name)
+    (work / "alone.tex").write_text("\\documentclass{article}\n" + "\n".join(needs)
+                                    + f"\n\\begin{{document}}\n\\input{{{tex.stem}}}\n\\end{{document}}\n")
+    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "alone.tex"], cwd=work,
+                         capture_output=True, text=True, timeout=120)
+    log = (work / "alone.log").read_text(encoding="utf-8", errors="replace")
+    assert res.returncode == 0, (tex.name, log[-2000:])
+    sizes = re.findall(r"cultura-table: ([\d.]+)pt\s*in ([\d.]+)pt", log)
+    assert sizes, tex.name
+    return [min(1.0, float(line) / float(width)) for width, line in sizes]
+
+
+def check_tables_alone(tex_dir: Path, work: Path) -> None:
+    """Every table compiles alone with what it declares, never shrunk below 0.8, with words for truth values,
+    paper captions and no code points."""
+    for tex in sorted(p for p in tex_dir.glob("*.tex") if p.name != "all-tables.tex"):
+        scales = compile_alone(tex, work / tex.stem)
+        assert min(scales) >= 0.8, (tex.name, scales)
+        text = tex.read_text(encoding="utf-8")
+        # a Python truth value as a whole cell (the words "False negatives" in a caption are English)
+        assert not re.search(r"(?:^|&)\s*(True|False)\s*(?:&|\\\\)", text, re.M), tex.name
+        assert "Hover" not in text and "u+" not in text, tex.name
+
+
 def check_tables(paths: dict, tmp_path: Path) -> None:
     tex_dir = paths["latex_dir"]
     files = sorted(p for p in tex_dir.glob("*.tex") if p.name != "all-tables.tex")
@@ -53,6 +85,7 @@ def check_tables(paths: dict, tmp_path: Path) -> None:
     assert "all-tables.tex" in {p.name for p in tex_dir.iterdir()}
     if shutil.which("pdflatex"):
         compile_tables(tex_dir, tmp_path / "tex")
+        check_tables_alone(tex_dir, tmp_path / "alone")
 
 
 def check_figures(figures: list[dict], fig_dir: Path) -> None:
@@ -140,3 +173,50 @@ def test_the_demo_report_is_fit_for_a_paper(tmp_path):
     paths = write_report(p, tmp_path / "paper" / "report.html")
     check_tables(paths, tmp_path)
     check_figures(build_report(p)["figures"], paths["figures_dir"])
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="pdflatex missing")
+def test_a_table_of_sixteen_countries_is_split_not_shrunk(tmp_path):
+    from cultura.evaluate import latex
+
+    countries = ["AU", "BR", "CN", "DE", "EG", "FR", "GB", "IN", "JP", "KE", "MX", "NG", "RU", "TH", "US", "ZA"]
+    rows = [[model, metric] + [Cell(0.1234 + i / 100, 0.01 + i / 200, 0.9 - i / 100, n=120) for i in range(16)]
+            for model in ("openclip:ViT-B-32/openai", "mclip:XLM-R") for metric in ("SP", "TS", "IS")]
+    rows[0][3] = Cell(None, reason="no trial for this country")
+    t = Table(["model", "metric"] + countries, rows, caption="Per query country: SP, TS and IS (seed 000 "
+              "Table 8 shape) for 東京 and กรุงเทพ.", n_column=False)
+    tex = tmp_path / "wide.tex"
+    tex.write_text(latex.needs() + latex.from_table(t, label="tab:wide"), encoding="utf-8")
+    scales = compile_alone(tex, tmp_path / "alone")
+    assert len(scales) > 1 and min(scales) >= 0.8, scales          # split in blocks, each at a readable size
+    text = tex.read_text(encoding="utf-8")
+    assert text.count("openclip:ViT-B-32/openai") == 3 * len(scales)  # every block repeats the label columns
+    assert all(f" {c} " in text or f"{c} \\\\" in text or f" {c} &" in text for c in countries)
+    assert "[Thai text]" in text and "[Chinese/Japanese text]" in text and latex.LEFT_OUT[:40] in text
+
+
+def test_figure_problems_finds_a_missing_legend_missing_axis_labels_and_a_country_off_its_colour():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cultura.evaluate.reportkit import country_style
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter([0, 1], [0, 1], color="#0072B2")
+    ax.scatter([2, 3], [2, 3], color="#E69F00")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    probs = figure_problems(fig)
+    assert any("no legend" in p for p in probs) and any("no axis label" in p for p in probs)
+    plt.close(fig)
+    # a country drawn in another country's colour is found; its own colour passes, in every panel
+    fig, (a, b) = plt.subplots(1, 2, figsize=(6, 3))
+    for ax, colour in ((a, country_style("US")[0]), (b, country_style("JP")[0])):
+        ax.scatter([0, 1], [0, 1], color=colour, label="US")
+        ax.scatter([1, 2], [0, 1], color=country_style("TH")[0], label="th (TH)")
+        ax.set_xlabel("x"), ax.set_ylabel("y"), ax.legend(fontsize=6)
+    probs = figure_problems(fig)
+    assert len([p for p in probs if "country's colour" in p]) == 1 and "'US'" in probs[0]
+    plt.close(fig)
+    assert country_style("US") != country_style("JP") and country_style("US") == country_style("US")

@@ -206,3 +206,42 @@ def test_context_writes_are_atomic(project):
     with pytest.raises(sqlite3.IntegrityError):
         add_contexts(project, [good, {**good, "text": "B [MASK].", "language": None}], source="t")
     assert list_contexts(project, status=None) == []        # the first row was not kept on its own
+
+
+def _length_scorer():
+    """A scorer whose log-likelihood is minus the scored text's length (no model)."""
+    from cultura.models.scorers import LogProbScorer
+
+    class LengthScorer(LogProbScorer):
+        family, identity = "length", "length:test"
+
+        def _score_batch(self, pairs):
+            return [(-float(len(p + c)), len(p + c), None) for p, c in pairs]
+
+    return LengthScorer()
+
+
+def test_each_logged_context_sample_carries_its_own_contexts_text(project, tmp_path):
+    from cultura.evaluate.suites.llm_bias import import_contexts, import_entities
+    from cultura.evaluate.suites.llm_bias.cbs import cbs_by_context
+    from cultura.evaluate.suites.registry import suite_run
+
+    import_entities(project, _write_jsonl(tmp_path / "e.jsonl", PAR_ENTS))
+    contexts = [{"language": "ja", "kind": "grounded", "type": "food", "text": "京都で[MASK]を食べた。",
+                 "english": "In Kyoto I ate [MASK]."},
+                {"language": "ja", "kind": "grounded", "type": "food", "text": "大阪で[MASK]を買った。",
+                 "english": "In Osaka I bought [MASK]."},
+                {"language": "ja", "kind": "neutral", "type": "food", "text": "昼は[MASK]。",
+                 "english": "For lunch, [MASK]."}]
+    import_contexts(project, _write_jsonl(tmp_path / "c.jsonl", contexts))
+    from cultura.curate.contexts import list_contexts
+
+    for english, field in ((False, "text"), (True, "english")):
+        own = {c["id"]: c[field] for c in list_contexts(project)}
+        with suite_run(samples=True) as log:
+            rows = cbs_by_context(project, _length_scorer(), english=english, parallel=True)
+        assert len(log) == len(rows) == 3
+        # every sample's text is the text of the context it names, and each context is logged once
+        assert sorted(s["context_id"] for s in log) == sorted(own)
+        for s in log:
+            assert s["kind"] == "masked_context" and s["context"] == own[s["context_id"]]

@@ -113,6 +113,12 @@ def test_judge_scores_rescore_caire_expected_scores_exactly(project, tmp_path):
     rows = _rows(project, rec.run_id)
     for s in caire:
         assert expected_score(s["logprobs"]) == s["score"]
+    # each judged pair carries its human target (the mean rating and how many), null where nobody rated it
+    from cultura.evaluate.suites.attribution.evaluation import human_ratings
+
+    human = human_ratings(project)
+    for s in judged:
+        assert (s["human_mean"], s["human_n"]) == human.get((s["sha256"], s["country"]), (None, 0))
     for scorer in {s["scorer"] for s in judged}:
         for cc in sorted({s["country"] for s in judged if s["scorer"] == scorer}):
             vals = [s["score"] for s in judged if s["scorer"] == scorer and s["country"] == cc]
@@ -143,6 +149,17 @@ def test_results_json_smoke_run_and_sample_export(project, world, tmp_path):
     assert assoc["model"]["identity"].startswith("fake") and assoc["model"]["kind"] == "non-model"
     assert assoc["smoke_run"] and assoc["limit"] == 5 and assoc["suite_version"] == "1"
     assert _one(assoc["results"], "M_cr") == _one(_rows(project, assoc["run_id"]), "M_cr")
+    # each run says when it ran, how long, and how its intervals were made; each row its metric's direction
+    assert assoc["started_at"] <= assoc["finished_at"] and assoc["duration_s"] >= 0
+    assert assoc["ci"] == {"method": "percentile bootstrap", "n_resamples": 50, "level": 0.95, "seed": 0,
+                           "resampled": "the suite's units (trials, query images, contexts)"}
+    directions = {x["metric"]: x["higher_is_better"] for x in assoc["results"]}
+    assert directions["M_cr"] is True and directions["SP"] is False and directions["M_lb"] is False
+    # numbers are numbers: a column pandas reads as floats (null where undefined, with the reason beside it)
+    for run in doc["runs"]:
+        for x in run["results"]:
+            assert x["value"] is None or isinstance(x["value"], (int, float)), x
+            assert (x["value"] is None) == ("value_reason" in x), x
     # --limit 5: five trials of each query variant, five query images
     trials = load_samples(project, assoc["run_id"], kind="trial")
     per_variant = {v: sum(t["variant"] == v for t in trials) for v in {t["variant"] for t in trials}}
@@ -159,7 +176,13 @@ def test_results_json_smoke_run_and_sample_export(project, world, tmp_path):
     import pyarrow.parquet as pq
 
     t = pq.read_table(pq_path)
-    assert t.num_rows == assoc["n_samples"] and json.loads(t.column("data")[0].as_py())["candidates"]
+    assert t.num_rows == assoc["n_samples"] and "data" not in t.column_names
+    # typed columns: the item's key, the candidates as structs with their positions and scores as floats
+    assert str(t.schema.field("item_key").type) == "string"
+    cand = t.schema.field("candidates").type.value_type
+    assert str(cand.field("score").type) == "double" and str(cand.field("position").type) == "int64"
+    first = t.slice(0, 1).to_pylist()[0]
+    assert first["item_key"] and first["target"]["role"] == "cr"
     r = CliRunner().invoke(cli, ["--project", str(project.root), "evaluate", "samples", str(assoc["run_id"]),
                                  str(tmp_path / "s.csv")])
     assert r.exit_code == 1 and ".jsonl or .parquet" in r.output
@@ -239,3 +262,20 @@ def test_samples_are_kept_by_default_only_when_small(project, world, monkeypatch
     with pytest.raises(Exception, match="no per-sample log"):
         from cultura.evaluate.results import export_samples
         export_samples(project, rec.run_id, "x.jsonl")
+
+
+def test_a_smoke_run_is_marked_on_its_row_and_left_out_of_the_average():
+    from cultura.evaluate.reportkit import Cell, model_label
+    from cultura.evaluate.suites.retrieval.report import _average_rows
+
+    def result(spec, limit):
+        return {"model": spec, "model_spec": spec, "params": {} if limit is None else {"limit": limit},
+                "benchmark": "xcm", "benchmark_version": 1}
+
+    full_a, full_b, smoke = result("a", None), result("b", None), result("c", 3)
+    assert model_label(full_a) == "a" and model_label(smoke) == "c (smoke run, --limit 3)"
+    lines = [[model_label(r), Cell(v)] for r, v in ((full_a, 0.2), (full_b, 0.4), (smoke, 0.9))]
+    [avg] = _average_rows(lines, [full_a, full_b, smoke])
+    assert avg[0] == "Average (2 models)" and avg[1].value == pytest.approx(0.3)
+    # a smoke run alone beside one full run: nothing to average
+    assert _average_rows(lines[::2], [full_a, smoke]) == []

@@ -265,7 +265,13 @@ def test_infinite_sp_survives_storage_and_json(project, world):
     sp = next(r for r in load_results(project, suite="association") if r["metric"] == "SP" and not r["group"])
     assert math.isinf(sp["value"]) and "M_cr = 0" in sp["details"]["reason"]
     data = json.loads(open(rec.json_path, encoding="utf-8").read())
-    assert next(r for r in data if r["metric"] == "SP" and not r["group"])["value"] == "inf"
+    # JSON has no inf: a null that says why, and the direction of the metric
+    sp_json = next(r for r in data if r["metric"] == "SP" and not r["group"])
+    assert sp_json["value"] is None and sp_json["value_reason"].startswith("infinite (+inf)")
+    assert "M_cr = 0" in sp_json["value_reason"] and sp_json["higher_is_better"] is False
+    raw = open(rec.json_path, encoding="utf-8").read()
+    json.loads(raw, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))   # no NaN/Infinity tokens
+    assert '"inf"' not in raw and '"nan"' not in raw and '"-inf"' not in raw
 
 
 def test_missing_data_is_skipped_under_all_and_an_error_by_name(project):

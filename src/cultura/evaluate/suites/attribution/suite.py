@@ -30,7 +30,7 @@ from ...reportkit import Cell, ReportSection, Table, model_label
 from ..registry import Suite, SuiteSkipped, log_samples, logging_samples, row, sample_limit
 from .baseline import run_baseline
 from .evaluation import (C7_THRESHOLDS, DEFAULT_RULE, DEFAULT_THRESHOLD, RULES, THRESHOLD, evaluate_attribution,
-                         load_scores)
+                         human_ratings, load_scores)
 from .gold import load_gold
 from .kb import build_kb_index, list_kb
 from .linking import TOP_K, linking_accuracy
@@ -111,10 +111,15 @@ def attribution_suite(project: Project, embedder, *, benchmark=None, options: di
     for scorer, cfg_ in configs:
         det = {**det, "judge": cfg_["judge"], "context": cfg_["context"]}
         scores = load_scores(project, **cfg_)
-        if logging_samples():  # every judge score with the token log-probabilities it was computed from
+        if logging_samples():  # every judge score with the token log-probabilities it was computed from, and
+            # the human target it is evaluated against (mean rating and count; null where nobody rated the pair)
+            human = human_ratings(project, source=o.get("ratings"))
             log_samples("judge_score", [{"scorer": scorer, **cfg_, "sha256": r["sha256"], "country": r["country"],
                                          "score": r["score"], "argmax": r.get("argmax"),
-                                         "logprobs": r["logprobs"]} for r in scores])
+                                         "logprobs": r["logprobs"],
+                                         "human_mean": (human.get((r["sha256"], r["country"])) or (None, 0))[0],
+                                         "human_n": (human.get((r["sha256"], r["country"])) or (None, 0))[1]}
+                                        for r in scores])
         by_cc: dict[str, list[float]] = {}
         for r in scores:
             by_cc.setdefault(r["country"], []).append(r["score"])

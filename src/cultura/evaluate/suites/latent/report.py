@@ -307,6 +307,15 @@ def projection_figure(rows, model) -> str | None:
         ax.set_title(f"{r['group']['concept']} ({d['method']}, k = {d['k']})", fontsize=10)
         ax.set_xticks([])
         ax.set_yticks([])
+        ax.set_xlabel(f"{d['method']} 1", fontsize=8)
+        ax.set_ylabel(f"{d['method']} 2", fontsize=8)
+    from matplotlib.lines import Line2D  # deferred: heavy optional dependency, loaded on first use
+
+    # what each mark is, once for the figure (the same in every panel)
+    fig.legend(handles=[Line2D([], [], ls="", marker="o", color=IN_COLOR, label="image of a country in G"),
+                        Line2D([], [], ls="", marker="^", color=OUT_COLOR, label="image of a country not in G"),
+                        Line2D([], [], ls="", marker="*", color="black", markersize=10, label="the caption")],
+               fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     fig.tight_layout()
     return figure_uri(fig, f"images-and-caption-2d-{model}-seed002-fig3")
 

@@ -70,7 +70,8 @@ def cbs_by_context(project: Project, scorer: "LogProbScorer | str", *, language:
     every = score_cached(project, scorer, [(text, e) for _, _, text, local, western in jobs
                                            for e in local + western], mode=mode) if jobs else []
     start = 0
-    for at, base, _, local, western in jobs:
+    # each job carries its own context text: the log names the text this context was scored with
+    for at, base, text, local, western in jobs:
         lp = every[start:start + len(local) + len(western)]
         start += len(local) + len(western)
         a, b = lp[:len(local)], lp[len(local):]

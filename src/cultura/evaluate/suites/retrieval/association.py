@@ -70,19 +70,25 @@ def head(trials, limit: int | None):
 
 
 def trial_samples(trials, sims: np.ndarray, variant: str):
-    """Per-sample log of trials (a generator): the query, each candidate's role, image, culture and score,
-    and the winner (the role with the highest score; every tied role in ``winners``, as win rates split ties)."""
+    """Per-sample log of trials (a generator): the item's ``item_key`` (the export's, to join the published
+    dataset), the query, each candidate's role, position, image, culture and score, the ``target`` (the
+    correct candidate, ``cr``, and its position) and the winner (the role with the highest score; every tied
+    role in ``winners``, as win rates split ties)."""
     for i in range(len(trials)):
         s = sims[i]
         best = np.flatnonzero(s == s.max()).tolist()
         yield {
-            "variant": variant, "item_id": int(trials.item_ids[i]), "concept": str(trials.concepts[i]),
+            "variant": variant, "item_id": int(trials.item_ids[i]), "item_key": str(trials.item_keys[i]),
+            "concept": str(trials.concepts[i]),
             "query_country": str(trials.query_country[i]), "query_language": str(trials.query_language[i]),
             "descriptor_country": (None if trials.descriptor_country[i] is None
                                    else str(trials.descriptor_country[i])),
             "query": trials.texts[i],
-            "candidates": [{"role": r, "sha256": str(trials.sha256[i, j]), "country": str(trials.countries[i, j]),
-                            "score": float(s[j])} for j, r in enumerate(trials.roles)],
+            "candidates": [{"role": r, "position": int(trials.positions[i, j]), "sha256": str(trials.sha256[i, j]),
+                            "country": str(trials.countries[i, j]), "score": float(s[j])}
+                           for j, r in enumerate(trials.roles)],
+            "target": ({"role": "cr", "position": int(trials.positions[i, trials.roles.index("cr")])}
+                       if "cr" in trials.roles else None),
             "winner": trials.roles[best[0]] if len(best) == 1 else None,
             "winners": [trials.roles[j] for j in best]}
 
@@ -232,9 +238,9 @@ def projection_rows(project: Project, embedder, trials, *, suite: str, method: s
     if method == "none":
         return []
     out = []
-    seen: dict[str, tuple[str, str]] = {}
+    seen: dict[str, tuple[str, set]] = {}
     for text, lang, cc in zip(trials.texts, trials.query_language, trials.query_country):
-        seen.setdefault(text, (lang, cc))
+        seen.setdefault(text, (lang, set()))[1].add(cc)  # one text asked in several countries names them all
     imgs: dict[str, str] = {}
     for shas, ccs in zip(trials.sha256, trials.countries):
         for s, c in zip(shas, ccs):
@@ -242,7 +248,7 @@ def projection_rows(project: Project, embedder, trials, *, suite: str, method: s
     def text_fn(project: Project, embedder, keys):  # each query text in its own language
         return embed_texts_by_language(project, embedder, keys, [seen[k][0] for k in keys])
 
-    for kind, keys, labels, fn in (("text", list(seen), [f"{lang} ({cc})" for lang, cc in seen.values()],
+    for kind, keys, labels, fn in (("text", list(seen), [f"{lang} ({', '.join(sorted(ccs))})" for lang, ccs in seen.values()],
                                     text_fn),
                                    ("image", list(imgs), list(imgs.values()), embed_images)):
         idx = sample_points(len(keys), max_points, seed)

@@ -22,8 +22,8 @@ from ....curate.concepts import concept_names
 from ....curate.images import image_paths
 from ....lazy import lazy
 from ....view.links import view_href
-from ...reportkit import (OKABE_ITO, Cell, ReportSection, Table, annotate_cells, figure_uri, image_uri, img_tag,
-                          model_label)
+from ...reportkit import (COUNTRY_LABEL, COUNTRY_MARKERS, Cell, ReportSection, Table, annotate_cells,
+                          country_style, figure_uri, image_uri, img_tag, is_smoke, model_label)
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -34,13 +34,13 @@ ASSOC_ROLES = ("cr", "lb", "ti")
 DESC_ROLES = ("cr", "orlb", "or", "cdr", "lb", "ti")
 ROLE_NAMES = {"cr": "Correct", "orlb": "Object relevant, language-biased", "or": "Object relevant",
               "cdr": "Cultural descriptor relevant", "lb": "Language-biased", "ti": "Totally irrelevant"}
-#: the paper's hues (green correct, purple, blue, yellow, pink, grey) in Okabe-Ito's colour-blind safe versions
+#: the paper's hues (green correct, purple, blue, yellow, pink → vermilion, grey) in Okabe-Ito's colour-blind safe versions
 ROLE_COLORS = {"cr": "#009E73", "orlb": "#CC79A7", "or": "#0072B2", "cdr": "#F0E442", "lb": "#D55E00",
                "ti": "#999999"}
 TIER_ORDER = ("high", "medium", "low", "unknown")
 #: The paired χ² tests in the paper's orientation (Diff = A − B; seed 000 Tables 15–17).
 CHI2_COLUMNS = (("chi2_or_vs_orlb", ("or", "orlb"), "QL association (Blue − Purple)"),
-                ("chi2_cdr_vs_lb", ("cdr", "lb"), "CD vs QL (Yellow − Pink)"))
+                ("chi2_cdr_vs_lb", ("cdr", "lb"), "CD vs QL (Yellow − Vermilion)"))
 
 
 def _plt():
@@ -79,13 +79,14 @@ def model_average(cells: list[Cell], models: list[str], *, pct: bool = False, di
 def _average_rows(lines: list[list], rows, *, label_cols: int = 1, pct_cols=()) -> list[list]:
     """"Average (k models)" lines under ``lines`` (one per model, Cells after ``label_cols`` labels): one per
     benchmark (models evaluated on different benchmarks or versions are never averaged together), for every
-    benchmark with at least two models."""
+    benchmark with at least two models; smoke runs (:func:`~cultura.evaluate.reportkit.is_smoke`) are left out."""
     bench = {}
     for r in rows:
         bench.setdefault(model_label(r), f"{r.get('benchmark')}@{r.get('benchmark_version')}")
     groups: dict[str, list] = {}
-    for line in lines:
-        groups.setdefault(bench.get(line[0], ""), []).append(line)
+    for line in lines:  # a smoke run (--limit) is shown, marked, and never averaged in
+        if not is_smoke(line[0]):
+            groups.setdefault(bench.get(line[0], ""), []).append(line)
     out = []
     for b, mine in groups.items():
         if len(mine) < 2:
@@ -195,7 +196,7 @@ def render_prevalence(rows, project: Project) -> ReportSection:
     avg = _average_rows(t1_lines, rows)
     t1 = Table(["model", "Acc@5 ↑", "LBKL@10 ↓", "DLBKL@10 ↓", "NDCG@10 ↑"], t1_lines + avg,
                caption="Image→text retrieval: accuracy and language-wise prevalence bias (seed 000 Table 1 shape)."
-                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg else "")
+                       + (" Average: unweighted mean over the models evaluated on one benchmark (n = models; smoke runs left out)." if avg else "")
                        + _no_relevant_note(rows))
     ks = sorted({int(r["metric"].split("@")[1]) for r in rows if r["metric"].startswith("lbkl@")})
     cols, body = ["model"], []
@@ -287,7 +288,7 @@ def render_association(rows, project: Project) -> ReportSection:
     body += mlines + avg2
     t2 = Table(head, body, caption="Self-preference cultural bias on three-candidate trials (seed 000 Table 2 "
                                    "shape). SP = M_lb / M_cr; the random baseline's interval is min–max over 10 rounds."
-                                   + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)." if avg2 else ""))
+                                   + (" Average: unweighted mean over the models evaluated on one benchmark (n = models; smoke runs left out)." if avg2 else ""))
     countries = _countries(rows, "SP")
     t12_rows = []
     for m in models:
@@ -321,7 +322,7 @@ def render_association(rows, project: Project) -> ReportSection:
         parts.append(_figure(_stacked(rows, models, ASSOC_ROLES, countries, "Win rates by query country",
                                      "win-rates-by-country-seed000-fig5"),
                              "Association bias per query country (seed 000 Figure 5 shape): correct (green), "
-                             "language-biased (pink), irrelevant (grey)."))
+                             "language-biased (vermilion), irrelevant (grey)."))
     t13 = _country_win_rates(rows, models, countries, ASSOC_ROLES, "SP",
                              "Win rates per query country (seed 000 Table 13 shape).")
     parts += [_table(t12), _table(t13), _table(t11)]
@@ -517,11 +518,12 @@ def _projection_figure(rows, models) -> str | None:
         ax.axis("on")
         pts = r["details"]["points"]
         labels = sorted({p[2] for p in pts})
-        markers = "osD^vP*Xh<>p"
-        for i, lab in enumerate(labels):  # Okabe-Ito colours, and a marker per cycle so no two labels match
+        for i, lab in enumerate(labels):  # a country's own colour and marker (country_style) in every panel
             xy = np.array([[p[0], p[1]] for p in pts if p[2] == lab])
-            ax.scatter(xy[:, 0], xy[:, 1], s=14, color=OKABE_ITO[i % 7], marker=markers[(i // 7) % len(markers)],
-                       label=lab, alpha=0.85)
+            one = COUNTRY_LABEL.search(lab)
+            colour, marker = (country_style(one.group(1) or one.group(2)) if one
+                              else ("#555555", COUNTRY_MARKERS[i % len(COUNTRY_MARKERS)]))  # shared by countries
+            ax.scatter(xy[:, 0], xy[:, 1], s=14, color=colour, marker=marker, label=lab, alpha=0.85)
         ax.set_title(f"{m} — {k} ({r['details'].get('method')}, n={len(pts)})", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -577,7 +579,7 @@ def render_descriptor(rows, project: Project) -> ReportSection:
                caption="Six-category win rates with a cultural descriptor (seed 000 Table 3 shape), short "
                        "descriptor query mention_<CC> (\"Train of Japan\" in the query language): correct, "
                        "object relevant language-biased, object relevant, descriptor relevant, language-biased, "
-                       "totally irrelevant." + (" Average: unweighted mean over the models evaluated on one benchmark (n = models)."
+                       "totally irrelevant." + (" Average: unweighted mean over the models evaluated on one benchmark (n = models; smoke runs left out)."
                                                 if avg3 else ""))
     warnings = sorted({r["details"].get("warning") or r["details"].get("reason") for r in rows
                        if r["metric"] == "M_cr" and not r["group"]
@@ -597,13 +599,13 @@ def render_descriptor(rows, project: Project) -> ReportSection:
                 chi_rows.append([m, label, Cell(d.get(f"M_{a}"), digits=3), Cell(d.get(f"M_{b}"), digits=3),
                                  Cell.of(r, digits=3), Cell(d.get("statistic"), digits=2),
                                  Cell(d.get("p"), digits=3, p=True),
-                                 "True" if d.get("significant") else ("n/a" if d.get("significant") is None
-                                                                      else "False")])
+                                 "yes" if d.get("significant") else ("n/a" if d.get("significant") is None
+                                                                     else "no")])
     t15 = Table(["model", "test", "A", "B", "Diff = A − B", "χ²", "p", "Sig. (p < 0.05)"], chi_rows,
                 caption="Paired χ² goodness-of-fit tests (1 dof; seed 000 App. P, Table 15 shape), in the paper's "
                         "orientation: QL association A = Object relevant (blue, or), B = Object relevant "
                         "language-biased (purple, orlb), Diff < 0 = the query language's culture wins; CD vs QL "
-                        "A = Cultural-descriptor relevant (yellow, cdr), B = Language-biased (pink, lb), Diff < 0 = "
+                        "A = Cultural-descriptor relevant (yellow, cdr), B = Language-biased (vermilion, lb), Diff < 0 = "
                         "the language prior beats the descriptor. A and B are win rates.")
     p_rows = []
     for m in models:

@@ -167,7 +167,8 @@ def partition_figure(idx, models, dataset, metric, partition: dict, title: str,
     if not strata:
         return None
     plt = _plt()
-    fig, axes = plt.subplots(1, len(strata), figsize=(5.5 * len(strata), 3.4), squeeze=False)
+    # panels are compared with each other: one y-scale for all of them
+    fig, axes = plt.subplots(1, len(strata), figsize=(5.5 * len(strata), 3.4), squeeze=False, sharey=True)
     combos = [(m, a) for m in models for a in AXES]
     width = 0.8 / len(combos)
     hatches = ["", "//", "..", "xx", "\\\\", "oo"]
@@ -190,18 +191,28 @@ def partition_figure(idx, models, dataset, metric, partition: dict, title: str,
             ax.bar(xs, vals, width, color=AX_COLORS[a], hatch=hatches[models.index(m) % len(hatches)],
                    edgecolor="white", label=f"{m} · {AX_SHORT[a]}", yerr=[lo, hi], ecolor="#333333",
                    error_kw={"elinewidth": 0.6, "capsize": 1.5})
-            for xx, v in zip(xs, vals):  # an undefined value is marked, never drawn as 0
+            for xx, v in zip(xs, vals):  # an undefined value is marked (upright, legible), never drawn as 0
                 if not math.isfinite(v):
-                    ax.text(xx, 0, "n/a", rotation=90, ha="center", va="bottom", fontsize=5, color="#555555")
+                    ax.text(xx, 0, "×", ha="center", va="bottom", fontsize=8, color="#555555")
         ax.set_xticks(x + width * (len(combos) - 1) / 2, langs)
         ax.set_xlabel("language", fontsize=8)
         ax.set_ylabel(metric.replace("_", " "), fontsize=8)
         ax.set_title(f"{name}", fontsize=10)
     handles, labels = axes[0, 0].get_legend_handles_labels()
+    if any(not math.isfinite(v) for v in _drawn(axes)):
+        from matplotlib.lines import Line2D  # deferred: heavy optional dependency, loaded on first use
+
+        handles.append(Line2D([], [], ls="", marker="$×$", color="#555555"))
+        labels.append("× n/a (undefined; the table gives the reason)")
     fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return figure_uri(fig, fig_name)
+
+
+def _drawn(axes) -> list[float]:
+    """The heights of every bar drawn (NaN for an undefined one)."""
+    return [p.get_height() for ax in axes.ravel() for p in ax.patches]
 
 
 def stats_table(tests: list[dict], *, only_ok: bool = True) -> Table:

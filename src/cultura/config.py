@@ -39,7 +39,8 @@ class ProjectSection(_Section):
 class LLMSection(_Section):
     model: str = "gpt-4o-mini"
     vision_model: str | None = None
-    base_url: str | None = None  # falls back to OPENAI_BASE_URL, then the SDK default
+    # falls back to OPENAI_BASE_URL, then the SDK default
+    base_url: str | None = Field(None, json_schema_extra={"form": "url"})
     max_attempts: int = Field(3, ge=1, le=20)
     batch_size: int = Field(25, ge=1, le=500)
     timeout: float = Field(60.0, gt=0)
@@ -82,12 +83,22 @@ class DownloadSection(_Section):
     retry_after_max: float = Field(60.0, ge=0)    # longest Retry-After honoured; longer = give up
     backoff_base: float = Field(1.0, ge=0)        # first retry wait in seconds (doubled, jittered)
     total_timeout: float = Field(120.0, gt=0)     # wall-clock cap for one attempt (slow-drip servers)
-    allow_hosts: list[str] = Field(default_factory=list)  # exact "host:port" allowed despite being private
+    # exact "host:port" allowed despite being private
+    allow_hosts: list[str] = Field(default_factory=list, json_schema_extra={"form": "host:port"})
     respect_robots_tag: bool = True
     user_agent: str = "cultura/0.1 (+research image collection; honours X-Robots-Tag)"
     # unset: the environment's HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/NO_PROXY (as curl and httpx read them);
     # "http://host:port": every download through that proxy; "direct": no proxy, whatever the environment says
-    proxy: str | None = None
+    proxy: str | None = Field(None, json_schema_extra={"form": "url"})
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _host_ports(cls, v):
+        for entry in v:
+            problem = host_port_problem(entry)
+            if problem:
+                raise ValueError(problem)
+        return v
 
     @field_validator("user_agent")
     @classmethod
@@ -129,6 +140,41 @@ def header_value_problem(value: str) -> str | None:
         return f"contains {what} ({ascii(bad)}), which an HTTP header cannot carry"
     if value != value.strip():
         return "starts or ends with a space"
+    return None
+
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?$")
+
+
+def host_port_problem(value) -> str | None:
+    """Why ``value`` is not one ``download.allow_hosts`` entry (``None`` when it is): the exact ``host:port`` a
+    URL's server listens on (``127.0.0.1:8000``, ``images.example.org:443``, ``[::1]:8080``), never the URL
+    itself: the address check compares host and port, so a URL there would never match and its downloads would
+    stay skipped."""
+    if not isinstance(value, str):
+        return f"{_shown_input(value)} is not text; write each entry as host:port, e.g. 127.0.0.1:8000"
+    v = value.strip()
+    if "://" in v or v.startswith("//") or "/" in v:
+        try:
+            p = urllib.parse.urlsplit(v if "://" in v or v.startswith("//") else "//" + v)
+            port = p.port or {"http": 80, "https": 443}.get(p.scheme.lower())
+            host = p.hostname
+        except ValueError:
+            host = port = None
+        fix = (f"write {(f'[{host}]' if ':' in host else host)}:{port}" if host and port
+               else "write host:port, e.g. 127.0.0.1:8000")
+        return f"{_shown_input(value)} is a URL, but each entry is the host:port a server listens on; {fix}"
+    m = re.match(r"^\[([0-9A-Fa-f:.]+)\]:(\d+)$", v) or re.match(r"^([^:\[\]]+):(\d+)$", v)
+    if m is None:
+        if v and ":" not in v.strip("[]") or re.match(r"^\[[0-9A-Fa-f:.]+\]$", v):
+            return (f"{_shown_input(value)} has no port; write host:port, e.g. {v}:8000 (80 for http://, 443 "
+                    "for https://)")
+        return f"{_shown_input(value)} is not host:port; write it as e.g. 127.0.0.1:8000 or [::1]:8080"
+    host, port = m.group(1), int(m.group(2))
+    if not 1 <= port <= 65535:
+        return f"{_shown_input(value)} has port {port}, outside 1..65535; write host:port"
+    if not v.startswith("[") and not _HOSTNAME.match(host):
+        return f"{_shown_input(value)} has a host name with spaces or symbols; write host:port, e.g. 127.0.0.1:8000"
     return None
 
 
@@ -197,7 +243,7 @@ class TagSection(_Section):
 class AnnotateSection(_Section):
     # where annotators' browsers load task images: the base URL of 'cultura annotate serve-images' (or any
     # web server holding the project's blobs/ tree), e.g. "http://127.0.0.1:8081". Used by push and adjudicate.
-    image_base_url: str | None = None
+    image_base_url: str | None = Field(None, json_schema_extra={"form": "url"})
     label_studio_bin: str | None = None           # the label-studio executable (default: PATH, .venv-ls)
     port: int | None = Field(None, ge=1, le=65535)  # port of 'cultura annotate server start'
     relevance_other_countries: int = Field(1, ge=0, le=50)
@@ -423,11 +469,29 @@ def _edit_text(text: str, parts: list[str], value) -> str:
                     break
                 except tomllib.TOMLDecodeError:
                     j += 1
-            lines[i:j + 1] = [line_text]
+            lines[i:j + 1] = [line_text + _inline_comment(lines[i:j + 1])]
             return "\n".join(lines) + "\n"
     last = max((i for i in range(start, end) if lines[i].strip()), default=start - 1)
     lines.insert(last + 1, line_text)
     return "\n".join(lines) + "\n"
+
+
+def _inline_comment(value_lines: list[str]) -> str:
+    """The comment that ends a key's (last) value line (``workers = 32  # per host``: ``"  # per host"``), kept
+    when the value is replaced; ``""`` when there is none. A ``#`` inside a string is not a comment: the cut is
+    the first one after which the line still reads as the same value."""
+    *head, last = value_lines
+    try:
+        whole = tomllib.loads("\n".join(value_lines))
+    except tomllib.TOMLDecodeError:
+        return ""
+    for pos in (i for i, ch in enumerate(last) if ch == "#"):
+        try:
+            if tomllib.loads("\n".join([*head, last[:pos]])) == whole:
+                return "  " + last[pos:].strip()
+        except tomllib.TOMLDecodeError:
+            continue
+    return ""
 
 
 def set_config_file_value(path: Path, dotted: str, raw: str, *, add: bool = False) -> dict:

@@ -20,7 +20,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 
 from .accounts import connection_for
-from .kinds import get_kind
+from .kinds import answer_problem, get_kind
 from .push import LabelStudioError
 from .server import Connection, connect
 
@@ -51,7 +51,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None) ->
     users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
                                             "WHERE ls_user_id IS NOT NULL").fetchall()}
     total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,
-             "missing_projects": []}
+             "rejected": 0, "missing_projects": []}
     for pid, ls_pid, title, kind, owner, purpose, ls_as in prows:
         pc = connection_for(project, db["annotators"].get(owner), conn,
                             {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as}) if owner else conn
@@ -71,7 +71,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None) ->
         for uid in {_user_id(a) for t in tasks for a in (t.get("annotations") or [])} - set(users) - {None}:
             users[uid] = _external_annotator(pc, db, uid)
         n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users)
-        for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks"):
+        for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks", "rejected"):
             total[k] += n[k]
     return total
 
@@ -120,7 +120,7 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
         f"SELECT {', '.join(cols)} FROM annotations a WHERE ls_project_id = ? AND version = (SELECT max(version) "
         "FROM annotations b WHERE b.ls_project_id = a.ls_project_id AND b.ls_annotation_id = a.ls_annotation_id)",
         [ls_pid]).fetchall()}
-    n = {"new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0}
+    n = {"new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0, "rejected": 0}
     rows, seen = [], set()
     t = now()
     for task in tasks:
@@ -138,6 +138,10 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
                 continue
             parsed = spec.parse(a.get("result") or []) if not canc else {"label": None, "value": None,
                                                                          "details": None}
+            why = None if canc else answer_problem(spec, parsed, _payload(db, item_id) if spec.item_check else None)
+            if why:  # kept in the log with the reason, never a label (current_annotations leaves it out)
+                parsed = {"label": None, "value": None, "details": {"rejected": why}}
+                n["rejected"] += 1
             version = prev["version"] + 1 if prev else 1
             n["versions" if prev else "new"] += 1
             uid = _user_id(a)
@@ -167,6 +171,11 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users) -> dict:
     return n
 
 
+def _payload(db, item_id: int) -> dict:
+    row = db.execute("SELECT payload FROM annotation_items WHERE id = ?", [item_id]).fetchone()
+    return json.loads(row[0] or "{}") if row else {}
+
+
 def _set_current(db, ls_pid: int) -> None:
     """``is_current`` = the latest version of a not-deleted annotation that is the most recently updated one of
     its annotator on its task (a second annotation by the same person replaces the first)."""
@@ -192,7 +201,8 @@ def _set_current(db, ls_pid: int) -> None:
 
 
 def current_annotations(db, campaign_id: int, *, purpose: str = "annotate") -> list[dict]:
-    """Current, non-cancelled annotations of a campaign with item and annotator fields."""
+    """Current, non-cancelled annotations of a campaign with item and annotator fields; an answer outside the
+    campaign's label set (``details.rejected``) is no annotation here, so no agreement, rule or export sees it."""
     cur = db.execute(
         """SELECT a.item_id, i.item_key, i.gold, i.country, i.sha256, i.cluster_id, i.payload,
                   a.annotator_id, an.name AS annotator, a.label, a.value, a.details, a.lead_time,
@@ -200,6 +210,7 @@ def current_annotations(db, campaign_id: int, *, purpose: str = "annotate") -> l
            FROM annotations a JOIN annotation_items i ON i.id = a.item_id
            LEFT JOIN annotators an ON an.id = a.annotator_id
            WHERE i.campaign_id = ? AND a.purpose = ? AND a.is_current = 1 AND a.was_cancelled = 0
+             AND (a.details IS NULL OR json_extract(a.details, '$.rejected') IS NULL)
            ORDER BY a.item_id, an.name""", [campaign_id, purpose])
     cols = [d[0] for d in cur.description]
     out = [dict(zip(cols, r)) for r in cur.fetchall()]

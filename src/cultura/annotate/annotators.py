@@ -19,6 +19,7 @@ import httpx
 
 from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError, unknown
+from cultura.names import label_name
 
 from .accounts import blind_user, require_local, run_accounts
 from .server import Connection, LabelStudioError, connect
@@ -40,6 +41,7 @@ def add_annotator(project: Project, name: str, *, email: str, country: str | Non
                   conn: Connection | None = None) -> dict:
     """Create (or find) the Label Studio user for ``email`` and record the annotator. Idempotent for the
     same name and email; reactivates a deactivated annotator."""
+    name = label_name(name, what="annotator name", param="name")
     if not EMAIL_RE.match(email or ""):
         raise CulturaError(f"{email!r} is not an e-mail address; Label Studio users need one.", param="email")
     if role not in ROLES:
@@ -172,6 +174,7 @@ def external_annotator(db, email: str) -> dict:
     base = "external-" + re.sub(r"[^A-Za-z0-9_.-]", "_", email.split("@")[0])[:60]
     taken = {r[0] for r in db.execute("SELECT name FROM annotators WHERE name LIKE ?", [base + "%"]).fetchall()}
     name = next(n for n in (base if i == 0 else f"{base}-{i + 1}" for i in range(len(taken) + 1)) if n not in taken)
+    name = label_name(name, what="annotator name")
     with transaction(db):
         pk = db["annotators"].insert({"name": name, "email": email, "role": "external", "active": 0,
                                       "languages": "[]", "created_at": now()}).last_pk

@@ -46,6 +46,7 @@ from ..curate.concepts import concept_names
 from ..curate.cultures_decide import require_decided
 from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
+from ..names import benchmark_name
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         position_balance, position_counts, position_orders, signature, unrated_links,
@@ -361,7 +362,7 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
         raise unknown("benchmark kind", kind, KINDS)
     seed, per_pair = SEED.check(seed, "seed"), PER_PAIR.check(per_pair, "per_pair")
     db = project.db
-    name = name or kind
+    name = benchmark_name(name or kind)
     asked_version = version
     version = _next_version(db, name, version)
     reg = project.registry

@@ -52,7 +52,7 @@ def escape(text) -> str:
             out.append(_UNICODE[ch])
         elif ch in _GREEK:
             out.append(f"$\\{_GREEK[ch]}$")
-        elif ord(ch) < 0x250 or ch in "\n\t":
+        elif (ord(ch) < 0x250 and ch.isprintable()) or ch in "\n\t":  # (controls: a code point, below)
             out.append(ch)
         else:
             out.append(f"\\textsc{{u+{ord(ch):04x}}}")

@@ -109,7 +109,8 @@ UNEXPLAINED = "gave no reason"
 
 
 def _finite(x) -> bool:
-    return x is None or math.isfinite(x)
+    """``x`` is no number (None) or a finite one; results read back as JSON hold ``"nan"``/``"inf"`` as text."""
+    return x is None or math.isfinite(float(x))
 
 
 def unexplained(rows: list[dict]) -> list[dict]:

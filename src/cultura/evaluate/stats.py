@@ -9,6 +9,7 @@ Degenerate input (too few values, all ties, zero variance) raises `StatsInputErr
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -134,8 +135,6 @@ def in_words(exc: Exception, **names: str) -> str:
     >>> in_words(StatsInputError("b has 0 value(s); this test needs at least 2."), a="WW pairs", b="WN pairs")
     '0 WN pairs, and the test needs at least 2'
     """
-    import re
-
     text = str(exc)
     m = re.match(r"^(\w+) has (\d+) value\(s\); this test needs at least (\d+)\.$", text)
     if m and m.group(1) in names:

@@ -39,7 +39,8 @@ class ProjectSection(_Section):
 class LLMSection(_Section):
     model: str = "gpt-4o-mini"
     vision_model: str | None = None
-    base_url: str | None = None  # falls back to OPENAI_BASE_URL, then the SDK default
+    # falls back to OPENAI_BASE_URL, then the SDK default
+    base_url: str | None = Field(None, json_schema_extra={"form": "url"})
     max_attempts: int = Field(3, ge=1, le=20)
     batch_size: int = Field(25, ge=1, le=500)
     timeout: float = Field(60.0, gt=0)
@@ -82,12 +83,22 @@ class DownloadSection(_Section):
     retry_after_max: float = Field(60.0, ge=0)    # longest Retry-After honoured; longer = give up
     backoff_base: float = Field(1.0, ge=0)        # first retry wait in seconds (doubled, jittered)
     total_timeout: float = Field(120.0, gt=0)     # wall-clock cap for one attempt (slow-drip servers)
-    allow_hosts: list[str] = Field(default_factory=list)  # exact "host:port" allowed despite being private
+    # exact "host:port" allowed despite being private
+    allow_hosts: list[str] = Field(default_factory=list, json_schema_extra={"form": "host:port"})
     respect_robots_tag: bool = True
     user_agent: str = "cultura/0.1 (+research image collection; honours X-Robots-Tag)"
     # unset: the environment's HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/NO_PROXY (as curl and httpx read them);
     # "http://host:port": every download through that proxy; "direct": no proxy, whatever the environment says
-    proxy: str | None = None
+    proxy: str | None = Field(None, json_schema_extra={"form": "url"})
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _host_ports(cls, v):
+        for entry in v:
+            problem = host_port_problem(entry)
+            if problem:
+                raise ValueError(problem)
+        return v
 
     @field_validator("user_agent")
     @classmethod
@@ -129,6 +140,41 @@ def header_value_problem(value: str) -> str | None:
         return f"contains {what} ({ascii(bad)}), which an HTTP header cannot carry"
     if value != value.strip():
         return "starts or ends with a space"
+    return None
+
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?$")
+
+
+def host_port_problem(value) -> str | None:
+    """Why ``value`` is not one ``download.allow_hosts`` entry (``None`` when it is): the exact ``host:port`` a
+    URL's server listens on (``127.0.0.1:8000``, ``images.example.org:443``, ``[::1]:8080``), never the URL
+    itself: the address check compares host and port, so a URL there would never match and its downloads would
+    stay skipped."""
+    if not isinstance(value, str):
+        return f"{_shown_input(value)} is not text; write each entry as host:port, e.g. 127.0.0.1:8000"
+    v = value.strip()
+    if "://" in v or v.startswith("//") or "/" in v:
+        try:
+            p = urllib.parse.urlsplit(v if "://" in v or v.startswith("//") else "//" + v)
+            port = p.port or {"http": 80, "https": 443}.get(p.scheme.lower())
+            host = p.hostname
+        except ValueError:
+            host = port = None
+        fix = (f"write {(f'[{host}]' if ':' in host else host)}:{port}" if host and port
+               else "write host:port, e.g. 127.0.0.1:8000")
+        return f"{_shown_input(value)} is a URL, but each entry is the host:port a server listens on; {fix}"
+    m = re.match(r"^\[([0-9A-Fa-f:.]+)\]:(\d+)$", v) or re.match(r"^([^:\[\]]+):(\d+)$", v)
+    if m is None:
+        if v and ":" not in v.strip("[]") or re.match(r"^\[[0-9A-Fa-f:.]+\]$", v):
+            return (f"{_shown_input(value)} has no port; write host:port, e.g. {v}:8000 (80 for http://, 443 "
+                    "for https://)")
+        return f"{_shown_input(value)} is not host:port; write it as e.g. 127.0.0.1:8000 or [::1]:8080"
+    host, port = m.group(1), int(m.group(2))
+    if not 1 <= port <= 65535:
+        return f"{_shown_input(value)} has port {port}, outside 1..65535; write host:port"
+    if not v.startswith("[") and not _HOSTNAME.match(host):
+        return f"{_shown_input(value)} has a host name with spaces or symbols; write host:port, e.g. 127.0.0.1:8000"
     return None
 
 
@@ -197,7 +243,7 @@ class TagSection(_Section):
 class AnnotateSection(_Section):
     # where annotators' browsers load task images: the base URL of 'cultura annotate serve-images' (or any
     # web server holding the project's blobs/ tree), e.g. "http://127.0.0.1:8081". Used by push and adjudicate.
-    image_base_url: str | None = None
+    image_base_url: str | None = Field(None, json_schema_extra={"form": "url"})
     label_studio_bin: str | None = None           # the label-studio executable (default: PATH, .venv-ls)
     port: int | None = Field(None, ge=1, le=65535)  # port of 'cultura annotate server start'
     relevance_other_countries: int = Field(1, ge=0, le=50)
@@ -350,126 +396,3 @@ def set_config_value(cfg: Config, dotted: str, value) -> Config:
         node = node.setdefault(p, {})
     node[parts[-1]] = value
     return parse_config(data, f"setting {dotted}")
-
-
-# ------------------------------------------------------------------ cultura config get / set
-def _walk_model(dotted: str):
-    """The pydantic model or field annotation at ``dotted`` (``section`` or ``section.key``), else a ConfigError
-    naming the valid keys (as the file's own validation does)."""
-    node: type[BaseModel] | None = Config
-    annotation = None
-    parts = dotted.split(".") if dotted else []
-    for i, part in enumerate(parts):
-        if node is None:  # below a free-form table (culture_labels.KEY…)
-            return None
-        fields = node.model_fields
-        if part not in fields:
-            close = difflib.get_close_matches(part, list(fields), n=1)
-            hint = f" Did you mean {'.'.join([*parts[:i], close[0]])!r}?" if close else ""
-            raise ConfigError(f"unknown key '{'.'.join(parts[:i + 1])}'.{hint} Valid keys here: "
-                              f"{', '.join(sorted(fields))}.")
-        annotation = fields[part].annotation
-        node = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    return annotation
-
-
-def get_config_value(cfg: Config, dotted: str | None = None):
-    """The value at ``section.key`` (a dict for a section, the whole config for None), as the file would hold it
-    after defaults. Unknown keys raise :class:`ConfigError` with "did you mean"."""
-    data = cfg.model_dump()
-    if not dotted:
-        return data
-    _walk_model(dotted)
-    node = data
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise ConfigError(f"'{dotted}' is not set.")
-        node = node[part]
-    return node
-
-
-def parse_value(raw: str):
-    """A command-line VALUE as TOML reads it (``8``, ``true``, ``0.5``, ``["a:1", "b:2"]``, ``"text"``); anything
-    that is not a TOML value is taken as a plain string (``gpt-4o``, ``127.0.0.1:8000``)."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
-_HEADER = r"^\s*\[\s*{}\s*\]\s*(#.*)?$"
-
-
-def _edit_text(text: str, parts: list[str], value) -> str:
-    """``text`` with ``parts[-1] = value`` set inside table ``parts[:-1]``, other lines (comments included)
-    untouched: the key's line replaced, or a line added at the end of its table, or a new table appended."""
-    key, table = parts[-1], ".".join(parts[:-1])
-    line_text = tomli_w.dumps({key: value}).strip()
-    lines = text.splitlines()
-    header = re.compile(_HEADER.format(re.escape(table))) if table else None
-    start = 0
-    if header is not None:
-        start = next((i + 1 for i, ln in enumerate(lines) if header.match(ln)), None)
-        if start is None:
-            return text.rstrip("\n") + ("\n\n" if text.strip() else "") + f"[{table}]\n{line_text}\n"
-    end = next((i for i in range(start, len(lines)) if re.match(r"^\s*\[", lines[i])), len(lines))
-    keyre = re.compile(rf"^\s*(\"{re.escape(key)}\"|{re.escape(key)})\s*=")
-    for i in range(start, end):
-        if keyre.match(lines[i]):
-            j = i  # the value may span lines (a multi-line array): find where it ends
-            while j < end:
-                try:
-                    tomllib.loads("\n".join(lines[i:j + 1]))
-                    break
-                except tomllib.TOMLDecodeError:
-                    j += 1
-            lines[i:j + 1] = [line_text]
-            return "\n".join(lines) + "\n"
-    last = max((i for i in range(start, end) if lines[i].strip()), default=start - 1)
-    lines.insert(last + 1, line_text)
-    return "\n".join(lines) + "\n"
-
-
-def set_config_file_value(path: Path, dotted: str, raw: str, *, add: bool = False) -> dict:
-    """Set ``section.key`` in the ``cultura.toml`` at ``path`` from a command-line VALUE (:func:`parse_value`),
-    validated exactly like the file (the same error for a mistyped key or a bad value, and nothing written);
-    ``add``: append VALUE to a list key instead. The file's other lines and comments are kept (when an edit in
-    place cannot be read back identically — a multi-line value — the file is rewritten from the data). Returns
-    ``{"key", "old", "value"}``."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    cfg = load_config(path)
-    parts = [p for p in dotted.split(".") if p]
-    if len(parts) < 2:
-        raise ConfigError(f"'{dotted}' is a section, not a key; give SECTION.KEY (e.g. download.allow_hosts).")
-    annotation = _walk_model(dotted)
-    old = get_config_value(cfg, ".".join(parts[:-1])).get(parts[-1])
-    value = parse_value(raw)
-    if add:
-        if not isinstance(old, list):
-            raise ConfigError(f"'{dotted}' is not a list, so --add does not apply; set it with 'cultura config set "
-                              f"{dotted} VALUE'.")
-        value = [*old, *(value if isinstance(value, list) else [value])]
-    elif isinstance(value, str) and getattr(annotation, "__origin__", None) is list:
-        value = [value]  # one item for a list key: 'config set download.allow_hosts 127.0.0.1:8000'
-    data = tomllib.loads(text)
-    node = data
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-    node[parts[-1]] = value
-    try:
-        new_cfg = parse_config(data, "cultura.toml")
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("Fix the file and rerun.", f"Nothing was written; give a valid value for "
-                                         f"{dotted}.")) from None
-    new_text = _edit_text(text, parts, value)
-    try:
-        same = tomllib.loads(new_text) == data
-    except tomllib.TOMLDecodeError:
-        same = False
-    if not same:
-        new_text = tomli_w.dumps(data)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new_text, encoding="utf-8")
-    tmp.replace(path)
-    return {"key": dotted, "old": old, "value": get_config_value(new_cfg, dotted)}

@@ -18,7 +18,13 @@ it as a failed input row with the reason and goes on with the file):
 - **No spreadsheet formula start**: a name starting with ``=``, ``+``, ``-`` or ``@`` is **refused**, not
   rewritten, because a spreadsheet opening an export would run it as a formula and a silently rewritten name
   would no longer match its source. Rename it (e.g. drop the sign) and rerun.
-- **A length cap**: :data:`MAX_NAME_CHARS` characters for a concept, :data:`MAX_TERM_CHARS` for a term.
+- **A length cap**: :data:`MAX_NAME_CHARS` characters for a concept, :data:`MAX_TERM_CHARS` for a term,
+  :data:`MAX_LABEL_CHARS` for the names a user gives a benchmark, an annotator or a campaign.
+
+Benchmark, annotator and campaign names (:func:`label_name`, :func:`benchmark_name`) pass the same checks at
+every door that creates one; a benchmark's name also becomes a Hugging Face dataset config name, so it may not
+hold any of :data:`HUB_CONFIG_FORBIDDEN` (the characters ``datasets`` refuses in a config name with
+``InvalidConfigName``: they cannot be in a folder name on Windows), nor ``@`` (``NAME@VERSION`` names a version).
 
 >>> clean_name("  Cafe\u0301   au  lait ")
 'Café au lait'
@@ -35,13 +41,20 @@ import urllib.parse
 from .errors import CulturaError
 from .redact import strip_userinfo
 
-__all__ = ["MAX_NAME_CHARS", "MAX_TERM_CHARS", "BadName", "clean_name", "name_problem", "concept_name",
-           "check_concept", "check_endpoint_url", "endpoint_url_problem"]
+__all__ = ["MAX_NAME_CHARS", "MAX_TERM_CHARS", "MAX_LABEL_CHARS", "HUB_CONFIG_FORBIDDEN", "BadName", "clean_name",
+           "name_problem", "concept_name", "check_concept", "label_name", "benchmark_name", "check_endpoint_url",
+           "endpoint_url_problem"]
 
 #: Longest concept name accepted (characters, after NFC); the seeds' longest is under 40.
 MAX_NAME_CHARS = 200
 #: Longest native term accepted (characters, after NFC).
 MAX_TERM_CHARS = 500
+#: Longest benchmark, annotator or campaign name (characters, after NFC): it becomes part of file names,
+#: Label Studio project titles and a Hub config name.
+MAX_LABEL_CHARS = 100
+#: Characters a Hugging Face dataset config name may not hold: ``datasets.naming.INVALID_WINDOWS_CHARACTERS_IN_PATH``
+#: (``datasets`` raises ``InvalidConfigName`` on load), mirrored here so that names.py imports nothing heavy.
+HUB_CONFIG_FORBIDDEN = r"<>:/\|?*"
 
 _BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 _JOINERS = {0x200C, 0x200D}
@@ -137,6 +150,50 @@ def check_concept(raw) -> tuple[str, str | None]:
         return concept_name(raw), None
     except BadName as e:
         return "", e.reason
+
+
+def label_name(raw, *, what: str, param: str | None = None) -> str:
+    """The canonical name a user gives a benchmark, an annotator or a campaign (``what`` says which):
+    :func:`clean_name` with the :data:`MAX_LABEL_CHARS` cap, and never empty. One sentence naming the fix
+    otherwise (:class:`BadName`).
+
+    >>> label_name("  team  ja ", what="campaign name")
+    'team ja'
+    >>> label_name("\u202eevil", what="annotator name")
+    Traceback (most recent call last):
+    ...
+    cultura.names.BadName: The annotator name '\u202eevil' contains the bidirectional control character U+202E; fix it in the input and rerun.
+    """
+    name = clean_name(raw, what=what, max_chars=MAX_LABEL_CHARS, param=param)
+    if not name:
+        raise BadName(f"The {what} is empty; give one with a visible character and rerun.",
+                      reason=f"{what} is empty", param=param)
+    return name
+
+
+def benchmark_name(raw, *, param: str | None = "name") -> str:
+    r"""The canonical benchmark name: :func:`label_name`, and none of :data:`HUB_CONFIG_FORBIDDEN`, because the
+    exported dataset has one config per benchmark, named after it, and ``datasets.load_dataset`` refuses a
+    config name holding one of them.
+
+    >>> benchmark_name("a/b")
+    Traceback (most recent call last):
+    ...
+    cultura.names.BadName: The benchmark name 'a/b' contains '/', and a benchmark name becomes a Hugging Face dataset config name, which may not hold any of <>:/\|?* (datasets' InvalidConfigName); rename it, e.g. 'a-b', and rerun.
+    """
+    name = label_name(raw, what="benchmark name", param=param)
+    bad = next((c for c in name if c in HUB_CONFIG_FORBIDDEN), None)
+    if bad is not None:
+        fixed = "".join("-" if c in HUB_CONFIG_FORBIDDEN else c for c in name).strip("-") or "benchmark"
+        raise BadName(f"The benchmark name {_shown(name)} contains {bad!r}, and a benchmark name becomes a Hugging "
+                      f"Face dataset config name, which may not hold any of {HUB_CONFIG_FORBIDDEN} (datasets' "
+                      f"InvalidConfigName); rename it, e.g. {fixed!r}, and rerun.",
+                      reason=f"benchmark name contains {bad!r}", param=param)
+    if "@" in name:  # NAME@VERSION names one version wherever a benchmark is given (export, evaluate)
+        raise BadName(f"The benchmark name {_shown(name)} contains '@', which separates a benchmark's name from its "
+                      f"version (NAME@VERSION); rename it, e.g. {name.replace('@', '-')!r}, and rerun.",
+                      reason="benchmark name contains '@'", param=param)
+    return name
 
 
 # ------------------------------------------------------------------------------------------ endpoint URLs

@@ -19,6 +19,7 @@ import httpx
 
 from cultura.db import dumps, now, transaction
 from cultura.errors import CulturaError, unknown
+from cultura.names import label_name
 
 from .accounts import blind_user, require_local, run_accounts
 from .people import ensure_server, personal_servers, revoke, set_person_password
@@ -42,6 +43,7 @@ def add_annotator(project: Project, name: str, *, email: str, country: str | Non
                   conn: Connection | None = None) -> dict:
     """Create (or find) the Label Studio user for ``email`` and record the annotator. Idempotent for the
     same name and email; reactivates a deactivated annotator."""
+    name = label_name(name, what="annotator name", param="name")
     if not EMAIL_RE.match(email or ""):
         raise CulturaError(f"{email!r} is not an e-mail address; Label Studio users need one.", param="email")
     if role not in ROLES:
@@ -160,3 +162,36 @@ def deactivate_annotator(project: Project, name: str) -> dict:
     with transaction(project.db):
         project.db["annotators"].update(rows[0]["id"], {"active": 0, "updated_at": now()})
     return {**_row_out(project.db["annotators"].get(rows[0]["id"])), "access": "revoked" if srv else "unchanged"}
+
+
+def known_annotator(db, *, email: str | None = None, ls_user_id: int | None = None) -> dict | None:
+    """The annotator a Label Studio user is, or None: by e-mail first (the same person on any server), else by
+    the Label Studio user id recorded when their account was made, but only when no e-mail says otherwise (an
+    id alone names a user of this project's server; a different e-mail is a different person)."""
+    if email:
+        rows = list(db["annotators"].rows_where("lower(email) = ?", [email.lower()], limit=1))
+        if rows:
+            return rows[0]
+    if ls_user_id is not None:
+        rows = list(db["annotators"].rows_where("ls_user_id = ?", [int(ls_user_id)], order_by="id", limit=1))
+        if rows and (not email or rows[0]["email"].lower() == email.lower()):
+            return rows[0]
+    return None
+
+
+def external_annotator(db, email: str) -> dict:
+    """The annotator row of a Label Studio user known only by ``email`` (answers imported from elsewhere):
+    found, or created inactive with role ``external`` and named after the e-mail (``external-zoe``, a number
+    added when that name is taken), so it is never assigned work and never mistaken for a known one."""
+    found = known_annotator(db, email=email)
+    if found is not None:
+        return found
+    base = "external-" + re.sub(r"[^A-Za-z0-9_.-]", "_", email.split("@")[0])[:60]
+    taken = {r[0] for r in db.execute("SELECT name FROM annotators WHERE name LIKE ?", [base + "%"]).fetchall()}
+    name = next(n for n in (base if i == 0 else f"{base}-{i + 1}" for i in range(len(taken) + 1)) if n not in taken)
+    name = label_name(name, what="annotator name")
+    with transaction(db):
+        pk = db["annotators"].insert({"name": name, "email": email, "role": "external", "active": 0,
+                                      "languages": "[]", "created_at": now()}).last_pk
+    return db["annotators"].get(pk)
+

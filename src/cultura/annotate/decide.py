@@ -127,17 +127,13 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
     min_agreement = MIN_AGREEMENT.check_optional(min_agreement, "min_agreement")
     db = project.db
     out = []
-    for c in campaigns(db, campaign):
+    todo = campaigns(db, campaign)
+    model_rules = {**{k: "nominal" for k in CROWD_RULES}, **{k: "ordinal" for k in ORDINAL_RULES}}
+    levels = {**{k: lvl for k, (lvl, _) in RULES.items()}, **model_rules}
+    _check_rule_fits(todo, rule_name, levels, campaign_named=campaign is not None)
+    for c in todo:
         spec = get_kind(c["kind"])
         rname = rule_name or spec.default_rule
-        model_rules = {**{k: "nominal" for k in CROWD_RULES}, **{k: "ordinal" for k in ORDINAL_RULES}}
-        levels = {**{k: lvl for k, (lvl, _) in RULES.items()}, **model_rules}
-        if rname not in levels:
-            raise unknown("decision rule", rname, levels)
-        if levels[rname] != spec.level:
-            valid = [k for k, lvl in levels.items() if lvl == spec.level]
-            raise CulturaError(f"Rule {rname!r} does not fit {c['kind']} ({spec.level}) annotations; use one of "
-                               f"{', '.join(valid)}.", param="rule")
         model = None
         if rname in model_rules:
             # a model over the whole campaign: each item's decision is the model's, whatever the item's
@@ -232,6 +228,32 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
             summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn))
         out.append(summ)
     return out
+
+
+def _check_rule_fits(todo: list[dict], rule_name: str | None, levels: dict[str, str], *,
+                     campaign_named: bool) -> None:
+    """Refuse, before any campaign is decided, a rule that does not fit one of the campaigns to decide: a rule
+    for labels on 1–5 ratings or the reverse. Without ``--campaign`` the sentence names the option and the
+    campaigns the rule fits, since every campaign of the project is decided then."""
+    if rule_name is None:
+        return
+    if rule_name not in levels:
+        raise unknown("decision rule", rule_name, levels)
+    level = levels[rule_name]
+    misfits = [c for c in todo if get_kind(c["kind"]).level != level]
+    if not misfits:
+        return
+    c = misfits[0]
+    what = "labels" if level == "nominal" else "1–5 ratings"
+    fits = [x["name"] for x in todo if get_kind(x["kind"]).level == level]
+    if not campaign_named and fits:
+        raise CulturaError(f"Rule {rule_name!r} is for {what} and does not fit campaign {c['name']!r} "
+                           f"({c['kind']}), which is decided too without --campaign; name the campaign with "
+                           f"--campaign ({', '.join(fits)}), or leave --rule out for each kind's default.",
+                           param="campaign")
+    valid = [k for k, lvl in levels.items() if lvl == get_kind(c["kind"]).level]
+    raise CulturaError(f"Rule {rule_name!r} does not fit {c['kind']} ({get_kind(c['kind']).level}) annotations; "
+                       f"use one of {', '.join(valid)}.", param="rule")
 
 
 def _resolve_rated_conflicts(db, campaign: str) -> int:

@@ -210,9 +210,48 @@ class KindSpec:
     example: dict = field(default_factory=dict)
     result_for: Callable[[str], list] | None = None   # build a result from a label (simulation, tests)
     write_back: Callable | None = None   # write_back(db) -> counts: decisions → the area's table, after adjudication
+    #: labels a result may also carry beyond ``labels`` (a context's kind without its optional sentiment)
+    partial_labels: list[str] = field(default_factory=list)
+    #: the kind's own check of a parsed answer against its item's payload (a duplicate set's members), when
+    #: its label set is per item; returns why the answer is outside it, or None
+    item_check: Callable[[dict, dict], str | None] | None = None
 
     def example_task(self, adjudication: bool = False) -> dict:
         return {**self.example, **({"earlier": "a: x; b: y"} if adjudication else {})}
+
+
+def answer_problem(spec: KindSpec, parsed: dict, payload: dict | None = None) -> str | None:
+    """Why a parsed answer (:attr:`KindSpec.parse`) is outside the campaign's label set, in words, or None when
+    it is inside: the one check every door an answer comes in by calls (pull, import-labels), so a choice the
+    template never offered (``maybe``) is a rejected row, never a label that is exported or fed to a model."""
+    if parsed.get("label") is None and parsed.get("value") is None:
+        return None  # no answer at all: the callers' own case
+    if spec.item_check is not None:
+        return spec.item_check(parsed, payload or {})
+    allowed = [*spec.labels, *spec.partial_labels]
+    if spec.level == "ordinal":
+        v = parsed.get("value")
+        ok = v is not None and str(int(v)) in spec.labels and float(v) == int(v)
+        shown = parsed.get("label") if v is None else f"{v:g}"
+    else:
+        ok, shown = parsed.get("label") in allowed, parsed.get("label")
+    if ok or not allowed:
+        return None
+    return f"the answer {shown!r} is outside the {spec.name} label set ({', '.join(spec.labels)})"
+
+
+def _dedup_answer_problem(parsed: dict, payload: dict) -> str | None:
+    label = parsed.get("label")
+    if label == "all":
+        return None
+    n = len(payload.get("members") or [])
+    keep = (parsed.get("details") or {}).get("keep") or []
+    if not str(label).startswith("keep:") or not keep:
+        return f"the answer {label!r} is outside the dedup-review label set (keep all, or image 1..{n})"
+    bad = [i for i in keep if not 1 <= int(i) <= n]
+    if bad and n:
+        return f"the answer keeps image {bad[0]}, and the duplicate set has images 1..{n}"
+    return None
 
 
 _KINDS: dict[str, KindSpec] = {}
@@ -247,7 +286,8 @@ register_kind(KindSpec(
     {"cluster": "<div><img src='x'/></div>", "options": [{"value": "keep all (all distinct)"},
                                                        {"value": "image 1"}], "item_key": "dedup:1"},
     lambda label: _res("keep", "cluster", ["keep all (all distinct)"] if label == "all" else
-                       [f"image {i}" for i in label.split(":", 1)[1].split(",")])))
+                       [f"image {i}" for i in label.split(":", 1)[1].split(",")]),
+    item_check=_dedup_answer_problem))
 register_kind(KindSpec(
     "relevance", "relevance.xml.j2", "ordinal", "relevance", _parse_likert("relevance"), "median",
     ["1", "2", "3", "4", "5"], {"image": _IMG, "culture_name": "Japan", "item_key": "relevance:x:JP"},
@@ -276,4 +316,4 @@ register_kind(KindSpec(
     "context", "context.xml.j2", "nominal", "context", parse_context, "majority", CONTEXT_LABELS,
     {"text": "京都で[MASK]を食べた。美味しかった！", "english": "I ate [MASK] in Kyoto. It was delicious!",
      "type": "food", "language_name": "Japanese", "item_key": "context:ctx-1"},
-    _context_result, apply_context_decisions))
+    _context_result, apply_context_decisions, partial_labels=["grounded", "neutral"]))

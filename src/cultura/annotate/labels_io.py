@@ -3,12 +3,17 @@ tool reads, in crowd-kit's column names, as CSV or Parquet; ``import-labels`` re
 made elsewhere.
 
 Import: each task is matched to an item by the ``item_key`` cultura put in every task's data (the export of a
-project cultura pushed, made on another server or by hand); an annotator by the e-mail in ``completed_by``
-(an unknown one becomes an inactive annotator with role ``external``, as pull does). Every task and
-annotation is recorded in ``import_rows`` (kind ``labelstudio-labels``): ``ok``, or ``failed`` with the reason
-(no item_key, no such item, an annotation with no usable answer). Annotations are stored like pulled ones
-(append-only versions) under a negative ``ls_project_id`` derived from ``source`` and the exported project, so
-importing the same source again changes nothing and an edited export adds versions.
+project cultura pushed, made on another server or by hand); an annotator by the e-mail in ``completed_by``,
+else by the Label Studio user id cultura recorded when it made their account (Label Studio 1.23's export gives
+``"completed_by": 3`` without e-mail). A user known by e-mail only becomes an inactive annotator with role
+``external`` named after it; an id no annotator has is a rejected row, never a second annotator who may be a
+known one. An answer outside the campaign's label set (:func:`cultura.annotate.kinds.answer_problem`: a
+``maybe`` on a keep/remove item) is a rejected row too: never stored, exported or fed to a model. Every task and
+annotation is recorded in ``import_rows`` (kind ``labelstudio-labels``): ``ok``, or ``failed`` with the reason.
+
+Idempotent by content, whatever the file is called: an answer an annotator's current one on that item already
+says (pulled, or imported before) adds nothing; the others are stored like pulled ones (append-only versions)
+under a negative ``ls_project_id`` derived from the exported project's id, so an edited export adds versions.
 
 Columns written: ``task`` (the item's stable key), ``worker`` (annotator name), ``label`` (for 1–5 ratings the
 rating as text), ``value`` (the rating as a number, empty for labels), ``time`` (Label Studio lead time,
@@ -29,7 +34,8 @@ from cultura.errors import CulturaError
 from cultura.files import refuse_existing, write_atomic
 
 from .aggregate import labels_table
-from .kinds import get_kind
+from .annotators import external_annotator, known_annotator
+from .kinds import answer_problem, get_kind
 from .pull import _set_current, _user_id
 from .report import campaigns
 
@@ -67,29 +73,35 @@ def export_labels(project: Project, out: str | Path, *, campaign: str | None = N
             "workers": len({r["worker"] for r in rows})}
 
 
-def _source_project(source: str, project_id) -> int:
-    return -(zlib.crc32(f"{source}:{project_id}".encode()) & 0x7FFFFFFF) - 1
+def _source_project(project_id) -> int:
+    """The ``ls_project_id`` imported annotations are stored under: derived from the exported project's id only,
+    never from the file's name, so the same export under another name is the same annotations."""
+    return -(zlib.crc32(f"labelstudio-export:{project_id}".encode()) & 0x7FFFFFFF) - 1
 
 
-def _worker(db, a: dict, cache: dict) -> int | None:
+def _worker(db, a: dict, cache: dict) -> tuple[int | None, str | None]:
+    """``(annotator id, None)`` for the Label Studio user of annotation ``a``, or ``(None, reason)``. A user is
+    matched by e-mail, else by the Label Studio user id recorded when cultura made their account (Label
+    Studio's own export gives ``completed_by`` as that id, without e-mail); a user known by e-mail only becomes
+    an inactive external annotator named after it; an id nobody here has is refused, never made a second
+    annotator who may be a known one."""
     by = a.get("completed_by")
-    email = (by.get("email") if isinstance(by, dict) else None) or a.get("completed_by_email")
+    email = (by.get("email") if isinstance(by, dict) else None) or a.get("completed_by_email") or None
     uid = _user_id(a)
-    k = (email or "").lower() or f"id:{uid}"
-    if k in cache:
-        return cache[k]
-    row = db.execute("SELECT id FROM annotators WHERE lower(email) = ?", [email.lower()]).fetchone() if email else None
-    if row is None:
-        if email is None and uid is None:
-            return None
-        name = f"import-{email.split('@')[0] if email else f'user-{uid}'}"
-        email = email or f"{name}@label-studio.invalid"
-        row = db.execute("SELECT id FROM annotators WHERE name = ? OR lower(email) = ?", [name, email.lower()]).fetchone()
-        if row is None:
-            row = (db["annotators"].insert({"name": name, "email": email, "role": "external", "active": 0,
-                                            "languages": "[]", "created_at": now()}).last_pk,)
-    cache[k] = row[0]
-    return row[0]
+    k = ((email or "").lower(), uid)
+    if k not in cache:
+        row = known_annotator(db, email=email, ls_user_id=uid)
+        if row is None and email:
+            row = external_annotator(db, email)
+        if row is not None:
+            cache[k] = (row["id"], None)
+        elif uid is None:
+            cache[k] = (None, "no completed_by")
+        else:
+            cache[k] = (None, f"Label Studio user {uid} is none of this project's annotators and the export gives "
+                              "no e-mail for them; export with the annotators' e-mails (completed_by expanded) or "
+                              "add the annotator, then import again")
+    return cache[k]
 
 
 def import_labels(project: Project, path: str | Path, *, source: str | None = None,
@@ -115,11 +127,16 @@ def import_labels(project: Project, path: str | Path, *, source: str | None = No
     where, params = "1 = 1", []
     if campaign:
         where, params = "campaign_id = ?", [campaigns(db, campaign)[0]["id"]]
-    items = {k: (i, kind) for i, k, kind in db.execute(
-        f"SELECT id, item_key, kind FROM annotation_items WHERE {where} ORDER BY id", params).fetchall()}
+    items = {k: (i, kind, payload) for i, k, kind, payload in db.execute(
+        f"SELECT id, item_key, kind, payload FROM annotation_items WHERE {where} ORDER BY id", params).fetchall()}
     t = now()
     n = {"tasks": len(tasks), "annotations": 0, "new": 0, "versions": 0, "unchanged": 0, "rejected": 0}
     log, rows, touched, workers = [], [], set(), {}
+    # what each annotator's latest answer on each item says (label, value, details, cancelled), pulled or
+    # imported: an answer already held is not imported again, however its JSON was laid out
+    held = {(i, w): says for i, w, *says in db.execute(
+        "SELECT item_id, annotator_id, label, value, details, was_cancelled FROM annotations WHERE is_current = 1 "
+        "AND purpose = 'annotate' ORDER BY COALESCE(ls_updated_at, ''), id").fetchall()}
     with transaction(db):
         for task in tasks:
             tid = task.get("id")
@@ -130,9 +147,9 @@ def import_labels(project: Project, path: str | Path, *, source: str | None = No
                 log.append({"key": f"task {tid}", "status": "failed", "reason": reason})
                 n["rejected"] += 1
                 continue
-            item_id, kind = items[key]
+            item_id, kind, payload = items[key]
             spec = get_kind(kind)
-            ls_pid = _source_project(source, task.get("project"))
+            ls_pid = _source_project(task.get("project"))
             touched.add(ls_pid)
             for a in task.get("annotations") or []:
                 n["annotations"] += 1
@@ -140,28 +157,36 @@ def import_labels(project: Project, path: str | Path, *, source: str | None = No
                 canc = int(bool(a.get("was_cancelled")))
                 parsed = spec.parse(a.get("result") or []) if not canc else {"label": None, "value": None,
                                                                              "details": None}
-                wid = _worker(db, a, workers)
-                if a.get("id") is None or wid is None or (not canc and parsed["label"] is None
-                                                          and parsed["value"] is None):
-                    why = ("no annotation id" if a.get("id") is None else "no completed_by" if wid is None
-                           else f"no {kind} answer in its result")
+                wid, who_not = _worker(db, a, workers)
+                why = ("no annotation id" if a.get("id") is None else who_not if wid is None
+                       else f"no {kind} answer in its result" if not canc and parsed["label"] is None
+                       and parsed["value"] is None
+                       else answer_problem(spec, parsed, json.loads(payload or "{}")))
+                if why:
                     log.append({"key": akey, "status": "failed", "reason": why})
                     n["rejected"] += 1
                     continue
                 res = dumps(a.get("result") or [])
+                details = dumps(parsed["details"]) if parsed["details"] else None
+                says = [parsed["label"], parsed["value"], details, canc]
+                log.append({"key": akey, "status": "ok", "reason": None})
+                if held.get((item_id, wid)) == says:
+                    # this annotator's current answer on this item already says exactly this (pulled, or
+                    # imported before from a file of any name): nothing to add
+                    n["unchanged"] += 1
+                    continue
                 prev = db.execute("SELECT version, result, was_cancelled FROM annotations WHERE ls_project_id = ? AND "
                                   "ls_annotation_id = ? ORDER BY version DESC LIMIT 1", [ls_pid, a["id"]]).fetchone()
-                log.append({"key": akey, "status": "ok", "reason": None})
                 if prev and prev[1] == res and prev[2] == canc:
                     n["unchanged"] += 1
                     continue
                 n["versions" if prev else "new"] += 1
+                held[(item_id, wid)] = says
                 rows.append({"assignment_id": None, "item_id": item_id, "annotator_id": wid, "purpose": "annotate",
                              "ls_project_id": ls_pid, "ls_task_id": tid if tid is not None else -1,
                              "ls_annotation_id": a["id"], "version": prev[0] + 1 if prev else 1, "result": res,
                              "label": parsed["label"], "value": parsed["value"],
-                             "details": dumps(parsed["details"]) if parsed["details"] else None,
-                             "was_cancelled": canc, "completed_by": _user_id(a), "lead_time": a.get("lead_time"),
+                             "details": details, "was_cancelled": canc, "completed_by": _user_id(a), "lead_time": a.get("lead_time"),
                              "ls_created_at": a.get("created_at"), "ls_updated_at": a.get("updated_at"),
                              "is_current": 0, "pulled_at": t})
         if rows:

@@ -20,7 +20,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 
 from .accounts import connection_for
-from .kinds import get_kind
+from .kinds import answer_problem, get_kind
 from .people import server_row
 from .server import Connection, LabelStudioError, connect
 
@@ -56,7 +56,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None, an
     shared_users = {r[0]: r[1] for r in db.execute("SELECT ls_user_id, id FROM annotators "
                                                    "WHERE ls_user_id IS NOT NULL").fetchall()}
     total = {"projects": len(prows), "new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0,
-             "missing_projects": [], "revoked_projects": 0}
+             "rejected": 0, "missing_projects": [], "revoked_projects": 0}
     for pid, ls_pid, title, kind, owner, purpose, ls_as, status in prows:
         own = server_row(project, owner) if ls_as == "server" and owner else None
         if own is not None and own["status"] == "revoked":
@@ -85,7 +85,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None, an
         for uid in {_user_id(a) for t in tasks for a in (t.get("annotations") or [])} - set(users) - {None}:
             users[uid] = _external_annotator(pc, db, uid, by_id=own is None)
         n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, f"a{owner}" if own is not None else "")
-        for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks"):
+        for k in ("new", "versions", "unchanged", "deleted", "unknown_tasks", "rejected"):
             total[k] += n[k]
     return total
 
@@ -139,7 +139,7 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, server: str = ""
         f"WITH mine AS (SELECT * FROM annotations WHERE {PROJECT_SCOPE}) SELECT {', '.join(cols)} FROM mine a "
         "WHERE version = (SELECT max(version) FROM mine b WHERE b.ls_annotation_id = a.ls_annotation_id)",
         [pid]).fetchall()}
-    n = {"new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0}
+    n = {"new": 0, "versions": 0, "unchanged": 0, "deleted": 0, "unknown_tasks": 0, "rejected": 0}
     rows, seen = [], set()
     t = now()
     for task in tasks:
@@ -157,6 +157,10 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, server: str = ""
                 continue
             parsed = spec.parse(a.get("result") or []) if not canc else {"label": None, "value": None,
                                                                          "details": None}
+            why = None if canc else answer_problem(spec, parsed, _payload(db, item_id) if spec.item_check else None)
+            if why:  # kept in the log with the reason, never a label (current_annotations leaves it out)
+                parsed = {"label": None, "value": None, "details": {"rejected": why}}
+                n["rejected"] += 1
             version = prev["version"] + 1 if prev else 1
             n["versions" if prev else "new"] += 1
             uid = _user_id(a)
@@ -190,6 +194,11 @@ def _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, server: str = ""
 PROJECT_SCOPE = "assignment_id IN (SELECT id FROM assignments WHERE project_id = ?)"
 
 
+def _payload(db, item_id: int) -> dict:
+    row = db.execute("SELECT payload FROM annotation_items WHERE id = ?", [item_id]).fetchone()
+    return json.loads(row[0] or "{}") if row else {}
+
+
 def _set_current(db, ls_pid: int, *, project_id: int | None = None) -> None:
     """``is_current`` = the latest version of a not-deleted annotation that is the most recently updated one of
     its annotator on its task (a second annotation by the same person replaces the first). Over the
@@ -217,7 +226,8 @@ def _set_current(db, ls_pid: int, *, project_id: int | None = None) -> None:
 
 
 def current_annotations(db, campaign_id: int, *, purpose: str = "annotate") -> list[dict]:
-    """Current, non-cancelled annotations of a campaign with item and annotator fields."""
+    """Current, non-cancelled annotations of a campaign with item and annotator fields; an answer outside the
+    campaign's label set (``details.rejected``) is no annotation here, so no agreement, rule or export sees it."""
     cur = db.execute(
         """SELECT a.item_id, i.item_key, i.gold, i.country, i.sha256, i.cluster_id, i.payload,
                   a.annotator_id, an.name AS annotator, a.label, a.value, a.details, a.lead_time,
@@ -225,6 +235,7 @@ def current_annotations(db, campaign_id: int, *, purpose: str = "annotate") -> l
            FROM annotations a JOIN annotation_items i ON i.id = a.item_id
            LEFT JOIN annotators an ON an.id = a.annotator_id
            WHERE i.campaign_id = ? AND a.purpose = ? AND a.is_current = 1 AND a.was_cancelled = 0
+             AND (a.details IS NULL OR json_extract(a.details, '$.rejected') IS NULL)
            ORDER BY a.item_id, an.name""", [campaign_id, purpose])
     cols = [d[0] for d in cur.description]
     out = [dict(zip(cols, r)) for r in cur.fetchall()]

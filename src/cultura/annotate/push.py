@@ -25,7 +25,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
 from cultura.annotate.pool import image_exclusions
 from cultura.errors import CulturaError
-from cultura.names import endpoint_url_problem
+from cultura.names import endpoint_url_problem, label_name
 from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
@@ -76,6 +76,7 @@ def ensure_campaign(db, name: str, kind: str, overlap: int, params: dict) -> dic
         if overlap != c["overlap"]:
             db["campaigns"].update(c["id"], {"overlap": overlap, "updated_at": now()})
         return db["campaigns"].get(c["id"])
+    name = label_name(name, what="campaign name", param="batch")  # the one door campaigns are made by
     db["campaigns"].insert({"name": name, "kind": kind, "overlap": overlap, "params": dumps(params),
                             "created_at": now()})
     return next(db["campaigns"].rows_where("name = ?", [name]))
@@ -447,6 +448,8 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
     (default: all of them). Returns a summary; a second call with the same state adds nothing."""
     get_kind(kind)  # unknown kinds fail here, naming the valid ones
+    if batch is not None:  # a new campaign's name, checked before any item is built
+        batch = label_name(batch, what="campaign name", param="batch")
     overlap, gold, seed = OVERLAP.check(overlap, "overlap"), GOLD.check_optional(gold, "gold"), SEED.check(seed, "seed")
     cfg = project.config.annotate
     other_countries = OTHER_COUNTRIES.check(cfg.relevance_other_countries if other_countries is None

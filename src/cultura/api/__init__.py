@@ -24,7 +24,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..config import get_config_value, load_config, set_config_file_value
+from ..config import load_config
+from ..config_edit import get_config_value, set_config_file_value
 from ..benchmark.status import project_status
 from ..errors import ProjectNotFound
 from ..project import CONFIG_NAME, find_project, init_project

@@ -48,6 +48,7 @@ from ..annotate.decisions import rated_countries
 from ..curate.cultures_decide import require_decided, resolve_rated_conflicts
 from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
+from ..names import benchmark_name
 from .eligible import EXCLUSION_REASONS, BuildError, Pool, load_pool  # noqa: F401  (re-exported)
 from .roles import KINDS, Role  # noqa: F401  (re-exported)
 from .verify import check_benchmark
@@ -343,7 +344,7 @@ def build_benchmark(project: Project, kind: str, *, name: str | None = None, ver
         raise unknown("benchmark kind", kind, KINDS)
     seed, per_pair = SEED.check(seed, "seed"), PER_PAIR.check(per_pair, "per_pair")
     db = project.db
-    name = name or kind
+    name = benchmark_name(name or kind)
     asked_version = version
     version = _next_version(db, name, version)
     reg = project.registry

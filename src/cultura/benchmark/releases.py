@@ -36,7 +36,7 @@ from ..curate.importers import (DatasetImportError, _column, _done, _finish_row,
                                 read_table, resolve_country, store_image)
 from ..bounds import VERSION
 from ..db import transaction
-from ..names import check_concept
+from ..names import benchmark_name, check_concept
 from .build import content_hash
 
 if TYPE_CHECKING:
@@ -162,6 +162,7 @@ def import_3xcm_benchmark(project: Project, table, *, name: str = "3xcm", versio
     the role columns). One transaction: the benchmark appears whole or not at all; rows that cannot be used
     (unknown country, unreadable image, candidate without a concept/country) are skipped and listed in the
     benchmark's report with their reason."""
+    name = benchmark_name(name)  # checked before the table is read
     columns = dict(columns or {})
     rows, base = _rows(table, images_dir)
     cols = {c.lower() for c in rows[0]}

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from ..config import get_config_value, set_config_file_value
+from ..config_edit import get_config_value, set_config_file_value
 from ..benchmark.status import project_status
 from ..project import CONFIG_NAME, init_project
 from .console import emit_json, json_option, option, out, pass_ctx, summary, table

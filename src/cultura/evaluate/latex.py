@@ -96,6 +96,10 @@ def escape(text) -> str:
             out.append(_UNICODE[ch])
         elif ch in _GREEK:
             out.append(f"$\\{_GREEK[ch]}$")
+        elif (ord(ch) < 0x250 and ch.isprintable()) or ch in "\n\t":
+            out.append(ch)
+        elif ord(ch) < 0x250:  # a control character: its code point, never a byte pdflatex chokes on
+            out.append(f"\\textsc{{u+{ord(ch):04x}}}")
         else:
             out.append(ch)
     return "".join(out)

@@ -51,7 +51,7 @@ from .results import (  # noqa: F401
     write_run_json,
 )
 from .suites import ROW_KEYS, Suite, SuiteSkipped, get_suite, load_suites, resolve_suites
-from .suites.registry import suite_run
+from .suites.registry import explain_numbers, suite_run
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -272,7 +272,7 @@ def run_suite(project: Project, embedder, suite: Suite | str, *, benchmark: str 
             rows = suite.func(project, embedder, benchmark=bench_arg, options=options)
         if samples is not None and samples.overflow:
             samples = None  # large: kept only when asked for (--log-samples)
-        rows = [_check_row(r, suite.name) for r in rows]
+        rows = explain_numbers([_check_row(r, suite.name) for r in rows], suite.name)
         _require_measurement(suite.name, rows)
         prov = next((r["details"].get("provenance") for r in rows if r["details"].get("provenance")), None)
         if prov and not suite.benchmark_kind:

@@ -9,6 +9,7 @@ Degenerate input (too few values, all ties, zero variance) raises `StatsInputErr
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -124,6 +125,24 @@ def cohens_d(a: Any, b: Any) -> float:
     if pooled == 0:
         raise StatsInputError("both groups have zero variance; Cohen's d is undefined.")
     return float((x.mean() - y.mean()) / np.sqrt(pooled))
+
+
+def in_words(exc: Exception, **names: str) -> str:
+    """A test's refusal (:class:`StatsInputError`) said of what the caller passed, not of the test's argument
+    names: ``in_words(e, a="WW pairs", b="WN pairs")`` turns "b has 0 value(s); this test needs at least 2." into
+    "0 WN pairs, and the test needs at least 2".
+
+    >>> in_words(StatsInputError("b has 0 value(s); this test needs at least 2."), a="WW pairs", b="WN pairs")
+    '0 WN pairs, and the test needs at least 2'
+    """
+    text = str(exc)
+    m = re.match(r"^(\w+) has (\d+) value\(s\); this test needs at least (\d+)\.$", text)
+    if m and m.group(1) in names:
+        return f"{m.group(2)} {names[m.group(1)]}, and the test needs at least {m.group(3)}"
+    for arg, words in names.items():
+        if text.startswith(arg + " "):
+            text = words + text[len(arg):]
+    return text.rstrip(".")
 
 
 def welch_t(a: Any, b: Any, *, alternative: str = "greater") -> TestResult:

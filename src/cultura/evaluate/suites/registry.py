@@ -10,6 +10,7 @@ units to :func:`sample_limit` for ``evaluate run --limit N``.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -100,6 +101,37 @@ def degenerate(rows: list[dict], reason: str | None) -> list[dict]:
     if reason:
         for r in rows:
             r["details"]["degenerate"] = reason
+    return rows
+
+
+#: the reason :func:`explain_numbers` gives a number its suite left unexplained (tests look for it: never shown)
+UNEXPLAINED = "gave no reason"
+
+
+def _finite(x) -> bool:
+    """``x`` is no number (None) or a finite one; results read back as JSON hold ``"nan"``/``"inf"`` as text."""
+    return x is None or math.isfinite(float(x))
+
+
+def unexplained(rows: list[dict]) -> list[dict]:
+    """The rows that break the promise every suite keeps: a number that is not finite (the value or a bound of
+    its interval: ``nan``, ``inf``) says why in ``details["reason"]`` (or ``details["degenerate"]``), in
+    words; so does a number marked degenerate."""
+    out = []
+    for r in rows:
+        d = r.get("details") or {}
+        odd = not (_finite(r.get("value")) and _finite(r.get("ci_low")) and _finite(r.get("ci_high")))
+        if (odd or "degenerate" in d) and not (d.get("reason") or d.get("degenerate")):
+            out.append(r)
+    return out
+
+
+def explain_numbers(rows: list[dict], suite: str) -> list[dict]:
+    """The one check every suite's rows pass on their way to the result store (the runner calls it): a row
+    :func:`unexplained` would list gets a reason that says so (``UNEXPLAINED``), never a silent ``nan``."""
+    for r in unexplained(rows):
+        r["details"]["reason"] = (f"{r['metric']} is {r['value']} (interval {r.get('ci_low')}–{r.get('ci_high')}) "
+                                  f"and the {suite} suite {UNEXPLAINED}")
     return rows
 
 

@@ -43,6 +43,16 @@ if TYPE_CHECKING:
 NAME = "attribution"
 
 
+def _undefined(metric: str, bm: dict) -> str:
+    """Why precision, recall or F1 is undefined at a threshold (``bm["rule"]``: "score > 3"), in words."""
+    if metric == "precision":
+        return f"the scorer gave no pair a {bm['rule']} (no positive prediction), so precision is undefined"
+    if metric == "recall":
+        return f"people gave no pair a {bm['rule']} (no relevant pair), so recall is undefined"
+    return (f"neither the scorer nor people gave any pair a {bm['rule']}, so F1 is undefined"
+            if not bm["n_positive_pred"] and not bm["n_positive_human"] else "F1 is undefined here")
+
+
 def attribution_suite(project: Project, embedder, *, benchmark=None, options: dict) -> list[dict]:
 
     cfg = dict(project.config.evaluate.attribution)
@@ -141,7 +151,9 @@ def attribution_suite(project: Project, embedder, *, benchmark=None, options: di
                 d = {**det, "threshold": bm["threshold"], "rule": bm["rule"], "main": is_main,
                      "n_positive_pred": bm["n_positive_pred"], "n_positive_human": bm["n_positive_human"]}
                 for m in ("precision", "recall", "f1"):
-                    rows.append(row(NAME, m, bm[m], n=ev["n"], group={**g, "threshold": tag}, details=d))
+                    why = _undefined(m, bm) if not math.isfinite(bm[m]) else None
+                    rows.append(row(NAME, m, bm[m], n=ev["n"], group={**g, "threshold": tag},
+                                    details={**d, **({"reason": why} if why else {})}))
             main_f1[scorer] = (ev["f1"], ev["n"])
             d = {**det, "aggregation": aggregation}
             lo, hi = ev["pearson_ci"]

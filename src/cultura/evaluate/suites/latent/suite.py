@@ -39,12 +39,16 @@ from ....bounds import Bound
 from ....errors import CulturaError
 from ...common import embed_images, embed_texts
 from ...metrics import c_asc
-from ...stats import StatsInputError, correct_pvalues, mann_whitney, welch_ww_wn
+from ...stats import StatsInputError, correct_pvalues, in_words, mann_whitney, welch_ww_wn
 from ...stats_extra import country_permutation_test, effect_band
 from ..registry import COMMON_OPTIONS, Suite, SuiteSkipped, log_samples, logging_samples, row
 from .data import ConceptSet, load_concept_sets, term_for
 from .report import render_latent
 from ....lazy import lazy
+
+#: what the two samples of the Welch test are, for a reason in words (never the test's argument names)
+WW_WORDS = "in-group pairs (WW: two images from in-group countries)"
+WN_WORDS = "cross pairs (WN: an in-group image with an out-group one)"
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -148,7 +152,8 @@ def ww_wn_rows(sets, embs, *, unit, pairs, alpha, permutations, seed, details) -
             r = welch_ww_wn(ww, wn)
         except StatsInputError as e:
             out.append(row(NAME, "ww_vs_wn", math.nan, n=len(ww) + len(wn), group={"concept": cs.concept},
-                           details={**d, "status": "skipped", "reason": str(e), "n_ww": len(ww), "n_wn": len(wn)}))
+                           details={**d, "status": "skipped", "n_ww": len(ww), "n_wn": len(wn),
+                                    "reason": in_words(e, a=WW_WORDS, b=WN_WORDS)}))
             continue
         d.update({"status": "ok", "n_ww": r.extra["n_ww"], "n_wn": r.extra["n_wn"], "mean_ww": r.extra["mean_ww"],
                   "mean_wn": r.extra["mean_wn"], "t": r.statistic, "df": r.extra["df"], "p": r.p,
@@ -159,7 +164,7 @@ def ww_wn_rows(sets, embs, *, unit, pairs, alpha, permutations, seed, details) -
                                                 n_resamples=int(permutations), seed=seed)
                 d.update(p_perm=perm["p"], perm_resamples=perm["n_resamples"], perm_exact=perm["exact"])
             except StatsInputError as e:
-                d.update(p_perm=math.nan, perm_reason=str(e))
+                d.update(p_perm=math.nan, perm_reason=in_words(e))
         out.append(row(NAME, "ww_vs_wn", r.extra["mean_ww"] - r.extra["mean_wn"], n=r.n,
                        group={"concept": cs.concept}, details=d))
         tested.append(out[-1])
@@ -300,7 +305,8 @@ def alignment_rows(per_concept_means: dict, grouping, tg: dict, details: dict) -
                                 "effect": "A12", "method": t.method}))
     except StatsInputError as e:
         out.append(row(NAME, "alignment_rank_group_test", math.nan, n=len(ins) + len(outs), group=tg,
-                       details={**d, "reason": str(e)}))
+                       details={**d, "reason": in_words(e, a="in-group countries ranked",
+                                                        b="other countries ranked")}))
     return out
 
 

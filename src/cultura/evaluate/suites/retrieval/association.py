@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
-from ..registry import Suite, log_samples, logging_samples, row, sample_limit
+from ..registry import Suite, degenerate, log_samples, logging_samples, row, sample_limit
 from .options import OPTIONS
 from .report import render_association
 from ...common import (SP_INF_REASON, bootstrap_ratio_ci, embed_images, embed_texts, embed_texts_by_language,
@@ -130,7 +130,10 @@ def win_rate_rows(suite: str, sims: np.ndarray, roles, *, group: dict, details: 
         lo, hi = ci.low, ci.high
     else:
         lo = hi = [math.nan] * len(roles)
-    out = [row(suite, f"M_{r}", m[i], ci_low=lo[i], ci_high=hi[i], n=n, group=group, details=details)
+    one = {"reason": "one trial: a win rate of 0 or 1 with no confidence interval (a bootstrap needs at least "
+                     "2 trials)"} if n < 2 else {}
+    out = [degenerate([row(suite, f"M_{r}", m[i], ci_low=lo[i], ci_high=hi[i], n=n, group=group,
+                           details={**details, **one})], one.get("reason"))[0]
            for i, r in enumerate(roles)]
     if sp_pair:
         b, c = roles.index(sp_pair[0]), roles.index(sp_pair[1])
@@ -139,6 +142,9 @@ def win_rate_rows(suite: str, sims: np.ndarray, roles, *, group: dict, details: 
         d = dict(details)
         if math.isinf(sp):
             d["reason"] = SP_INF_REASON
+        elif not (math.isfinite(slo) and math.isfinite(shi)):
+            d["reason"] = (f"SP is a number, but in some of the {n_resamples} bootstrap resamples of these {n} trials "
+                           "the correct image never won (M_cr = 0), so its interval is unbounded")
         out.append(row(suite, "SP", sp, ci_low=slo, ci_high=shi, n=n, group=group, details=d))
     return out
 
@@ -158,9 +164,17 @@ def random_baseline_rows(suite: str, n_trials: int, roles, *, seed: int, group: 
     det = {"rounds": rb["rounds"], "seed": seed}
     out = [row(suite, f"random_M_{r}", rates[i], n=n_trials, group=group, details=det)
            for i, r in enumerate(roles)]
+    sp_det = {**det, "interval": "min–max over rounds", "sp_rounds": rb["sp_rounds"]}
+    unbounded = sum(1 for x in rb["sp_rounds"] if not math.isfinite(x))
+    why = None
+    if unbounded:
+        why = (f"in {unbounded} of {rb['rounds']} random rounds of {n_trials} trials the correct candidate never "
+               "won by chance (M_cr = 0), so the random SP is unbounded; with so few trials the baseline says "
+               "nothing: compare M_cr and M_lb instead")
+        sp_det["reason"] = why
     out.append(row(suite, "random_SP", rb["self_preference"], ci_low=rb["sp_min"], ci_high=rb["sp_max"],
-                   n=n_trials, group=group, details={**det, "interval": "min–max over rounds",
-                                                     "sp_rounds": rb["sp_rounds"]}))
+                   n=n_trials, group=group, details=sp_det))
+    degenerate(out[-1:], why)
     return out
 
 
@@ -209,6 +223,15 @@ def silhouette_rows(project: Project, embedder, trials, sp_by_country: dict[str,
             for lab, val in sorted(sil.items()):
                 out.append(row(suite, "image_silhouette", val, n=counts.get(lab), group={"country": lab},
                                details={**details, "label": "country"}))
+        # a label with one point has silhouette 0 by convention (sklearn), not by measurement
+        for r in out[-len(sil):] if kind == "image" else [x for x in out if x["metric"] == "text_silhouette"]:
+            lab = r["group"]["country"] if kind == "image" else r["details"]["language"]
+            if counts.get(lab) == 1:
+                what_one = "image" if kind == "image" else f"query text in {lab}"
+                why = (f"{r['group']['country']} has one {what_one}: the silhouette of a one-member cluster is 0 "
+                       "by definition, not a measurement")
+                r["details"]["reason"] = why
+                degenerate([r], why)
     for kind, sil in per.items():
         common = [c for c in sorted(sil) if c in sp_by_country and math.isfinite(sp_by_country[c])
                   and math.isfinite(sil[c])]

@@ -33,7 +33,8 @@ def _lines(text: str) -> list[str]:
             for part in re.split(r"&&|;", line.split(" # ")[0].split("\t#")[0]):
                 part = part.strip()
                 part = re.sub(r"^(\$ |\.venv/bin/|PYTHONPATH=\S+ )+", "", part)
-                if part.startswith("cultura "):
+                # a benchmark's printed table names the tool in its first column: a row of numbers, not a command
+                if part.startswith("cultura ") and not re.match(r"cultura\s+(-|[\d.]+)(\s|$)", part):
                     out.append(part)
     prose = re.sub(r"```.*?```", "", text, flags=re.S)
     out += [m for m in re.findall(r"`(cultura [^`]+)`", prose)]

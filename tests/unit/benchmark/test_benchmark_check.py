@@ -11,7 +11,7 @@ from cultura.benchmark.build import build_benchmark, get_benchmark
 from cultura.benchmark.export import export_benchmark
 from cultura.benchmark.verify import NotSupported, check_benchmark
 from cultura.cli import cli
-from cultura.curate.benchmark_queries import set_query
+from cultura.curate.query_edits import set_query
 from cultura.curate.status import set_image_status
 from tests.fakes.world import decide, dup_cluster, make_world, mention_queries
 

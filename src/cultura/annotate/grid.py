@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..bounds import Bound
+from ..errors import unknown
 from ..templates import render_template
 from .items import image_url
 from .kinds import FILTER_GUIDELINE, FILTER_REASONS, _context, get_kind, validate_config
@@ -104,7 +105,6 @@ def grid_kinds() -> list[str]:
 
 def get_grid(kind: str) -> GridSpec:
     if kind not in _GRIDS:
-        from ..errors import unknown
         raise unknown("grid kind (a kind that can be pushed as grid tasks)", kind, _GRIDS)
     return _GRIDS[kind]
 

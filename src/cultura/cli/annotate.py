@@ -169,6 +169,7 @@ def annotators_report(ctx, campaign, as_json):
                   if a["gold_n"] else "-")
             rows.append({"annotator": a["annotator"], "done": f"{a['done']}/{a['assigned']}",
                          "median s": _round(a["median_seconds"], 1),
+                         "images/h": _round(a["images_per_hour"], 1),
                          "consensus": _round(a["consensus_agreement"]), "gold (95% CI)": ci,
                          "skill": ", ".join(f"{k} {v:.2f}" for k, v in sorted(a["skill"].items())) or "-",
                          "spammer": ("YES: " + a["reason"]) if a["spammer"] else "no"})

@@ -67,7 +67,7 @@ def _picked(result: list, name: str) -> list[str]:
 
 def _filter_cell(i: int, result: list) -> list:
     # an unmarked image is kept: the one-image task's "Keep"
-    if not any(c.lower() in ("remove",) for c in _picked(result, f"rm{i}")):
+    if not any(c.lower() == "remove" for c in _picked(result, f"rm{i}")):
         return [_ch("decision", "image", ["Keep"])]
     reasons = _picked(result, f"reason{i}")
     return [_ch("decision", "image", ["Remove"])] + ([_ch("reason", "image", reasons)] if reasons else [])
@@ -76,7 +76,7 @@ def _filter_cell(i: int, result: list) -> list:
 def _filter_answer(i: int, label: str | None) -> list:
     if label is None or label == "keep":
         return []
-    reason, _, why = label.partition(":")
+    why = label.partition(":")[2]
     return [_ch(f"rm{i}", f"img{i}", ["Remove"])] + ([_ch(f"reason{i}", f"img{i}", why.split(","))] if why else [])
 
 

@@ -141,10 +141,11 @@ def decisions(opinions: Iterable[Opinion], *, skills: dict | None = None, gold: 
 
 
 def estimate_skills(opinions: Iterable[Opinion], *, gold: dict | None = None, n_iter: int = 50,
-                    prior: float = 2.0) -> dict[str, float]:
+                    prior: float = 4.0, prior_skill: float = 0.85) -> dict[str, float]:
     """Each rater's probability of a correct answer under a one-coin model (every rater is right with their own
     probability, wrong answers spread evenly), fitted by EM with gold items' truth fixed; ``prior`` pseudo-answers
-    at 0.7 keep a rater with few answers near a modest skill; items with one opinion only do not count. Pure Python; crowd-kit's ``OneCoinDawidSkene``
+    right with ``prior_skill`` keep a rater with few answers trusted (above the policy's ``low_skill``) until their
+    answers show otherwise; items with one opinion only do not count. Pure Python; crowd-kit's ``OneCoinDawidSkene``
     is the same model on the stored labels."""
     opinions = list(opinions)
     gold = gold or {}
@@ -176,7 +177,7 @@ def estimate_skills(opinions: Iterable[Opinion], *, gold: dict | None = None, n_
                 continue   # a lone opinion would only confirm itself: it says nothing of its rater's skill
             right[o.rater] += post[o.item][o.label]
             total[o.rater] += 1
-        new = {r: (right[r] + 0.7 * prior) / (total[r] + prior) for r in skills}
+        new = {r: (right[r] + prior_skill * prior) / (total[r] + prior) for r in skills}
         done = max(abs(new[r] - skills[r]) for r in skills) < 1e-6
         skills = new
         if done:

@@ -20,6 +20,7 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 
 from .accounts import connection_for
+from .grid_io import expand_grid_tasks
 from .kinds import answer_problem, get_kind
 from .people import server_row
 from .server import Connection, LabelStudioError, connect
@@ -81,7 +82,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None, an
         if r.status_code >= 400:
             raise LabelStudioError(f"Label Studio answered HTTP {r.status_code} exporting project {ls_pid} "
                                    f"({title!r}).")
-        tasks = r.json()
+        tasks = expand_grid_tasks(db, pid, kind, r.json())   # a grid answer = its members' one-image answers
         for uid in {_user_id(a) for t in tasks for a in (t.get("annotations") or [])} - set(users) - {None}:
             users[uid] = _external_annotator(pc, db, uid, by_id=own is None)
         n = _store(db, pid, ls_pid, kind, owner, purpose, tasks, users, f"a{owner}" if own is not None else "")

@@ -30,6 +30,10 @@ from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
 from .annotators import get_annotators
+from .adaptive import assign_opinions
+from .assign import MAX_TASKS_PER_PROJECT, _project_row, assign, eligible  # noqa: F401 (their old home)
+from .grid import get_grid, render_grid_config
+from .grid_io import grid_size, push_grid_project
 from .images import drawn_by_browsers
 from .items import browser_loadable, build_items, image_url, task_data
 from .people import isolation_note
@@ -40,28 +44,10 @@ if TYPE_CHECKING:
     from ..project import Project
 
 CHUNK = 2000
-MAX_TASKS_PER_PROJECT = 90_000      # Label Studio recommends < 100k tasks per project
 
 
 class ProjectMissing(LabelStudioError):
     """A Label Studio project recorded by cultura no longer exists (deleted by hand)."""
-
-
-# --------------------------------------------------------------------------------------- eligibility
-
-def eligible(kind: str, item: dict, annotator: dict) -> bool:
-    """Native-speaker constraints: relevance for country X → annotators from X (seed 004); entity and
-    translation → speakers of the item's language; filter and dedup-review → anyone."""
-    if kind == "relevance":  # a free-text culture label (cultura.cultures) may name the country it belongs to
-        payload = item.get("payload")
-        label_cc = (json.loads(payload) if isinstance(payload, str) and payload else payload or {}).get("label_country")
-        return annotator.get("country") == item.get("country") or bool(label_cc and annotator.get("country") == label_cc)
-    if kind in ("entity", "translation", "context"):
-        lang = item.get("language")
-        if kind == "entity" and annotator.get("country") and annotator["country"] == item.get("country"):
-            return True
-        return bool(lang) and lang in (annotator.get("languages") or [])
-    return True
 
 
 # ------------------------------------------------------------------------------------------- campaign
@@ -80,114 +66,6 @@ def ensure_campaign(db, name: str, kind: str, overlap: int, params: dict) -> dic
     db["campaigns"].insert({"name": name, "kind": kind, "overlap": overlap, "params": dumps(params),
                             "created_at": now()})
     return next(db["campaigns"].rows_where("name = ?", [name]))
-
-
-def _project_row(db, campaign: dict, annotator: dict, purpose: str, max_tasks: int, *,
-                 full: bool = False) -> dict:
-    """The annotator's current project row for the campaign; a new part when the last one is full."""
-    rows = list(db["campaign_projects"].rows_where(
-        "campaign_id = ? AND annotator_id = ? AND purpose = ?", [campaign["id"], annotator["id"], purpose],
-        order_by="part DESC"))
-    if rows:
-        last = rows[0]
-        n = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ?", [last["id"]]).fetchone()[0]
-        if n < max_tasks and not full:
-            return last
-        part = last["part"] + 1
-    else:
-        part = 1
-    suffix = " · adjudication" if purpose == "adjudicate" else ""
-    title = f"cultura {campaign['name']} · {annotator['name']}{suffix}" + (f" · part {part}" if part > 1 else "")
-    pid = db["campaign_projects"].insert({"campaign_id": campaign["id"], "annotator_id": annotator["id"],
-                                          "purpose": purpose, "part": part, "title": title,
-                                          "created_at": now()}).last_pk
-    return db["campaign_projects"].get(pid)
-
-
-def assign(db, campaign: dict, items: list[dict], annotators: list[dict], *, overlap: int,
-           gold_keys: set[str], purpose: str = "annotate",
-           max_tasks: int = MAX_TASKS_PER_PROJECT) -> dict:
-    """Create assignment rows for items that have none yet. Gold items go to every eligible annotator,
-    others to the ``overlap`` least-loaded eligible ones (ties by name). Returns counts."""
-    kind = campaign["kind"]
-    withdrawn = _withdraw(db, campaign["id"], purpose)
-    load = {a["id"]: 0 for a in annotators}
-    for aid, n in db.execute("SELECT a.annotator_id, COUNT(*) FROM assignments a JOIN annotation_items i "
-                             "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ? AND a.status "
-                             "!= 'reassigned' GROUP BY 1", [campaign["id"], purpose]).fetchall():
-        if aid in load:
-            load[aid] = n
-    have: dict[int, set] = {}
-    for item_id, aid in db.execute("SELECT a.item_id, a.annotator_id FROM assignments a JOIN annotation_items i "
-                                   "ON i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = ?",
-                                   [campaign["id"], purpose]).fetchall():
-        have.setdefault(item_id, set()).add(aid)
-    projects: dict[int, dict] = {}
-    rows, under, unassigned = [], 0, []
-    handed = []
-    for it in items:
-        gone = withdrawn.get(it["id"], [])
-        if it["id"] in have and not gone:
-            continue
-        # an item of a deactivated annotator goes to eligible others who never had it, one for each withdrawn
-        ok = [a for a in annotators if eligible(kind, it, a) and a["id"] not in have.get(it["id"], ())]
-        if not ok:
-            if not gone:
-                unassigned.append((it["item_key"], it.get("country")))
-            continue
-        if gone:
-            chosen = sorted(ok, key=lambda a: (load[a["id"]], a["name"]))[:len(gone)]
-            handed += gone[:len(chosen)]
-        elif it["item_key"] in gold_keys:
-            chosen = ok
-        else:
-            chosen = sorted(ok, key=lambda a: (load[a["id"]], a["name"]))[:overlap]
-            under += len(chosen) < overlap
-        for a in chosen:
-            load[a["id"]] += 1
-            p = projects.get(a["id"])
-            if p is None or p["_n"] >= max_tasks:
-                p = projects[a["id"]] = _project_row(db, campaign, a, purpose, max_tasks, full=p is not None)
-                p["_n"] = db.execute("SELECT COUNT(*) FROM assignments WHERE project_id = ?",
-                                     [p["id"]]).fetchone()[0]
-            p["_n"] += 1
-            rows.append({"item_id": it["id"], "annotator_id": a["id"], "project_id": p["id"],
-                         "purpose": purpose, "status": "pending", "created_at": now()})
-    db["assignments"].insert_all(rows, ignore=True)
-    if handed:
-        db.conn.executemany("UPDATE assignments SET status = 'reassigned' WHERE id = ?", [(i,) for i in handed])
-    by_country: dict[str, int] = {}
-    for _, cc in unassigned:
-        if cc:
-            by_country[cc] = by_country.get(cc, 0) + 1
-    out = {"assignments": len(rows), "reassigned": len(handed),
-           "withdrawn_waiting": sum(len(v) for v in withdrawn.values()) - len(handed),
-           "under_assigned": under, "unassigned": len(unassigned),
-           "unassigned_examples": [k for k, _ in unassigned[:5]]}
-    if kind == "relevance":  # relevance needs a native annotator per culture (seed 004): name who is missing
-        out["unassigned_countries"] = dict(sorted(by_country.items()))
-        if by_country:
-            out["warning"] = (f"{len(unassigned)} relevance items have no eligible annotator: no active annotator "
-                              f"is native to {', '.join(sorted(by_country))}. Add one per country ('cultura annotate "
-                              f"annotators add NAME --email E --country {min(by_country)}') and push again; until "
-                              "then build refuses these unrated links (or keeps them with --allow-unrated).")
-    return out
-
-
-def _withdraw(db, campaign_id: int, purpose: str) -> dict[int, list[int]]:
-    """Mark the unanswered assignments of deactivated annotators ``withdrawn`` (kept, never pushed again) and
-    return every withdrawn one not handed to someone else yet, by item."""
-    db.execute("UPDATE assignments SET status = 'withdrawn' WHERE purpose = ? AND status IN ('pending', 'pushed') "
-               "AND item_id IN (SELECT id FROM annotation_items WHERE campaign_id = ?) "
-               "AND annotator_id IN (SELECT id FROM annotators WHERE active = 0) "
-               "AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = assignments.id "
-               "AND x.is_current = 1)", [purpose, campaign_id])
-    out: dict[int, list[int]] = {}
-    for aid, item_id in db.execute("SELECT a.id, a.item_id FROM assignments a JOIN annotation_items i ON i.id = "
-                                   "a.item_id WHERE i.campaign_id = ? AND a.purpose = ? AND a.status = 'withdrawn' "
-                                   "ORDER BY a.id", [campaign_id, purpose]).fetchall():
-        out.setdefault(item_id, []).append(aid)
-    return out
 
 
 # ----------------------------------------------------------------------------------- Label Studio I/O
@@ -220,8 +98,9 @@ def check_project(conn: Connection, db, prow: dict) -> bool:
     return True
 
 
-def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
-    """Create the Label Studio project of ``prow`` if not yet created; record its id at once."""
+def ensure_ls_project(conn: Connection, db, prow: dict, kind: str, *, config: str | None = None) -> dict:
+    """Create the Label Studio project of ``prow`` (with ``config``, else the kind's) if not yet created; record its
+    id at once."""
     if prow.get("ls_project_id"):
         if not check_project(conn, db, prow):   # asked again every time: a 404 may have passed
             raise ProjectMissing(
@@ -233,7 +112,7 @@ def ensure_ls_project(conn: Connection, db, prow: dict, kind: str) -> dict:
     description = f"cultura campaign project ({kind}) · ref {_project_ref(db, prow)}"
     ls_id = _find_ls_project(conn, db, prow["title"][:50], description)  # created, then a kill before recording
     if ls_id is None:
-        cfg = render_config(kind, adjudication=adjud)
+        cfg = config or render_config(kind, adjudication=adjud)
         instr = _instructions(kind)
         p = _api(conn, conn.client.projects.create, title=prow["title"][:50], label_config=cfg,
                  description=description, expert_instruction=instr,
@@ -437,7 +316,7 @@ def check_campaign_open(db, name: str) -> None:
 def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str] | None = None, gold: int | None = None,
          batch: str | None = None, source=None, other_countries: int | None = None, seed: int = 0,
          image_base: str | None = None, conn: Connection | None = None, chunk: int = CHUNK,
-         max_tasks: int | None = None, on_chunk=None,
+         max_tasks: int | None = None, on_chunk=None, grid: int | None = None, adaptive: bool = False,
          prioritise: Callable[[Project, str, list[dict]], list[dict]] | None = None) -> dict:
     """Build the items of ``kind``, assign them and import the new tasks into Label Studio.
 
@@ -446,8 +325,10 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
     automated CAIRe judge is least sure about are rated first.
 
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
-    (default: all of them). Returns a summary; a second call with the same state adds nothing."""
-    get_kind(kind)  # unknown kinds fail here, naming the valid ones
+    (default: all of them). ``grid``: images per grid task (filter, relevance; :mod:`cultura.annotate.grid`);
+    ``adaptive``: two opinions first, more up to ``overlap`` where needed (:mod:`cultura.annotate.adaptive`). Both
+    are the campaign's from its first push on. Returns a summary; a second call with the same state adds nothing."""
+    get_kind(kind), grid and get_grid(kind)  # unknown kinds (and kinds no grid lays out) fail here, naming the valid ones
     if batch is not None:  # a new campaign's name, checked before any item is built
         batch = label_name(batch, what="campaign name", param="batch")
     overlap, gold, seed = OVERLAP.check(overlap, "overlap"), GOLD.check_optional(gold, "gold"), SEED.check(seed, "seed")
@@ -460,11 +341,14 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):
         return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,
                      source=source, other_countries=other_countries, seed=seed, image_base=image_base,
-                     conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise)
+                     conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise,
+                     grid=grid and GRID.check(grid, "grid"), adaptive=adaptive)
 
 
 #: Annotators per item.
 OVERLAP = Bound(1, 1000)
+#: Images per grid task.
+GRID = Bound(2, 24)
 #: Gold items mixed into every annotator's project (0: none).
 GOLD = COUNT_OR_NONE
 #: Other countries each image is rated for (relevance): the range of annotate.relevance_other_countries.
@@ -510,7 +394,7 @@ def _refresh_sets(db, campaign_id: int, items: list[dict]) -> None:
 
 
 def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
-          chunk, max_tasks, on_chunk, prioritise) -> dict:
+          chunk, max_tasks, on_chunk, prioritise, grid, adaptive) -> dict:
     db = project.db
     check_campaign_open(db, batch or kind)
     people = get_annotators(project, annotators, role=None if annotators else "annotator")
@@ -532,7 +416,9 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
                           "WHERE c.name = ?", [name]).fetchone()[0]
     with transaction(db):
         campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
-                                                             "source": str(source) if source else None})
+                                                             "source": str(source) if source else None,
+                                                             **({"grid": grid} if grid else {}),
+                                                             **({"adaptive": True} if adaptive else {})})
         t = now()
         db["annotation_items"].insert_all(
             [{"campaign_id": campaign["id"], "item_key": it["item_key"], "kind": kind,
@@ -553,7 +439,7 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
     pool = [r for r in stored if (not r["gold"] or r["item_key"] in gold_keys)
             and r.get("sha256") not in out_of_pool]
     with transaction(db):
-        counts = assign(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
+        counts = assign_opinions(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
     conn = conn or connect(project)
     created, updated, missing = 0, 0, []
     # read all rows first: iterating a cursor while writing holds a read snapshot that another process's
@@ -567,6 +453,10 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
         try:
             # each annotator's projects live on their own server (or, on a shared one, their organization)
             pc = connection_for(project, owner, conn, prow)
+            if (size := grid_size(campaign)):  # grid tasks: several items per Label Studio task
+                created += push_grid_project(pc, db, ensure_ls_project(pc, db, prow, kind, config=render_grid_config(
+                    kind, size)), kind, size, image_base=image_base, on_chunk=on_chunk)
+                continue
             created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
             updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
         except ProjectMissing as e:

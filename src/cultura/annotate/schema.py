@@ -220,3 +220,24 @@ def m004_annotator_servers(db):
         CREATE INDEX idx_annotations_assignment ON annotations(assignment_id, ls_annotation_id, version);
         """
     )
+
+
+@annotate()
+def m006_grid_tasks(db):
+    """Grid tasks: one Label Studio task showing several items of a campaign project. Each member's assignment
+    keeps its own row; its ``ls_task_id`` is then ``-assignment id`` (a per-item stand-in: the grid's real task id
+    is ``grid_tasks.ls_task_id``), so pulled grid answers become one annotation row per item as before."""
+    db.executescript(
+        """
+        CREATE TABLE grid_tasks (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES campaign_projects(id),
+            grid_key TEXT NOT NULL,           -- 'grid:<kind>:<hash of the members' item keys>'
+            size INTEGER NOT NULL,            -- cells of the config (a short grid leaves some blank)
+            item_keys TEXT NOT NULL,          -- JSON list, cell order
+            ls_task_id INTEGER,               -- NULL until Label Studio confirmed the import
+            created_at TEXT NOT NULL,
+            UNIQUE (project_id, grid_key)
+        );
+        """
+    )

@@ -16,6 +16,7 @@ from cultura.bounds import PROBABILITY, SEED
 from cultura.errors import CulturaError
 
 from .accounts import connection_for
+from .grid_io import GridAnswers
 from .kinds import get_kind
 from .people import server_row
 from .pull import pull
@@ -58,6 +59,7 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
     rng = random.Random(seed)
     n = 0
     conns: dict[int, Connection] = {}
+    grids = GridAnswers(db)
     for task, uid, aid, pid, ls_pid, ls_as, kind, key, payload, gold in rows:
         spec = get_kind(kind)
         truth = _truth(kind, key, json.loads(payload), json.loads(gold) if gold else None,
@@ -75,6 +77,9 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
                                         {"id": pid, "ls_project_id": ls_pid, "ls_as": ls_as})
         if ls_as == "server":   # user ids are per server: the annotator's id on their own
             uid = server_row(project, aid)["ls_user_id"]
+        if task < 0:   # a grid member: its grid is answered once, with every member's label (cultura.annotate.grid_io)
+            n += grids.add(conns[pid], pid, kind, key, label, user_id=uid, lead_time=round(rng.uniform(1, 4), 2))
+            continue
         conns[pid].client.annotations.create(task, result=spec.result_for(label), completed_by=uid,
                                              lead_time=round(rng.uniform(2, 20), 2))
         n += 1

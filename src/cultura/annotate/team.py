@@ -1,6 +1,7 @@
 """The annotator report: how each annotator works and how each campaign stands.
 
-Per campaign and annotator: tasks assigned and done; median time per task (Label Studio's lead time);
+Per campaign and annotator: tasks assigned and done; median time per task (Label Studio's lead time); images per
+hour (per campaign too, with the annotator hours spent: the pace a manager plans with);
 agreement with each other annotator (share of shared non-gold items with the same answer; for 1–5 ratings,
 within one point) and with the consensus (the majority of the OTHER annotators of each item — leave-one-out,
 so an annotator's own vote never counts for them; for ratings, within one point of the others' median); gold
@@ -45,6 +46,13 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float] 
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return max(0.0, c - h), min(1.0, c + h)
+
+
+def images_per_hour(lead_times: list[float]) -> float | None:
+    """Images answered per hour of Label Studio lead time (a grid's time is shared by its images at pull);
+    ``None`` without timed answers."""
+    t = [x for x in lead_times if x is not None and x > 0]
+    return round(3600 * len(t) / sum(t), 1) if t else None
 
 
 def _same(a, b, level: str) -> bool:
@@ -119,7 +127,7 @@ def annotator_report(project: Project, campaign: str | None = None) -> list[dict
             lo, hi = wilson(g_ok, len(g))
             med = statistics.median(times[n]) if times[n] else None
             row = {"annotator": n, "assigned": assigned.get(n, 0), "done": len(mine),
-                   "median_seconds": med, "consensus_agreement": cons_same / cons_n if cons_n else None,
+                   "median_seconds": med, "images_per_hour": images_per_hour(times[n]), "consensus_agreement": cons_same / cons_n if cons_n else None,
                    "consensus_n": cons_n, "gold_accuracy": g_ok / len(g) if g else None, "gold_ci_low": lo,
                    "gold_ci_high": hi, "gold_n": len(g), "skill": skills.get(n, {})}
             reasons = []
@@ -139,6 +147,9 @@ def annotator_report(project: Project, campaign: str | None = None) -> list[dict
             rows.append(row)
 
         progress, blockers = _progress(db, c, by_item)
+        # the campaign's pace: images answered per hour of annotator time, and per hour of each annotator
+        progress["images_per_hour"] = images_per_hour(all_times)
+        progress["annotator_hours"] = round(sum(t for t in all_times if t and t > 0) / 3600, 3)
         out.append({"campaign": c["name"], "kind": c["kind"], "level": level, "annotators": rows, "pairs": pairs,
                     "progress": progress, "blockers": blockers})
     return out

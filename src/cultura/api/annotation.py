@@ -139,12 +139,14 @@ class Annotate:
 
     def push(self, kind: str, *, overlap: int = 2, annotators: Iterable[str] | None = None, gold: int | None = None,
              batch: str | None = None, source: PathLike | None = None, other_countries: int | None = None,
-             image_base: str | None = None, prioritise: str | None = None) -> Summary:
+             image_base: str | None = None, prioritise: str | None = None, grid: int | None = None,
+             adaptive: bool = False) -> Summary:
         """Build ``kind`` items (``filter``, ``dedup-review``, ``relevance``, ``entity``, ``context``,
-        ``translation``), assign each to ``overlap`` annotators and send new tasks to their projects."""
+        ``translation``), assign each to ``overlap`` annotators and send new tasks to their projects (``grid``
+        images per task; ``adaptive``: two opinions first, more only where needed)."""
         return push(self.project, kind, overlap=overlap, annotators=None if annotators is None else list(annotators),
                     gold=gold, batch=batch, source=source, other_countries=other_countries, image_base=image_base,
-                    prioritise=ordering(prioritise))
+                    prioritise=ordering(prioritise), grid=grid, adaptive=adaptive)
 
     def pull(self, campaign: str | None = None) -> Summary:
         """Fetch the annotations (append-only: an edited answer becomes a new version)."""

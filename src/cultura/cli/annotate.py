@@ -15,7 +15,7 @@ from ..annotate.images import make_server
 from ..annotate.labels_io import export_labels, import_labels
 from ..annotate.people import label_studio_origins, server_status, start_server, stop_server
 from ..annotate.pull import pull
-from ..annotate.push import GOLD, OTHER_COUNTRIES, OVERLAP, push
+from ..annotate.push import GOLD, GRID, OTHER_COUNTRIES, OVERLAP, push
 from ..annotate.report import agreement_report, list_campaigns, set_campaign_status, status
 from ..annotate.server import SERVER_PORT, START_TIMEOUT
 from ..annotate.simulate import simulate_annotations
@@ -172,6 +172,7 @@ def annotators_report(ctx, campaign, as_json):
                   if a["gold_n"] else "-")
             rows.append({"annotator": a["annotator"], "done": f"{a['done']}/{a['assigned']}",
                          "median s": _round(a["median_seconds"], 1),
+                         "images/h": _round(a["images_per_hour"], 1),
                          "consensus": _round(a["consensus_agreement"]), "gold (95% CI)": ci,
                          "skill": ", ".join(f"{k} {v:.2f}" for k, v in sorted(a["skill"].items())) or "-",
                          "spammer": ("YES: " + a["reason"]) if a["spammer"] else "no"})
@@ -238,15 +239,20 @@ campaigns.command("open")(_campaign_status_command("active", "Open campaign NAME
 @click.option("--prioritise", type=click.Choice(["attribution"]), default=None,
               help="relevance: push first the image x culture pairs the automated CAIRe judge is least sure "
                    "about (needs 'cultura attribution run').")
+@click.option("--grid", type=bounded(GRID), default=None, help="filter, relevance: images per task, one concept x "
+              "country (or culture) per grid, answered with a key per image (default: one image per task).")
+@click.option("--adaptive", is_flag=True, default=False, help="Two opinions per item first; later pushes ask one "
+              "more (up to --overlap) only where they disagree, a rater looks unskilled or failed a gold check.")
 @json_option
 @pass_ctx
-def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, image_base, prioritise, as_json):
+def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, image_base, prioritise, grid, adaptive,
+             as_json):
     """Build KIND items from the database (or --from FILE), assign each to K annotators (balanced, native
     speakers where needed) and import new tasks into each annotator's own Label Studio project. Rerunning adds
     only new items and resumes an interrupted push without duplicate tasks."""
     res = push(ctx.project, kind, overlap=overlap, annotators=names.split(",") if names else None, gold=gold,
                batch=batch, source=source, other_countries=other_countries, image_base=image_base,
-               prioritise=ordering(prioritise))
+               prioritise=ordering(prioritise), grid=grid, adaptive=adaptive)
     summary(f"annotate push {kind}", {k: v for k, v in res.items() if k != "warning"} if not as_json else res,
             as_json)
     if res.get("warning") and not as_json:

@@ -227,7 +227,7 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
             c("annotate", "annotators", "add", name, "--email", f"{name}@demo.invalid", "--country", cc,
               "--languages", "en")
         c("annotate", "annotators", "add", "sim-adj", "--email", "sim-adj@demo.invalid", "--role", "adjudicator")
-        out["push_filter"] = c("annotate", "push", "filter", "--overlap", "2")
+        out["push_filter"] = c("annotate", "push", "filter", "--overlap", "2", "--grid", "12")  # grid tasks
         out["push_dedup"] = c("annotate", "push", "dedup-review", "--overlap", "2")
         c("annotate", "simulate", "filter", "--disagreement", "0.1", label="SIMULATED annotators")
         c("annotate", "simulate", "dedup-review", "--disagreement", "0", label="SIMULATED annotators")

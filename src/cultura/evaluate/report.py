@@ -209,7 +209,7 @@ def pool_section(project: Project) -> ReportSection | None:
 
 def annotators_section(project: Project) -> ReportSection | None:
     """The annotators behind the benchmark, per campaign (:func:`cultura.annotate.team.annotator_report`):
-    tasks done, median time per task, agreement with the consensus, gold accuracy (95% Wilson CI, n), estimated
+    tasks done, median time per task, images per hour (and the campaign's), agreement with the consensus, gold accuracy (95% Wilson CI, n), estimated
     skill, a flag for likely spammers with the reason, and what still blocks the campaign."""
     reports = [r for r in annotator_report(project) if r["annotators"]]
     if not reports:
@@ -223,13 +223,17 @@ def annotators_section(project: Project) -> ReportSection | None:
             skill = ", ".join(f"{k} {v:.2f}" for k, v in sorted(a["skill"].items())) or "–"
             rows.append([a["annotator"], f"{a['done']}/{a['assigned']}",
                          "–" if a["median_seconds"] is None else f"{a['median_seconds']:.1f}",
+                         "–" if a["images_per_hour"] is None else f"{a['images_per_hour']:.0f}",
                          "–" if a["consensus_agreement"] is None
                          else f"{a['consensus_agreement']:.2f} (n={a['consensus_n']})",
                          gold, skill, f"yes: {a['reason']}" if a["spammer"] else "no"])
-        t = Table(["annotator", "done", "median s per task", "agrees with consensus", "gold accuracy (95% CI)",
+        pace = r["progress"].get("images_per_hour")
+        t = Table(["annotator", "done", "median s per task", "images per hour", "agrees with consensus", "gold accuracy (95% CI)",
                    "estimated skill", "likely spammer"], rows, n_column=False,
                   caption=f"Campaign {r['campaign']} ({r['kind']}): {r['progress']['complete']} of "
                           f"{r['progress']['items']} items complete, {r['progress']['decided']} decided"
+                          + (f", {pace:.0f} images per annotator-hour over {r['progress']['annotator_hours']:.2f} h"
+                             if pace else "")
                           + ("; blocked by: " + "; ".join(f"{b['blocker']} ({b['items']} items)"
                                                           for b in r["blockers"]) if r["blockers"] else "") + ".")
         html.append(t.html())

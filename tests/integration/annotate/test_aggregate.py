@@ -114,6 +114,14 @@ def test_annotator_report_flags_both_clickers_through_the_cli(project):
         assert "dawid-skene" in a["skill"]
     assert len(camp["pairs"]) == 10 and all(p["shared_items"] == 100 for p in camp["pairs"])
     assert camp["progress"]["items"] == 120 and camp["progress"]["waiting"] == 0
+    # throughput: images per hour of lead time, per annotator and for the campaign (the clickers are fastest)
+    spent = dict(project.db.execute("SELECT an.name, SUM(a.lead_time) FROM annotations a JOIN annotators an ON "
+                                    "an.id = a.annotator_id WHERE a.is_current = 1 GROUP BY 1").fetchall())
+    for n, a in rows.items():
+        assert a["images_per_hour"] == pytest.approx(3600 * 120 / spent[n], abs=0.05)
+    assert min(rows["rand1"]["images_per_hour"], rows["rand2"]["images_per_hour"]) > max(
+        a["images_per_hour"] for n, a in rows.items() if not n.startswith("rand"))
+    assert camp["progress"]["images_per_hour"] == pytest.approx(3600 * 600 / sum(spent.values()), abs=0.05)
     table = _run(project, "annotate", "annotators", "report")
     assert "rand1" in table and "YES" in table
 
@@ -135,6 +143,7 @@ def test_the_evaluation_report_has_the_annotator_section(project):
     for name in ("rand1", "rand2"):
         assert f"<td>{name}</td>" in sec.html
     assert sec.html.count("yes: ") == 2 and "120 of 120 items complete" in sec.html
+    assert "images per hour" in sec.html and "images per annotator-hour" in sec.html
 
 
 def test_wilson_interval_equals_statsmodels():

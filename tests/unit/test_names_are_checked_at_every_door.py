@@ -34,7 +34,7 @@ CLI_CREATES = {
 CLI_OTHER = {("annotate annotators deactivate", "name"), ("annotate annotators password", "name"),
              ("annotate campaigns archive", "name"), ("annotate campaigns close", "name"),
              ("annotate campaigns open", "name"), ("annotate push", "names"), ("concepts add", "names"),
-             ("concepts remove", "name"), ("culture add", "name"), ("init", "name")}
+             ("concepts remove", "names"), ("culture add", "name"), ("init", "name")}
 BENCHMARK_DOORS = {("build association", "name"), ("build descriptor", "name"), ("import 3xcm", "name")}
 
 

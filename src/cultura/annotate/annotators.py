@@ -60,6 +60,9 @@ def add_annotator(project: Project, name: str, *, email: str, country: str | Non
             raise CulturaError(f"Annotator {r['name']!r} already uses e-mail {r['email']!r}; pick another "
                                "name or e-mail.")
     if personal_servers(project):   # a Label Studio server of their own: blind by construction
+        # only once the project has its own Label Studio ('annotate server start'): a person's server is started
+        # from its seed, and nothing is recorded before the one sentence that says what to run first
+        connect(project, check=False)
         uid, url = (existing[0]["ls_user_id"] if existing else None), None
     else:
         conn = conn or connect(project)

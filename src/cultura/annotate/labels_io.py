@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cultura.db import dumps, now, transaction
-from cultura.errors import CulturaError
+from cultura.errors import CulturaError, unknown
 from cultura.files import refuse_existing, write_atomic
 
 from .aggregate import labels_table
 from .annotators import external_annotator, known_annotator
 from .kinds import answer_problem, get_kind
+from .people import server_row
 from .pull import _set_current, _user_id
 from .report import campaigns
 
@@ -79,7 +80,19 @@ def _source_project(project_id) -> int:
     return -(zlib.crc32(f"labelstudio-export:{project_id}".encode()) & 0x7FFFFFFF) - 1
 
 
-def _worker(db, a: dict, cache: dict) -> tuple[int | None, str | None]:
+def _own_server_user(project: Project, name: str) -> tuple[int, int]:
+    """``(annotator id, their user id on their own server)`` for an export taken from ``name``'s server."""
+    rows = list(project.db["annotators"].rows_where("name = ?", [name]))
+    if not rows:
+        raise unknown("annotator", name, [r["name"] for r in project.db["annotators"].rows], param="annotator")
+    srv = server_row(project, rows[0]["id"])
+    if srv is None or srv["ls_user_id"] is None:
+        raise CulturaError(f"Annotator {name!r} has no Label Studio server of their own; leave out --annotator "
+                           "for an export of the project's shared server.", param="annotator")
+    return rows[0]["id"], srv["ls_user_id"]
+
+
+def _worker(db, a: dict, cache: dict, own: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
     """``(annotator id, None)`` for the Label Studio user of annotation ``a``, or ``(None, reason)``. A user is
     matched by e-mail, else by the Label Studio user id recorded when cultura made their account (Label
     Studio's own export gives ``completed_by`` as that id, without e-mail); a user known by e-mail only becomes
@@ -89,6 +102,10 @@ def _worker(db, a: dict, cache: dict) -> tuple[int | None, str | None]:
     email = (by.get("email") if isinstance(by, dict) else None) or a.get("completed_by_email") or None
     uid = _user_id(a)
     k = ((email or "").lower(), uid)
+    if k not in cache and own is not None and not email:   # ids of that annotator's own server
+        cache[k] = (own[0], None) if uid == own[1] else (None, (
+            f"Label Studio user {uid} is not the annotator whose server this export comes from (their id there "
+            f"is {own[1]}); import each server's export with its own annotator's --annotator"))
     if k not in cache:
         row = known_annotator(db, email=email, ls_user_id=uid)
         if row is None and email:
@@ -99,15 +116,18 @@ def _worker(db, a: dict, cache: dict) -> tuple[int | None, str | None]:
             cache[k] = (None, "no completed_by")
         else:
             cache[k] = (None, f"Label Studio user {uid} is none of this project's annotators and the export gives "
-                              "no e-mail for them; export with the annotators' e-mails (completed_by expanded) or "
-                              "add the annotator, then import again")
+                              "no e-mail for them; export with the annotators' e-mails (completed_by expanded), name "
+                              "the annotator whose own server the export comes from (--annotator NAME), or add the "
+                              "annotator, then import again")
     return cache[k]
 
 
 def import_labels(project: Project, path: str | Path, *, source: str | None = None,
-                  campaign: str | None = None) -> dict:
+                  campaign: str | None = None, annotator: str | None = None) -> dict:
     """Read a Label Studio JSON export (a list of tasks with their annotations) made elsewhere; see the module
-    docstring. Returns counts of tasks and annotations imported, unchanged and rejected."""
+    docstring. ``annotator``: the export comes from that annotator's own Label Studio server, whose user ids are
+    that server's (every annotator's server numbers its users from 1, so an id alone names nobody). Returns
+    counts of tasks and annotations imported, unchanged and rejected."""
     path = Path(path)
     if not path.is_file():
         raise CulturaError(f"No file {str(path)!r}; give the JSON file Label Studio's Export (JSON) wrote.",
@@ -124,6 +144,7 @@ def import_labels(project: Project, path: str | Path, *, source: str | None = No
                            param="path")
     db = project.db
     source = source or path.name
+    own = _own_server_user(project, annotator) if annotator else None
     where, params = "1 = 1", []
     if campaign:
         where, params = "campaign_id = ?", [campaigns(db, campaign)[0]["id"]]
@@ -157,7 +178,7 @@ def import_labels(project: Project, path: str | Path, *, source: str | None = No
                 canc = int(bool(a.get("was_cancelled")))
                 parsed = spec.parse(a.get("result") or []) if not canc else {"label": None, "value": None,
                                                                              "details": None}
-                wid, who_not = _worker(db, a, workers)
+                wid, who_not = _worker(db, a, workers, own)
                 why = ("no annotation id" if a.get("id") is None else who_not if wid is None
                        else f"no {kind} answer in its result" if not canc and parsed["label"] is None
                        and parsed["value"] is None

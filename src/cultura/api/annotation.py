@@ -166,9 +166,11 @@ class Annotate:
         """The raw (task, worker, label, time) table in crowd-kit's column names, as CSV or Parquet."""
         return export_labels(self.project, Path(out), campaign=campaign, overwrite=overwrite)
 
-    def import_labels(self, path: PathLike, *, source: str | None = None, campaign: str | None = None) -> Summary:
-        """A Label Studio JSON export made elsewhere (unmatched rows are kept as rejects with the reason)."""
-        return import_labels(self.project, Path(path), source=source, campaign=campaign)
+    def import_labels(self, path: PathLike, *, source: str | None = None, campaign: str | None = None,
+                      annotator: str | None = None) -> Summary:
+        """A Label Studio JSON export made elsewhere (unmatched rows are kept as rejects with the reason);
+        ``annotator``: the export was taken from that annotator's own server (its user ids are that server's)."""
+        return import_labels(self.project, Path(path), source=source, campaign=campaign, annotator=annotator)
 
     def simulate(self, campaign: str, *, disagreement: float = 0.1, seed: int = 0,
                  purpose: str = "annotate") -> Summary:

@@ -378,13 +378,16 @@ def export_labels_cmd(ctx, out, campaign, overwrite, as_json):
 @click.option("--source", default=None, help="Name of where the export comes from (default: the file name); "
               "importing the same source again adds only what changed.")
 @click.option("--campaign", default=None, help="Match tasks only to this campaign's items (default: any).")
+@click.option("--annotator", default=None, help="The export was taken from this annotator's own Label Studio "
+              "server: its user ids are that server's.")
 @json_option
 @pass_ctx
-def import_labels_cmd(ctx, file, source, campaign, as_json):
+def import_labels_cmd(ctx, file, source, campaign, annotator, as_json):
     """Read FILE, a Label Studio JSON export made elsewhere: tasks are matched to items by the item_key cultura
     put in their data, annotators by e-mail; tasks and annotations that match nothing are recorded as rejected
     rows with the reason (import_rows)."""
-    summary("annotate import-labels", import_labels(ctx.project, file, source=source, campaign=campaign), as_json)
+    summary("annotate import-labels", import_labels(ctx.project, file, source=source, campaign=campaign,
+                                                    annotator=annotator), as_json)
 
 
 @annotate.command("simulate")

@@ -99,3 +99,30 @@ def test_an_answer_outside_the_label_set_is_refused_for_every_kind():
     dedup = get_kind("dedup-review")
     assert answer_problem(dedup, dedup.parse(dedup.result_for("keep:1,2")), {"members": [{}, {}]}) is None
     assert "images 1..2" in answer_problem(dedup, dedup.parse(dedup.result_for("keep:3")), {"members": [{}, {}]})
+
+
+def test_an_export_of_an_annotators_own_server_is_theirs_when_named(project, tmp_path):
+    """Every annotator's own Label Studio numbers its users from 1, so a bare id in such an export names nobody
+    until the export says whose server it comes from (--annotator); another id there is refused, never guessed."""
+    plant_campaign(project, "filter", workers={"ana": 0.9, "ben": 0.7}, n_items=6)
+    db = project.db
+    ana, ben = (next(db["annotators"].rows_where("name = ?", [n]))["id"] for n in ("ana", "ben"))
+    for aid in (ana, ben):   # both hold user id 2 on their own server, as Label Studio numbers them
+        db["annotator_servers"].insert({"annotator_id": aid, "data_dir": f"labelstudio-people/a{aid}", "port": 1,
+                                        "url": "http://127.0.0.1:1", "ls_user_id": 2, "created_at": "2026-01-01"})
+    tasks = _ls_export(db)
+    for t in tasks:   # what ana's server exports: her answers, completed_by her id there
+        t["annotations"] = [{**a, "completed_by": 2} for a in t["annotations"]][:1]
+    tasks[0]["annotations"].append({**tasks[0]["annotations"][0], "id": 99003, "completed_by": 3})
+    f = tmp_path / "ana-server.json"
+    f.write_text(json.dumps(tasks))
+    before = [r["name"] for r in db["annotators"].rows]
+    unnamed = json.loads(_run(project, "annotate", "import-labels", str(f), "--source", "x", "--json").output)
+    assert unnamed["new"] == unnamed["versions"] == 0 and unnamed["rejected"] == len(tasks) + 1, unnamed
+    assert any("--annotator NAME" in r["reason"] for r in db["import_rows"].rows_where("status = 'failed'"))
+    named = json.loads(_run(project, "annotate", "import-labels", str(f), "--annotator", "ana", "--json").output)
+    # user 3 is not ana on ana's server; every other answer is recognised as ana's own (what she already said)
+    assert (named["rejected"], named["unchanged"], named["new"]) == (1, len(tasks), 0), named
+    assert [r["name"] for r in db["annotators"].rows] == before
+    res = _run(project, "annotate", "import-labels", str(f), "--annotator", "nobody", ok=False)
+    assert res.exit_code != 0 and "--annotator" in res.output and "nobody" in res.output

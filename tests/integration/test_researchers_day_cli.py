@@ -43,10 +43,12 @@ class Walk:
             assert res.exit_code == 0, f"cultura {' '.join(args)} failed:\n{res.output}"
         else:
             assert res.exit_code != 0, f"cultura {' '.join(args)} should have failed:\n{res.output}"
+        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
         return res.output
 
     def json(self, *args):
-        return json.loads(self(*args, "--json"))
+        self(*args, "--json")
+        return json.loads(self.stdout)
 
 
 def _free_port() -> int:

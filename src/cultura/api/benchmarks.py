@@ -12,6 +12,7 @@ from ..benchmark.verify import check_benchmark
 from ..benchmark import hub
 from ..curate.benchmark_queries import build_mention_queries, build_queries, list_queries
 from ..curate.query_edits import set_queries_from_file, set_query
+from ..errors import CulturaError
 from ..benchmark.releases import import_3xcm_benchmark, import_3xcm_images, import_globalrg_release
 from ..annotate.ratings import import_ratings
 from ..curate.importers import import_captions, import_globalrg
@@ -86,6 +87,9 @@ class Benchmarks:
         (``path``: columns concept, country, variant, text; bad rows are reject rows with their reason)."""
         if path is not None:
             return set_queries_from_file(self.project, path)
+        if concept is None or country is None or variant is None or text is None:
+            raise CulturaError("Give concept, country, variant and text, or path= for a file of them.",
+                               param="concept")
         return set_query(self.project, concept, country, variant, text)
 
     def list_queries(self, *, concept: str | None = None, country: str | None = None, status: str | None = None,

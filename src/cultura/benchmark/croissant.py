@@ -19,6 +19,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import re
 from pathlib import Path
 
 from .hub import CITATION, HubError, _safe
@@ -117,7 +118,8 @@ def write_croissant(tmp: Path, tables: dict, configs: list[dict], *, ext: str, t
                  if not p.startswith("images/*")]
         if len(paths) != 1:  # the default config over several files: each is its own config too
             continue
-        rs = f"config-{c['config_name']}"
+        # an @id holds no whitespace (mlcroissant refuses it, even escaped); a config name may
+        rs = "config-" + re.sub(r"\s+", "_", c["config_name"])
         record_sets.append(mlc.RecordSet(
             id=rs, name=rs, description=f"The rows of the card's config {c['config_name']!r} ({paths[0]}).",
             fields=_fields(mlc, rs, schema_of(paths[0]), {"file_object": file_object(paths[0])})))

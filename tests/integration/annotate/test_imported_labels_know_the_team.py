@@ -16,6 +16,7 @@ from click.testing import CliRunner
 import cultura
 from cultura.annotate import annotators as ann_mod
 from cultura.annotate.kinds import get_kind
+from cultura.annotate.people import server_row
 from cultura.annotate.server import use_server
 from cultura.cli import cli
 from cultura.db import now
@@ -75,7 +76,8 @@ def test_label_studio_exports_know_the_team(project, labelstudio, tmp_path):  # 
         ann_mod.set_password(p, n, f"pw-{n}-123456")
     _cli(p, "annotate", "push", "filter", "--overlap", "3")
     spec = get_kind("filter")
-    sessions = {n: AnnotatorSession.login(labelstudio.url, f"{n}.{tag}@example.org", f"pw-{n}-123456")
+    # each annotator works on a Label Studio server of their own
+    sessions = {n: AnnotatorSession.login(_server_url(p, n), f"{n}.{tag}@example.org", f"pw-{n}-123456")
                 for n in NAMES}
     for k, (n, s) in enumerate(sessions.items()):
         for i, t in enumerate(sorted(s.my_tasks(), key=lambda t: t["data"]["item_key"])):
@@ -89,18 +91,24 @@ def test_label_studio_exports_know_the_team(project, labelstudio, tmp_path):  # 
     assert len(labels0) == 17 and "maybe" not in set(labels0["label"])  # cat's maybe is no label
     team = [r["name"] for r in db["annotators"].rows]
 
-    # Label Studio's own export of each annotator's project, read with their own session
-    tasks = []
-    for s in sessions.values():
+    # Label Studio's own export of each annotator's project, read with their own session on their own server:
+    # every server numbers its users from 1, so each file is imported naming whose server it comes from
+    files = {}
+    for n, s in sessions.items():
+        tasks = []
         for proj in s.projects():
             r = s.get(f"/api/projects/{proj['id']}/export", exportType="JSON")
             assert r.status_code == 200, r.text[:200]
             tasks += r.json()
-    anns = [a for t in tasks for a in t["annotations"]]
+        files[n] = tasks
+    anns = [a for ts in files.values() for t in ts for a in t["annotations"]]
     assert len(anns) == 18 and all(isinstance(a["completed_by"], int) for a in anns)  # ids, no e-mail
-    f = tmp_path / "project-export.json"
-    f.write_text(json.dumps(tasks))
-    got = json.loads(_cli(p, "annotate", "import-labels", str(f), "--json").output)
+    got = {"new": 0, "versions": 0, "unchanged": 0, "rejected": 0}
+    for n, tasks in files.items():
+        f = tmp_path / f"project-export-{n}.json"
+        f.write_text(json.dumps(tasks))
+        one = json.loads(_cli(p, "annotate", "import-labels", str(f), "--annotator", n, "--json").output)
+        got = {k: got[k] + one[k] for k in got}
     assert (got["new"], got["versions"], got["unchanged"], got["rejected"]) == (0, 0, 17, 1), got
     assert [r["name"] for r in db["annotators"].rows] == team
     maybe = [r["reason"] for r in db["import_rows"].rows_where("status = 'failed'")]
@@ -110,23 +118,36 @@ def test_label_studio_exports_know_the_team(project, labelstudio, tmp_path):  # 
 
     # the same content under another file name, through the front door: nothing new
     g = tmp_path / "renamed.json"
-    g.write_text(f.read_text())
-    again = cultura.open(p.root).annotate.import_labels(g)
+    g.write_text((tmp_path / "project-export-cat.json").read_text())
+    again = cultura.open(p.root).annotate.import_labels(g, annotator="cat")
     assert (again["new"], again["versions"], again["rejected"]) == (0, 0, 1)
-    # an id no annotator here has: a rejected row with its reason, never a new annotator
-    tasks[0]["annotations"][0]["completed_by"] = 999_999
-    tasks[0]["annotations"][0]["result"] = spec.result_for("remove")
-    h = tmp_path / "other-server.json"
+    # a bare id without the server's annotator names nobody, and an id that is not theirs on their server is
+    # refused: rejected rows with their reason, never a new annotator
+    tasks = files["cat"]
+    h = tmp_path / "unnamed.json"
     h.write_text(json.dumps(tasks))
     got = json.loads(_cli(p, "annotate", "import-labels", str(h), "--json").output)
-    assert got["new"] == 0 and got["rejected"] == 2
-    assert any("Label Studio user 999999 is none of this project's annotators" in r["reason"]
-               for r in db["import_rows"].rows_where("status = 'failed' AND source = 'other-server.json'"))
+    assert got["new"] == 0 and got["rejected"] == sum(len(t["annotations"]) for t in tasks), got
+    assert any("--annotator NAME" in r["reason"]
+               for r in db["import_rows"].rows_where("status = 'failed' AND source = 'unnamed.json'"))
+    tasks = files["ann"]
+    tasks[0]["annotations"][0]["completed_by"] = 999_999
+    tasks[0]["annotations"][0]["result"] = spec.result_for("remove")
+    k = tmp_path / "other-user.json"
+    k.write_text(json.dumps(tasks))
+    got = json.loads(_cli(p, "annotate", "import-labels", str(k), "--annotator", "ann", "--json").output)
+    assert got["new"] == 0 and got["rejected"] == 1, got
+    assert any("Label Studio user 999999 is not the annotator whose server" in r["reason"]
+               for r in db["import_rows"].rows_where("status = 'failed' AND source = 'other-user.json'"))
     assert [r["name"] for r in db["annotators"].rows] == team
     _cli(p, "annotate", "adjudicate", "--json")
     assert _frames_equal(_state(p, tmp_path, "last"), before)
     for s in sessions.values():
         s.close()
+
+
+def _server_url(p, name: str) -> str:
+    return server_row(p, next(p.db["annotators"].rows_where("name = ?", [name]))["id"])["url"]
 
 
 def _frames_equal(a, b) -> bool:

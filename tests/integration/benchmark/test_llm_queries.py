@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from cultura.cli import cli
 from cultura.curate.benchmark_queries import (QueryError, build_mention_queries, build_queries, build_short_queries,
-                                          cue_patterns, language_forms, list_queries, set_query, validate_text)
+                                          cue_patterns, language_forms, list_queries, validate_text)
+from cultura.curate.query_edits import set_query
 from cultura.curate.cues import mention_table
 from tests.fakes.openai_stub import last_user_message
 from tests.fakes.world import make_world

@@ -53,10 +53,12 @@ class Run:
     def __call__(self, *args, ok=True):
         res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env=self.env, catch_exceptions=False)
         assert (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
+        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
         return res.output
 
     def json(self, *args):
-        return json.loads(self(*args, "--json"))
+        self(*args, "--json")
+        return json.loads(self.stdout)
 
 
 def _answer(labelstudio, db_path, campaign, label_for):

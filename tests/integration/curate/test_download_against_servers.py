@@ -321,7 +321,7 @@ def test_decode_in_processes_gives_the_same_rows_as_threads(tmp_path, image_serv
         p.close()
     assert out[0] == out[1]
     assert {r[1] for r in out[0][0]} >= {None, "html", "svg", "truncated", "too_many_pixels", "too_small"}
-    assert all(len(r[4]) == 32 for r in out[0][1]) and len(out[0][1]) == 3
+    assert all(len(r[4]) == 48 for r in out[0][1]) and len(out[0][1]) == 3   # three 64-bit views: mirror, centre, flip
 
 
 def test_decode_processes_must_not_be_negative(proj):

@@ -24,10 +24,12 @@ class Run:
         res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env={"HF_HUB_OFFLINE": "1"},
                                  catch_exceptions=False)
         assert ok is None or (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
+        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
         return res.output
 
     def json(self, *args, ok=True):
-        return json.loads(self(*args, "--json", ok=ok))
+        self(*args, "--json", ok=ok)
+        return json.loads(self.stdout)
 
 
 def test_retag_with_overwrite_and_the_build_names_the_tags(tmp_path):

@@ -59,7 +59,7 @@ def test_report_has_every_section_figures_and_infinite_sp(evaluated, tmp_path):
     # averages over models: an infinite SP makes the average undefined, with the reason
     assert "Average (2 models)" in html and "not finite or not measured for fake-planted-a3.0" in html
     # paired χ² in the paper's orientation (Table 15: Diff = Blue − Purple = or − orlb; Yellow − Pink = cdr − lb)
-    assert "Diff = A − B" in html and "QL association (Blue − Purple)" in html and "CD vs QL (Yellow − Pink)" in html
+    assert "Diff = A − B" in html and "QL association (Blue − Purple)" in html and "CD vs QL (Yellow − Vermilion)" in html
     with open(paths["csv_dir"] / "descriptor-chi2.csv", encoding="utf-8") as f:
         chi = list(csv.DictReader(f))
     ql = next(r for r in chi if r["test"].startswith("QL"))

@@ -38,10 +38,12 @@ class Run:
             assert res.exit_code == 0, f"cultura {' '.join(map(str, args))} failed:\n{res.output}"
         else:
             assert res.exit_code != 0, f"cultura {' '.join(map(str, args))} should have failed:\n{res.output}"
+        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
         return res.output
 
     def json(self, *args):
-        return json.loads(self(*args, "--json"))
+        self(*args, "--json")
+        return json.loads(self.stdout)
 
 
 def curated(root: Path, countries=COUNTRIES) -> Path:

@@ -53,7 +53,8 @@ class Run:
     def __call__(self, *args, ok=True):
         res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env=self.env, catch_exceptions=False)
         assert (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
-        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
+        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
+        self.stdout = res.stdout if res.exit_code == 0 else res.output
         return res.output
 
     def json(self, *args):

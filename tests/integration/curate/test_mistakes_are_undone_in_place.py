@@ -24,7 +24,8 @@ class Run:
         res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env={"HF_HUB_OFFLINE": "1"},
                                  catch_exceptions=False)
         assert ok is None or (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
-        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
+        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
+        self.stdout = res.stdout if res.exit_code == 0 else res.output
         return res.output
 
     def json(self, *args, ok=True):

@@ -38,7 +38,8 @@ class Run:
             assert res.exit_code == 0, f"cultura {' '.join(map(str, args))} failed:\n{res.output}"
         else:
             assert res.exit_code != 0, f"cultura {' '.join(map(str, args))} should have failed:\n{res.output}"
-        self.stdout = res.stdout   # progress lines of a long command go to stderr, never into --json
+        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
+        self.stdout = res.stdout if res.exit_code == 0 else res.output
         return res.output
 
     def json(self, *args):

@@ -14,18 +14,15 @@ from click.testing import CliRunner
 
 from cultura.cli import cli
 from tests import REPO
+from tests.fakes.cli_tree import leaves
 
 ROOT = REPO
 #: Names replaced by the one vocabulary (still accepted, never shown).
 OLD_NAMES = {"--encoder", "--embedder", "--clip-model", "--k", "--n", "--force", "--refresh", "--apply"}
 
 
-def _leaves(cmd=cli, path=("cultura",)):
-    if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            yield from _leaves(cmd.commands[name], (*path, name))
-    else:
-        yield " ".join(path), cmd
+def _leaves():
+    return ((" ".join(("cultura", *p)), c) for p, c in leaves())
 
 
 def _shown_options(cmd) -> set[str]:

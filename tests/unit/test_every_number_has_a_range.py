@@ -18,20 +18,13 @@ from cultura.bounds import OutOfRange
 from cultura.cli import cli
 from cultura.cli.console import _Bounded
 from cultura.evaluate.suites import load_suites
+from tests.fakes.cli_tree import leaves
 
 HUGE = "1" + "0" * 30
 
 
-def _leaves(cmd=cli, path=()):
-    if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            yield from _leaves(cmd.commands[name], (*path, name))
-    else:
-        yield path, cmd
-
-
 def _numeric_params():
-    for path, cmd in _leaves():
+    for path, cmd in leaves():
         for p in cmd.params:
             if isinstance(p.type, (click.types.IntParamType, click.types.FloatParamType)):
                 yield path, cmd, p

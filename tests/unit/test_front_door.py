@@ -15,6 +15,7 @@ from cultura.api import Project
 from cultura.cli import cli
 from cultura.errors import CulturaError
 from tests.fakes.world import make_world
+from tests.fakes.cli_tree import leaves
 
 #: command path → the handle method that does it, where the words differ from ``group.command``
 METHODS = {
@@ -32,15 +33,6 @@ HANDLES = {"concepts": "concepts", "images": "images", "annotate": "annotate", "
 #: methods with no command of their own (a command's option, or reading what the command line shows)
 EXTRA = {"concepts.set_terms", "images.resolve_flags", "images.reopen_flags", "benchmarks.get", "evaluate.runs",
          "evaluate.samples", "evaluate.export_samples", "view.path"}
-
-
-def _commands(cmd, path=()):
-    subs = getattr(cmd, "commands", None)
-    if not subs:
-        yield " ".join(path)
-        return
-    for name in cmd.list_commands(None):
-        yield from _commands(subs[name], (*path, name))
 
 
 def _method(path: str) -> str:
@@ -66,7 +58,7 @@ def test_import_cultura_loads_nothing_but_its_names():
 
 def test_every_command_of_the_mirrored_groups_has_its_method(project):
     p = cultura.open(project.root)
-    paths = [c for c in _commands(cli) if c.split()[0] in HANDLES]
+    paths = [" ".join(c) for c, _ in leaves() if c[0] in HANDLES]
     assert len(paths) > 60  # the whole tree, not a hand list
     missing = [f"cultura {c} -> p.{_method(c)}" for c in paths if not callable(_resolve_or_none(p, _method(c)))]
     assert not missing, "commands without a handle method:\n" + "\n".join(missing)

@@ -8,13 +8,13 @@ one is either a door that creates (checked here) or one that only looks a name u
 which before this test passes."""
 from __future__ import annotations
 
-import click
 import pytest
 from click.testing import CliRunner
 
 import cultura
 from cultura.cli import cli
 from cultura.names import HUB_CONFIG_FORBIDDEN, benchmark_name, label_name
+from tests.fakes.cli_tree import leaves
 
 BAD = {"right-to-left override": "bench\u202emark", "BEL": "bell\x07", "zero-width only": "\u200b\u200b\u200d",
        "10,000 characters": "x" * 10_000}
@@ -38,12 +38,8 @@ CLI_OTHER = {("annotate annotators deactivate", "name"), ("annotate annotators p
 BENCHMARK_DOORS = {("build association", "name"), ("build descriptor", "name"), ("import 3xcm", "name")}
 
 
-def _cli_params(cmd=cli, path=()):
-    if isinstance(cmd, click.Group):
-        ctx = click.Context(cmd)
-        for n in cmd.list_commands(ctx):
-            yield from _cli_params(cmd.get_command(ctx, n), (*path, n))
-    else:
+def _cli_params():
+    for path, cmd in leaves():
         for p in cmd.params:
             if p.name in ("name", "names", "batch"):
                 yield " ".join(path), p.name

@@ -13,13 +13,13 @@ import csv
 import hashlib
 import json
 
-import click
 import pytest
 from click.testing import CliRunner
 from PIL import Image
 
 from cultura.cli import cli
 from tests.fakes.real_photos import encode, photos
+from tests.fakes.cli_tree import leaves
 
 #: photograph per (country, concept): twelve distinct photographs; hubble_left and hubble_right are two halves
 #: of one picture, alike but not copies
@@ -34,17 +34,9 @@ DOORS = {"export": "refuses", "evaluate run": "warns", "evaluate report": "warns
          "import 3xcm": "writes a new version"}
 
 
-def _walk(cmd, path=()):
-    if isinstance(cmd, click.Group):
-        for name in cmd.list_commands(None):
-            yield from _walk(cmd.get_command(None, name), (*path, name))
-    else:
-        yield " ".join(path), cmd
-
-
 def _doors() -> set[str]:
     """Commands with a parameter named after benchmarks (--benchmark, BENCHMARK) or whose help speaks of them."""
-    return {path for path, cmd in _walk(cli)
+    return {" ".join(path) for path, cmd in leaves()
             if any("benchmark" in (p.name or "") for p in cmd.params) or "benchmark" in (cmd.help or "").lower()}
 
 

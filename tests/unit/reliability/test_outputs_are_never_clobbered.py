@@ -19,6 +19,7 @@ import cultura
 from cultura.cli import cli
 from cultura.files import OutputExists, sweep_temp, write_atomic
 from tests.fakes.benchmark_world import make_benchmarks
+from tests.fakes.cli_tree import leaves
 
 #: (command, parameter) of every path a command writes to; each command of these has --overwrite, except those
 #: that take only a new or empty folder (export) or have their own meaning of it (init: the project's config).
@@ -32,24 +33,16 @@ INPUTS = {("annotate push", "source"), ("annotate import-labels", "file"), ("con
 REFUSED = "already exists: choose another file, or overwrite it."
 
 
-def _leaves(cmd=cli, path=()):
-    if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            yield from _leaves(cmd.commands[name], (*path, name))
-    else:
-        yield " ".join(path), cmd
-
-
 def test_every_path_a_command_writes_is_known_and_can_be_overwritten_only_when_asked():
     seen = set()
-    for path, cmd in _leaves():
+    for path, cmd in ((" ".join(p), c) for p, c in leaves()):
         for p in cmd.params:
             if isinstance(p.type, click.Path) and not p.type.exists:
                 seen.add((path, p.name))
     unknown = seen - OUTPUTS - INPUTS
     assert not unknown, f"say whether these paths are read or written (OUTPUTS / INPUTS): {sorted(unknown)}"
     assert (OUTPUTS | INPUTS) <= seen, f"listed but gone: {sorted((OUTPUTS | INPUTS) - seen)}"
-    commands = dict(_leaves())
+    commands = {" ".join(p): c for p, c in leaves()}
     for path, _ in OUTPUTS - {("export", "directory"), ("init", "directory")}:
         assert "overwrite" in {p.name for p in commands[path].params}, path
 

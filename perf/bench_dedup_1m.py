@@ -53,26 +53,11 @@ GOALS = {"end_to_end_s": 20.0, "rerun_s": 2.0, "peak_rss_mb": 1024.0}
 
 def real_sample():
     """``(views (400, 5), dhash (400,), fine (400, 3, 2))`` of 400 crops of real photographs (see the module
-    docstring; the crops of ``bench_hash_search.real_phash_sample``)."""
-    from PIL import Image
-    from skimage import data as skdata
-    from sklearn.datasets import load_sample_images
+    docstring; the crops of ``bench_hash_search.real_hashed_crops``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hash_search import real_hashed_crops
 
-    from cultura.curate import hashing
-
-    names = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field",
-             "immunohistochemistry", "retina", "clock", "cell", "brick", "grass", "gravel"]
-    src = [Image.fromarray(getattr(skdata, n)()).convert("L") for n in names]
-    src += [Image.fromarray(a).convert("L") for a in load_sample_images().images]
-    rng = np.random.default_rng(7)
-    ims = []
-    for i in range(400):
-        im = src[i % len(src)]
-        w, h = im.size
-        cw, ch = int(w * rng.uniform(0.4, 1)), int(h * rng.uniform(0.4, 1))
-        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-        ims.append(im.crop((x, y, x + cw, y + ch)))
-    res = hashing.hash_images(ims)
+    res = real_hashed_crops()
     return res.views(), res.dhash, res.fine
 
 

@@ -50,9 +50,9 @@ def plant(h: np.ndarray, threshold: int, rng, share: float = 0.01) -> np.ndarray
     return h
 
 
-def real_phash_sample() -> np.ndarray:
-    """pHashes of real photographs: random crops (40-100 % a side) of the photographs scikit-image and
-    scikit-learn ship, 400 of them, hashed by cultura (full views)."""
+def real_hashed_crops():
+    """cultura's hashes (``hashing.hash_images``: full views) of 400 random crops (40-100 % a side) of the
+    photographs scikit-image and scikit-learn ship: the real sample both hash benchmarks draw from."""
     from PIL import Image
     from skimage import data as skdata
     from sklearn.datasets import load_sample_images
@@ -71,7 +71,12 @@ def real_phash_sample() -> np.ndarray:
         cw, ch = int(w * rng.uniform(0.4, 1)), int(h * rng.uniform(0.4, 1))
         x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
         ims.append(im.crop((x, y, x + cw, y + ch)))
-    return hashing.hash_images(ims).phash
+    return hashing.hash_images(ims)
+
+
+def real_phash_sample() -> np.ndarray:
+    """pHashes of real photographs: :func:`real_hashed_crops`' pHashes."""
+    return real_hashed_crops().phash
 
 
 def real_like_hashes(n: int, threshold: int, seed: int = 0, sample: np.ndarray | None = None) -> np.ndarray:

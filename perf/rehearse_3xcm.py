@@ -31,6 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_download import proc_cpu  # noqa: E402  (a script beside this one, found through the path above)
+
 PYTHON = sys.executable
 PRESET = "3xcm"
 
@@ -39,15 +42,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a live process, from /proc (0 where /proc is not there)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 class Stages:
@@ -60,7 +54,7 @@ class Stages:
     def __call__(self, stage: str, *args, json_out: bool = True, project: bool = True):
         argv = [PYTHON, "-m", "cultura", *(["--project", str(self.project)] if project else []), *map(str, args),
                 *(["--json"] if json_out else [])]
-        srv0 = _proc_cpu(self.server_pid) if self.server_pid else 0.0
+        srv0 = proc_cpu(self.server_pid) if self.server_pid else 0.0
         t0 = time.monotonic()
         with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
             proc = subprocess.Popen(argv, stdout=fo, stderr=fe, text=True, env={**os.environ, "COLUMNS": "200"})
@@ -71,7 +65,7 @@ class Stages:
             fo.seek(0)
             fe.seek(0)
             out, err = fo.read(), fe.read()
-        srv = (_proc_cpu(self.server_pid) - srv0) if self.server_pid else 0.0
+        srv = (proc_cpu(self.server_pid) - srv0) if self.server_pid else 0.0
         if proc.returncode != 0:
             raise SystemExit(f"stage {stage!r} failed (exit {proc.returncode}): {' '.join(argv[3:])}\n{out}\n{err}")
         cpu = usage.ru_utime + usage.ru_stime + srv

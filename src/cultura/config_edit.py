@@ -1,6 +1,6 @@
 """``cultura config get`` / ``config set``: a key of ``cultura.toml`` read, or changed in the file itself —
 validated exactly like the file (:mod:`cultura.config`), the value replaced on its line, the line's inline
-comment and every other line kept as written. Core: imports ``config`` and ``errors`` only."""
+comment and every other line kept as written. Core: imports ``config``, ``errors`` and ``files`` only."""
 from __future__ import annotations
 
 import difflib
@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from .config import Config, load_config, parse_config
 from .errors import ConfigError
+from .files import write_atomic
 
 
 def _walk_model(dotted: str):
@@ -149,7 +150,5 @@ def set_config_file_value(path: Path, dotted: str, raw: str, *, add: bool = Fals
         same = False
     if not same:
         new_text = tomli_w.dumps(data)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new_text, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, new_text)
     return {"key": dotted, "old": old, "value": get_config_value(new_cfg, dotted)}

@@ -1,6 +1,6 @@
 """Every benchmark of perf/ that compares cultura with a peer or a goal runs end to end at a tiny size, so none can
-rot (a renamed function, a changed summary key, a peer's option). Nothing here is timed: the exit status and the
-lines each prints are checked, never the numbers."""
+rot (a renamed function, a changed summary key or table, a peer's option): each prints what it claims to measure.
+Nothing here is timed: the exit status and the lines each prints are checked, never the numbers."""
 from __future__ import annotations
 
 import os
@@ -44,3 +44,20 @@ def test_cached_evaluation_benchmark_runs(tmp_path):
     out = _bench("bench_cached_evaluation.py", "--rounds", "1", "--concepts", "2", tmp_path=tmp_path)
     assert "first run (fills the cache)" in out and "imported: torch" in out
     assert "cached run, median of 1" in out and "imported: none" in out
+
+
+def test_dedup_quality_benchmark_scores_every_set(tmp_path):
+    pytest.importorskip("skimage.data")
+    out = _bench("bench_dedup_quality.py", "--photos", "2", "--faces", "4", "--realistic", "30", tmp_path=tmp_path)
+    for name in ("== transforms", "== harder", "== lookalikes", "== realistic", "done when:", "load average"):
+        assert name in out, out
+    assert "[met] look-alikes: precision >= 0.99" in out, out
+    assert "not measured" in out           # no peer python given: the peer checks say so instead of passing
+
+
+def test_dedup_1m_benchmark_runs_on_real_photo_hash_statistics(tmp_path):
+    pytest.importorskip("skimage.data")
+    out = _bench("bench_dedup_1m.py", "--images", "3000", "--concepts", "20", "--skip-wide", "--dir",
+                 str(tmp_path / "p"), tmp_path=tmp_path)
+    for name in ("confirm_pairs", "hash_search", "end to end", "cluster sizes", "no-op rerun"):
+        assert name in out, out

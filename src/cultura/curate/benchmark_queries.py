@@ -88,9 +88,11 @@ def english_defaults(project: Project, pairs: Iterable[tuple[int, str]]) -> list
     return [(cid, cc) for cid, cc in sorted(set(pairs)) if cc in english and (cid, cc) not in have]
 
 
-def missing_terms(project: Project, pairs: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The (concept_id, country) pairs without a native term in the country's primary language."""
-    have = native_terms(project)
+def missing_terms(project: Project, pairs: Iterable[tuple[int, str]], *,
+                  terms: dict | None = None) -> list[tuple[int, str]]:
+    """The (concept_id, country) pairs without a native term in the country's primary language (``terms``: the
+    caller's :func:`native_terms`, read once)."""
+    have = native_terms(project) if terms is None else terms
     return [p for p in sorted(set(pairs)) if p not in have]
 
 
@@ -190,11 +192,11 @@ def build_verbose_queries(project: Project, *, llm=None, model: str | None = Non
 
     names, cs = _scope(project, concepts, countries)
     pairs = [(cid, c.code) for cid in names.values() for c in cs]
-    missing = missing_terms(project, pairs)
+    terms = native_terms(project)
+    missing = missing_terms(project, pairs, terms=terms)
     if missing:
         raise _missing_error(project, missing)
     llm = llm or LLM(project, model=model)
-    terms = native_terms(project)
     patterns = {c.language: cue_patterns(language=c.language) for c in cs}
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0}
     run = dbmod.start_run(project.db, STAGE + ".verbose", {"model": llm.model})
@@ -240,7 +242,7 @@ def build_descriptor_queries(project: Project, *, llm=None, model: str | None = 
     names, cs = _scope(project, concepts, countries)
     llm = llm or LLM(project, model=model)
     terms = native_terms(project)
-    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
+    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs], terms=terms)
     if missing:
         raise _missing_error(project, missing)
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_english_base": 0}
@@ -326,10 +328,10 @@ def build_mention_queries(project: Project, *, method: str = "llm", llm=None, mo
         raise QueryError(f"Unknown method {method!r}: use 'llm' or 'pattern'.")
     names, cs = _scope(project, concepts, countries)
     ds = project.registry.resolve(descriptors) if descriptors else cs
-    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs])
+    terms = native_terms(project)
+    missing = missing_terms(project, [(cid, c.code) for cid in names.values() for c in cs], terms=terms)
     if missing:
         raise _missing_error(project, missing)
-    terms = native_terms(project)
     counts = {"ok": 0, "invalid": 0, "kept": 0, "failed_calls": 0, "no_pattern": 0}
     if method == "llm":
 

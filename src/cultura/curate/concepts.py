@@ -20,14 +20,12 @@ from ..db import finish_run, now, start_run, transaction
 from ..errors import CulturaError, unknown
 from ..models.embedders import get_embedder
 from ..models.llm import LLM
-from ..lazy import lazy
 from ..names import MAX_TERM_CHARS, BadName, clean_name, concept_name
+from .hash_search import connected_clusters
 
 if TYPE_CHECKING:
     from ..project import Project
 
-sparse = lazy("scipy.sparse")  # imported on first use (start-up)
-csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
 
 PRESETS = {"3xcm": "concepts_3xcm.csv", "globalrg": "concepts_globalrg.csv"}
 
@@ -292,15 +290,9 @@ def dedup_concepts(project: Project, *, threshold: float | None = None, embedder
     names = [r["name"] for r in rows]
     emb = get_embedder(spec, default_family="st").embed_texts(names)
     sims = emb @ emb.T
-    i, j = np.where(np.triu(sims, k=1) >= threshold)
-    n = len(names)
-    graph = sparse.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
-    _, labels = csgraph.connected_components(graph, directed=False)
+    pairs = np.argwhere(np.triu(sims, k=1) >= threshold)
     clusters = []
-    for lab in np.unique(labels):
-        idx = np.flatnonzero(labels == lab)
-        if len(idx) < 2:
-            continue
+    for idx in connected_clusters(len(names), pairs):  # each sorted, in the order of its first concept
         order = sorted(idx, key=lambda k: (-rows[k]["images"], len(names[k]), names[k]))
         keep, rest = order[0], order[1:]
         sub = sims[np.ix_(idx, idx)]

@@ -56,6 +56,7 @@ class UrlsProvider(Provider):
         # URLs stored without their secret (a token=, key=… value, user:password@): the row they are read again
         # from when downloaded (curate/exact_urls.py); two URLs that differ only there would be one candidate
         secrets, shown, read_again = known_secrets(), {}, []
+        concept_ids: dict[str, int] = {}  # added once per concept, not per row: a long list repeats a few
         where = str(self.path.resolve())  # once, not per row: a signed list can hold a million URLs
         with transaction(db):
             for i, row in enumerate(track(rows, "reading the urls: list", progress=progress), start=1):
@@ -89,8 +90,11 @@ class UrlsProvider(Provider):
                     rejected += 1
                     reject(db, source, i, row, reason)
                     continue
-                add_concepts(project, [concept], source="import:urls")
-                cid = db.execute("SELECT id FROM concepts WHERE name = ?", [concept]).fetchone()[0]
+                cid = concept_ids.get(concept)
+                if cid is None:
+                    add_concepts(project, [concept], source="import:urls")
+                    cid = concept_ids[concept] = db.execute("SELECT id FROM concepts WHERE name = ?",
+                                                            [concept]).fetchone()[0]
                 country = project.country(country_code)
                 qid = query_for(db, project, cid, country, row.get("language") or None, row.get("query") or None,
                                  "import")

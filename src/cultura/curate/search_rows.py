@@ -34,18 +34,20 @@ class Provider:
 def valid_results(db, source: str, results: list, per_query: int | None = None) -> tuple[list[dict], int]:
     """The results whose image URL can be a candidate, at most ``per_query`` of them; the others become
     ``ingest_rejects`` rows. Returns (kept, rejected)."""
-    kept, rejected = [], 0
+    kept, refused = [], []
     for r in results:
         reason = check_url(r.get("image")) if isinstance(r, dict) else "result is not an object"
         if not reason and per_query is not None and len(kept) >= per_query:
             reason = f"beyond search.per_query ({per_query}): the provider returned more results than asked"
         if reason:  # e.g. file:///etc/passwd from a result: refused without touching the disk
-            with transaction(db):
-                reject(db, source, None, r, reason)
-            rejected += 1
+            refused.append((r, reason))
         else:
             kept.append(r)
-    return kept, rejected
+    if refused:  # one write for all of them, and none (no write lock taken) when every result is kept
+        with transaction(db):
+            for r, reason in refused:
+                reject(db, source, None, r, reason)
+    return kept, len(refused)
 
 
 def store_results(db, query_id: int, provider: str, results: list[dict], *, source: str,

@@ -10,7 +10,6 @@ stage's output is asserted, so a regression anywhere on the path fails here.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -21,35 +20,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.cli.demo import COUNTRIES, PLAN, TERMS as DEMO_TERMS, real_photos
+from cultura.cli.demo import COUNTRIES, PLAN, real_photos
+from tests.fakes.cli_runner import ProjectCli, demo_terms_tsv
 
 pytestmark = pytest.mark.labelstudio
 
-TERMS = "concept\tcountry\tterm\n" + "".join(f"{k}\t{cc}\t{t}\n" for k, v in DEMO_TERMS.items() for cc, t in v.items())
-
-
-class Walk:
-    def __init__(self, project: Path, env: dict):
-        self.project, self.env = project, env
-        self.runner = CliRunner()
-
-    def __call__(self, *args, ok: bool = True) -> str:
-        res = self.runner.invoke(cli, ["--project", str(self.project), *args], env=self.env,
-                                 catch_exceptions=False)
-        if ok:
-            assert res.exit_code == 0, f"cultura {' '.join(args)} failed:\n{res.output}"
-        else:
-            assert res.exit_code != 0, f"cultura {' '.join(args)} should have failed:\n{res.output}"
-        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
-        self.stdout = res.stdout if res.exit_code == 0 else res.output
-        return res.output
-
-    def json(self, *args):
-        self(*args, "--json")
-        return json.loads(self.stdout)
+TERMS = demo_terms_tsv()
 
 
 def _free_port() -> int:
@@ -80,7 +58,7 @@ def test_a_researchers_day(tmp_path, labelstudio):
     proj = tmp_path / "proj"
     env = {"LABEL_STUDIO_URL": labelstudio.url, "LABEL_STUDIO_API_KEY": labelstudio.api_key,
            "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": None, "OPENAI_API_KEY_FILE": None}
-    run = Walk(proj, env)
+    run = ProjectCli(proj, env)
     out = run.runner.invoke(cli, ["init", str(proj), "--countries", ",".join(COUNTRIES)], env=env)
     assert out.exit_code == 0, out.output
 

@@ -130,16 +130,6 @@ def _paths(config: dict) -> list[str]:
             if "*" not in p]
 
 
-def _schema(path: Path):
-    import pyarrow.json as pj  # deferred: heavy
-    import pyarrow.parquet as pq  # deferred: heavy
-
-    if path.suffix == ".parquet":
-        return pq.read_schema(path), pq.read_metadata(path).num_rows
-    table = pj.read_json(path)
-    return table.schema, table.num_rows
-
-
 def dataset_info(folder: Path, configs: list[dict]) -> list[dict]:
     """The YAML ``dataset_info`` of each config: its features (as ``datasets`` will type them: an image-folder
     metadata file's ``*_file_names`` column becomes a list of ``Image``, ``file_name`` an ``Image``) and the
@@ -149,7 +139,7 @@ def dataset_info(folder: Path, configs: list[dict]) -> list[dict]:
     out = []
     for c in configs:
         paths = _paths(c)
-        schemas = [_schema(folder / p) for p in paths]
+        schemas = [hub.table_schema(folder / p) for p in paths]
         feats = datasets.Features.from_arrow_schema(schemas[0][0])
         if c.get("metadata_filenames"):  # image folder: the loader turns the file-name columns into images
             feats = datasets.Features({("image" if k == "file_name" else k[:-len("_file_names")]

@@ -22,7 +22,7 @@ import logging
 import re
 from pathlib import Path
 
-from .hub import CITATION, HubError, _safe
+from .hub import CITATION, HubError, _safe, table_schema
 
 #: arrow type → mlcroissant.DataType
 _CR_TYPES = {"string": "TEXT", "int64": "INTEGER", "double": "FLOAT"}
@@ -73,7 +73,6 @@ def write_croissant(tmp: Path, tables: dict, configs: list[dict], *, ext: str, t
     """Write ``tmp/croissant.json`` for the export written in ``tmp`` (its tables, its ``configs`` as in the
     card) and validate it; returns the file name."""
     import mlcroissant as mlc  # deferred: heavy
-    import pyarrow.parquet as pq  # deferred: heavy
 
     fmt = "application/x-parquet" if ext == "parquet" else "application/jsonlines"
     dist, record_sets, seen = [], [], {}
@@ -86,17 +85,10 @@ def write_croissant(tmp: Path, tables: dict, configs: list[dict], *, ext: str, t
             seen[path] = fid
         return seen[path]
 
-    def schema_of(path: str):
-        if ext == "parquet":
-            return pq.read_schema(tmp / path)
-        import pyarrow.json as pj  # deferred: heavy
-
-        return pj.read_json(tmp / path).schema
-
     for name in ("benchmarks", "items", "candidates", "queries", "images"):
         path, rs = f"{name}.{ext}", f"table-{name}"
         record_sets.append(mlc.RecordSet(id=rs, name=rs, description=f"The {name} table ({path}).",
-                                         fields=_fields(mlc, rs, schema_of(path),
+                                         fields=_fields(mlc, rs, table_schema(tmp / path)[0],
                                                         {"file_object": file_object(path)})))
     images = tmp / "images"
     if images.is_dir():
@@ -122,7 +114,7 @@ def write_croissant(tmp: Path, tables: dict, configs: list[dict], *, ext: str, t
         rs = "config-" + re.sub(r"\s+", "_", c["config_name"])
         record_sets.append(mlc.RecordSet(
             id=rs, name=rs, description=f"The rows of the card's config {c['config_name']!r} ({paths[0]}).",
-            fields=_fields(mlc, rs, schema_of(paths[0]), {"file_object": file_object(paths[0])})))
+            fields=_fields(mlc, rs, table_schema(tmp / paths[0])[0], {"file_object": file_object(paths[0])})))
     try:
         with _quiet_absl():
             meta = mlc.Metadata(

@@ -267,8 +267,10 @@ def _embed_image_column(tmp: Path, tables: dict, project: Project) -> None:
     feats["image"] = datasets.Image()
     # the image's own name (<sha256>.<ext>), as datasets stores it beside the bytes; no file of that name is
     # written, and the row's ``file`` stays null
-    rows = [{**r, "image": {"bytes": _blob(project, r["sha256"]).read_bytes(), "path": _blob(project, r["sha256"]).name}}
-            for r in tables["images"]]
+    rows = []
+    for r in tables["images"]:
+        blob = _blob(project, r["sha256"])
+        rows.append({**r, "image": {"bytes": blob.read_bytes(), "path": blob.name}})
     pq.write_table(pa.Table.from_pylist(rows, schema=feats.arrow_schema), tmp / "images.parquet",
                    compression="zstd")
 

@@ -123,6 +123,18 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
 
 
+def table_schema(path: Path):
+    """``(arrow schema, row count)`` of one table file of an export (Parquet or JSON Lines), as the card's
+    ``dataset_info`` and ``croissant.json`` describe it."""
+    import pyarrow.json as pj  # deferred: heavy
+    import pyarrow.parquet as pq  # deferred: heavy
+
+    if path.suffix == ".parquet":
+        return pq.read_schema(path), pq.read_metadata(path).num_rows
+    table = pj.read_json(path)
+    return table.schema, table.num_rows
+
+
 def config_name(bench: str) -> str:
     """The config of a benchmark's trials: its name, unless that is a table's name or ``default``."""
     return f"trials-{bench}" if bench in TABLE_CONFIGS or bench in ("default", "image-index") else bench

@@ -66,8 +66,10 @@ def open_sets(db) -> dict[str, int]:
     """sha256 → duplicate set of every member of an open cluster: open clusters that share an image are one set
     (the pHash and the dHash cluster of the same copies, or a chain of copies), named by its oldest cluster id.
     Until a dedup review resolves it, a set is one photograph."""
-    clusters = open_clusters(db)
-    parent = {cid: cid for cid, _ in clusters}
+    # one read of every open membership (not one per cluster): the build, the view and every version's check call this
+    members = db.execute("SELECT m.cluster_id, m.sha256 FROM dup_members m JOIN dup_clusters c ON c.id = m.cluster_id "
+                         "WHERE c.status = 'open' ORDER BY m.cluster_id").fetchall()
+    parent = {cid: cid for cid, _ in members}
 
     def find(c):
         while parent[c] != c:
@@ -76,13 +78,10 @@ def open_sets(db) -> dict[str, int]:
         return c
 
     first_with: dict[str, int] = {}
-    members: list[tuple[int, str]] = []
-    for cid, _ in clusters:
-        for sha, _d in cluster_members(db, cid):
-            members.append((cid, sha))
-            if sha in first_with:
-                a, b = find(first_with[sha]), find(cid)
-                parent[max(a, b)] = min(a, b)
-            else:
-                first_with[sha] = cid
+    for cid, sha in members:
+        if sha in first_with:
+            a, b = find(first_with[sha]), find(cid)
+            parent[max(a, b)] = min(a, b)
+        else:
+            first_with[sha] = cid
     return {sha: find(cid) for cid, sha in members}

@@ -25,6 +25,7 @@ from cultura.annotate.kinds import get_kind
 from cultura.annotate.server import use_server
 from cultura.cli import cli
 from cultura.project import Project
+from tests.fakes.cli_runner import ProjectCli
 from tests.fakes.labelstudio import labelstudio  # noqa: F401
 from tests.fakes.ls_annotator import AnnotatorSession
 from tests.fakes.real_photos import copies, photos
@@ -37,22 +38,6 @@ PLACES = {("JP", "pet"): ["chelsea", "astronaut"], ("US", "pet"): ["rocket", "ca
           ("US", "breakfast"): ["china", "flower"], ("BR", "breakfast"): ["hubble_left", "hubble_right"]}
 COPIES = {("US", "pet"): ("chelsea", "resize_50"), ("BR", "pet"): ("chelsea", "jpeg_q30"),
           ("US", "breakfast"): ("coffee", "resize_50"), ("BR", "breakfast"): ("coffee", "jpeg_q30")}
-
-
-class Run:
-    def __init__(self, proj, env):
-        self.proj, self.env, self.runner = proj, env, CliRunner()
-
-    def __call__(self, *args, ok=True):
-        res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env=self.env, catch_exceptions=False)
-        assert (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
-        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
-        self.stdout = res.stdout if res.exit_code == 0 else res.output
-        return res.output
-
-    def json(self, *args):
-        self(*args, "--json")
-        return json.loads(self.stdout)
 
 
 def _sessions(labelstudio, emails):
@@ -93,7 +78,7 @@ def test_duplicate_sets_are_reviewed_and_built_as_sets(tmp_path, labelstudio):
     assert CliRunner().invoke(cli, ["init", str(proj), "--countries", "JP,US,BR"], env=env).exit_code == 0
     # the session's Label Studio is the project's own server: annotators get blind accounts and passwords
     use_server(Project(proj), labelstudio.url, labelstudio.api_key, data_dir=labelstudio.data_dir)
-    run = Run(proj, env)
+    run = ProjectCli(proj, env)
     run("concepts", "add", "pet", "breakfast")
     for concept, terms in {"pet": {"JP": "ペット", "US": "pet", "BR": "animal de estimação"},
                            "breakfast": {"JP": "朝食", "US": "breakfast", "BR": "café da manhã"}}.items():

@@ -15,9 +15,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from PIL import Image
 
 from cultura.cli import cli
+from tests.fakes.cli_runner import ProjectCli
 from tests.fakes.real_photos import encode, photos
 from tests.fakes.cli_tree import leaves
 
@@ -38,22 +38,6 @@ def _doors() -> set[str]:
     """Commands with a parameter named after benchmarks (--benchmark, BENCHMARK) or whose help speaks of them."""
     return {" ".join(path) for path, cmd in leaves()
             if any("benchmark" in (p.name or "") for p in cmd.params) or "benchmark" in (cmd.help or "").lower()}
-
-
-class Run:
-    def __init__(self, proj, env):
-        self.proj, self.env, self.runner = proj, env, CliRunner()
-
-    def __call__(self, *args, ok=True):
-        res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env=self.env, catch_exceptions=False)
-        assert (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
-        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
-        self.stdout = res.stdout if res.exit_code == 0 else res.output
-        return res.output
-
-    def json(self, *args):
-        self(*args, "--json")
-        return json.loads(self.stdout)
 
 
 def _one_sentence(text: str) -> str:
@@ -78,7 +62,7 @@ def project(tmp_path):
     env = {"HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": None, "OPENAI_API_KEY_FILE": None, "HF_TOKEN": "hf_x",
            "HF_ENDPOINT": "http://127.0.0.1:9"}
     assert CliRunner().invoke(cli, ["init", str(proj), "--countries", "JP,US,BR"], env=env).exit_code == 0
-    run = Run(proj, env)
+    run = ProjectCli(proj, env)
     run("concepts", "add", "pet", "breakfast")
     for concept, terms in {"pet": {"JP": "ペット", "US": "pet", "BR": "animal de estimação"},
                            "breakfast": {"JP": "朝食", "US": "breakfast", "BR": "café da manhã"}}.items():
@@ -169,7 +153,7 @@ def test_export_refuses_what_a_later_change_made_untrue(project, tmp_path):
                 "build stats": ["build", "stats", "--benchmark", "association@1"],
                 "view": ["view"],
                 "build check": ["build", "check", "association@1"]}[door]
-        res = run.runner.invoke(cli, ["--project", str(run.proj), *args], env=run.env, catch_exceptions=False)
+        res = run.runner.invoke(cli, ["--project", str(run.project), *args], env=run.env, catch_exceptions=False)
         text = " ".join(res.output.split())
         if does == "warns":
             assert res.exit_code == 0 and "Warning: Benchmark association@1 no longer matches the current state" \

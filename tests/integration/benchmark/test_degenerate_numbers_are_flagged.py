@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.benchmark.test_benchmark_integrity import Run, curated, run, template  # noqa: F401 - shared with the unit tests
+from tests.fakes.cli_runner import ProjectCli
+from tests.unit.benchmark.test_benchmark_integrity import curated, run, template  # noqa: F401 - shared with the unit tests
 
 
 def test_degenerate_prevalence_is_flagged(tmp_path):
-    run = Run(curated(tmp_path, countries=["US", "JP", "TH"]))   # 3 concepts × 3 countries = 9 captions
+    run = ProjectCli(curated(tmp_path, countries=["US", "JP", "TH"]))   # 3 concepts × 3 countries = 9 captions
     run("build", "association", "--allow-unreviewed")
     run("evaluate", "run", "--model", "fake", "--suite", "prevalence", "--option", "n_resamples=50",
         "--option", "prevalence.pool=\"queries\"")
@@ -34,7 +35,7 @@ def test_every_number_that_is_no_measurement_says_why_through_the_cli(tmp_path):
     smaller fixtures: tests/unit/evaluate/test_degenerate_numbers_say_why_in_every_suite.py)."""
     from cultura.evaluate.suites.registry import UNEXPLAINED, unexplained
 
-    run = Run(curated(tmp_path, countries=["US", "JP", "TH"]))
+    run = ProjectCli(curated(tmp_path, countries=["US", "JP", "TH"]))
     run("build", "association", "--allow-unreviewed")
     run("evaluate", "run", "--model", "fake", "--suite", "association,latent", "--option", "n_resamples=50",
         "--option", "latent.projection=\"none\"")

@@ -13,7 +13,8 @@ import pytest
 from cultura.annotate.kinds import get_kind
 from cultura.annotate.server import use_server
 from cultura.project import Project
-from tests.unit.benchmark.test_benchmark_integrity import Run, curated
+from tests.fakes.cli_runner import ProjectCli
+from tests.unit.benchmark.test_benchmark_integrity import curated
 from tests.fakes.labelstudio import labelstudio  # noqa: F401
 
 pytestmark = pytest.mark.labelstudio
@@ -34,7 +35,7 @@ def _assignments(project, campaign: str) -> list[tuple]:
 
 def test_relevance_coverage_names_missing_natives_and_refuses_unrated(labelstudio, tmp_path):  # noqa: F811
     proj = curated(tmp_path)                       # US, JP, TH, DE; the planted copies clustered and flagged
-    run = Run(proj)
+    run = ProjectCli(proj)
     p = Project(proj)
     use_server(p, labelstudio.url, labelstudio.api_key)
     p.close()

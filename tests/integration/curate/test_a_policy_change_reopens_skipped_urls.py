@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from cultura.cli import cli
-from tests.integration.curate.test_mistakes_are_undone_in_place import Run
+from tests.fakes.cli_runner import ProjectCli
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def photo_server(tmp_path):
 def test_policy_skip_is_re_examined_when_allow_hosts_changes(tmp_path, photo_server):
     proj = tmp_path / "proj"
     assert CliRunner().invoke(cli, ["init", str(proj), "--countries", "US,JP"]).exit_code == 0
-    run = Run(proj)
+    run = ProjectCli(proj, env={"HF_HUB_OFFLINE": "1"})
     toml = proj / "cultura.toml"
     toml.write_text("# my notes: keep me\n" + toml.read_text(), encoding="utf-8")
     urls = tmp_path / "urls.jsonl"

@@ -9,7 +9,6 @@ the kept copy and kept, and the coffee keeps BR only (US rated 2). Near copy and
 same rule."""
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -20,6 +19,7 @@ from cultura.annotate.kinds import get_kind
 from cultura.cli import cli
 from cultura.benchmark.build import load_pool
 from cultura.project import Project
+from tests.fakes.cli_runner import ProjectCli
 from tests.fakes.labelstudio import labelstudio  # noqa: F401
 
 pytestmark = pytest.mark.labelstudio
@@ -44,22 +44,6 @@ def _photos(root):
     save(skd.astronaut(), "US", "pet", "astronaut.jpg")
     save(skd.rocket(), "BR", "pet", "rocket.jpg")
     save(skd.camera(), "JP", "breakfast", "camera.jpg")
-
-
-class Run:
-    def __init__(self, proj, env):
-        self.proj, self.env, self.runner = proj, env, CliRunner()
-
-    def __call__(self, *args, ok=True):
-        res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env=self.env, catch_exceptions=False)
-        assert (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
-        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
-        self.stdout = res.stdout if res.exit_code == 0 else res.output
-        return res.output
-
-    def json(self, *args):
-        self(*args, "--json")
-        return json.loads(self.stdout)
 
 
 def _answer(labelstudio, db_path, campaign, label_for):
@@ -87,7 +71,7 @@ def test_one_culture_rule_for_near_and_byte_identical_copies(tmp_path, labelstud
     proj = tmp_path / "proj"
     env = {"LABEL_STUDIO_URL": labelstudio.url, "LABEL_STUDIO_API_KEY": labelstudio.api_key,
            "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": None, "OPENAI_API_KEY_FILE": None}
-    run = Run(proj, env)
+    run = ProjectCli(proj, env)
     assert CliRunner().invoke(cli, ["init", str(proj), "--countries", "JP,US,BR"], env=env).exit_code == 0
     run("concepts", "add", "pet", "breakfast")
     assert run.json("images", "search", "--provider", f"folder:{photos}")["results"] == 7

@@ -8,42 +8,14 @@
 """
 from __future__ import annotations
 
-import json
-
-from click.testing import CliRunner
-
-from cultura.cli import cli
-from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
-
-
-class Run:
-    def __init__(self, proj):
-        self.proj, self.runner = proj, CliRunner()
-
-    def __call__(self, *args, ok=True):
-        res = self.runner.invoke(cli, ["--project", str(self.proj), *args], env={"HF_HUB_OFFLINE": "1"},
-                                 catch_exceptions=False)
-        assert ok is None or (res.exit_code == 0) == ok, f"cultura {' '.join(args)}:\n{res.output}"
-        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
-        self.stdout = res.stdout if res.exit_code == 0 else res.output
-        return res.output
-
-    def json(self, *args, ok=True):
-        self(*args, "--json", ok=ok)
-        return json.loads(self.stdout)
+from cultura.cli.demo import real_photos
+from tests.fakes.cli_runner import demo_project
 
 
 def test_retag_with_overwrite_and_the_build_names_the_tags(tmp_path):
     photos = tmp_path / "photos"
     planted = real_photos(photos)
-    proj = tmp_path / "proj"
-    assert CliRunner().invoke(cli, ["init", str(proj), "--countries", ",".join(COUNTRIES)]).exit_code == 0
-    run = Run(proj)
-    run("concepts", "add", *PLAN)
-    (tmp_path / "terms.tsv").write_text("concept\tcountry\tterm\n" + "".join(
-        f"{k}\t{cc}\t{t}\n" for k, v in TERMS.items() for cc, t in v.items()), encoding="utf-8")
-    run("concepts", "set-term", "--from", str(tmp_path / "terms.tsv"))
-    run("images", "search", "--provider", f"folder:{photos}")
+    run = demo_project(tmp_path / "proj", photos, tmp_path / "terms.tsv", env={"HF_HUB_OFFLINE": "1"})
     assert run.json("images", "download")["new_images"] == planted["distinct"]
 
     # the default top-3 tags with 3 concepts: every image carries every concept's tag

@@ -17,34 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from scipy.stats import chi2_contingency
 
-from cultura.cli import cli
-from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
+from cultura.cli.demo import COUNTRIES, TERMS, real_photos
 from cultura.curate.cues import mention_table
+from tests.fakes.cli_runner import ProjectCli, demo_project
 
 #: written by a person where the language has no pattern (German's is taken away in the test that needs one)
 GERMAN_MENTIONS = {"US": "aus den Vereinigten Staaten", "JP": "aus Japan", "TH": "aus Thailand"}
-
-
-class Run:
-    def __init__(self, project: Path):
-        self.project = project
-
-    def __call__(self, *args, ok: bool = True) -> str:
-        res = CliRunner().invoke(cli, ["--project", str(self.project), *map(str, args)], catch_exceptions=False)
-        if ok:
-            assert res.exit_code == 0, f"cultura {' '.join(map(str, args))} failed:\n{res.output}"
-        else:
-            assert res.exit_code != 0, f"cultura {' '.join(map(str, args))} should have failed:\n{res.output}"
-        # progress lines of a long command go to stderr, never into --json; an error's JSON is on stderr
-        self.stdout = res.stdout if res.exit_code == 0 else res.output
-        return res.output
-
-    def json(self, *args):
-        self(*args, "--json")
-        return json.loads(self.stdout)
 
 
 def curated(root: Path, countries=COUNTRIES) -> Path:
@@ -56,14 +36,7 @@ def curated(root: Path, countries=COUNTRIES) -> Path:
         if cc not in countries:
             shutil.rmtree(photos / cc)
     proj = root / "project"
-    res = CliRunner().invoke(cli, ["init", str(proj), "--countries", ",".join(countries)])
-    assert res.exit_code == 0, res.output
-    run = Run(proj)
-    run("concepts", "add", *PLAN)
-    (root / "terms.tsv").write_text("concept\tcountry\tterm\n" + "".join(
-        f"{k}\t{cc}\t{t}\n" for k, v in TERMS.items() for cc, t in v.items() if cc in countries), encoding="utf-8")
-    run("concepts", "set-term", "--from", root / "terms.tsv")
-    run("images", "search", "--provider", f"folder:{photos}")
+    run = demo_project(proj, photos, root / "terms.tsv", countries)
     assert run.json("images", "download")["new_images"] > 0
     run("images", "dedup")
     # a person decides each photo found for several cultures: here every found culture stays
@@ -82,7 +55,7 @@ def template(tmp_path_factory):
 def run(template, tmp_path):
     proj = tmp_path / "project"
     shutil.copytree(template, proj)
-    return Run(proj)
+    return ProjectCli(proj)
 
 
 def _jsonl(path: Path) -> list[dict]:

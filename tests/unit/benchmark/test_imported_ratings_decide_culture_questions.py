@@ -8,24 +8,14 @@ import csv
 import sqlite3
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from cultura.cli import cli
-from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
-from tests.unit.benchmark.test_benchmark_integrity import Run
+from cultura.cli.demo import real_photos
+from tests.fakes.cli_runner import ProjectCli, demo_project
 
 
-def _flagged(tmp_path: Path) -> Run:
+def _flagged(tmp_path: Path) -> ProjectCli:
     photos = tmp_path / "photos"
     real_photos(photos)
-    proj = tmp_path / "project"
-    assert CliRunner().invoke(cli, ["init", str(proj), "--countries", ",".join(COUNTRIES)]).exit_code == 0
-    run = Run(proj)
-    run("concepts", "add", *PLAN)
-    (tmp_path / "terms.tsv").write_text("concept\tcountry\tterm\n" + "".join(
-        f"{k}\t{cc}\t{t}\n" for k, v in TERMS.items() for cc, t in v.items()), encoding="utf-8")
-    run("concepts", "set-term", "--from", tmp_path / "terms.tsv")
-    run("images", "search", "--provider", f"folder:{photos}")
+    run = demo_project(tmp_path / "project", photos, tmp_path / "terms.tsv")
     run.json("images", "download")
     run("images", "dedup")
     return run

@@ -62,12 +62,10 @@ def live_cluster_members(db) -> list[tuple[int, str]]:
     return [(c, s) for c, s, _ in live_members(db)]
 
 
-def open_sets(db) -> dict[str, int]:
-    """sha256 → duplicate set of every member of an open cluster: open clusters that share an image are one set
-    (the pHash and the dHash cluster of the same copies, or a chain of copies), named by its oldest cluster id.
-    Until a dedup review resolves it, a set is one photograph."""
-    clusters = open_clusters(db)
-    parent = {cid: cid for cid, _ in clusters}
+def cluster_sets(members_of: dict[int, list[str]]) -> dict[int, int]:
+    """Cluster id → its duplicate set: clusters that share an image (directly or through a chain of clusters)
+    are one set, named by its oldest (smallest) cluster id."""
+    parent = {cid: cid for cid in members_of}
 
     def find(c):
         while parent[c] != c:
@@ -76,13 +74,20 @@ def open_sets(db) -> dict[str, int]:
         return c
 
     first_with: dict[str, int] = {}
-    members: list[tuple[int, str]] = []
-    for cid, _ in clusters:
-        for sha, _d in cluster_members(db, cid):
-            members.append((cid, sha))
+    for cid, shas in members_of.items():
+        for sha in shas:
             if sha in first_with:
                 a, b = find(first_with[sha]), find(cid)
                 parent[max(a, b)] = min(a, b)
             else:
                 first_with[sha] = cid
-    return {sha: find(cid) for cid, sha in members}
+    return {cid: find(cid) for cid in members_of}
+
+
+def open_sets(db) -> dict[str, int]:
+    """sha256 → duplicate set of every member of an open cluster: open clusters that share an image are one set
+    (the pHash and the dHash cluster of the same copies, or a chain of copies), named by its oldest cluster id.
+    Until a dedup review resolves it, a set is one photograph."""
+    members_of = {cid: [sha for sha, _d in cluster_members(db, cid)] for cid, _ in open_clusters(db)}
+    set_of = cluster_sets(members_of)
+    return {sha: set_of[cid] for cid, shas in members_of.items() for sha in shas}

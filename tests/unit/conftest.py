@@ -72,9 +72,8 @@ def pytest_runtest_call(item):
 def _no_label_studio(monkeypatch):
     """A unit test never starts a Label Studio server (a process of ~270 MB that would outlive the test): a code
     path that would is a bug of the test's set-up, or the test belongs in tests/integration."""
-    from cultura.annotate import people, server
+    from cultura.annotate import server
 
     def refuse(*a, **k):
         raise AssertionError("a unit test tried to start Label Studio; it belongs in tests/integration")
-    for module in (server, people):   # each holds its own name for it
-        monkeypatch.setattr(module, "launch", refuse)
+    monkeypatch.setattr(server, "launch", refuse)   # people starts its servers through server.launch_ready

@@ -47,8 +47,8 @@ from cultura.errors import CulturaError
 from cultura.redact import register_secret
 
 from .people import person_connection, personal_servers
-from .server import (QUIET_ENV, Connection, LabelStudioError, data_dir, ls_python, read_secrets, secrets_path,
-                     write_private_json)
+from .server import (DJANGO_PREAMBLE, QUIET_ENV, Connection, LabelStudioError, data_dir, ls_python, read_secrets,
+                     secrets_path, write_private_json)
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -58,14 +58,7 @@ ORG_PREFIX = "cultura · "
 
 #: Run by Label Studio's Python (its Django settings, the server's data dir). Reads a JSON request on stdin,
 #: writes a JSON answer on stdout; the answer holds API tokens, so it never reaches a log.
-LS_SCRIPT = r'''
-import json, os, sys, pathlib, warnings
-warnings.simplefilter("ignore")
-import label_studio
-sys.path.insert(0, str(pathlib.Path(label_studio.__file__).parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "core.settings.label_studio")
-import django
-django.setup()
+LS_SCRIPT = DJANGO_PREAMBLE + r'''
 from django.db import transaction
 from django.utils import timezone
 from organizations.models import Organization, OrganizationMember

@@ -12,6 +12,7 @@ from cultura.db import now
 
 from .assign import _project_row, assign, eligible
 from .overlap import Opinion, Policy, askable, estimate_skills, next_round, tasks_saved
+from .pull import current_annotations
 
 #: opinions asked first when a campaign is adaptive
 FIRST = 2
@@ -24,24 +25,22 @@ def is_adaptive(campaign: dict) -> bool:
 
 
 def _opinions(db, campaign: dict) -> tuple[list[Opinion], dict]:
-    """The campaign's current answers as opinions (batch = the grid they came in) and the gold answers."""
+    """The campaign's current answers (:func:`cultura.annotate.pull.current_annotations`: an answer outside the
+    label set is none) as opinions (batch = the grid they came in) and the gold answers."""
     grid_of = {(a, k): g for g, a, keys in db.execute(
         "SELECT g.id, p.annotator_id, g.item_keys FROM grid_tasks g JOIN campaign_projects p ON p.id = g.project_id "
         "WHERE p.campaign_id = ?", [campaign["id"]]) for k in json.loads(keys)}
     ops, gold = [], {}
-    # the current answers, as pull's current_annotations reads them (pull imports push, which imports this)
-    for item_id, key, gold_json, annotator_id, name, label, value in db.execute(
-            """SELECT a.item_id, i.item_key, i.gold, a.annotator_id, an.name, a.label, a.value FROM annotations a
-               JOIN annotation_items i ON i.id = a.item_id JOIN annotators an ON an.id = a.annotator_id
-               WHERE i.campaign_id = ? AND a.purpose = 'annotate' AND a.is_current = 1 AND a.was_cancelled = 0
-               ORDER BY a.item_id, an.name""", [campaign["id"]]):
-        label = label if label is not None else (str(int(value)) if value is not None else None)
+    for r in current_annotations(db, campaign["id"]):
+        if r["annotator"] is None:
+            continue   # an answer of no annotator row is no rater's opinion
+        label = r["label"] if r["label"] is not None else (str(int(r["value"])) if r["value"] is not None else None)
         if label is None:
             continue
-        ops.append(Opinion(item_id, name, label, grid_of.get((annotator_id, key))))
-        g = json.loads(gold_json) if gold_json else {}
+        ops.append(Opinion(r["item_id"], r["annotator"], label, grid_of.get((r["annotator_id"], r["item_key"]))))
+        g = r["gold"] or {}
         if g.get("label") is not None or g.get("value") is not None:
-            gold[item_id] = g.get("label") if g.get("label") is not None else str(int(g["value"]))
+            gold[r["item_id"]] = g.get("label") if g.get("label") is not None else str(int(g["value"]))
     return ops, gold
 
 

@@ -39,10 +39,11 @@ from cultura.errors import CulturaError, unknown
 from .accounts import connection_for
 from .aggregate import CROWD_RULES, ORDINAL_RULES, aggregate, rule_params
 from .annotators import get_annotators
+from .assign import _project_row
 from .decisions import rated_countries
 from .kinds import get_kind
 from .pull import current_annotations
-from .push import _project_row, check_image_urls, push_project
+from .push import check_image_urls, push_project
 from .report import campaigns, latest_per_rater
 from .server import Connection, connect
 

@@ -82,33 +82,18 @@ def dedup_items(project: Project, **_) -> list[dict]:
     cluster id it covers (all are resolved by its decision)."""
     db = project.db
     clusters = dup.open_clusters(db)
-    members_of = {cid: [sha for sha, _ in dup.cluster_members(db, cid)] for cid, _ in clusters}
-    parent = {cid: cid for cid, _ in clusters}
-
-    def find(c):
-        while parent[c] != c:
-            parent[c] = parent[parent[c]]
-            c = parent[c]
-        return c
-
-    first_with: dict[str, int] = {}
-    for cid, _ in clusters:
-        for sha in members_of[cid]:
-            if sha in first_with:
-                a, b = find(first_with[sha]), find(cid)
-                parent[max(a, b)] = min(a, b)
-            else:
-                first_with[sha] = cid
+    members_of = {cid: dup.cluster_members(db, cid) for cid, _ in clusters}
+    set_of = dup.cluster_sets({cid: [sha for sha, _ in members] for cid, members in members_of.items()})
     groups: dict[int, list[int]] = {}
     for cid, _ in clusters:
-        groups.setdefault(find(cid), []).append(cid)
+        groups.setdefault(set_of[cid], []).append(cid)
     rep_of = dict(clusters)
     out = []
     for root, cids in sorted(groups.items()):
         rep = rep_of[root]
         dist: dict[str, float] = {}
         for cid in cids:
-            for sha, d in dup.cluster_members(db, cid):
+            for sha, d in members_of[cid]:
                 dist.setdefault(sha, d)  # the root cluster's distance first (to its representative)
         if len(dist) < 2:
             continue

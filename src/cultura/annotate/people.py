@@ -33,9 +33,9 @@ from cultura.errors import CulturaError
 from cultura.redact import register_secret
 
 from . import server as shared
-from .server import (QUIET_ENV, Connection, LabelStudioError, _alive, adopt_seed, find_executable, free_port, launch,
-                     ls_python, make_private, read_secrets, secrets_path, seed_cache, stop_process, wait_ready,
-                     write_private_json)
+from .server import (DJANGO_PREAMBLE, QUIET_ENV, Connection, LabelStudioError, _alive, adopt_seed, find_executable,
+                     free_port, launch_ready, ls_python, make_private, read_secrets, secrets_path, seed_cache,
+                     stop_process, write_private_json)
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -57,14 +57,7 @@ SHARED_SERVER_NOTE = (
 #: Run by Label Studio's Python on one annotator's data dir: make (or update, or lock) the annotator's account
 #: as a member of the server's one organization. Reads JSON on stdin, writes JSON on stdout (an API token
 #: never leaves the script: cultura works as the server's admin).
-MEMBER_SCRIPT = r'''
-import json, os, sys, pathlib, warnings
-warnings.simplefilter("ignore")
-import label_studio
-sys.path.insert(0, str(pathlib.Path(label_studio.__file__).parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "core.settings.label_studio")
-import django
-django.setup()
+MEMBER_SCRIPT = DJANGO_PREAMBLE + r'''
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from organizations.models import Organization
@@ -215,13 +208,7 @@ def ensure_server(project: Project, annotator: dict, *, timeout: float = 240, pa
         port = row["port"] if row and _port_free(row["port"]) else free_port()
         url = f"http://127.0.0.1:{port}"
         log = d / "server.log"
-        proc = launch(exe, d, port, username=creds["username"], password=creds["password"],
-                      token=creds["api_key"], log_path=log)
-        try:
-            wait_ready(url, creds["api_key"], proc, timeout=timeout, log_path=log)
-        except LabelStudioError:
-            stop_process(proc.pid)
-            raise
+        proc = launch_ready(exe, d, port, creds, timeout=timeout, log_path=log)
         (d / STATE_NAME).write_text(json.dumps({"pid": proc.pid, "port": port, "url": url}), encoding="utf-8")
         if fresh and not seeded and cache is not None:
             try:   # the next server adopts it (every account locked, no token) instead of migrating

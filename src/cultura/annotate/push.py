@@ -31,7 +31,6 @@ from cultura.redact import strip_userinfo
 from .accounts import connection_for
 from .annotators import get_annotators
 from .adaptive import assign_opinions
-from .assign import MAX_TASKS_PER_PROJECT, _project_row, assign, eligible  # noqa: F401 (their old home)
 from .grid import get_grid, render_grid_config
 from .grid_io import grid_size, push_grid_project
 from .images import drawn_by_browsers

@@ -55,6 +55,19 @@ QUIET_ENV = {
 }
 
 
+#: The start of every script cultura runs with Label Studio's Python (``ls_python``, cwd and
+#: ``LABEL_STUDIO_BASE_DATA_DIR`` = a server's data dir): Label Studio's Django set up on that server's database.
+DJANGO_PREAMBLE = r'''
+import json, os, sys, pathlib, warnings
+warnings.simplefilter("ignore")
+import label_studio
+sys.path.insert(0, str(pathlib.Path(label_studio.__file__).parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "core.settings.label_studio")
+import django
+django.setup()
+'''
+
+
 class LabelStudioError(CulturaError):
     """Label Studio is missing, unreachable, or answered with an error."""
 
@@ -251,6 +264,20 @@ def wait_ready(url: str, token: str, proc: subprocess.Popen | None = None, *, ti
                            f"{log_path or 'its log'}.")
 
 
+def launch_ready(executable: str, data_dir: Path, port: int, creds: dict, *, timeout: float,
+                 log_path: Path) -> subprocess.Popen:
+    """:func:`launch` with ``creds`` (username, password, api_key) and :func:`wait_ready` on 127.0.0.1:port; a
+    server that does not come up is stopped before the error is raised (no orphan holds the port)."""
+    proc = launch(executable, data_dir, port, username=creds["username"], password=creds["password"],
+                  token=creds["api_key"], log_path=log_path)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", creds["api_key"], proc, timeout=timeout, log_path=log_path)
+    except LabelStudioError:
+        stop_process(proc.pid)
+        raise
+    return proc
+
+
 def stop_process(pid: int, timeout: float = 20) -> bool:
     """Terminate the process group ``pid`` (SIGTERM, then SIGKILL). True if something was stopped."""
     try:
@@ -403,13 +430,7 @@ def start_server(project: Project, *, port: int | None = None, timeout: float = 
         if s.connect_ex(("127.0.0.1", port)) == 0:
             raise LabelStudioError(f"Port {port} on 127.0.0.1 is already in use; give a free port (Label Studio "
                                    "would silently move to another one).", param="port")
-    proc = launch(exe, ddir, port, username=sec["username"], password=sec["password"],
-                  token=sec["api_key"], log_path=log_path)
-    try:
-        wait_ready(url, sec["api_key"], proc, timeout=timeout, log_path=log_path)
-    except LabelStudioError:
-        stop_process(proc.pid)
-        raise
+    proc = launch_ready(exe, ddir, port, sec, timeout=timeout, log_path=log_path)
     write_secrets(project, {**sec, "url": url, "external": False})
     (ddir / STATE_NAME).write_text(json.dumps({"pid": proc.pid, "port": port, "url": url}), encoding="utf-8")
     make_private(ddir)

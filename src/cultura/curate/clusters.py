@@ -62,14 +62,10 @@ def live_cluster_members(db) -> list[tuple[int, str]]:
     return [(c, s) for c, s, _ in live_members(db)]
 
 
-def open_sets(db) -> dict[str, int]:
-    """sha256 → duplicate set of every member of an open cluster: open clusters that share an image are one set
-    (the pHash and the dHash cluster of the same copies, or a chain of copies), named by its oldest cluster id.
-    Until a dedup review resolves it, a set is one photograph."""
-    # one read of every open membership (not one per cluster): the build, the view and every version's check call this
-    members = db.execute("SELECT m.cluster_id, m.sha256 FROM dup_members m JOIN dup_clusters c ON c.id = m.cluster_id "
-                         "WHERE c.status = 'open' ORDER BY m.cluster_id").fetchall()
-    parent = {cid: cid for cid, _ in members}
+def cluster_sets(members_of: dict[int, list[str]]) -> dict[int, int]:
+    """Cluster id → its duplicate set: clusters that share an image (directly or through a chain of clusters)
+    are one set, named by its oldest (smallest) cluster id."""
+    parent = {cid: cid for cid in members_of}
 
     def find(c):
         while parent[c] != c:
@@ -78,10 +74,24 @@ def open_sets(db) -> dict[str, int]:
         return c
 
     first_with: dict[str, int] = {}
-    for cid, sha in members:
-        if sha in first_with:
-            a, b = find(first_with[sha]), find(cid)
-            parent[max(a, b)] = min(a, b)
-        else:
-            first_with[sha] = cid
-    return {sha: find(cid) for cid, sha in members}
+    for cid, shas in members_of.items():
+        for sha in shas:
+            if sha in first_with:
+                a, b = find(first_with[sha]), find(cid)
+                parent[max(a, b)] = min(a, b)
+            else:
+                first_with[sha] = cid
+    return {cid: find(cid) for cid in members_of}
+
+
+def open_sets(db) -> dict[str, int]:
+    """sha256 → duplicate set of every member of an open cluster: open clusters that share an image are one set
+    (the pHash and the dHash cluster of the same copies, or a chain of copies), named by its oldest cluster id.
+    Until a dedup review resolves it, a set is one photograph."""
+    # one read of every open membership (not one per cluster): the build, the view and every version's check call this
+    members_of: dict[int, list[str]] = {}
+    for cid, sha in db.execute("SELECT m.cluster_id, m.sha256 FROM dup_members m JOIN dup_clusters c ON "
+                               "c.id = m.cluster_id WHERE c.status = 'open' ORDER BY m.cluster_id").fetchall():
+        members_of.setdefault(cid, []).append(sha)
+    set_of = cluster_sets(members_of)
+    return {sha: set_of[cid] for cid, shas in members_of.items() for sha in shas}

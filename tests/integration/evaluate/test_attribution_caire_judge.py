@@ -57,7 +57,7 @@ def test_incomplete_judge_rows_are_flagged_in_the_table(photo_world, openai_stub
 def test_free_text_culture_labels_through_attribution_judge_and_annotation(photo_world, openai_stub, tmp_path):
     """`--culture Shinto` used to fail with "Unknown country code 'SHINTO'"; culture labels are first-class."""
     from cultura.annotate.items import relevance_items
-    from cultura.annotate.push import eligible
+    from cultura.annotate.assign import eligible
     from cultura.cultures import resolve_culture
     from cultura.errors import UnknownName
     from cultura.evaluate.suites.attribution.evaluation import human_ratings

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from cultura.annotate import decide, kinds, server
 from cultura.annotate import items as items_mod
 from cultura.annotate import push as push_mod
+from cultura.annotate.assign import assign
 from cultura.annotate.items import dedup_items, image_url
 from cultura.annotate.push import check_image_urls
 from cultura.db import dumps, now
@@ -140,13 +141,13 @@ def test_assignment_is_balanced_with_overlap_and_idempotent(project):
     people = [_annotator(db, n) for n in ("ann", "bob", "cat")]
     camp = push_mod.ensure_campaign(db, "filter", "filter", 2, {})
     stored = _stored_items(db, camp, items_mod.build_items(project, "filter"))
-    res = push_mod.assign(db, camp, stored, people, overlap=2, gold_keys=set())
+    res = assign(db, camp, stored, people, overlap=2, gold_keys=set())
     assert res["assignments"] == 18 and res["under_assigned"] == 0
     loads = dict(db.execute("SELECT annotator_id, COUNT(*) FROM assignments GROUP BY 1").fetchall())
     assert sorted(loads.values()) == [6, 6, 6]
     per_item = {r[0] for r in db.execute("SELECT COUNT(*) FROM assignments GROUP BY item_id").fetchall()}
     assert per_item == {2}
-    assert push_mod.assign(db, camp, stored, people, overlap=2, gold_keys=set())["assignments"] == 0
+    assert assign(db, camp, stored, people, overlap=2, gold_keys=set())["assignments"] == 0
     # one project per annotator
     assert db["campaign_projects"].count == 3
 
@@ -158,7 +159,7 @@ def test_native_speaker_constraints_and_gold_for_everyone(project):
     us = _annotator(db, "ted", "US", ["en"])
     camp = push_mod.ensure_campaign(db, "relevance", "relevance", 1, {})
     stored = _stored_items(db, camp, items_mod.build_items(project, "relevance", other_countries=3))
-    push_mod.assign(db, camp, stored, [jp, us], overlap=1, gold_keys=set())
+    assign(db, camp, stored, [jp, us], overlap=1, gold_keys=set())
     rows = db.execute("SELECT i.country, an.country FROM assignments a JOIN annotation_items i ON i.id = a.item_id "
                       "JOIN annotators an ON an.id = a.annotator_id").fetchall()
     assert rows and all(ic == ac for ic, ac in rows)  # relevance for X only goes to annotators from X
@@ -166,7 +167,7 @@ def test_native_speaker_constraints_and_gold_for_everyone(project):
     ents = [{"item_key": f"entity:{i}", "payload": {}, "language": "ja", "country": "JP",
              "gold": {"label": "local"} if i == 0 else None} for i in range(3)]
     stored = _stored_items(db, camp2, ents)
-    push_mod.assign(db, camp2, stored, [jp, us], overlap=1, gold_keys={"entity:0"})
+    assign(db, camp2, stored, [jp, us], overlap=1, gold_keys={"entity:0"})
     who = db.execute("SELECT an.name FROM assignments a JOIN annotators an ON an.id = a.annotator_id JOIN "
                      "annotation_items i ON i.id = a.item_id WHERE i.campaign_id = ?", [camp2["id"]]).fetchall()
     assert {w[0] for w in who} == {"aiko"}  # ted speaks no Japanese
@@ -178,7 +179,7 @@ def test_projects_split_before_the_task_limit(project):
     ann = _annotator(db, "ann")
     camp = push_mod.ensure_campaign(db, "filter", "filter", 1, {})
     stored = _stored_items(db, camp, items_mod.build_items(project, "filter"))
-    push_mod.assign(db, camp, stored, [ann], overlap=1, gold_keys=set(), max_tasks=2)
+    assign(db, camp, stored, [ann], overlap=1, gold_keys=set(), max_tasks=2)
     parts = [r[0] for r in db.execute("SELECT COUNT(*) FROM assignments GROUP BY project_id ORDER BY project_id")]
     assert parts == [2, 2, 1]
 
@@ -253,7 +254,7 @@ def test_agreement_status_and_adjudicate_cli_offline(project):
     people = [_annotator(db, n) for n in ("ann", "bob")]
     camp = push_mod.ensure_campaign(db, "filter", "filter", 2, {})
     stored = _stored_items(db, camp, items_mod.build_items(project, "filter"))
-    push_mod.assign(db, camp, stored, people, overlap=2, gold_keys=set())
+    assign(db, camp, stored, people, overlap=2, gold_keys=set())
     labels = {("ann", 0): "keep", ("bob", 0): "keep", ("ann", 1): "remove", ("bob", 1): "remove",
               ("ann", 2): "keep", ("bob", 2): "remove", ("ann", 3): "keep", ("bob", 3): "keep"}
     by_id = {p["id"]: p["name"] for p in people}

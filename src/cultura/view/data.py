@@ -130,25 +130,10 @@ def duplicate_sets(db) -> list[dict]:
     ``cluster_ids`` and ``methods`` of every cluster merged and the union of their members (a member's distance
     and decision from the first cluster listing it)."""
     rows = clusters(db)
-    parent = {c["id"]: c["id"] for c in rows}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    first_with: dict[str, int] = {}
-    for c in rows:
-        for m in c["members"]:
-            if m["sha256"] in first_with:
-                a, b = find(first_with[m["sha256"]]), find(c["id"])
-                parent[max(a, b)] = min(a, b)
-            else:
-                first_with[m["sha256"]] = c["id"]
+    set_of = dup.cluster_sets({c["id"]: [m["sha256"] for m in c["members"]] for c in rows})
     groups: dict[int, list[dict]] = defaultdict(list)
     for c in rows:
-        groups[find(c["id"])].append(c)
+        groups[set_of[c["id"]]].append(c)
     out = []
     for root in sorted(groups):
         parts = groups[root]

@@ -5,9 +5,13 @@ What a researcher pastes: value and CI in one cell (``0.620 [0.250, 0.880]``, th
 caption when every cell shares it (else an ``n`` column), n/a and ∞ with a table-note mark whose note gives the
 reason (one mark per meaning), yes/no for truth values, a caption that names the measure and the seed table it
 mirrors, and a width that fits: a table estimated to fit one column is a ``table``, a wider one a ``table*``;
-one wider than a page (:data:`PAGE_PT`, the text width of a plain ``article``) is split into column blocks
-stacked in the same float, each repeating the leading label columns, so that no block is shrunk much (the
-file prints ``cultura-table: WIDTH in LINEWIDTH`` to the log, so a test can check the scale stays >= 0.8).
+one wider than a page (:data:`PAGE_PT`, the text width of a plain ``article``) is split into column blocks,
+each repeating the leading label columns, so that no block is shrunk much (the file prints
+``cultura-table: WIDTH in LINEWIDTH`` to the log, so a test can check the scale stays >= 0.8). No float is estimated
+taller than a page (:data:`PAGE_HEIGHT_PT`): a table with more rows than a page holds is cut into runs of rows,
+and the pieces (a block's columns, a run of rows) are stacked in one float while they fit; the rest go to further
+floats under the same number captioned "(continued)", the label on the first and the notes on the last (a float
+taller than TeX's largest dimension stops pdflatex with "Dimension too large").
 Long text columns wrap (``p`` columns). Scripts pdflatex cannot set without extra fonts (CJK, Thai,
 Devanagari, …) are left out with a note (``[Thai text]``; the CSV and the HTML have them) rather than written
 as code points. The CSVs keep every column for machines.
@@ -46,11 +50,18 @@ PACKAGES = ("booktabs", "array", "graphicx")
 #: the text width of a plain one-column article (10 pt, letter paper): the widest a block of a table may be
 PAGE_PT = 345.0
 
+#: the text height of a plain article (10 pt, letter paper): what the blocks stacked in one float may fill
+PAGE_HEIGHT_PT = 550.0
+
 #: one column of a two-column paper (article, 10 pt: 229.5 pt; the estimate is in characters of \small)
 ONE_COLUMN_PT = 229.0
 _CHAR_PT = 4.6      # an average character of \small Computer Modern
 _COLSEP_PT = 12.0   # 2 × \tabcolsep
 _WRAP_CHARS = 36    # a text column longer than this wraps in a p column
+_LINE_PT = 11.0     # a line of \small (its \baselineskip), one row of a tabular
+_RULES_PT = 14.0    # the three booktabs rules of a block with their padding
+_SKIP_PT = 12.0     # the \medskip between two blocks of a float
+_ROOM = 0.8         # the share of a page the blocks may fill: the caption and the notes take the rest
 
 
 def needs() -> str:
@@ -169,11 +180,13 @@ def from_table(t: Table, *, caption: str | None = None, label: str = "") -> str:
                 b.append(escape(n))
                 l_.append(len(n))
     text_cols = [j for j in range(len(cols)) if not any(isinstance(row[j], Cell) for row in t.rows if j < len(row))]
-    # a text column wraps only where its words are short enough to break between (a hash never wraps)
+    # a text column wraps only where its words are short enough to break between (a hash never wraps); a word
+    # of 27 average characters (124 pt) sets inside the p column's 18 em (162 pt of \small): a comparison
+    # such as 'openclip:cultura-tiny: high vs low' wraps instead of shrinking its block below 0.8
     words = [max([len(w) for row in t.rows if j < len(row) for w in str(row[j]).split()] + [0])
              if j < len(t.columns) else 0 for j in range(len(cols))]
-    text_cols = [j for j in text_cols if words[j] <= _WRAP_CHARS * 0.6] + \
-        [-1 - j for j in text_cols if words[j] > _WRAP_CHARS * 0.6]
+    text_cols = [j for j in text_cols if words[j] <= _WRAP_CHARS * 0.75] + \
+        [-1 - j for j in text_cols if words[j] > _WRAP_CHARS * 0.75]
     return _render(cols, body, lens, text_cols, cap, label, notes.latex())
 
 
@@ -286,22 +299,66 @@ def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
     limit = PAGE_PT
     blocks = (_blocks(keys, [j for j in range(len(cols)) if j not in keys], est, limit)
               if sum(est) > limit else [list(range(len(cols)))])
-    lines = [f"\\begin{{{env}}}[t]", "\\centering", "\\small"]
-    for b, idx in enumerate(blocks):
-        if b:
-            lines.append("\\par\\medskip")
-        lines += _tabular(cols, body, spec, idx)
     text = "\n".join(cell for row in body for cell in row) + escape(" ".join(cols) + " " + (caption or ""))
     if "text]}" in text:
         notes = notes + [escape(LEFT_OUT)]
-    if notes:
-        lines.append("\\par\\smallskip{\\footnotesize\\raggedright\\sloppy " + "\\\\\n".join(notes) + "\\par}")
-    if caption:
-        lines.append(f"\\caption{{{escape(caption)}}}")
-    if label:
-        lines.append(f"\\label{{{label}}}")
-    lines.append(f"\\end{{{env}}}")
+    pieces, floats = _pages(cols, lens, spec, blocks, PAGE_HEIGHT_PT * _ROOM)
+    # a split table may fill a page of its own: "p" lets LaTeX place it on a float page instead of deferring it
+    place = "tp" if len(floats) > 1 else "t"
+    # floats wait for a page to be placed (a file of floats alone places none before \\clearpage): LaTeX holds 18,
+    # more stop it ("Too many unprocessed floats"), and each sends the output routine round once without a page
+    # (100 such rounds stop TeX: "Output loop---100 consecutive dead cycles")
+    n = len(floats)
+    lines = [f"\\extrafloats{{{n}}}\\ifnum\\maxdeadcycles<{n + 100} \\maxdeadcycles={n + 100}\\fi"] if n > 1 else []
+    for f, group in enumerate(floats):
+        lines += [f"\\begin{{{env}}}[{place}]", "\\centering", "\\small"]
+        for b, i in enumerate(group):
+            if b:
+                lines.append("\\par\\medskip")
+            idx, rows = pieces[i]
+            lines += _tabular(cols, [body[r] for r in rows], spec, idx)
+        if notes and f == len(floats) - 1:
+            lines.append("\\par\\smallskip{\\footnotesize\\raggedright\\sloppy " + "\\\\\n".join(notes) + "\\par}")
+        if caption and f:  # a continuation keeps its table's number
+            lines += [f"\\addtocounter{{{env.rstrip('*')}}}{{-1}}",
+                      f"\\caption{{{escape(caption.rstrip().rstrip('.') + ' (continued).')}}}"]
+        elif caption:
+            lines.append(f"\\caption{{{escape(caption)}}}")
+        if label and not f:
+            lines.append(f"\\label{{{label}}}")
+        lines.append(f"\\end{{{env}}}")
     return "\n".join(lines) + "\n"
+
+
+def _pages(cols, lens, spec, blocks, room: float) -> tuple[list[tuple[list[int], list[int]]], list[list[int]]]:
+    """The pieces of a table (a block's columns, a run of rows) and the pieces of each float, so that no float
+    is estimated taller than ``room``: rows are cut where a block would not fit, then pieces stacked while they
+    fit (a line per row, more where a wrapped ``p`` cell takes several)."""
+    wrapped = [j for j, s in enumerate(spec) if s.startswith(">")]
+
+    def lines(length: list[int]) -> int:
+        return max([1] + [math.ceil(length[j] / _WRAP_CHARS) for j in wrapped if j < len(length)])
+
+    head = _RULES_PT + _LINE_PT * lines([len(c) for c in cols])
+    row_pt = [_LINE_PT * lines(l_) for l_ in lens]
+    runs = _fill(row_pt, room - head, gap=0.0) or [[]]
+    pieces = [(idx, rows) for rows in runs for idx in blocks]
+    return pieces, _fill([head + sum(row_pt[r] for r in rows) for _, rows in pieces], room, gap=_SKIP_PT)
+
+
+def _fill(heights: list[float], room: float, *, gap: float) -> list[list[int]]:
+    """Indices of ``heights`` in order, grouped while a group (``gap`` between two) fits ``room``; one taller
+    than ``room`` stands alone."""
+    groups: list[list[int]] = []
+    used = 0.0
+    for i, h in enumerate(heights):
+        if groups and used + gap + h <= room:
+            groups[-1].append(i)
+            used += gap + h
+        else:
+            groups.append([i])
+            used = h
+    return groups
 
 
 def document(inputs: list[str]) -> str:

@@ -45,18 +45,24 @@ def _why(x: float, reason: str | None) -> str:
     return f"{what}: {reason}" if reason else what
 
 
+def finite_or(obj, nonfinite):
+    """``obj`` ready for JSON (recursively: numpy scalars and arrays as Python, keys as text) with each
+    non-finite float replaced by ``nonfinite(x)``: null here, the text ``"nan"``/``"inf"`` in the store."""
+    if isinstance(obj, dict):
+        return {str(k): finite_or(v, nonfinite) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or(v, nonfinite) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        return finite_or(obj.tolist(), nonfinite)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return nonfinite(obj)
+    return obj
+
+
 def numbers(obj):
     """Non-finite floats → None (recursively, numpy scalars → Python); see :func:`published_row` for the
     reasons of a row's own numbers."""
-    if isinstance(obj, dict):
-        return {str(k): numbers(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [numbers(v) for v in obj]
-    if hasattr(obj, "tolist"):
-        return numbers(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+    return finite_or(obj, lambda x: None)
 
 
 def published_row(r: dict) -> dict:

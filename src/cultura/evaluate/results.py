@@ -25,7 +25,7 @@ from ..bounds import ROW_ID
 from ..db import now, reap_runs
 from ..errors import CulturaError
 from ..files import refuse_existing, write_atomic
-from .published import ci_method, numbers, published_row
+from .published import ci_method, finite_or, numbers, published_row
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -66,15 +66,7 @@ def _sql_value(x):
 
 def _json_safe(obj):
     """Replace non-finite floats by the strings 'inf', '-inf', 'nan' (recursively); numpy scalars → Python."""
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
-        return _json_safe(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    return obj
+    return finite_or(obj, lambda x: "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
 def _from_json(x):

@@ -220,3 +220,27 @@ def test_figure_problems_finds_a_missing_legend_missing_axis_labels_and_a_countr
     assert len([p for p in probs if "country's colour" in p]) == 1 and "'US'" in probs[0]
     plt.close(fig)
     assert country_style("US") != country_style("JP") and country_style("US") == country_style("US")
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="pdflatex missing")
+def test_a_table_too_tall_and_too_wide_for_one_float_compiles(tmp_path):
+    """27 columns by 72 rows (the demo's social tests): its blocks stacked in one float were taller than TeX's largest
+    dimension (pdflatex stopped: "Dimension too large")."""
+    from cultura.evaluate import latex
+
+    tests = [f"test {i} of the social recall" for i in range(25)]
+    rows = [[f"model-{m}", f"country-{c}"] + [Cell(0.1234 + i / 100, 0.01, 0.9, n=120) for i in range(25)]
+            for m in range(8) for c in range(9)]
+    t = Table(["model", "country"] + tests, rows, caption="Every social test per model and country.",
+              n_column=False)
+    tex_dir = tmp_path / "tex"
+    tex_dir.mkdir()
+    (tex_dir / "tall.tex").write_text(latex.needs() + latex.from_table(t, label="tab:tall"), encoding="utf-8")
+    (tex_dir / "all-tables.tex").write_text(latex.document(["tall"]), encoding="utf-8")
+    compile_tables(tex_dir, tmp_path / "all")
+    scales = compile_alone(tex_dir / "tall.tex", tmp_path / "alone")
+    assert len(scales) > 1 and min(scales) >= 0.8, scales
+    text = (tex_dir / "tall.tex").read_text(encoding="utf-8")
+    assert text.count("\\begin{table*}") > 1 and text.count("\\label{tab:tall}") == 1
+    assert text.count("(continued).}") == text.count("\\begin{table*}") - 1
+    assert all(f"model-{m} & country-{c} &" in text for m in range(8) for c in range(9))  # no row lost

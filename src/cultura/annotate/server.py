@@ -337,7 +337,8 @@ def adopt_seed(seed_dir: str | Path, data: Path) -> None:
     """Copy a migrated Label Studio database from ``seed_dir`` into ``data`` (startup then takes seconds
     instead of ~45 s of migrations) WITHOUT the seed's credentials: only ``label_studio.sqlite3`` is copied
     (never a ``creds.json``), and every account already in it is locked (unusable password, inactive, API
-    tokens and sessions deleted), so the project's own admin, created at start, is the only way in."""
+    tokens and sessions deleted, renamed to ``locked-ID@seed.invalid``), so the project's own admin, created at
+    start under any name, is the only way in."""
     src = Path(seed_dir) / "label_studio.sqlite3"
     make_private(data)
     dst = Path(data) / "label_studio.sqlite3"
@@ -351,7 +352,10 @@ def adopt_seed(seed_dir: str | Path, data: Path) -> None:
         tables = {r[0] for r in b.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         with b:
             if "htx_user" in tables:
-                b.execute("UPDATE htx_user SET password = '!' || hex(randomblob(16)), is_active = 0")
+                # renamed as well as locked: Label Studio skips making its admin (and that admin's token) when
+                # the name exists, so a seed from a project of the same name would leave the server unusable
+                b.execute("UPDATE htx_user SET password = '!' || hex(randomblob(16)), is_active = 0, "
+                          "email = 'locked-' || id || '@seed.invalid', username = 'locked-' || id")
             for t in ("authtoken_token", "django_session", "token_blacklist_outstandingtoken",
                       "jwt_auth_personalaccesstoken"):
                 if t in tables:

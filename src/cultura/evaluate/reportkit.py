@@ -355,7 +355,10 @@ def _legend_problems(fig) -> list[str]:
         if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
             continue
         colours = {_handle_colour(c) for c in ax.collections if isinstance(c, PathCollection)}
-        colours |= {_handle_colour(ln) for ln in ax.get_lines() if len(ln.get_xdata()) > 1}
+        # reference lines (axhline/axvline, drawn in the axes' grid transforms) are not series of data
+        refs = (ax.get_xaxis_transform(which="grid"), ax.get_yaxis_transform(which="grid"))
+        colours |= {_handle_colour(ln) for ln in ax.get_lines()
+                    if len(ln.get_xdata()) > 1 and ln.get_transform() not in refs}
         colours.discard(None)
         if len(colours) > 1 and not legends:
             out.append(f"axes {i}: {len(colours)} colours of points or lines and no legend to tell them apart")

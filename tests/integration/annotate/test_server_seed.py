@@ -24,6 +24,14 @@ def test_second_project_starts_from_the_cached_seed_without_its_credentials(proj
     db = sqlite3.connect(cache / "label_studio.sqlite3")
     assert db.execute("SELECT COUNT(*) FROM htx_user WHERE is_active = 1 OR password NOT LIKE '!%'").fetchone()[0] == 0
     assert db.execute("SELECT COUNT(*) FROM authtoken_token").fetchone()[0] == 0
+    assert {e for (e,) in db.execute("SELECT email FROM htx_user")} == {
+        f"locked-{i}@seed.invalid" for (i,) in db.execute("SELECT id FROM htx_user")}
+    # a seed left by a project of the same name (as caches written before accounts were renamed are): its
+    # locked admin carries this project's admin name, yet the project's server starts with its own token
+    same = f"admin@{project.root.name.lower()}.local"
+    with db:
+        db.execute("UPDATE htx_user SET email = ?, username = ? WHERE id = (SELECT MIN(id) FROM htx_user)",
+                   (same, same))
     db.close()
 
     st = start_server(project)

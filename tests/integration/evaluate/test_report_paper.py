@@ -220,6 +220,15 @@ def test_figure_problems_finds_a_missing_legend_missing_axis_labels_and_a_countr
     assert len([p for p in probs if "country's colour" in p]) == 1 and "'US'" in probs[0]
     plt.close(fig)
     assert country_style("US") != country_style("JP") and country_style("US") == country_style("US")
+    # reference lines in two greys are not two series: one series and its grid need no legend, two still do
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.axvline(0, color="#eeeeee"), ax.axhline(0, color="#dddddd")
+    ax.plot([0, 1], [0, 1], color="#0072B2")
+    ax.set_xlabel("x"), ax.set_ylabel("y")
+    assert not [p for p in figure_problems(fig) if "legend" in p]
+    ax.plot([0, 1], [1, 0], color="#E69F00")
+    assert [p for p in figure_problems(fig) if "no legend" in p]
+    plt.close(fig)
 
 
 @pytest.mark.skipif(not shutil.which("pdflatex"), reason="pdflatex missing")

@@ -7,7 +7,10 @@ reason (one mark per meaning), yes/no for truth values, a caption that names the
 mirrors, and a width that fits: a table estimated to fit one column is a ``table``, a wider one a ``table*``;
 one wider than a page (:data:`PAGE_PT`, the text width of a plain ``article``) is split into column blocks,
 each repeating the leading label columns, so that no block is shrunk much (the file prints
-``cultura-table: WIDTH in LINEWIDTH`` to the log, so a test can check the scale stays >= 0.8). No float is estimated
+``cultura-table: WIDTH in LINEWIDTH`` to the log, so a test can check the scale stays >= :data:`MIN_SCALE`).
+A table of one column per country (seed 000 Table 8/12: a row per model × measure) whose split would take more
+than two blocks is set with countries as rows instead, when that fits a page at :data:`MIN_SCALE` or more: a row
+per country, a column per measure, each model's rows under its heading (16 countries: one block, not eight). No float is estimated
 taller than a page (:data:`PAGE_HEIGHT_PT`): a table with more rows than a page holds is cut into runs of rows,
 and the pieces (a block's columns, a run of rows) are stacked in one float while they fit; the rest go to further
 floats under the same number captioned "(continued)", the label on the first and the notes on the last (a float
@@ -49,6 +52,9 @@ _SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\
 PACKAGES = ("booktabs", "array", "graphicx")
 #: the text width of a plain one-column article (10 pt, letter paper): the widest a block of a table may be
 PAGE_PT = 345.0
+
+#: the smallest scale a table is set at: a wider block is split (or its table set with countries as rows)
+MIN_SCALE = 0.8
 
 #: the text height of a plain article (10 pt, letter paper): what the blocks stacked in one float may fill
 PAGE_HEIGHT_PT = 550.0
@@ -159,8 +165,27 @@ def _plain_len(c) -> int:
         len(str("" if c is None else c))
 
 
+class _Heading(list):
+    """A row of the body that heads a group of rows (a model, in a transposed table): set across the table."""
+
+
 def from_table(t: Table, *, caption: str | None = None, label: str = "") -> str:
-    """A booktabs table of ``t``: the same texts as its HTML, notes for every n/a and ∞."""
+    """A booktabs table of ``t``: the same texts as its HTML, notes for every n/a and ∞. A table of one column
+    per country (:meth:`~cultura.evaluate.reportkit.Table.transposed`) is set with countries as rows when the
+    split would take more than two blocks and the countries as rows fit a page at a scale of at least
+    :data:`MIN_SCALE`; otherwise it is split."""
+    as_is = _prepare(t, caption)
+    flipped = t.transposed()
+    if flipped is not None and len(_layout(*as_is[:4])[2]) > 2:
+        alt = _prepare(flipped, caption if caption is not None else t.caption)
+        if sum(_layout(*alt[:4])[0]) <= PAGE_PT / MIN_SCALE:
+            return _render(*alt[:5], label, alt[5], limit=PAGE_PT / MIN_SCALE)
+    return _render(*as_is[:5], label, as_is[5])
+
+
+def _prepare(t: Table, caption: str | None):
+    """What :func:`_render` sets: the columns, the body's LaTeX cells (group headings as :class:`_Heading`
+    rows), each cell's plain length, the text columns, the caption and the notes."""
     reasons = [c.reason or ("not measured" if c.value is None else "") for row in t.rows for c in row
                if isinstance(c, Cell) and c.undefined]
     if any(isinstance(c, float) and math.isnan(c) for row in t.rows for c in row):
@@ -187,7 +212,10 @@ def from_table(t: Table, *, caption: str | None = None, label: str = "") -> str:
              if j < len(t.columns) else 0 for j in range(len(cols))]
     text_cols = [j for j in text_cols if words[j] <= _WRAP_CHARS * 0.75] + \
         [-1 - j for j in text_cols if words[j] > _WRAP_CHARS * 0.75]
-    return _render(cols, body, lens, text_cols, cap, label, notes.latex())
+    for i in sorted(t.headings, reverse=True):  # a heading takes a line but no column's width
+        body.insert(i, _Heading([escape(t.headings[i])]))
+        lens.insert(i, [0] * len(cols))
+    return cols, body, lens, text_cols, cap, notes.latex()
 
 
 def from_rows(rows: list[dict], *, caption: str, label: str = "") -> str:
@@ -261,14 +289,21 @@ def _tabular(cols, body, spec, idx) -> list[str]:
     """One block: measured in a box, written to the log, shrunk only if LaTeX finds it wider than the line."""
     lines = ["\\setbox0=\\hbox{%", f"\\begin{{tabular}}{{{''.join(spec[j] for j in idx)}}}", "\\toprule",
              " & ".join(escape(cols[j]) for j in idx) + " \\\\", "\\midrule"]
-    lines += [" & ".join((row + [""] * (len(cols) - len(row)))[j] for j in idx) + " \\\\" for row in body]
+    for i, row in enumerate(body):
+        if isinstance(row, _Heading):
+            lines.append(("\\addlinespace " if i else "")
+                         + f"\\multicolumn{{{len(idx)}}}{{l}}{{\\textit{{{row[0]}}}}} \\\\")
+        else:
+            lines.append(" & ".join((row + [""] * (len(cols) - len(row)))[j] for j in idx) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}}%",
               "\\typeout{cultura-table: \\the\\wd0\\space\\space in \\the\\linewidth}%",
               "\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\box0}\\else\\box0\\fi"]
     return lines
 
 
-def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
+def _layout(cols, body, lens, text_cols, limit: float = PAGE_PT):
+    """The estimated width of each column, its tabular spec and the columns of each block (the leading label
+    columns, then as many others as fit ``limit``)."""
     unbreakable = {-1 - j for j in text_cols if j < 0}
     text_cols = [j for j in text_cols if j >= 0]
     widths = []
@@ -276,8 +311,6 @@ def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
         w = max([len(c)] + [l_[j] for l_ in lens if j < len(l_)])
         widths.append(min(w, _WRAP_CHARS) if j in text_cols else w)
     est = [w * _CHAR_PT + _COLSEP_PT for w in widths]
-    wide = sum(est) > ONE_COLUMN_PT
-    env = "table*" if wide else "table"
     spec = []
     for j, _ in enumerate(cols):
         full = max([len(cols[j])] + [l_[j] for l_ in lens if j < len(l_)])
@@ -296,9 +329,15 @@ def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
     # the estimate runs above the set width for digits (narrower than the average character) and below it for
     # headers of capitals and symbols (a Table 8 of the demo set 1.27 pages from an estimate under 1.15): blocks
     # are cut at the page's width, and LaTeX shrinks a block only if it really is wider (never below 0.8)
-    limit = PAGE_PT
     blocks = (_blocks(keys, [j for j in range(len(cols)) if j not in keys], est, limit)
               if sum(est) > limit else [list(range(len(cols)))])
+    return est, spec, blocks
+
+
+def _render(cols, body, lens, text_cols, caption, label, notes, *, limit: float = PAGE_PT) -> str:
+    est, spec, blocks = _layout(cols, body, lens, text_cols, limit)
+    wide = sum(est) > ONE_COLUMN_PT
+    env = "table*" if wide else "table"
     text = "\n".join(cell for row in body for cell in row) + escape(" ".join(cols) + " " + (caption or ""))
     if "text]}" in text:
         notes = notes + [escape(LEFT_OUT)]
@@ -316,7 +355,12 @@ def _render(cols, body, lens, text_cols, caption, label, notes) -> str:
             if b:
                 lines.append("\\par\\medskip")
             idx, rows = pieces[i]
-            lines += _tabular(cols, [body[r] for r in rows], spec, idx)
+            run = [body[r] for r in rows]
+            # a run of rows cut from the middle of a group keeps the group's heading above it
+            above = [body[r] for r in range(rows[0] if rows else 0) if isinstance(body[r], _Heading)]
+            if rows and above and not isinstance(run[0], _Heading):
+                run.insert(0, above[-1])
+            lines += _tabular(cols, run, spec, idx)
         if notes and f == len(floats) - 1:
             lines.append("\\par\\smallskip{\\footnotesize\\raggedright\\sloppy " + "\\\\\n".join(notes) + "\\par}")
         if caption and f:  # a continuation keeps its table's number

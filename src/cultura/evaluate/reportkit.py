@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import pixels
-from ..countries import registry
+from .figcheck import (COUNTRY_LABEL, COUNTRY_MARKERS, OKABE_ITO, country_style,  # noqa: F401 - re-exported
+                       figure_problems)
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -115,6 +116,60 @@ class Table:
     rows: list[list]
     caption: str = ""
     n_column: bool = True
+    #: row index → the heading of the group of rows it starts (a model, in a table transposed by
+    #: :meth:`transposed`), set across the table above that row
+    headings: dict[int, str] = field(default_factory=dict)
+
+    def country_columns(self) -> tuple[int, list[int]] | None:
+        """``(k, the country columns)`` when this table is one column per country: ``k`` leading label columns
+        (no :class:`Cell` in them), then columns of Cells of which at least three, and at least half, are
+        headed by a country (``JP`` or ``JP (n=120)``); None for any other shape."""
+        def cells(j):
+            return [row[j] for row in self.rows if j < len(row)]
+        k = 0
+        while k < len(self.columns) and not any(isinstance(c, Cell) for c in cells(k)):
+            k += 1
+        rest = range(k, len(self.columns))
+        countries = [j for j in rest if COUNTRY_COLUMN.match(self.columns[j])]
+        if not k or self.headings or len(countries) < 3 or 2 * len(countries) < len(rest):
+            return None
+        if not all(isinstance(c, Cell) for j in rest for c in cells(j)):
+            return None
+        return k, countries
+
+    def transposed(self) -> "Table | None":
+        """This table with countries as rows (None unless :meth:`country_columns`): one row per country, one
+        column per value of the last label column (the measure: SP, TS, IS…), the rows of each value of the
+        labels before it (the model) under one heading. What a person pastes when a column per country is wider
+        than a page. None too when two rows share their labels (transposing would lose one)."""
+        shape = self.country_columns()
+        if shape is None:
+            return None
+        k, _ = shape
+        groups: dict[tuple, dict[str, list]] = {}
+        measures: list[str] = []
+        for row in self.rows:
+            key, measure = tuple(plain(x) for x in row[:k - 1]), plain(row[k - 1])
+            if measure in groups.setdefault(key, {}):
+                return None
+            groups[key][measure] = row
+            measures += [measure] if measure not in measures else []
+        rows: list[list] = []
+        headings: dict[int, str] = {}
+        for key, by in groups.items():
+            if any(key):
+                headings[len(rows)] = " · ".join(x for x in key if x)
+            for j in range(k, len(self.columns)):
+                rows.append([self.columns[j]] + [by[m][j] if m in by and j < len(by[m]) else "" for m in measures])
+        return Table(["country"] + measures, rows, caption=self.caption, n_column=self.n_column, headings=headings)
+
+    def _shown(self) -> "Table":
+        """The table as the HTML and Markdown show it: countries as rows when it has more country columns than
+        a page shows side by side (:data:`HTML_COUNTRIES`)."""
+        shape = self.country_columns()
+        if shape and len(shape[1]) > HTML_COUNTRIES:
+            return self.transposed() or self
+        return self
 
     def reasons(self) -> list[str]:
         """The reasons of this table's undefined cells, in order of first appearance."""
@@ -148,10 +203,16 @@ class Table:
         return "/".join(str(n) for n in ns)
 
     def html(self) -> str:
+        shown = self._shown()
+        if shown is not self:
+            return shown.html()
         marks = self._mark_of()
         head = "".join(f"<th>{htmlmod.escape(c)}</th>" for c in self.columns) + ("<th>n</th>" if self.n_column else "")
+        width = len(self.columns) + bool(self.n_column)
         body = []
-        for row in self.rows:
+        for i, row in enumerate(self.rows):
+            if i in self.headings:
+                body.append(f'<tr class="group"><th colspan="{width}">{htmlmod.escape(self.headings[i])}</th></tr>')
             tds = "".join(f"<td>{c.html(marks.get(c.reason))}</td>" if isinstance(c, Cell)
                           else f"<td>{htmlmod.escape(plain(c))}</td>" for c in row)
             if self.n_column:
@@ -162,11 +223,16 @@ class Table:
         return f'<table>{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{notes}'
 
     def markdown(self) -> str:
+        shown = self._shown()
+        if shown is not self:
+            return shown.markdown()
         marks = self._mark_of()
         cols = self.columns + (["n"] if self.n_column else [])
         lines = [f"*{self.caption}*", ""] if self.caption else []
         lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for row in self.rows:
+        for i, row in enumerate(self.rows):
+            if i in self.headings:
+                lines.append("| " + " | ".join([f"**{self.headings[i]}**"] + [""] * (len(cols) - 1)) + " |")
             cells = [c.text() + (marks.get(c.reason, "") if c.undefined else "") if isinstance(c, Cell)
                      else plain(c) for c in row]
             if self.n_column:
@@ -190,6 +256,13 @@ class Table:
                     d[col] = c
             out.append(d)
         return out
+
+
+#: a column header naming one country: "JP", or "JP (n=120)" with the items behind its values
+COUNTRY_COLUMN = re.compile(r"^([A-Z]{2})(?: \(n=[^)]*\))?$")
+#: the most country columns the HTML and the Markdown show side by side (8 fill a 1,400 px screen); a table
+#: with more is shown with countries as rows (:meth:`Table.transposed`)
+HTML_COUNTRIES = 8
 
 
 class TableRows(list):
@@ -315,67 +388,6 @@ def figure_uri(fig, name: str | None = None) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-#: Okabe & Ito's colour-blind safe palette (black first left out: it is kept for reference lines and text).
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
-#: the marker cycle that tells apart two countries sharing one of the seven colours
-COUNTRY_MARKERS = "osD^vP*Xh<>p"
-COUNTRY_LABEL = re.compile(r"^([A-Z]{2})$|\(([A-Z]{2})\)$")
-
-
-def country_style(code: str) -> tuple[str, str]:
-    """The colour and marker of a country in every figure of every report (one palette, keyed by the country:
-    its place in the country registry), so a country keeps its colour across panels and figures."""
-    codes = sorted(registry().countries)
-    i = codes.index(code) if code in codes else len(codes) + sum(map(ord, code))
-    return OKABE_ITO[i % 7], COUNTRY_MARKERS[(i // 7) % len(COUNTRY_MARKERS)]
-
-
-def _handle_colour(h) -> str | None:
-    from matplotlib.colors import to_hex  # deferred: heavy optional dependency, loaded on first use
-
-    for get in ("get_facecolor", "get_color"):
-        if hasattr(h, get):
-            c = getattr(h, get)()
-            if hasattr(c, "ndim") and c.ndim == 2:
-                c = c[0] if len(c) else None
-            try:
-                return to_hex(c) if c is not None else None
-            except (ValueError, TypeError):
-                return None
-    return None
-
-
-def _legend_problems(fig) -> list[str]:
-    """Series that cannot be told apart (several colours, no legend) and countries drawn off their colour."""
-    from matplotlib.collections import PathCollection  # deferred: heavy optional dependency
-
-    out = []
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
-    for i, ax in enumerate(fig.axes):
-        if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
-            continue
-        colours = {_handle_colour(c) for c in ax.collections if isinstance(c, PathCollection)}
-        # reference lines (axhline/axvline, drawn in the axes' grid transforms) are not series of data
-        refs = (ax.get_xaxis_transform(which="grid"), ax.get_yaxis_transform(which="grid"))
-        colours |= {_handle_colour(ln) for ln in ax.get_lines()
-                    if len(ln.get_xdata()) > 1 and ln.get_transform() not in refs}
-        colours.discard(None)
-        if len(colours) > 1 and not legends:
-            out.append(f"axes {i}: {len(colours)} colours of points or lines and no legend to tell them apart")
-        has_data = bool(ax.collections or ax.patches or ax.get_lines() or ax.images)
-        if ax.axison and has_data and not (ax.get_xlabel().strip() or ax.get_ylabel().strip()):
-            out.append(f"axes {i}: no axis label")
-    for lg in legends:
-        for h, t in zip(lg.legend_handles, lg.get_texts()):
-            m = COUNTRY_LABEL.search(t.get_text().strip())
-            if not m:
-                continue
-            want, got = country_style(m.group(1) or m.group(2))[0].lower(), _handle_colour(h)
-            if got is not None and got.lower() != want:
-                out.append(f"legend entry {t.get_text()!r} drawn in {got}, not its country's colour {want}")
-    return out
-
-
 def cell_text_colour(rgba) -> str:
     """Black or white, whichever reads on a cell of colour ``rgba`` (WCAG relative luminance)."""
     def lin(c):
@@ -402,57 +414,6 @@ def matplotlib_rc(rc: dict):
     import matplotlib  # deferred: heavy optional dependency, loaded on first use
 
     return matplotlib.rc_context(rc)
-
-
-def figure_problems(fig) -> list[str]:
-    """What would make ``fig`` unfit for a paper: an axis with tick labels but no title, a panel with data and
-    no axis label, a colour bar without a label, several colours of points or lines and no legend, a country
-    drawn in another colour than its own (:func:`country_style`), texts (tick labels, labels, legends,
-    annotations) whose boxes overlap. Empty when fit."""
-    from matplotlib.text import Text  # deferred: heavy optional dependency, loaded on first use
-
-    fig.canvas.draw()
-    r = fig.canvas.get_renderer()
-    out = []
-    for i, ax in enumerate(fig.axes):
-        if not ax.get_visible() or not ax.axison:
-            continue
-        cbar = getattr(ax, "_colorbar", None)
-        for name, axis, label in (("x", ax.xaxis, ax.get_xlabel()), ("y", ax.yaxis, ax.get_ylabel())):
-            ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
-            if ticks and not label.strip() and axis.get_visible():
-                out.append(f"axes {i}{' (colour bar)' if cbar is not None else ''}: the {name} axis has no title")
-    out += _legend_problems(fig)
-    texts, ids = [], set()
-    for ax in fig.axes:  # tick labels of ticks outside the view are not drawn: leave them out
-        for axis in (ax.xaxis, ax.yaxis):
-            lo, hi = sorted(axis.get_view_interval())
-            tol = (hi - lo) * 1e-6
-            for locs, labs in ((axis.get_majorticklocs(), axis.get_majorticklabels()),
-                               (axis.get_minorticklocs(), axis.get_minorticklabels())):
-                ids.update(id(lab) for loc, lab in zip(locs, labs) if not lo - tol <= loc <= hi + tol)
-    for t in fig.findobj(Text):
-        if id(t) in ids:
-            continue
-        ids.add(id(t))
-        try:
-            if not t.get_visible() or not t.get_text().strip() or (t.get_alpha() is not None and t.get_alpha() == 0):
-                continue
-            if t.axes is not None and not t.axes.get_visible():
-                continue
-            bb = t.get_window_extent(r)
-        except (RuntimeError, ValueError, AttributeError, TypeError):
-            continue
-        if bb.width > 0 and bb.height > 0:
-            texts.append((t.get_text(), bb))
-    for a in range(len(texts)):
-        for b in range(a + 1, len(texts)):
-            (ta, ba), (tb, bb) = texts[a], texts[b]
-            w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
-            h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
-            if w > 1.0 and h > 1.0:
-                out.append(f"texts overlap: {ta!r} and {tb!r}")
-    return out
 
 
 def dedupe_notes(html: str) -> str:

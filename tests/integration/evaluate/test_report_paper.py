@@ -175,24 +175,64 @@ def test_the_demo_report_is_fit_for_a_paper(tmp_path):
     check_figures(build_report(p)["figures"], paths["figures_dir"])
 
 
+SIXTEEN = ["AU", "BR", "CN", "DE", "EG", "FR", "GB", "IN", "JP", "KE", "MX", "NG", "RU", "TH", "US", "ZA"]
+MODELS = ("openclip:ViT-B-32/openai", "mclip:XLM-R")
+
+
+def per_country_table(measures, countries=SIXTEEN, *, ci: bool = True) -> Table:
+    """Seed 000 Table 8/12's shape: a row per model × measure, a column per country ("JP (n=120)")."""
+    rows = [[model, metric] + [Cell(0.1234 + i / 100, *((0.01 + i / 200, 0.9 - i / 100) if ci else (None, None)),
+                                    n=120) for i in range(len(countries))] for model in MODELS for metric in measures]
+    rows[0][3] = Cell(None, reason="no trial for this country")
+    return Table(["model", "metric"] + [f"{c} (n=120)" for c in countries], rows, n_column=False,
+                 caption="Per query country: SP, TS and IS (seed 000 Table 8 shape) for 東京 and กรุงเทพ.")
+
+
 @pytest.mark.skipif(not shutil.which("pdflatex"), reason="pdflatex missing")
-def test_a_table_of_sixteen_countries_is_split_not_shrunk(tmp_path):
+def test_a_table_of_sixteen_countries_is_set_with_countries_as_rows_not_shrunk(tmp_path):
+    """Split, 16 country columns of SP, TS and IS took 8 blocks; with countries as rows it is one block of one
+    row per country and a column per measure, each model's rows under its heading."""
     from cultura.evaluate import latex
 
-    countries = ["AU", "BR", "CN", "DE", "EG", "FR", "GB", "IN", "JP", "KE", "MX", "NG", "RU", "TH", "US", "ZA"]
-    rows = [[model, metric] + [Cell(0.1234 + i / 100, 0.01 + i / 200, 0.9 - i / 100, n=120) for i in range(16)]
-            for model in ("openclip:ViT-B-32/openai", "mclip:XLM-R") for metric in ("SP", "TS", "IS")]
-    rows[0][3] = Cell(None, reason="no trial for this country")
-    t = Table(["model", "metric"] + countries, rows, caption="Per query country: SP, TS and IS (seed 000 "
-              "Table 8 shape) for 東京 and กรุงเทพ.", n_column=False)
     tex = tmp_path / "wide.tex"
-    tex.write_text(latex.needs() + latex.from_table(t, label="tab:wide"), encoding="utf-8")
+    tex.write_text(latex.needs() + latex.from_table(per_country_table(("SP ↓", "TS", "IS")), label="tab:wide"),
+                   encoding="utf-8")
     scales = compile_alone(tex, tmp_path / "alone")
-    assert len(scales) > 1 and min(scales) >= 0.8, scales          # split in blocks, each at a readable size
+    assert scales == [1.0], scales                                   # one block, not shrunk
     text = tex.read_text(encoding="utf-8")
-    assert text.count("openclip:ViT-B-32/openai") == 3 * len(scales)  # every block repeats the label columns
-    assert all(f" {c} " in text or f"{c} \\\\" in text or f" {c} &" in text for c in countries)
+    assert "country & SP $\\downarrow$ & TS & IS \\\\" in text          # the measures are the columns
+    assert all(text.count(f"\n{c} (n=120) & ") == len(MODELS) for c in SIXTEEN)  # a row per country and model
+    assert all(text.count(f"\\textit{{{m}}}") == 1 for m in MODELS)    # each model heads its rows once
+    assert "n/a\\textsuperscript{\\textdagger{}}" in text and "no trial for this country" in text
     assert "[Thai text]" in text and "[Chinese/Japanese text]" in text and latex.LEFT_OUT[:40] in text
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="pdflatex missing")
+def test_a_per_country_table_too_wide_either_way_is_split_not_shrunk(tmp_path):
+    """Nine measures per country are wider than a page as rows too: the columns per country are split into
+    blocks, each repeating the label columns, none below 0.8."""
+    from cultura.evaluate import latex
+
+    measures = [f"M{i}" for i in range(9)]
+    tex = tmp_path / "wide.tex"
+    tex.write_text(latex.needs() + latex.from_table(per_country_table(measures), label="tab:wide"),
+                   encoding="utf-8")
+    scales = compile_alone(tex, tmp_path / "alone")
+    assert len(scales) > 2 and min(scales) >= 0.8, scales
+    text = tex.read_text(encoding="utf-8")
+    assert text.count("openclip:ViT-B-32/openai & M0 &") == len(scales)  # every block repeats the labels
+    assert all(f"{c} (n=120)" in text for c in SIXTEEN) and "\\multicolumn" not in text
+
+
+@pytest.mark.skipif(not shutil.which("pdflatex"), reason="pdflatex missing")
+def test_a_per_country_table_that_fits_a_page_keeps_a_column_per_country(tmp_path):
+    from cultura.evaluate import latex
+
+    tex = tmp_path / "four.tex"
+    tex.write_text(latex.needs() + latex.from_table(per_country_table(("SP ↓", "TS", "IS"), SIXTEEN[:4], ci=False)),
+                   encoding="utf-8")
+    assert min(compile_alone(tex, tmp_path / "alone")) >= 0.8
+    assert "model & metric & AU (n=120) & BR (n=120)" in tex.read_text(encoding="utf-8")
 
 
 def test_figure_problems_finds_a_missing_legend_missing_axis_labels_and_a_country_off_its_colour():

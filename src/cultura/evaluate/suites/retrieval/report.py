@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html as htmlmod
 import math
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -329,7 +330,9 @@ def render_association(rows, project: Project) -> ReportSection:
     fig18 = _silhouette_figure(rows, models, countries)
     if fig18:
         parts.append(_figure(fig18, "Per-country SP against text silhouette (by language) and image silhouette, "
-                                    "with the Pearson r of Table 11 (seed 000 Figure 18 shape)."))
+                                    "with the Pearson r of Table 11 (seed 000 Figure 18 shape). Each country "
+                                    "keeps its colour and marker in every panel and figure (the legend names "
+                                    "them); a hollow mark at the top is a country whose SP is ∞ (M_cr = 0)."))
     fig19 = _random_baseline_figure(base)
     if fig19:
         parts.append(_figure(fig19, "SP of the random baseline in each of its rounds (seed 000 App. R, Figure 19 "
@@ -341,8 +344,10 @@ def render_association(rows, project: Project) -> ReportSection:
         parts.append(_table(tv))
     proj = _projection_figure(rows, models)
     if proj:
-        parts.append(_figure(proj, "Text embeddings coloured by query language and image embeddings coloured by "
-                                   "culture (seed 000 Figure 6 shape; UMAP, or PCA for few points)."))
+        parts.append(_figure(proj, "Text embeddings labelled by query language (query country) and image "
+                                   "embeddings by culture (seed 000 Figure 6 shape; UMAP, or PCA for few points). "
+                                   "Each country keeps its colour and marker in both panels and in Figure 18; a "
+                                   "query text asked in several countries is drawn in each of them."))
     ex = _example_trial(project, rows)
     if ex:
         parts.append(ex)
@@ -416,24 +421,25 @@ def _silhouette_figure(rows, models, countries) -> str | None:
     if not pts:
         return None
     plt = _plt()
-    fig, axes = plt.subplots(len(models), 2, figsize=(9, 3.2 * len(models)), squeeze=False)
+    fig, axes = plt.subplots(len(models), 2, figsize=(9, 3.2 * len(models)), squeeze=False, sharey="row")
     for ax in axes.ravel():
         ax.axis("off")
+    drawn: dict[str, object] = {}
     for m, kind, xy in pts:
         ax = axes[models.index(m), 0 if kind == "text" else 1]
         ax.axis("on")
-        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18, color="#0072B2")
-        for a, b, c in xy:
+        for a, b, c in xy:  # each country in its own colour and marker (country_style), the same in every figure
+            colour, marker = country_style(c)
+            drawn[c] = ax.scatter([a], [b], s=22, color=colour, marker=marker, label=c)
             ax.annotate(c, (a, b), fontsize=7, xytext=(2, 2), textcoords="offset points")
-        # a country whose SP is ∞ (M_cr = 0) is marked at the top, not dropped
+        # a country whose SP is ∞ (M_cr = 0) is marked at the top, not dropped: a hollow mark in its colour
         top = [(a, c) for a, b, c in inf_pts.get((m, kind), [])]
         if top:
             y_top = max([p[1] for p in xy] + [1.0]) * 1.15
-            ax.scatter([a for a, _ in top], [y_top] * len(top), marker="^", s=26, color="#D55E00",
-                       label="SP = ∞ (M_cr = 0)")
             for a, c in top:
-                ax.annotate(c, (a, y_top), fontsize=7, xytext=(2, -9), textcoords="offset points")
-            ax.legend(fontsize=6, loc="best")
+                colour, marker = country_style(c)
+                ax.scatter([a], [y_top], marker=marker, s=26, facecolors="none", edgecolors=colour)
+                ax.annotate(f"{c} (SP = ∞)", (a, y_top), fontsize=7, xytext=(2, -9), textcoords="offset points")
         from matplotlib.ticker import MaxNLocator  # deferred: heavy optional dependency, loaded on first use
 
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
@@ -443,6 +449,10 @@ def _silhouette_figure(rows, models, countries) -> str | None:
                      fontsize=8)
         ax.set_xlabel(f"{kind} silhouette")
         ax.set_ylabel("SP")
+    # one legend for the figure: a country is the same colour and marker in every panel
+    codes = sorted(drawn)
+    fig.legend([drawn[c] for c in codes], codes, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.98),
+               frameon=False, title="query country", title_fontsize=7, ncol=1 if len(codes) <= 12 else 2)
     fig.tight_layout()
     return figure_uri(fig, "silhouette-vs-sp-by-country-seed000-fig18")
 
@@ -503,6 +513,18 @@ def _country_ci_rows(rows, countries) -> list[dict]:
     return out
 
 
+def _country_series(points) -> dict[str, "np.ndarray"]:
+    """The points of a projection per series label, one series per country: a query text asked in several
+    countries ("en (AU, GB, US)") is drawn in each of them ("en (AU)", "en (GB)", "en (US)"), so countries that
+    share a language keep their own colour and legend entry."""
+    out: dict[str, list] = {}
+    for x, y, lab in points:
+        m = re.fullmatch(r"(.*?) ?\(([A-Z]{2}(?:, [A-Z]{2})+)\)", str(lab))
+        for one in ([f"{m.group(1)} ({c})".strip() for c in m.group(2).split(", ")] if m else [str(lab)]):
+            out.setdefault(one, []).append([x, y])
+    return {lab: np.array(out[lab], dtype=float) for lab in sorted(out)}
+
+
 def _projection_figure(rows, models) -> str | None:
     have = [(m, k, _pick(rows, m, f"projection_{k}")) for m in models for k in ("text", "image")]
     have = [(m, k, r) for m, k, r in have if r and r["details"].get("points")]
@@ -511,26 +533,26 @@ def _projection_figure(rows, models) -> str | None:
     plt = _plt()
     ncols = 2
     nrows = math.ceil(len(have) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(10, 4 * nrows), squeeze=False)
+    wide = max(len(_country_series(r["details"]["points"])) for _, _, r in have) > 12
+    fig, axes = plt.subplots(nrows, ncols, figsize=(15 if wide else 12, 4 * nrows), squeeze=False)
     for ax in axes.ravel():
         ax.axis("off")
     for ax, (m, k, r) in zip(axes.ravel(), have):
         ax.axis("on")
-        pts = r["details"]["points"]
-        labels = sorted({p[2] for p in pts})
-        for i, lab in enumerate(labels):  # a country's own colour and marker (country_style) in every panel
-            xy = np.array([[p[0], p[1]] for p in pts if p[2] == lab])
+        series = _country_series(r["details"]["points"])
+        for i, (lab, xy) in enumerate(series.items()):  # a country's own colour and marker in every panel
             one = COUNTRY_LABEL.search(lab)
             colour, marker = (country_style(one.group(1) or one.group(2)) if one
-                              else ("#555555", COUNTRY_MARKERS[i % len(COUNTRY_MARKERS)]))  # shared by countries
+                              else ("#555555", COUNTRY_MARKERS[i % len(COUNTRY_MARKERS)]))  # no country named
             ax.scatter(xy[:, 0], xy[:, 1], s=14, color=colour, marker=marker, label=lab, alpha=0.85)
-        ax.set_title(f"{m} — {k} ({r['details'].get('method')}, n={len(pts)})", fontsize=9)
+        ax.set_title(f"{m} — {k} ({r['details'].get('method')}, n={len(r['details']['points'])})", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_xlabel(f"{r['details'].get('method', 'projection')} 1", fontsize=8)
         ax.set_ylabel(f"{r['details'].get('method', 'projection')} 2", fontsize=8)
-        if len(labels) <= 20:
-            ax.legend(fontsize=6, markerscale=0.8, loc="best")
+        # every series named, beside its panel (two columns past 12: 16 countries of 3XCM)
+        ax.legend(fontsize=6, markerscale=0.8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                  ncol=1 if len(series) <= 12 else 2)
     fig.tight_layout()
     return figure_uri(fig, "embeddings-by-language-and-culture-seed000-fig6")
 

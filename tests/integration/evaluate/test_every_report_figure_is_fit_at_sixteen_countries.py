@@ -8,17 +8,15 @@ import ast
 import math
 from pathlib import Path
 
-import matplotlib
 import pytest
 
-matplotlib.use("Agg")
-
-import cultura.evaluate as evaluate_pkg  # noqa: E402
-from cultura.evaluate.reportkit import collect_figures, country_style, figure_problems  # noqa: E402
-from cultura.evaluate.suites.latent import report as latent  # noqa: E402
-from cultura.evaluate.suites.llm_bias import suite as llm  # noqa: E402
-from cultura.evaluate.suites.retrieval import report as retrieval  # noqa: E402
-from cultura.evaluate.suites.social import report as social  # noqa: E402
+import cultura.evaluate as evaluate_pkg
+from cultura.evaluate.figcheck import _handle_colour
+from cultura.evaluate.reportkit import collect_figures, country_style, figure_problems
+from cultura.evaluate.suites.latent import report as latent
+from cultura.evaluate.suites.llm_bias import suite as llm
+from cultura.evaluate.suites.retrieval import figures as retrieval
+from cultura.evaluate.suites.social import report as social
 
 SIXTEEN = ["AU", "BR", "CN", "DE", "EG", "FR", "GB", "IN", "JP", "KE", "MX", "NG", "RU", "TH", "US", "ZA"]
 LANG = {"AU": "en", "GB": "en", "US": "en", "BR": "pt", "CN": "zh", "DE": "de", "EG": "ar", "FR": "fr",
@@ -98,6 +96,10 @@ def latent_rows() -> list[dict]:
 
 def draw_every_figure() -> dict[str, list]:
     """module:function → the figures it drew: (name, problems, legend entries as (text, colour))."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
     drawn: dict[str, list] = {}
     rr = retrieval_rows()
     lr = latent_rows()
@@ -108,15 +110,15 @@ def draw_every_figure() -> dict[str, list]:
            for k, m in enumerate(MODELS) for i, lang in enumerate(sorted(set(LANG.values()))[:8])
            for metric in ("script_coverage", "cbs_mean")]
     calls = {
-        "suites.retrieval.report:_stacked": lambda: retrieval._stacked(
+        "suites.retrieval.figures:win_rate_bars": lambda: retrieval.win_rate_bars(
             rr, list(MODELS), retrieval.ASSOC_ROLES, SIXTEEN, "Win rates by query country", "win-rates-seed000-fig5"),
-        "suites.retrieval.report:_tier_figure": lambda: retrieval._tier_figure(rr, list(MODELS),
+        "suites.retrieval.figures:tier_figure": lambda: retrieval.tier_figure(rr, list(MODELS),
                                                                                list(retrieval.TIER_ORDER)),
-        "suites.retrieval.report:_silhouette_figure": lambda: retrieval._silhouette_figure(rr, list(MODELS), SIXTEEN),
-        "suites.retrieval.report:_random_baseline_figure": lambda: retrieval._random_baseline_figure(
+        "suites.retrieval.figures:silhouette_figure": lambda: retrieval.silhouette_figure(rr, list(MODELS), SIXTEEN),
+        "suites.retrieval.figures:random_baseline_figure": lambda: retrieval.random_baseline_figure(
             next(r for r in rr if r["metric"] == "random_SP")),
-        "suites.retrieval.report:_projection_figure": lambda: retrieval._projection_figure(rr, list(MODELS)),
-        "suites.retrieval.report:_drift_heatmap": lambda: retrieval._drift_heatmap(rr, list(MODELS), SIXTEEN),
+        "suites.retrieval.figures:projection_figure": lambda: retrieval.projection_figure(rr, list(MODELS)),
+        "suites.retrieval.figures:drift_heatmap": lambda: retrieval.drift_heatmap(rr, list(MODELS), SIXTEEN),
         "suites.latent.report:heatmap_figure": lambda: latent.heatmap_figure(lr, MODELS[0]),
         "suites.latent.report:alignment_figure": lambda: latent.alignment_figure(lr, MODELS[0]),
         "suites.latent.report:alignment_map": lambda: latent.alignment_map(lr, MODELS[0]),
@@ -132,12 +134,10 @@ def draw_every_figure() -> dict[str, list]:
 
     def spy(fig, name=None):
         legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
-        from cultura.evaluate.figcheck import _handle_colour
-
         entries = [(t.get_text(), _handle_colour(h)) for lg in legends
                    for h, t in zip(lg.legend_handles, lg.get_texts())]
         current.append((name, figure_problems(fig), entries))
-        matplotlib.pyplot.close(fig)
+        plt.close(fig)
         return "data:image/png;base64,"
 
     mp = pytest.MonkeyPatch()
@@ -165,10 +165,10 @@ def test_every_figure_the_report_draws_is_fit_at_sixteen_countries(drawn):
 
 
 def test_every_country_is_drawn_in_its_own_colour_with_its_own_legend_entry(drawn):
-    (_, _, sil), = drawn["suites.retrieval.report:_silhouette_figure"]
+    (_, _, sil), = drawn["suites.retrieval.figures:silhouette_figure"]
     assert {t for t, _ in sil} == set(SIXTEEN)
     assert all(colour == country_style(t)[0].lower() for t, colour in sil)
-    (_, _, proj), = drawn["suites.retrieval.report:_projection_figure"]
+    (_, _, proj), = drawn["suites.retrieval.figures:projection_figure"]
     texts = [t for t, _ in proj]
     # countries that share a language keep their entries (a text asked in all three is drawn in each)
     assert {"en (AU)", "en (GB)", "en (US)"} <= set(texts) and not [t for t in texts if "," in t]

@@ -10,9 +10,9 @@ each repeating the leading label columns, so that no block is shrunk much (the f
 ``cultura-table: WIDTH in LINEWIDTH`` to the log, so a test can check the scale stays >= :data:`MIN_SCALE`).
 A table of one column per country (seed 000 Table 8/12: a row per model × measure) whose split would take more
 than two blocks is set with countries as rows instead, when that fits a page at :data:`MIN_SCALE` or more: a row
-per country, a column per measure, each model's rows under its heading (16 countries: one block, not eight). No float is estimated
-taller than a page (:data:`PAGE_HEIGHT_PT`): a table with more rows than a page holds is cut into runs of rows,
-and the pieces (a block's columns, a run of rows) are stacked in one float while they fit; the rest go to further
+per country, a column per measure, each model's rows under its heading (16 countries: one block, not sixteen).
+No float is estimated taller than a page (:data:`PAGE_HEIGHT_PT`): a table with more rows than a page holds is
+cut into runs of rows, and the pieces (a block's columns, a run of rows) are stacked in one float while they fit; the rest go to further
 floats under the same number captioned "(continued)", the label on the first and the notes on the last (a float
 taller than TeX's largest dimension stops pdflatex with "Dimension too large").
 Long text columns wrap (``p`` columns). Scripts pdflatex cannot set without extra fonts (CJK, Thai,

@@ -181,8 +181,9 @@ MODELS = ("openclip:ViT-B-32/openai", "mclip:XLM-R")
 
 def per_country_table(measures, countries=SIXTEEN, *, ci: bool = True) -> Table:
     """Seed 000 Table 8/12's shape: a row per model × measure, a column per country ("JP (n=120)")."""
-    rows = [[model, metric] + [Cell(0.1234 + i / 100, *((0.01 + i / 200, 0.9 - i / 100) if ci else (None, None)),
-                                    n=120) for i in range(len(countries))] for model in MODELS for metric in measures]
+    def cell(i):
+        return Cell(0.1234 + i / 100, *((0.01 + i / 200, 0.9 - i / 100) if ci else (None, None)), n=120)
+    rows = [[model, metric] + [cell(i) for i in range(len(countries))] for model in MODELS for metric in measures]
     rows[0][3] = Cell(None, reason="no trial for this country")
     return Table(["model", "metric"] + [f"{c} (n=120)" for c in countries], rows, n_column=False,
                  caption="Per query country: SP, TS and IS (seed 000 Table 8 shape) for 東京 and กรุงเทพ.")

@@ -44,7 +44,7 @@ from .decisions import rated_countries
 from .kinds import get_kind
 from .pull import current_annotations
 from .push import check_image_urls, push_project
-from .report import campaigns, latest_per_rater
+from .report import campaigns, latest_per_rater, not_pushed, unpushed_kind
 from .server import Connection, connect
 
 if TYPE_CHECKING:
@@ -124,9 +124,13 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
                min_agreement: float | None = None, adjudicator: str | None = None,
                conn: Connection | None = None) -> list[dict]:
     """Decide every complete item of each campaign; send disagreements to the adjudicator's project.
-    Returns one summary per campaign."""
+    Returns one summary per campaign. A kind nobody pushed a campaign for (``campaign="relevance"`` after
+    ``import ratings``) has nothing to adjudicate: its one summary says so, and why, in ``nothing_to_do``."""
     min_agreement = MIN_AGREEMENT.check_optional(min_agreement, "min_agreement")
     db = project.db
+    if unpushed_kind(db, campaign):
+        return [{"campaign": campaign, "kind": campaign, "nothing_to_do": f"Nothing to adjudicate: no {campaign} "
+                 f"campaign was pushed; {not_pushed(db, campaign)}"}]
     out = []
     todo = campaigns(db, campaign)
     model_rules = {**{k: "nominal" for k in CROWD_RULES}, **{k: "ordinal" for k in ORDINAL_RULES}}

@@ -332,6 +332,9 @@ def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
     """The adjudication summaries as short sentences, one block per campaign, wrapped at ``width`` columns."""
     lines = []
     for r in res:
+        if r.get("nothing_to_do"):  # a kind nobody pushed a campaign for
+            lines += textwrap.wrap(r["nothing_to_do"], width=width, subsequent_indent="  ")
+            continue
         lines.append(f"{r['campaign']} ({r['kind']}): rule {r['rule']}, min agreement {r['min_agreement']:g}")
         decided = r["decided"] + r["adjudicated"] + r["gold"]
         parts = [f"{decided} item{'s' if decided != 1 else ''} decided ({r['decided']} by the rule, "

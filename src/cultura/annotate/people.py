@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from cultura.db import now, transaction
 from cultura.errors import CulturaError
+from cultura.progress import Progress, task, waiting
 from cultura.redact import register_secret
 
 from . import server as shared
@@ -292,12 +293,16 @@ def stop_all(project: Project) -> list[dict]:
     return out
 
 
-def start_all(project: Project, *, timeout: float = 240) -> list[dict]:
-    """Start the server of every active annotator who has one."""
-    for row in _rows(project):
-        if row["status"] == "active" and row["active"]:
-            ensure_server(project, {"id": row["annotator_id"], "name": row["name"], "email": row["email"],
-                                    "active": 1}, timeout=timeout)
+def start_all(project: Project, *, timeout: float = 240, progress: Progress = None) -> list[dict]:
+    """Start the server of every active annotator who has one (``progress`` is told each one, and what it waits
+    for while one starts)."""
+    rows = [r for r in _rows(project) if r["status"] == "active" and r["active"]]
+    with task("starting the annotators' Label Studio servers", len(rows), progress=progress) as bar:
+        for row in rows:
+            with waiting(f"{row['name']}'s Label Studio to start and take their account", progress=progress):
+                ensure_server(project, {"id": row["annotator_id"], "name": row["name"], "email": row["email"],
+                                        "active": 1}, timeout=timeout)
+            bar.advance()
     return status_all(project)
 
 
@@ -331,11 +336,15 @@ def require_personal(project: Project) -> None:
 
 # ----------------------------------------------------------------- the project's servers, all together
 
-def start_server(project: Project, *, port: int | None = None, timeout: float = 240, seed_dir=None) -> dict:
+def start_server(project: Project, *, port: int | None = None, timeout: float = 240, seed_dir=None,
+                 progress: Progress = None) -> dict:
     """Start the project's Label Studio (:func:`cultura.annotate.server.start_server`) and every active
-    annotator's own; returns their status."""
-    out = shared.start_server(project, port=port, timeout=timeout, seed_dir=seed_dir)
-    start_all(project, timeout=timeout)
+    annotator's own; returns their status. ``progress`` (:mod:`cultura.progress`) is told what each start waits
+    for (a fresh data dir without a cached seed migrates for about a minute) and the annotators' servers started."""
+    with waiting("the project's Label Studio to start (a first start migrates its database for about a minute)",
+                 progress=progress):
+        out = shared.start_server(project, port=port, timeout=timeout, seed_dir=seed_dir)
+    start_all(project, timeout=timeout, progress=progress)
     return {**out, **_servers(project)}
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from cultura.curate.cultures_decide import open_conflicts
 from cultura.db import now
 from cultura.errors import CulturaError, unknown
+from cultura.progress import Progress, task
 
 from . import agreement as ag
 from .decisions import imported_ratings
@@ -152,38 +153,51 @@ def _kappa_undefined_reason(m) -> str:
     return "too few items rated by 2 or more annotators to estimate chance agreement"
 
 
-def agreement_report(project: Project, campaign: str | None = None) -> list[dict]:
-    """One report per campaign (see module docstring). Values that are undefined are ``None``."""
+def agreement_report(project: Project, campaign: str | None = None, *, progress: Progress = None) -> list[dict]:
+    """One report per campaign (see module docstring). Values that are undefined are ``None``. ``progress``
+    (:mod:`cultura.progress`) is told each campaign's steps: its answers read, the whole campaign's statistics,
+    each country's, the languages'."""
     db = project.db
     reports = []
     for c in campaigns(db, campaign):
-        spec = get_kind(c["kind"])
-        recs = latest_per_rater(current_annotations(db, c["id"]))
-        main = [r for r in recs if r["gold"] is None]
-        rep = {"campaign": c["name"], "kind": c["kind"], "level": spec.level, "overlap": c["overlap"]}
-        try:
-            rep.update(agreement_stats(main, spec.level))
-        except ag.AgreementInputError as e:
-            rep["note"] = str(e)
-        rep["gold_accuracy"] = _gold(recs, spec.level)
-        rep["throughput"] = _throughput(recs)
-        rep["workload"] = workload(db, c["id"])
-        countries = sorted({r["country"] for r in main if r["country"]})
-        if len(countries) > 1 or c["kind"] == "relevance":
-            rep["by_country"] = {}
-            for cc in countries:
-                sub = [r for r in main if r["country"] == cc]
-                try:
-                    rep["by_country"][cc] = agreement_stats(sub, spec.level)
-                except ag.AgreementInputError as e:
-                    rep["by_country"][cc] = {"note": str(e)}
-                if spec.level == "ordinal":
-                    rep["by_country"][cc]["mean_value"] = float(np.mean([r["value"] for r in sub]))
-        by_language = _by_language(db, main, spec.level, c["kind"])
-        if by_language is not None:
-            rep["by_language"] = by_language
-        reports.append(_clean(rep))
+        with task(f"agreement of {c['name']}", progress=progress) as bar:
+            reports.append(_clean(_agreement(db, c, bar)))
     return reports
+
+
+def _agreement(db, c: dict, bar) -> dict:
+    """The agreement report of campaign ``c``, advancing ``bar`` a step at a time."""
+    spec = get_kind(c["kind"])
+    recs = latest_per_rater(current_annotations(db, c["id"]))
+    main = [r for r in recs if r["gold"] is None]
+    countries = sorted({r["country"] for r in main if r["country"]})
+    by_country = len(countries) > 1 or c["kind"] == "relevance"
+    bar.update(done=1, total=3 + (len(countries) if by_country else 0), answers=len(recs))
+    rep = {"campaign": c["name"], "kind": c["kind"], "level": spec.level, "overlap": c["overlap"]}
+    try:
+        rep.update(agreement_stats(main, spec.level))
+    except ag.AgreementInputError as e:
+        rep["note"] = str(e)
+    rep["gold_accuracy"] = _gold(recs, spec.level)
+    rep["throughput"] = _throughput(recs)
+    rep["workload"] = workload(db, c["id"])
+    bar.advance()
+    if by_country:
+        rep["by_country"] = {}
+        for cc in countries:
+            sub = [r for r in main if r["country"] == cc]
+            try:
+                rep["by_country"][cc] = agreement_stats(sub, spec.level)
+            except ag.AgreementInputError as e:
+                rep["by_country"][cc] = {"note": str(e)}
+            if spec.level == "ordinal":
+                rep["by_country"][cc]["mean_value"] = float(np.mean([r["value"] for r in sub]))
+            bar.advance()
+    by_language = _by_language(db, main, spec.level, c["kind"])
+    if by_language is not None:
+        rep["by_language"] = by_language
+    bar.advance()
+    return rep
 
 
 def _by_language(db, main: list[dict], level: str, kind: str) -> dict | None:

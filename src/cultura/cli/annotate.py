@@ -317,7 +317,9 @@ def _round(v, digits: int = 3):
 @pass_ctx
 def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json):
     """Write final decisions (read by build: removed images, resolved duplicate clusters, relevance scores) and
-    send disagreements to an adjudication project showing the earlier labels."""
+    send disagreements to an adjudication project showing the earlier labels. A kind nobody pushed a campaign
+    for (--campaign relevance after 'cultura import ratings') has nothing to adjudicate: it says why, and which
+    culture questions are still open."""
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
     if as_json:

@@ -93,13 +93,13 @@ def item_agreement(xs: list, level: str) -> float:
 
 
 def record_decision(db, row: dict) -> bool:
-    """Insert a decision unless an identical current one exists; supersede the previous one."""
-    cur = list(db["decisions"].rows_where("kind = ? AND item_key = ? AND superseded = 0",
-                                          [row["kind"], row["item_key"]]))
-    if cur and all(cur[0].get(k) == row.get(k) for k in ("label", "value", "rule", "n_annotations")):
+    """Insert a decision unless an identical current one exists; supersede the previous one. (Plain SQL: called
+    once per item, where sqlite-utils' table lookups cost more than the query.)"""
+    cur = db.execute("SELECT id, label, value, rule, n_annotations FROM decisions WHERE kind = ? AND item_key = ? "
+                     "AND superseded = 0", [row["kind"], row["item_key"]]).fetchall()
+    if cur and cur[0][1:] == tuple(row.get(k) for k in ("label", "value", "rule", "n_annotations")):
         return False
-    for c in cur:
-        db["decisions"].update(c["id"], {"superseded": 1})
+    db.conn.executemany("UPDATE decisions SET superseded = 1 WHERE id = ?", [(c[0],) for c in cur])
     db["decisions"].insert({**row, "superseded": 0, "decided_at": now()})
     return True
 

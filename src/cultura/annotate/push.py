@@ -30,7 +30,7 @@ from cultura.db.leases import db_root, stage_lock
 from cultura.annotate.pool import image_exclusions
 from cultura.errors import CulturaError
 from cultura.names import label_name
-from cultura.progress import Progress, task, waiting
+from cultura.progress import Progress, task, track, waiting
 from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
@@ -38,7 +38,7 @@ from .annotators import get_annotators
 from .adaptive import assign_opinions
 from .grid import get_grid, render_grid_config
 from .grid_io import grid_size, push_grid_project
-from .items import IMAGE_URL_HINT, build_items, check_image_base, check_image_urls, task_data
+from .items import build_items, check_image_base, check_image_urls, task_data
 from .people import isolation_note
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
 from .server import Connection, LabelStudioError, connect, unreachable
@@ -305,14 +305,16 @@ def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | Non
     if r.status_code == 404:
         raise ProjectMissing(f"Label Studio project {prow['ls_project_id']} was deleted.")
     r.raise_for_status()
-    n = 0
+    changed = []
     for t in r.json():
         data = t.get("data") or {}
         new = want.get(data.get("item_key"))
         if new is not None and any(data.get(f) != v for f, v in new.items()):
-            _api(conn, conn.client.tasks.update, id=t["id"], data={**data, **new})
-            n += 1
-    return n
+            changed.append((t["id"], {**data, **new}))
+    if changed:  # one request per task (a new image base changes them all)
+        for tid, data in track(changed, f"updating {len(changed):,} tasks of {prow['title']!r}", progress=progress):
+            _api(conn, conn.client.tasks.update, id=tid, data=data)
+    return len(changed)
 
 
 def check_campaign_open(db, name: str) -> None:

@@ -13,6 +13,9 @@ its own (``p.images.download(progress=print)``), or none at all (the default: si
 reporter of the calling context, set with :func:`reporting` (which is how the command line reaches a stage
 several calls down without threading an argument through each).
 
+A call that tells nothing until it returns (a server importing 2,000 tasks) runs inside :func:`waiting`, which
+names what it waits for; the command line repeats that line off a terminal however long the call is silent.
+
 >>> seen = []
 >>> with task("demo", total=2, progress=seen.append) as t:
 ...     t.advance(); t.advance(ok=2)
@@ -37,7 +40,8 @@ T = TypeVar("T")
 class Event:
     """One change of a task: ``stage`` (what runs, e.g. ``download``), ``done`` of ``total`` (None when unknown),
     ``info`` (counts worth showing, e.g. ``{"ok": 12}``), ``finished`` on the last event, ``task`` an id that
-    tells concurrent tasks apart."""
+    tells concurrent tasks apart, ``transient`` for a wait inside a stage (:func:`waiting`): shown while it lasts,
+    no summary of its own needed (the stage around it has one)."""
 
     stage: str
     done: int
@@ -45,6 +49,7 @@ class Event:
     info: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
     task: int = 0
+    transient: bool = False
 
 
 #: A reporter: any callable taking an Event (its return value is ignored: ``print`` will do).
@@ -80,9 +85,11 @@ def reporter_for(progress: Progress) -> Reporter | None:
 class Task:
     """A running task: :meth:`advance` it, :meth:`close` it once (a ``with`` block does)."""
 
-    def __init__(self, stage: str, total: int | None, reporter: Reporter | None, info: dict[str, Any]):
+    def __init__(self, stage: str, total: int | None, reporter: Reporter | None, info: dict[str, Any], *,
+                 transient: bool = False):
         self.stage, self.total, self.done = stage, total, 0
         self.info = dict(info)
+        self.transient = transient
         self._reporter = reporter
         self._id = next(_ids)
         self._closed = False
@@ -90,7 +97,8 @@ class Task:
 
     def _emit(self, finished: bool) -> None:
         if self._reporter is not None:
-            self._reporter(Event(self.stage, self.done, self.total, dict(self.info), finished, self._id))
+            self._reporter(Event(self.stage, self.done, self.total, dict(self.info), finished, self._id,
+                                 self.transient))
 
     def advance(self, n: int = 1, **info: Any) -> None:
         """``n`` more items done; ``info`` updates the counts shown beside the bar."""
@@ -124,6 +132,21 @@ def task(stage: str, total: int | None = None, *, progress: Progress = None, **i
     return Task(stage, total, reporter_for(progress), info)
 
 
+@contextmanager
+def waiting(what: str, *, progress: Progress = None, **info: Any) -> Iterator[Task]:
+    """Run a silent call (one request a server takes long to answer, a model that fits in one go) inside a
+    ``transient`` task named ``waiting for WHAT``, so whoever watches knows what it waits for.
+
+    >>> seen = []
+    >>> with waiting("Label Studio to import 2,000 tasks into 'filter · aiko'", progress=seen.append):
+    ...     pass
+    >>> [(e.stage, e.total, e.finished, e.transient) for e in seen][-1]
+    ("waiting for Label Studio to import 2,000 tasks into 'filter · aiko'", None, True, True)
+    """
+    with Task(f"waiting for {what}", None, reporter_for(progress), info, transient=True) as t:
+        yield t
+
+
 def track(items: Iterable[T], stage: str, *, total: int | None = None, progress: Progress = None) -> Iterator[T]:
     """Iterate ``items``, advancing a task of ``stage`` by one per item."""
     if total is None and hasattr(items, "__len__"):
@@ -134,4 +157,4 @@ def track(items: Iterable[T], stage: str, *, total: int | None = None, progress:
             t.advance()
 
 
-__all__ = ["Event", "Reporter", "Progress", "Task", "task", "track", "reporting", "reporter_for"]
+__all__ = ["Event", "Reporter", "Progress", "Task", "task", "track", "waiting", "reporting", "reporter_for"]

@@ -3,11 +3,13 @@ columns. (Full sha256s and reasons in --json: tests/curate/test_cultures_decide.
 the CLI on real photographs.)"""
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 
 from cultura.cli.annotate import adjudication_lines
 from cultura.cli.progress import BarReporter
-from cultura.progress import reporting, task
+from cultura.progress import reporting, task, waiting
 
 
 def test_progress_bars_draw_on_stderr_only(capsys):
@@ -64,3 +66,41 @@ def test_a_task_on_a_terminal_ends_with_its_summary(capsys):
     with reporting(bars), task("view pages", 3) as t:
         t.advance(3)
     assert "view pages: done, 3/3 in 0.0 s" in capsys.readouterr().err
+
+
+WAIT = "Label Studio to import 2,000 tasks into 'filter · aiko'"
+
+
+def test_a_silent_wait_off_a_terminal_still_prints_its_line_and_what_it_waits_for(capsys):
+    t = [0.0]
+    bars = BarReporter(Console(stderr=True), clock=lambda: t[0])  # a log: no event comes while the call runs
+    with reporting(bars), waiting(WAIT):
+        for _ in range(25):  # 25 s of silence; the heartbeat looks at the open tasks every second
+            t[0] += 1
+            bars.tick()
+    assert capsys.readouterr().err.splitlines() == [
+        f"waiting for {WAIT}: 10 s", f"waiting for {WAIT}: 20 s", f"waiting for {WAIT}: done in 25.0 s"]
+
+
+def test_the_heartbeat_thread_speaks_for_a_silent_call(capsys):
+    t = [0.0]
+    bars = BarReporter(Console(stderr=True), clock=lambda: t[0], heartbeat=0.01)
+    err = ""
+    with reporting(bars), waiting(WAIT):
+        t[0] = 11.0  # the call has been silent for 11 s: only the heartbeat thread can print now
+        deadline = time.monotonic() + 120  # guards against a hang only
+        while f"waiting for {WAIT}: 11 s" not in err and time.monotonic() < deadline:
+            time.sleep(0.01)
+            err += capsys.readouterr().err
+    assert f"waiting for {WAIT}: 11 s" in err
+
+
+def test_a_wait_on_a_terminal_leaves_no_line_of_its_own(capsys):
+    bars = BarReporter(Console(stderr=True, force_terminal=True, width=200), clock=lambda: 0.0)
+    with reporting(bars), task("pushing filter", 2) as t:
+        with waiting(WAIT):
+            pass
+        t.advance(2)
+    err = capsys.readouterr().err
+    assert "pushing filter: done, 2/2 in 0.0 s" in err and "waiting for Label Studio to import 2,000 tasks into " \
+        "'filter · aiko': done" not in err

@@ -35,6 +35,7 @@ from cultura.bounds import PROBABILITY
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import stage_lock
 from cultura.errors import CulturaError, unknown
+from cultura.progress import Progress, task, waiting
 
 from .accounts import connection_for
 from .aggregate import CROWD_RULES, ORDINAL_RULES, aggregate, rule_params
@@ -44,13 +45,15 @@ from .decisions import rated_countries
 from .kinds import get_kind
 from .pull import current_annotations
 from .push import check_image_urls, push_project
-from .report import campaigns, latest_per_rater
+from .report import campaigns, latest_per_rater, not_pushed, unpushed_kind
 from .server import Connection, connect
 
 if TYPE_CHECKING:
     from ..project import Project
 
 RULES: dict[str, tuple[str, Callable]] = {}
+#: Items decided between two progress events (a campaign of 20,000 items tells its reporter 40 times).
+PROGRESS_EVERY = 500
 DEFAULT_MIN = {"nominal": 1.0, "ordinal": 0.75}
 
 
@@ -90,13 +93,13 @@ def item_agreement(xs: list, level: str) -> float:
 
 
 def record_decision(db, row: dict) -> bool:
-    """Insert a decision unless an identical current one exists; supersede the previous one."""
-    cur = list(db["decisions"].rows_where("kind = ? AND item_key = ? AND superseded = 0",
-                                          [row["kind"], row["item_key"]]))
-    if cur and all(cur[0].get(k) == row.get(k) for k in ("label", "value", "rule", "n_annotations")):
+    """Insert a decision unless an identical current one exists; supersede the previous one. (Plain SQL: called
+    once per item, where sqlite-utils' table lookups cost more than the query.)"""
+    cur = db.execute("SELECT id, label, value, rule, n_annotations FROM decisions WHERE kind = ? AND item_key = ? "
+                     "AND superseded = 0", [row["kind"], row["item_key"]]).fetchall()
+    if cur and cur[0][1:] == tuple(row.get(k) for k in ("label", "value", "rule", "n_annotations")):
         return False
-    for c in cur:
-        db["decisions"].update(c["id"], {"superseded": 1})
+    db.conn.executemany("UPDATE decisions SET superseded = 1 WHERE id = ?", [(c[0],) for c in cur])
     db["decisions"].insert({**row, "superseded": 0, "decided_at": now()})
     return True
 
@@ -122,11 +125,17 @@ MIN_AGREEMENT = PROBABILITY
 
 def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str | None = None,
                min_agreement: float | None = None, adjudicator: str | None = None,
-               conn: Connection | None = None) -> list[dict]:
+               conn: Connection | None = None, progress: Progress = None) -> list[dict]:
     """Decide every complete item of each campaign; send disagreements to the adjudicator's project.
-    Returns one summary per campaign."""
+    Returns one summary per campaign. A kind nobody pushed a campaign for (``campaign="relevance"`` after
+    ``import ratings``) has nothing to adjudicate: its one summary says so, and why, in ``nothing_to_do``.
+    ``progress`` (:mod:`cultura.progress`) is told the items decided per campaign, what a model rule's fit and the
+    push of disagreements to the adjudicator wait for."""
     min_agreement = MIN_AGREEMENT.check_optional(min_agreement, "min_agreement")
     db = project.db
+    if unpushed_kind(db, campaign):
+        return [{"campaign": campaign, "kind": campaign, "nothing_to_do": f"Nothing to adjudicate: no {campaign} "
+                 f"campaign was pushed; {not_pushed(db, campaign)}"}]
     out = []
     todo = campaigns(db, campaign)
     model_rules = {**{k: "nominal" for k in CROWD_RULES}, **{k: "ordinal" for k in ORDINAL_RULES}}
@@ -139,7 +148,8 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
         if rname in model_rules:
             # a model over the whole campaign: each item's decision is the model's, whatever the item's
             # agreement; with --min-agreement, items whose posterior is below it go to adjudication
-            mdec, mprob, _ = aggregate(db, c, rname, spec.level)
+            with waiting(f"the {rname} model to fit the answers of {c['name']}", progress=progress):
+                mdec, mprob, _ = aggregate(db, c, rname, spec.level)
             model = (mdec, mprob, rule_params(rname))
             fn = None
             thr = 0.0 if min_agreement is None else float(min_agreement)
@@ -148,6 +158,7 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
             thr = DEFAULT_MIN[spec.level] if min_agreement is None else float(min_agreement)
         items = {r["id"]: {**r, "campaign": c["name"]} for r in db["annotation_items"].rows_where(
             "campaign_id = ?", [c["id"]])}
+        bar = task(f"adjudicating {c['name']}", len(items), progress=progress)  # closed once its items are decided
         expected = dict(db.execute("SELECT a.item_id, COUNT(*) FROM assignments a JOIN annotation_items i ON "
                                    "i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = 'annotate' AND a.status != 'reassigned' "
                                    "GROUP BY 1", [c["id"]]).fetchall())
@@ -161,8 +172,14 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
                 "unchanged": 0, "adjudicated": 0, "gold": 0, "pending": 0, "disagreements": 0,
                 "sent_to_adjudication": 0, "unresolved": 0}
         disagreements = []
-        with transaction(db):
-            for item_id, item in items.items():
+
+        def told(done: int) -> None:
+            bar.update(done=done, decided=summ["decided"] + summ["adjudicated"] + summ["gold"],
+                       disagreements=summ["disagreements"])
+        with bar, transaction(db):
+            for n_seen, (item_id, item) in enumerate(items.items()):
+                if n_seen and n_seen % PROGRESS_EVERY == 0:
+                    told(n_seen)
                 anns = by_item.get(item_id, [])
                 key = "value" if spec.level == "ordinal" else "label"
                 xs = [a[key] for a in anns if a[key] is not None]
@@ -219,6 +236,7 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
                     resolve_clusters(db, cids)
                     # which copies are kept, not which cultures: a culture_conflict flag stays open until a
                     # culture decision (relevance ratings or a person's resolution), cultures_decide
+            told(len(items))
         if c["kind"] == "relevance":
             summ["flags_resolved"] = _resolve_rated_conflicts(db, c["name"])
         if c["kind"] in ("dedup-review", "relevance"):
@@ -226,7 +244,7 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
         if spec.write_back is not None:   # decisions → the area's table (e.g. context → contexts)
             summ["written_back"] = spec.write_back(db)
         if disagreements:
-            summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn))
+            summ.update(_send_to_adjudication(project, c, disagreements, adjudicator, conn, progress))
         out.append(summ)
     return out
 
@@ -263,7 +281,7 @@ def _resolve_rated_conflicts(db, campaign: str) -> int:
 
 
 def _send_to_adjudication(project: Project, c: dict, items: list[dict], adjudicator: str | None,
-                          conn: Connection | None) -> dict:
+                          conn: Connection | None, progress: Progress = None) -> dict:
     db = project.db
     people = get_annotators(project, [adjudicator]) if adjudicator else get_annotators(project, role="adjudicator")
     if not people:
@@ -281,6 +299,10 @@ def _send_to_adjudication(project: Project, c: dict, items: list[dict], adjudica
     conn = conn or connect(project)
     with stage_lock(project.root, "annotate-push", "cultura annotate push"):  # one pusher at a time
         prow = db["campaign_projects"].get(prow["id"])
-        n = push_project(connection_for(project, adj, conn, prow), db, db["campaign_projects"].get(prow["id"]),
-                         c["kind"], image_base=image_base)
+        with waiting(f"{adj['name']}'s Label Studio", progress=progress):
+            pc = connection_for(project, adj, conn, prow)
+        with task(f"sending {len(items):,} disagreements of {c['name']} to {adj['name']}", len(items),
+                  progress=progress) as bar:
+            n = push_project(pc, db, db["campaign_projects"].get(prow["id"]), c["kind"], image_base=image_base,
+                             progress=progress, on_chunk=lambda _prow, created: bar.update(done=created))
     return {"sent_to_adjudication": n, "adjudicator": adj["name"]}

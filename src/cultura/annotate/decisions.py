@@ -150,6 +150,14 @@ def decision_counts(db) -> dict[str, int]:
         "SELECT kind, count(*) FROM decisions WHERE superseded = 0 GROUP BY kind").fetchall()}
 
 
+def imported_ratings(db) -> tuple[int, list[str]]:
+    """How many current relevance decisions are imported ratings (rule ``import``), and the files they came
+    from."""
+    rows = db.execute("SELECT campaign, count(*) FROM decisions WHERE kind = 'relevance' AND rule = 'import' AND "
+                      "superseded = 0 GROUP BY campaign ORDER BY campaign").fetchall()
+    return sum(n for _, n in rows), [str(c).removeprefix("import:") for c, _ in rows]
+
+
 def record_rating(db, sha: str, country: str, value: float, n: int, *, campaign: str,
                   details: dict | None = None) -> bool:
     """Store one imported relevance rating (rule ``import``, item ``relevance-import:<sha256>:<country>``): the

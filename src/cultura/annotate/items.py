@@ -23,8 +23,10 @@ from ..curate.cultures_decide import inherited_links
 from ..curate.entities import entity_item_rows
 from ..db.readers import read_rows
 from ..errors import CulturaError, unknown
+from ..names import endpoint_url_problem
 from ..redact import strip_userinfo
 from .decisions import dropped_copies, removed_images
+from .images import drawn_by_browsers
 from .kinds import get_kind
 
 if TYPE_CHECKING:
@@ -298,3 +300,38 @@ def task_data(kind: str, item_key: str, payload: dict, *, image_base: str | None
         return {"item_key": item_key, **{k: payload[k] for k in ("text", "english", "type", "language_name")}}
     raise unknown("annotation kind", kind, ["filter", "dedup-review", "relevance", "entity", "context",
                                             "translation"])
+
+
+# ------------------------------------------------------------------------------------------- image URLs
+
+IMAGE_URL_HINT = ("Run 'cultura annotate serve-images' (it prints the base URL) and set it as annotate.image_base_url "
+                  "in cultura.toml ([annotate] image_base_url = \"http://127.0.0.1:8081\"), or pass image_base "
+                  "(--image-base URL).")
+
+
+def check_image_urls(items: list[dict], image_base: str | None) -> None:
+    """Refuse items whose task image a browser cannot load (``file://`` URLs of a local folder, no URL at all):
+    every annotator would see a broken image."""
+    check_image_base(image_base)
+    members = [m for it in items for m in (it["payload"].get("members") or [it["payload"]]) if "path" in m]
+    bad = [image_url(m, image_base) for m in members if not browser_loadable(image_url(m, image_base))]
+    if bad:
+        raise CulturaError(f"{len(bad)} of {len(members)} task images would have a URL annotators' browsers "
+                           f"cannot load (e.g. {bad[0] or '(none)'!r}: images from a local folder or an import "
+                           f"have no web address). {IMAGE_URL_HINT}")
+    # without the image server a task links to the web original, which browsers do not draw for TIFF or AVIF
+    undrawn = [m["path"] for m in members if image_base is None and not drawn_by_browsers(m["path"])]
+    if undrawn:
+        raise CulturaError(f"{len(undrawn)} of {len(members)} task images are stored in a format browsers do not "
+                           f"draw (e.g. {undrawn[0]!r}); 'cultura annotate serve-images' converts them. "
+                           f"{IMAGE_URL_HINT}")
+
+
+def check_image_base(image_base: str | None) -> None:
+    """Refuse an image base that is not an http(s) URL or does not parse (one sentence, credentials stripped)."""
+    if image_base is not None and not browser_loadable(image_base):
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not an http(s) URL, so annotators' "
+                           f"browsers cannot load task images from it. {IMAGE_URL_HINT}", param="image_base")
+    if image_base is not None and endpoint_url_problem(image_base):
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not a valid URL "
+                           f"({endpoint_url_problem(image_base)}). {IMAGE_URL_HINT}", param="image_base")

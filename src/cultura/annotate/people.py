@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from cultura.db import now, transaction
 from cultura.errors import CulturaError
+from cultura.progress import Progress, task, waiting
 from cultura.redact import register_secret
 
 from . import server as shared
@@ -186,7 +187,8 @@ def _running(d: Path) -> int | None:
     return pid if _alive(pid) else None
 
 
-def ensure_server(project: Project, annotator: dict, *, timeout: float = 240, password: str | None = None) -> dict:
+def ensure_server(project: Project, annotator: dict, *, timeout: float = 240, password: str | None = None,
+                  progress: Progress = None) -> dict:
     """Start ``annotator``'s own Label Studio (if not running) and make their account there (with ``password``
     when given: one run of Label Studio's Python, not two); returns its row.
     A fresh one adopts cultura's cached migrated database (seconds); only the first server of a Label Studio
@@ -208,7 +210,8 @@ def ensure_server(project: Project, annotator: dict, *, timeout: float = 240, pa
         port = row["port"] if row and _port_free(row["port"]) else free_port()
         url = f"http://127.0.0.1:{port}"
         log = d / "server.log"
-        proc = launch_ready(exe, d, port, creds, timeout=timeout, log_path=log)
+        proc = launch_ready(exe, d, port, creds, timeout=timeout, log_path=log,
+                            what=f"{annotator['name']}'s Label Studio", progress=progress)
         (d / STATE_NAME).write_text(json.dumps({"pid": proc.pid, "port": port, "url": url}), encoding="utf-8")
         if fresh and not seeded and cache is not None:
             try:   # the next server adopts it (every account locked, no token) instead of migrating
@@ -218,7 +221,7 @@ def ensure_server(project: Project, annotator: dict, *, timeout: float = 240, pa
     else:
         st = json.loads((d / STATE_NAME).read_text(encoding="utf-8"))
         port, url = st["port"], st["url"]
-    uid = _member(project, d, annotator, creds, active=True, password=password)
+    uid = _member(project, d, annotator, creds, active=True, password=password, progress=progress)
     out = {"annotator_id": aid, "data_dir": str(d.relative_to(project.root)), "port": port, "url": url,
            "ls_user_id": uid, "status": "active", "revoked_at": None}
     with transaction(project.db):
@@ -230,7 +233,7 @@ def ensure_server(project: Project, annotator: dict, *, timeout: float = 240, pa
 
 
 def _member(project: Project, d: Path, annotator: dict, creds: dict, *, active: bool,
-            password: str | None = None) -> int:
+            password: str | None = None, progress: Progress = None) -> int:
     first, _, last = annotator["name"].partition(" ")
     req = {"email": annotator["email"], "username": re.sub(r"[^A-Za-z0-9_.-]", "_", annotator["name"])[:150],
            "first_name": first, "last_name": last, "admin": creds["username"], "active": active,
@@ -238,8 +241,10 @@ def _member(project: Project, d: Path, annotator: dict, creds: dict, *, active: 
     if password:
         register_secret(password)
     env = {**os.environ, **QUIET_ENV, "LABEL_STUDIO_BASE_DATA_DIR": str(d)}
-    res = subprocess.run([ls_python(project), "-c", MEMBER_SCRIPT], input=json.dumps(req), env=env, cwd=str(d),
-                         capture_output=True, text=True, timeout=300)
+    with waiting(f"Label Studio to {'open' if active else 'lock'} {annotator['name']}'s account on their server",
+                 progress=progress):
+        res = subprocess.run([ls_python(project), "-c", MEMBER_SCRIPT], input=json.dumps(req), env=env,
+                             cwd=str(d), capture_output=True, text=True, timeout=300)
     lines = [ln for ln in (res.stdout or "").splitlines() if ln.startswith("@@")]
     if res.returncode != 0 or not lines:
         tail = (res.stderr or "").strip().splitlines()[-1:] or ["no output"]
@@ -292,12 +297,15 @@ def stop_all(project: Project) -> list[dict]:
     return out
 
 
-def start_all(project: Project, *, timeout: float = 240) -> list[dict]:
-    """Start the server of every active annotator who has one."""
-    for row in _rows(project):
-        if row["status"] == "active" and row["active"]:
+def start_all(project: Project, *, timeout: float = 240, progress: Progress = None) -> list[dict]:
+    """Start the server of every active annotator who has one (``progress`` is told each one, and what it waits
+    for while one starts)."""
+    rows = [r for r in _rows(project) if r["status"] == "active" and r["active"]]
+    with task("starting the annotators' Label Studio servers", len(rows), progress=progress) as bar:
+        for row in rows:
             ensure_server(project, {"id": row["annotator_id"], "name": row["name"], "email": row["email"],
-                                    "active": 1}, timeout=timeout)
+                                    "active": 1}, timeout=timeout, progress=progress)
+            bar.advance()
     return status_all(project)
 
 
@@ -331,11 +339,13 @@ def require_personal(project: Project) -> None:
 
 # ----------------------------------------------------------------- the project's servers, all together
 
-def start_server(project: Project, *, port: int | None = None, timeout: float = 240, seed_dir=None) -> dict:
+def start_server(project: Project, *, port: int | None = None, timeout: float = 240, seed_dir=None,
+                 progress: Progress = None) -> dict:
     """Start the project's Label Studio (:func:`cultura.annotate.server.start_server`) and every active
-    annotator's own; returns their status."""
-    out = shared.start_server(project, port=port, timeout=timeout, seed_dir=seed_dir)
-    start_all(project, timeout=timeout)
+    annotator's own; returns their status. ``progress`` (:mod:`cultura.progress`) is told what each start waits
+    for (a fresh data dir without a cached seed migrates for about a minute) and the annotators' servers started."""
+    out = shared.start_server(project, port=port, timeout=timeout, seed_dir=seed_dir, progress=progress)
+    start_all(project, timeout=timeout, progress=progress)
     return {**out, **_servers(project)}
 
 

@@ -8,6 +8,10 @@ a kill came between its creation and its recording, so no empty duplicate is lef
 imported in bulk chunks and their ids recorded per chunk; a rerun after a failure first reconciles the tasks
 Label Studio already holds (by ``item_key`` in the task data), so no task is ever imported twice. One push at
 a time per project: a second one is refused at once, naming the process that runs the first.
+
+Progress (:mod:`cultura.progress`): one task per push counting the tasks sent (per chunk, per project), and a
+``waiting for …`` line around each call Label Studio answers only when done (a chunk's import, an export of a
+project's tasks, an annotator's server starting).
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
 from cultura.annotate.pool import image_exclusions
 from cultura.errors import CulturaError
-from cultura.names import endpoint_url_problem, label_name
+from cultura.names import label_name
+from cultura.progress import Progress, task, track, waiting
 from cultura.redact import strip_userinfo
 
 from .accounts import connection_for
@@ -33,8 +38,7 @@ from .annotators import get_annotators
 from .adaptive import assign_opinions
 from .grid import get_grid, render_grid_config
 from .grid_io import grid_size, push_grid_project
-from .images import drawn_by_browsers
-from .items import browser_loadable, build_items, image_url, task_data
+from .items import build_items, check_image_base, check_image_urls, task_data
 from .people import isolation_note
 from .kinds import FILTER_GUIDELINE, get_kind, guideline, render_config
 from .server import Connection, LabelStudioError, connect, unreachable
@@ -156,10 +160,11 @@ def _instructions(kind: str) -> str:
     return "<pre style='white-space:pre-wrap'>" + h.escape(text) + "</pre>"
 
 
-def ls_task_keys(conn: Connection, ls_project_id: int) -> dict[str, int]:
+def ls_task_keys(conn: Connection, ls_project_id: int, *, progress: Progress = None) -> dict[str, int]:
     """item_key → task id for every task Label Studio holds in the project."""
     out: dict[str, int] = {}
-    r = conn.get(f"/api/projects/{ls_project_id}/export", exportType="JSON", download_all_tasks="true")
+    with waiting(f"Label Studio to export the tasks of project {ls_project_id}", progress=progress):
+        r = conn.get(f"/api/projects/{ls_project_id}/export", exportType="JSON", download_all_tasks="true")
     if r.status_code == 404:
         raise ProjectMissing(f"Label Studio project {ls_project_id} was deleted.")
     r.raise_for_status()
@@ -175,8 +180,9 @@ def _after_import(prow: dict, n: int) -> None:
 
 
 def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str | None = None,
-                 chunk: int = CHUNK, on_chunk=None) -> int:
-    """Import the pending assignments of one campaign project; returns how many tasks were created."""
+                 chunk: int = CHUNK, on_chunk=None, progress: Progress = None) -> int:
+    """Import the pending assignments of one campaign project; returns how many tasks were created. ``on_chunk``
+    is called after each chunk is recorded; ``progress`` hears what each import waits for."""
     prow = ensure_ls_project(conn, db, prow, kind)
     pending = db.execute(
         """SELECT a.id, i.item_key, i.kind, i.payload, i.id FROM assignments a
@@ -189,7 +195,7 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
     # Reconcile: tasks Label Studio holds that we did not record (a crash between import and record).
     info = _api(conn, conn.client.projects.get, prow["ls_project_id"])
     if (getattr(info, "task_number", None) or 0) > pushed_before:
-        keys = ls_task_keys(conn, prow["ls_project_id"])
+        keys = ls_task_keys(conn, prow["ls_project_id"], progress=progress)
         with transaction(db):
             for aid, key, *_ in pending:
                 if key in keys:
@@ -206,8 +212,10 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
             if earlier:
                 data["earlier"] = earlier.get(item_id, "")
             tasks.append(data)
-        res = _api(conn, conn.client.projects.import_tasks, prow["ls_project_id"], request=tasks,
-                   return_task_ids=True)
+        with waiting(f"Label Studio to import {len(tasks):,} task{'s' if len(tasks) != 1 else ''} into "
+                     f"{prow['title']!r}", progress=progress):
+            res = _api(conn, conn.client.projects.import_tasks, prow["ls_project_id"], request=tasks,
+                       return_task_ids=True)
         ids = list(res.task_ids or [])
         if len(ids) != len(part):
             raise LabelStudioError(f"Label Studio returned {len(ids)} task ids for {len(part)} tasks; rerun "
@@ -225,6 +233,44 @@ def push_project(conn: Connection, db, prow: dict, kind: str, *, image_base: str
     return created
 
 
+class _SentCount:
+    """The push's progress: tasks sent to Label Studio of those waiting to be sent when it began (assignments,
+    read back from the database after each chunk, so grid tasks count their items), and projects done."""
+
+    def __init__(self, db, campaign: dict, name: str, n_projects: int, progress: Progress):
+        self.db, self.cid, self.n_projects, self.projects = db, campaign["id"], n_projects, 0
+        self.before = self._sent()
+        waiting_ = self.db.execute(
+            "SELECT COUNT(*) FROM assignments a JOIN campaign_projects p ON p.id = a.project_id WHERE "
+            "p.campaign_id = ? AND p.purpose = 'annotate' AND a.ls_task_id IS NULL AND a.status = 'pending'",
+            [self.cid]).fetchone()[0]
+        self.bar = task(f"pushing {name} to Label Studio", waiting_, progress=progress,
+                        projects=f"0/{n_projects}")
+
+    def _sent(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM assignments a JOIN campaign_projects p ON p.id = a.project_id "
+                               "WHERE p.campaign_id = ? AND p.purpose = 'annotate' AND a.ls_task_id IS NOT NULL",
+                               [self.cid]).fetchone()[0]
+
+    def on_chunk(self, then=None):
+        """A chunk callback that moves the count on (and calls ``then``, the caller's own)."""
+        def chunked(prow, created):
+            self.bar.update(done=self._sent() - self.before)
+            if then:
+                then(prow, created)
+        return chunked
+
+    def project_done(self) -> None:
+        self.projects += 1
+        self.bar.update(done=self._sent() - self.before, projects=f"{self.projects}/{self.n_projects}")
+
+    def __enter__(self) -> _SentCount:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
+
+
 def _earlier_labels(db, prow: dict) -> dict[int, str]:
     rows = db.execute(
         """SELECT a.item_id, an.name, a.label, a.value FROM annotations a JOIN annotators an
@@ -237,42 +283,8 @@ def _earlier_labels(db, prow: dict) -> dict[int, str]:
     return {k: "; ".join(v) for k, v in out.items()}
 
 
-# ------------------------------------------------------------------------------------------- image URLs
-
-IMAGE_URL_HINT = ("Run 'cultura annotate serve-images' (it prints the base URL) and set it as annotate.image_base_url "
-                  "in cultura.toml ([annotate] image_base_url = \"http://127.0.0.1:8081\"), or pass image_base "
-                  "(--image-base URL).")
-
-
-def check_image_urls(items: list[dict], image_base: str | None) -> None:
-    """Refuse items whose task image a browser cannot load (``file://`` URLs of a local folder, no URL at all):
-    every annotator would see a broken image."""
-    check_image_base(image_base)
-    members = [m for it in items for m in (it["payload"].get("members") or [it["payload"]]) if "path" in m]
-    bad = [image_url(m, image_base) for m in members if not browser_loadable(image_url(m, image_base))]
-    if bad:
-        raise CulturaError(f"{len(bad)} of {len(members)} task images would have a URL annotators' browsers "
-                           f"cannot load (e.g. {bad[0] or '(none)'!r}: images from a local folder or an import "
-                           f"have no web address). {IMAGE_URL_HINT}")
-    # without the image server a task links to the web original, which browsers do not draw for TIFF or AVIF
-    undrawn = [m["path"] for m in members if image_base is None and not drawn_by_browsers(m["path"])]
-    if undrawn:
-        raise CulturaError(f"{len(undrawn)} of {len(members)} task images are stored in a format browsers do not "
-                           f"draw (e.g. {undrawn[0]!r}); 'cultura annotate serve-images' converts them. "
-                           f"{IMAGE_URL_HINT}")
-
-
-def check_image_base(image_base: str | None) -> None:
-    """Refuse an image base that is not an http(s) URL or does not parse (one sentence, credentials stripped)."""
-    if image_base is not None and not browser_loadable(image_base):
-        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not an http(s) URL, so annotators' "
-                           f"browsers cannot load task images from it. {IMAGE_URL_HINT}", param="image_base")
-    if image_base is not None and endpoint_url_problem(image_base):
-        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not a valid URL "
-                           f"({endpoint_url_problem(image_base)}). {IMAGE_URL_HINT}", param="image_base")
-
-
-def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | None = None) -> int:
+def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | None = None,
+                      progress: Progress = None) -> int:
     """Update the data of tasks already in Label Studio whose data changed (a new ``image_base``, an edited
     payload): a re-push fixes broken image URLs in place, annotations kept. Returns how many were updated."""
     if not prow.get("ls_project_id"):
@@ -288,18 +300,21 @@ def refresh_task_data(conn: Connection, db, prow: dict, *, image_base: str | Non
         want[key] = data
     if not want:
         return 0
-    r = conn.get(f"/api/projects/{prow['ls_project_id']}/export", exportType="JSON", download_all_tasks="true")
+    with waiting(f"Label Studio to export the {len(want):,} tasks of {prow['title']!r}", progress=progress):
+        r = conn.get(f"/api/projects/{prow['ls_project_id']}/export", exportType="JSON", download_all_tasks="true")
     if r.status_code == 404:
         raise ProjectMissing(f"Label Studio project {prow['ls_project_id']} was deleted.")
     r.raise_for_status()
-    n = 0
+    changed = []
     for t in r.json():
         data = t.get("data") or {}
         new = want.get(data.get("item_key"))
         if new is not None and any(data.get(f) != v for f, v in new.items()):
-            _api(conn, conn.client.tasks.update, id=t["id"], data={**data, **new})
-            n += 1
-    return n
+            changed.append((t["id"], {**data, **new}))
+    if changed:  # one request per task (a new image base changes them all)
+        for tid, data in track(changed, f"updating {len(changed):,} tasks of {prow['title']!r}", progress=progress):
+            _api(conn, conn.client.tasks.update, id=tid, data=data)
+    return len(changed)
 
 
 def check_campaign_open(db, name: str) -> None:
@@ -316,7 +331,7 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
          batch: str | None = None, source=None, other_countries: int | None = None, seed: int = 0,
          image_base: str | None = None, conn: Connection | None = None, chunk: int = CHUNK,
          max_tasks: int | None = None, on_chunk=None, grid: int | None = None, adaptive: bool = False,
-         prioritise: Callable[[Project, str, list[dict]], list[dict]] | None = None) -> dict:
+         prioritise: Callable[[Project, str, list[dict]], list[dict]] | None = None, progress: Progress = None) -> dict:
     """Build the items of ``kind``, assign them and import the new tasks into Label Studio.
 
     ``prioritise(project, kind, items)`` reorders the items before they are sent: ``--prioritise attribution``
@@ -326,7 +341,9 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
     (default: all of them). ``grid``: images per grid task (filter, relevance; :mod:`cultura.annotate.grid`);
     ``adaptive``: two opinions first, more up to ``overlap`` where needed (:mod:`cultura.annotate.adaptive`). Both
-    are the campaign's from its first push on. Returns a summary; a second call with the same state adds nothing."""
+    are the campaign's from its first push on. ``progress``: a reporter (:mod:`cultura.progress`) told the tasks
+    sent and what each long call to Label Studio waits for. Returns a summary; a second call with the same state
+    adds nothing."""
     get_kind(kind), grid and get_grid(kind)  # unknown kinds (and kinds no grid lays out) fail here, naming the valid ones
     if batch is not None:  # a new campaign's name, checked before any item is built
         batch = label_name(batch, what="campaign name", param="batch")
@@ -341,7 +358,7 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
         return _push(project, kind, overlap=overlap, annotators=annotators, gold=gold, batch=batch,
                      source=source, other_countries=other_countries, seed=seed, image_base=image_base,
                      conn=conn, chunk=chunk, max_tasks=max_tasks, on_chunk=on_chunk, prioritise=prioritise,
-                     grid=grid and GRID.check(grid, "grid"), adaptive=adaptive)
+                     grid=grid and GRID.check(grid, "grid"), adaptive=adaptive, progress=progress)
 
 
 #: Annotators per item.
@@ -393,7 +410,7 @@ def _refresh_sets(db, campaign_id: int, items: list[dict]) -> None:
 
 
 def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, other_countries, seed, image_base, conn,
-          chunk, max_tasks, on_chunk, prioritise, grid, adaptive) -> dict:
+          chunk, max_tasks, on_chunk, prioritise, grid, adaptive, progress) -> dict:
     db = project.db
     check_campaign_open(db, batch or kind)
     people = get_annotators(project, annotators, role=None if annotators else "annotator")
@@ -445,21 +462,29 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
     # commit makes stale, and the write then fails at once with "database is locked" (no busy wait)
     prows = [dict(r) for r in db["campaign_projects"].rows_where("campaign_id = ? AND purpose = 'annotate'",
                                                                  [campaign["id"]], order_by="id")]
-    for prow in prows:
-        owner = db["annotators"].get(prow["annotator_id"])
-        if not owner["active"]:
-            continue   # access revoked; their unanswered items were handed to others above
-        try:
-            # each annotator's projects live on their own server (or, on a shared one, their organization)
-            pc = connection_for(project, owner, conn, prow)
-            if (size := grid_size(campaign)):  # grid tasks: several items per Label Studio task
-                created += push_grid_project(pc, db, ensure_ls_project(pc, db, prow, kind, config=render_grid_config(
-                    kind, size)), kind, size, image_base=image_base, on_chunk=on_chunk)
-                continue
-            created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=on_chunk)
-            updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base)
-        except ProjectMissing as e:
-            missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
+    with _SentCount(db, campaign, name, len(prows), progress) as bar:
+        for prow in prows:
+            owner = db["annotators"].get(prow["annotator_id"])
+            if not owner["active"]:
+                bar.project_done()
+                continue   # access revoked; their unanswered items were handed to others above
+            try:
+                # each annotator's projects live on their own server (or, on a shared one, their organization)
+                with waiting(f"{owner['name']}'s Label Studio", progress=progress):
+                    pc = connection_for(project, owner, conn, prow)
+                chunked = bar.on_chunk(on_chunk)
+                if (size := grid_size(campaign)):  # grid tasks: several items per Label Studio task
+                    created += push_grid_project(pc, db, ensure_ls_project(pc, db, prow, kind, config=render_grid_config(
+                        kind, size)), kind, size, image_base=image_base, on_chunk=chunked)
+                    continue
+                created += push_project(pc, db, prow, kind, image_base=image_base, chunk=chunk, on_chunk=chunked,
+                                        progress=progress)
+                updated += refresh_task_data(pc, db, db["campaign_projects"].get(prow["id"]), image_base=image_base,
+                                             progress=progress)
+            except ProjectMissing as e:
+                missing.append({"project": prow["title"], "ls_project_id": prow["ls_project_id"], "error": str(e)})
+            finally:
+                bar.project_done()
     return {"campaign": name, "kind": kind, "items": len(stored), "new_items": len(stored) - n_before,
             "gold_items": len(gold_keys), "out_of_pool": left_out, **counts, "tasks_created": created,
             "tasks_updated": updated, "image_base": strip_userinfo(image_base), "missing_projects": missing,

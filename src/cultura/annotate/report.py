@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cultura.curate.cultures_decide import open_conflicts
 from cultura.db import now
 from cultura.errors import CulturaError, unknown
+from cultura.progress import Progress, task
 
 from . import agreement as ag
-from .kinds import get_kind
+from .decisions import imported_ratings
+from .kinds import get_kind, kinds
 from .pull import current_annotations
 
 if TYPE_CHECKING:
@@ -41,10 +44,51 @@ def _clean(obj):
 
 
 def campaigns(db, name: str | None = None) -> list[dict]:
+    """Every campaign, or the one named ``name`` (a name no push made is :func:`no_campaign`'s sentence)."""
     rows = list(db["campaigns"].rows_where("name = ?" if name else None, [name] if name else [], order_by="id"))
     if name and not rows:
-        raise unknown("campaign", name, [r["name"] for r in db["campaigns"].rows])
+        raise no_campaign(db, name)
     return rows
+
+
+def no_campaign(db, name: str) -> CulturaError:
+    """The error for a campaign nobody pushed. A kind's name (what push names a campaign without a batch name)
+    says what to do: name the campaigns of that kind when they have other names, else start one; for
+    ``relevance``, what imported ratings already decided. Any other name is unknown (with the names there are)."""
+    if name not in kinds():
+        names = [r["name"] for r in db["campaigns"].rows]
+        if not names:
+            return CulturaError(f"Unknown campaign {name!r}: no campaign was pushed yet ('cultura annotate push "
+                                f"KIND' starts one; the kinds are {', '.join(kinds())}).", param="campaign")
+        return unknown("campaign", name, names, param="campaign")
+    same = [r["name"] for r in db["campaigns"].rows_where("kind = ?", [name], order_by="id")]
+    if same:
+        return CulturaError(f"No campaign is named {name!r}: the {name} campaigns are {', '.join(same)}; name one "
+                            "of them, or none for every campaign.", param="campaign")
+    return CulturaError(f"No {name} campaign was pushed, so it has no annotations: {not_pushed(db, name)}",
+                        param="campaign")
+
+
+def unpushed_kind(db, name: str | None) -> bool:
+    """True when ``name`` is an annotation kind no campaign was ever pushed for (by that name or another)."""
+    return bool(name) and name in kinds() and not db.execute(
+        "SELECT 1 FROM campaigns WHERE name = ? OR kind = ? LIMIT 1", [name, name]).fetchone()
+
+
+def not_pushed(db, kind: str) -> str:
+    """What a kind without a campaign means (one sentence's end): how to start one, and for relevance what the
+    imported ratings decided and which culture questions are still open."""
+    start = f"'cultura annotate push {kind}' starts one"
+    n, files = imported_ratings(db) if kind == "relevance" else (0, [])
+    if not n:
+        return start + "."
+    left = len(open_conflicts(db))
+    still = (f"{left} culture question{'s are' if left != 1 else ' is'} still open (rate those images for every "
+             "country they were found for, or decide with 'cultura images flags --resolve')" if left else
+             "no culture question is open")
+    return (f"the {n:,} relevance rating{'s' if n != 1 else ''} imported from {', '.join(files)} "
+            f"{'are decisions' if n != 1 else 'is a decision'} already and settle the culture questions they "
+            f"rate, {still}; {start} if you want annotators to rate more.")
 
 
 def latest_per_rater(records: list[dict]) -> list[dict]:
@@ -109,38 +153,51 @@ def _kappa_undefined_reason(m) -> str:
     return "too few items rated by 2 or more annotators to estimate chance agreement"
 
 
-def agreement_report(project: Project, campaign: str | None = None) -> list[dict]:
-    """One report per campaign (see module docstring). Values that are undefined are ``None``."""
+def agreement_report(project: Project, campaign: str | None = None, *, progress: Progress = None) -> list[dict]:
+    """One report per campaign (see module docstring). Values that are undefined are ``None``. ``progress``
+    (:mod:`cultura.progress`) is told each campaign's steps: its answers read, the whole campaign's statistics,
+    each country's, the languages'."""
     db = project.db
     reports = []
     for c in campaigns(db, campaign):
-        spec = get_kind(c["kind"])
-        recs = latest_per_rater(current_annotations(db, c["id"]))
-        main = [r for r in recs if r["gold"] is None]
-        rep = {"campaign": c["name"], "kind": c["kind"], "level": spec.level, "overlap": c["overlap"]}
-        try:
-            rep.update(agreement_stats(main, spec.level))
-        except ag.AgreementInputError as e:
-            rep["note"] = str(e)
-        rep["gold_accuracy"] = _gold(recs, spec.level)
-        rep["throughput"] = _throughput(recs)
-        rep["workload"] = workload(db, c["id"])
-        countries = sorted({r["country"] for r in main if r["country"]})
-        if len(countries) > 1 or c["kind"] == "relevance":
-            rep["by_country"] = {}
-            for cc in countries:
-                sub = [r for r in main if r["country"] == cc]
-                try:
-                    rep["by_country"][cc] = agreement_stats(sub, spec.level)
-                except ag.AgreementInputError as e:
-                    rep["by_country"][cc] = {"note": str(e)}
-                if spec.level == "ordinal":
-                    rep["by_country"][cc]["mean_value"] = float(np.mean([r["value"] for r in sub]))
-        by_language = _by_language(db, main, spec.level, c["kind"])
-        if by_language is not None:
-            rep["by_language"] = by_language
-        reports.append(_clean(rep))
+        with task(f"agreement of {c['name']}", progress=progress) as bar:
+            reports.append(_clean(_agreement(db, c, bar)))
     return reports
+
+
+def _agreement(db, c: dict, bar) -> dict:
+    """The agreement report of campaign ``c``, advancing ``bar`` a step at a time."""
+    spec = get_kind(c["kind"])
+    recs = latest_per_rater(current_annotations(db, c["id"]))
+    main = [r for r in recs if r["gold"] is None]
+    countries = sorted({r["country"] for r in main if r["country"]})
+    by_country = len(countries) > 1 or c["kind"] == "relevance"
+    bar.update(done=1, total=3 + (len(countries) if by_country else 0), answers=len(recs))
+    rep = {"campaign": c["name"], "kind": c["kind"], "level": spec.level, "overlap": c["overlap"]}
+    try:
+        rep.update(agreement_stats(main, spec.level))
+    except ag.AgreementInputError as e:
+        rep["note"] = str(e)
+    rep["gold_accuracy"] = _gold(recs, spec.level)
+    rep["throughput"] = _throughput(recs)
+    rep["workload"] = workload(db, c["id"])
+    bar.advance()
+    if by_country:
+        rep["by_country"] = {}
+        for cc in countries:
+            sub = [r for r in main if r["country"] == cc]
+            try:
+                rep["by_country"][cc] = agreement_stats(sub, spec.level)
+            except ag.AgreementInputError as e:
+                rep["by_country"][cc] = {"note": str(e)}
+            if spec.level == "ordinal":
+                rep["by_country"][cc]["mean_value"] = float(np.mean([r["value"] for r in sub]))
+            bar.advance()
+    by_language = _by_language(db, main, spec.level, c["kind"])
+    if by_language is not None:
+        rep["by_language"] = by_language
+    bar.advance()
+    return rep
 
 
 def _by_language(db, main: list[dict], level: str, kind: str) -> dict | None:

@@ -33,6 +33,7 @@ from cultura.bounds import Bound, from_field
 from cultura.config import AnnotateSection
 from cultura.errors import CulturaError
 from cultura.names import check_endpoint_url
+from cultura.progress import Progress, waiting
 from cultura.redact import register_secret
 
 if TYPE_CHECKING:
@@ -265,13 +266,16 @@ def wait_ready(url: str, token: str, proc: subprocess.Popen | None = None, *, ti
 
 
 def launch_ready(executable: str, data_dir: Path, port: int, creds: dict, *, timeout: float,
-                 log_path: Path) -> subprocess.Popen:
+                 log_path: Path, what: str = "the project's Label Studio", progress: Progress = None) -> subprocess.Popen:
     """:func:`launch` with ``creds`` (username, password, api_key) and :func:`wait_ready` on 127.0.0.1:port; a
-    server that does not come up is stopped before the error is raised (no orphan holds the port)."""
+    server that does not come up is stopped before the error is raised (no orphan holds the port). Every start
+    of a server comes here: ``progress`` hears that it waits for ``what`` to answer."""
     proc = launch(executable, data_dir, port, username=creds["username"], password=creds["password"],
                   token=creds["api_key"], log_path=log_path)
     try:
-        wait_ready(f"http://127.0.0.1:{port}", creds["api_key"], proc, timeout=timeout, log_path=log_path)
+        with waiting(f"{what} to answer on 127.0.0.1:{port} (a first start migrates its database for about a "
+                     "minute)", progress=progress):
+            wait_ready(f"http://127.0.0.1:{port}", creds["api_key"], proc, timeout=timeout, log_path=log_path)
     except LabelStudioError:
         stop_process(proc.pid)
         raise
@@ -400,7 +404,7 @@ START_TIMEOUT = Bound(0, 86_400, float, open_low=True)
 
 
 def start_server(project: Project, *, port: int | None = None, timeout: float = 240,
-                 seed_dir: str | Path | None = None) -> dict:
+                 seed_dir: str | Path | None = None, progress: Progress = None) -> dict:
     """Start (or find running) the project's local Label Studio; returns its status (url, pid, port).
 
     ``seed_dir``: a migrated Label Studio data dir copied in when the project has none yet (startup then
@@ -434,7 +438,7 @@ def start_server(project: Project, *, port: int | None = None, timeout: float = 
         if s.connect_ex(("127.0.0.1", port)) == 0:
             raise LabelStudioError(f"Port {port} on 127.0.0.1 is already in use; give a free port (Label Studio "
                                    "would silently move to another one).", param="port")
-    proc = launch_ready(exe, ddir, port, sec, timeout=timeout, log_path=log_path)
+    proc = launch_ready(exe, ddir, port, sec, timeout=timeout, log_path=log_path, progress=progress)
     write_secrets(project, {**sec, "url": url, "external": False})
     (ddir / STATE_NAME).write_text(json.dumps({"pid": proc.pid, "port": port, "url": url}), encoding="utf-8")
     make_private(ddir)

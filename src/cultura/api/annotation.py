@@ -19,6 +19,7 @@ from ..annotate.people import label_studio_origins, server_status, start_server,
 from ..annotate.simulate import simulate_annotations
 from ..annotate.team import annotator_report
 from ..evaluate.suites.attribution.priority import ordering
+from ..progress import Progress
 from .tables import frame as _frame
 
 if TYPE_CHECKING:
@@ -37,9 +38,10 @@ class Server:
     def __init__(self, project: Project):
         self.project = project
 
-    def start(self, *, port: int | None = None, timeout: float = 240) -> Summary:
-        """Start it (a fresh data dir adopts cultura's cached migrated database) and wait until it answers."""
-        return start_server(self.project, port=port, timeout=timeout)
+    def start(self, *, port: int | None = None, timeout: float = 240, progress: Progress = None) -> Summary:
+        """Start it (a fresh data dir adopts cultura's cached migrated database) and every active annotator's own,
+        and wait until they answer."""
+        return start_server(self.project, port=port, timeout=timeout, progress=progress)
 
     def stop(self) -> Summary:
         return stop_server(self.project)
@@ -92,9 +94,9 @@ class Annotators:
         """Set a password on the local server (a random one when not given; returned once, stored nowhere)."""
         return set_password(self.project, name, password)
 
-    def report(self, campaign: str | None = None) -> Reports:
+    def report(self, campaign: str | None = None, *, progress: Progress = None) -> Reports:
         """Per campaign and annotator: work done, time, agreement, gold accuracy, skill, spammer flag."""
-        return annotator_report(self.project, campaign)
+        return annotator_report(self.project, campaign, progress=progress)
 
 
 class Campaigns:
@@ -140,27 +142,28 @@ class Annotate:
     def push(self, kind: str, *, overlap: int = 2, annotators: Iterable[str] | None = None, gold: int | None = None,
              batch: str | None = None, source: PathLike | None = None, other_countries: int | None = None,
              image_base: str | None = None, prioritise: str | None = None, grid: int | None = None,
-             adaptive: bool = False) -> Summary:
+             adaptive: bool = False, progress: Progress = None) -> Summary:
         """Build ``kind`` items (``filter``, ``dedup-review``, ``relevance``, ``entity``, ``context``,
         ``translation``), assign each to ``overlap`` annotators and send new tasks to their projects (``grid``
         images per task; ``adaptive``: two opinions first, more only where needed)."""
         return push(self.project, kind, overlap=overlap, annotators=None if annotators is None else list(annotators),
                     gold=gold, batch=batch, source=source, other_countries=other_countries, image_base=image_base,
-                    prioritise=ordering(prioritise), grid=grid, adaptive=adaptive)
+                    prioritise=ordering(prioritise), grid=grid, adaptive=adaptive, progress=progress)
 
     def pull(self, campaign: str | None = None) -> Summary:
         """Fetch the annotations (append-only: an edited answer becomes a new version)."""
         return pull(self.project, campaign=campaign)
 
-    def agreement(self, campaign: str | None = None) -> Reports:
+    def agreement(self, campaign: str | None = None, *, progress: Progress = None) -> Reports:
         """Per campaign: percent agreement, Cohen's and Fleiss' κ, Krippendorff's α, consensus, gold accuracy."""
-        return agreement_report(self.project, campaign)
+        return agreement_report(self.project, campaign, progress=progress)
 
     def adjudicate(self, campaign: str | None = None, *, rule: str | None = None, min_agreement: float | None = None,
-                   adjudicator: str | None = None) -> Reports:
-        """Write the decisions (``rule``: majority, median, dawid-skene, …) and send disagreements on."""
+                   adjudicator: str | None = None, progress: Progress = None) -> Reports:
+        """Write the decisions (``rule``: majority, median, dawid-skene, …) and send disagreements on; a kind
+        nobody pushed a campaign for has nothing to adjudicate (its summary's ``nothing_to_do`` says why)."""
         return adjudicate(self.project, campaign=campaign, rule_name=rule, min_agreement=min_agreement,
-                          adjudicator=adjudicator)
+                          adjudicator=adjudicator, progress=progress)
 
     def export_labels(self, out: PathLike, *, campaign: str | None = None, overwrite: bool = False) -> Summary:
         """The raw (task, worker, label, time) table in crowd-kit's column names, as CSV or Parquet."""

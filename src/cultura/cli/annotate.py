@@ -317,7 +317,9 @@ def _round(v, digits: int = 3):
 @pass_ctx
 def adjudicate_cmd(ctx, campaign, rule_name, min_agreement, adjudicator, as_json):
     """Write final decisions (read by build: removed images, resolved duplicate clusters, relevance scores) and
-    send disagreements to an adjudication project showing the earlier labels."""
+    send disagreements to an adjudication project showing the earlier labels. A kind nobody pushed a campaign
+    for (--campaign relevance after 'cultura import ratings') has nothing to adjudicate: it says why, and which
+    culture questions are still open."""
     res = adjudicate(ctx.project, campaign=campaign, rule_name=rule_name, min_agreement=min_agreement,
                      adjudicator=adjudicator)
     if as_json:
@@ -332,6 +334,9 @@ def adjudication_lines(res: list[dict], width: int = 80) -> list[str]:
     """The adjudication summaries as short sentences, one block per campaign, wrapped at ``width`` columns."""
     lines = []
     for r in res:
+        if r.get("nothing_to_do"):  # a kind nobody pushed a campaign for
+            lines += textwrap.wrap(r["nothing_to_do"], width=width, subsequent_indent="  ")
+            continue
         lines.append(f"{r['campaign']} ({r['kind']}): rule {r['rule']}, min agreement {r['min_agreement']:g}")
         decided = r["decided"] + r["adjudicated"] + r["gold"]
         parts = [f"{decided} item{'s' if decided != 1 else ''} decided ({r['decided']} by the rule, "

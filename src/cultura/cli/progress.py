@@ -2,10 +2,14 @@
 into normal or JSON output on stdout). On a terminal, a rich bar per running task and a closing summary line
 when it ends; elsewhere (a log file, CI, a pipe), a task that runs longer than :data:`QUIET_S` prints one line
 every :data:`EVERY_S` seconds and a closing summary, so no long stage is silent and a short one prints nothing.
+Those lines come from a heartbeat thread as well as from the stage's own events, so a call that tells nothing
+for minutes (a task :func:`cultura.progress.waiting` for a server) still gets its line every 10 s. A transient
+task (such a wait) leaves no summary line on a terminal: the stage around it prints one.
 The root group installs one around every command (:func:`cultura.progress.reporting`), so a stage several calls
 down reports here without an argument threaded through each call."""
 from __future__ import annotations
 
+import threading
 import time
 
 from rich.console import Console
@@ -17,6 +21,8 @@ from ..progress import Event
 #: Seconds a task runs before the first line when stderr is not a terminal, and between lines after it.
 QUIET_S = 10.0
 EVERY_S = 10.0
+#: Seconds between the heartbeat thread's looks at the open tasks (off a terminal).
+HEARTBEAT_S = 1.0
 
 
 def _info(info: dict) -> str:
@@ -24,25 +30,49 @@ def _info(info: dict) -> str:
 
 
 def _count(e: Event) -> str:
-    return f"{e.done}/{e.total}" if e.total is not None else f"{e.done}"
+    """``12/40``, or ``12`` without a total; nothing for a task with neither (a wait)."""
+    if e.total is None:
+        return f"{e.done}" if e.done else ""
+    return f"{e.done}/{e.total}"
+
+
+def _line_text(e: Event, tail: str) -> str:
+    """``stage: 12/40 (3 ok), tail`` with the parts a task has."""
+    info = f" ({_info(e.info)})" if e.info else ""
+    what = f"{_count(e)}{info}".strip()
+    return f"{e.stage}: {what + ', ' if what else ''}{tail}"
 
 
 class BarReporter:
     """One rich bar per running task on a terminal (a finished task's bar is replaced by its summary line);
-    periodic lines and a summary elsewhere. ``clock`` is the time source (tests pass their own)."""
+    periodic lines and a summary elsewhere. ``clock`` is the time source (tests pass their own, and then no
+    heartbeat thread runs unless ``heartbeat`` asks for one: they call :meth:`tick` themselves)."""
 
-    def __init__(self, console: Console | None = None, *, clock=time.monotonic):
+    def __init__(self, console: Console | None = None, *, clock=None, heartbeat: float | None = None):
         self.console = console if console is not None else Console(stderr=True)
-        self.clock = clock
+        self.clock = clock if clock is not None else time.monotonic
+        self.heartbeat = heartbeat if heartbeat is not None or clock is not None else HEARTBEAT_S
         self._bars: Progress | None = None
         self._tasks: dict[int, TaskID] = {}
         self._started: dict[int, float] = {}
         self._said: dict[int, float] = {}
+        self._open: dict[int, Event] = {}   # the last event of each open task (off a terminal)
+        self._lock = threading.RLock()      # the heartbeat thread and the stage's own thread take turns
+        self._beating: threading.Thread | None = None
 
     def __call__(self, event: Event) -> None:
+        with self._lock:
+            self._report(event)
+
+    def _report(self, event: Event) -> None:
         now = self.clock()
         start = self._started.setdefault(event.task, now)
         if not self.console.is_terminal:
+            if event.finished:
+                self._open.pop(event.task, None)
+            else:
+                self._open[event.task] = event
+                self._beat()
             self._line(event, now, start)
             return
         if self._bars is None:
@@ -58,9 +88,34 @@ class BarReporter:
         if event.finished:
             bars.remove_task(self._tasks.pop(event.task))
             self._started.pop(event.task, None)
-            self.console.print(escape(self._summary(event, now - start)), highlight=False)
+            if not event.transient:
+                self.console.print(escape(self._summary(event, now - start)), highlight=False)
             if not self._tasks:
                 self.close()
+
+    def tick(self) -> None:
+        """Off a terminal: the line of every open task that is due one (what the heartbeat thread calls), so a
+        task whose stage is silent inside one long call still says where it is."""
+        with self._lock:
+            now = self.clock()
+            for e in list(self._open.values()):
+                self._line(e, now, self._started.get(e.task, now))
+
+    def _beat(self) -> None:
+        """Start the heartbeat thread if none runs (it ends once no task is open)."""
+        if not self.heartbeat or (self._beating is not None and self._beating.is_alive()):
+            return
+        self._beating = threading.Thread(target=self._heartbeat, name="cultura-progress", daemon=True)
+        self._beating.start()
+
+    def _heartbeat(self) -> None:
+        while True:
+            time.sleep(self.heartbeat)
+            with self._lock:
+                if not self._open:
+                    self._beating = None
+                    return
+                self.tick()
 
     def _line(self, event: Event, now: float, start: float) -> None:
         """Not a terminal: a line once the task has run :data:`QUIET_S`, then every :data:`EVERY_S`; a summary
@@ -73,18 +128,19 @@ class BarReporter:
             return
         if (last is None and now - start >= QUIET_S) or (last is not None and now - last >= EVERY_S):
             self._said[event.task] = now
-            info = f" ({_info(event.info)})" if event.info else ""
-            self.console.print(escape(f"{event.stage}: {_count(event)}{info}, {now - start:.0f} s"),
-                               highlight=False, soft_wrap=True)
+            self.console.print(escape(_line_text(event, f"{now - start:.0f} s")), highlight=False, soft_wrap=True)
 
     @staticmethod
     def _summary(event: Event, took: float) -> str:
         info = f" ({_info(event.info)})" if event.info else ""
-        return f"{event.stage}: done, {_count(event)}{info} in {took:.1f} s"
+        count = _count(event)
+        return f"{event.stage}: done{', ' + count if count else ''}{info} in {took:.1f} s"
 
     def close(self) -> None:
         """Stop drawing (a command that ends, or fails, with a task still open)."""
-        if self._bars is not None:
-            self._bars.stop()
-            self._bars = None
-            self._tasks.clear()
+        with self._lock:
+            self._open.clear()
+            if self._bars is not None:
+                self._bars.stop()
+                self._bars = None
+                self._tasks.clear()

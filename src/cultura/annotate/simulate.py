@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import subprocess
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +41,8 @@ SIMULATED_NOTE = "SIMULATED annotator (cultura.annotate.simulate): not human jud
 
 #: answers per transaction (and per progress line) in the bulk writer
 CHUNK = 500
+#: bulk writers running at once (one per server; each is a Label Studio process of a few hundred MB)
+WRITERS = max(2, min(4, os.cpu_count() or 2))
 
 #: Run by Label Studio's Python on one server's data dir: create the answers read from stdin (JSON
 #: ``{"answers": [[task id, user id, result, lead time], ...]}``) as the API's annotation create does — the
@@ -128,30 +132,59 @@ def _data_dir(project: Project, a: dict) -> Path | None:
     return ls_data_dir(project)
 
 
-def _write_bulk(project: Project, ddir: Path, answers: list[dict], bar) -> None:
-    """Create ``answers`` on the server at ``ddir`` with Label Studio's models (:data:`ANSWER_SCRIPT`)."""
-    env = {**os.environ, **QUIET_ENV, "LABEL_STUDIO_BASE_DATA_DIR": str(ddir)}
-    req = {"chunk": CHUNK, "answers": [[a["task"], a["user"], a["result"], a["lead_time"]] for a in answers]}
-    items = [a["items"] for a in answers]
-    proc = subprocess.Popen([ls_python(project), "-c", ANSWER_SCRIPT], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(ddir), text=True)
-    proc.stdin.write(json.dumps(req))
-    proc.stdin.close()
-    seen, error = 0, None
+def _write_bulk(project: Project, batches: dict[Path, list[dict]], bar) -> None:
+    """Create each server's answers with Label Studio's models (:data:`ANSWER_SCRIPT`), ``WRITERS`` servers' writers
+    at once (their databases are apart; each spends seconds setting Django up before its first answer)."""
+    events: queue.Queue = queue.Queue()
+    procs: dict[Path, subprocess.Popen] = {}
+    waiting = list(batches)
+
+    def start_next() -> None:
+        ddir = waiting.pop(0)
+        env = {**os.environ, **QUIET_ENV, "LABEL_STUDIO_BASE_DATA_DIR": str(ddir)}
+        procs[ddir] = subprocess.Popen([ls_python(project), "-c", ANSWER_SCRIPT], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(ddir),
+                                       text=True)
+        threading.Thread(target=_feed, args=(procs[ddir], ddir, batches[ddir], events), daemon=True).start()
+
+    for _ in range(min(len(waiting), WRITERS)):
+        start_next()
+    seen = {d: 0 for d in batches}
+    errors: dict[Path, str] = {}
+    running = len(procs)
+    while running:
+        ddir, msg = events.get()
+        if msg is None:
+            running -= 1
+            if waiting:
+                start_next()
+                running += 1
+        elif "error" in msg:
+            errors[ddir] = msg["error"]
+        else:
+            bar.advance(sum(a["items"] for a in batches[ddir][seen[ddir]:msg["done"]]), server=str(ddir.name))
+            seen[ddir] = msg["done"]
+    for ddir, proc in procs.items():
+        err = proc.stderr.read()
+        if proc.wait() != 0 or seen[ddir] != len(batches[ddir]):
+            tail = errors.get(ddir) or ((err or "").strip().splitlines()[-1:] or ["no output"])[0]
+            raise LabelStudioError(f"Writing simulated answers into Label Studio at {ddir} stopped after "
+                                   f"{seen[ddir]} of {len(batches[ddir])} ({tail}); rerun 'annotate simulate' to "
+                                   "answer the rest.")
+
+
+def _feed(proc: subprocess.Popen, ddir: Path, answers: list[dict], events: queue.Queue) -> None:
+    """Send one writer its answers and pass on what it prints (None once it is done)."""
+    try:
+        proc.stdin.write(json.dumps({"chunk": CHUNK, "answers": [[a["task"], a["user"], a["result"],
+                                                                  a["lead_time"]] for a in answers]}))
+        proc.stdin.close()
+    except BrokenPipeError:   # it died setting up: its stderr says why
+        pass
     for line in proc.stdout:
-        if not line.startswith("@@"):
-            continue
-        msg = json.loads(line[2:])
-        if "error" in msg:
-            error = msg["error"]
-            continue
-        bar.advance(sum(items[seen:msg["done"]]))
-        seen = msg["done"]
-    err = proc.stderr.read()
-    if proc.wait() != 0 or seen != len(answers):
-        tail = error or ((err or "").strip().splitlines()[-1:] or ["no output"])[0]
-        raise LabelStudioError(f"Writing simulated answers into Label Studio at {ddir} stopped after {seen} of "
-                               f"{len(answers)} ({tail}); rerun 'annotate simulate' to answer the rest.")
+        if line.startswith("@@"):
+            events.put((ddir, json.loads(line[2:])))
+    events.put((ddir, None))
 
 
 def simulate_annotations(project: Project, campaign: str, *, disagreement: float = 0.1, seed: int = 0,
@@ -174,12 +207,12 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
     n = sum(a["items"] for a in answers)
     with progress_mod.task("annotate simulate", total=n, progress=progress, campaign=campaign,
                            servers=len(batches)) as bar:
-        for ddir, part in batches.items():
-            if ddir is not None:
-                _write_bulk(project, ddir, part, bar)
-                continue
+        bulk_batches = {d: part for d, part in batches.items() if d is not None}
+        if bulk_batches:
+            _write_bulk(project, bulk_batches, bar)
+        if None in batches:
             conns: dict[int, Connection] = {}
-            for a in part:
+            for a in batches[None]:
                 pid = a["project_id"]
                 if pid not in conns:   # as the annotator themself when the task is in their organization
                     conns[pid] = connection_for(project, db["annotators"].get(a["annotator_id"]), conn,

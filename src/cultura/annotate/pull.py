@@ -72,6 +72,7 @@ def _pull(project: Project, *, campaign: str | None, conn: Connection | None, an
              "tasks_fetched": 0, "annotations_fetched": 0}
     with progress_mod.task("annotate pull", total=len(prows), progress=progress) as bar:
         for pid, ls_pid, title, kind, owner, purpose, ls_as, status in prows:
+            bar.update(project=title)   # what the bar waits for while Label Studio exports it
             _pull_project(project, conn, shared_users, total, pid, ls_pid, title, kind, owner, purpose, ls_as,
                           status, full=full)
             bar.advance(new=total["new"], changed=total["versions"], unchanged=total["unchanged"],

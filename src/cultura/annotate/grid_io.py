@@ -1,5 +1,5 @@
 """Grid tasks in Label Studio: push a campaign project's pending assignments as grids, turn pulled grid answers
-into the per-item annotations one-image tasks give, and answer grids in a simulation.
+into the per-item annotations one-image tasks give, and collect a simulation's answers to grids.
 
 Resumable and idempotent as one-image push is: the grids (members in cell order) are recorded in
 ``grid_tasks`` before anything is sent; a grid whose import was not recorded (a kill between Label Studio's
@@ -142,15 +142,16 @@ def grid_cells(db, project_id: int) -> dict[str, tuple[int, int]]:
 
 
 class GridAnswers:
-    """Collects per-item labels of grid members and submits each grid once all its members have theirs, as one
-    annotation by the grid's annotator (a simulation answering grids as a person would)."""
+    """Collects per-item labels of grid members; once a grid has all its members' labels it is one answer by the
+    grid's annotator (a simulation answering grids as a person would)."""
 
     def __init__(self, db):
         self.db, self.cells, self.got = db, {}, {}
 
-    def add(self, conn: Connection, project_id: int, kind: str, item_key: str, label: str, *, user_id: int,
-            lead_time: float) -> int:
-        """Record one member's label; returns how many items a submitted grid answered (0 until it is full)."""
+    def add(self, project_id: int, kind: str, item_key: str, label: str, *, user_id: int,
+            lead_time: float) -> tuple[int, list, int, float, int] | None:
+        """Record one member's label; once the grid is full, its answer: (task id, result, user id, lead time,
+        members answered), else None."""
         if project_id not in self.cells:
             self.cells[project_id] = grid_cells(self.db, project_id)
         tid, cell = self.cells[project_id][item_key]
@@ -158,7 +159,18 @@ class GridAnswers:
         got[cell] = label
         members = sum(1 for t, _ in self.cells[project_id].values() if t == tid)
         if len(got) < members:
-            return 0
-        conn.client.annotations.create(tid, result=grid_result(kind, [got[c] for c in range(members)]),
-                                       completed_by=user_id, lead_time=round(lead_time * members, 2))
-        return members
+            return None
+        return (tid, grid_result(kind, [got[c] for c in range(members)]), user_id, round(lead_time * members, 2),
+                members)
+
+
+def grid_member_tasks(db, project_id: int, task_ids: set[int]) -> set[int]:
+    """The per-member stand-in task ids (``-assignment id``) of the project's grids among ``task_ids``."""
+    keys = [k for tid, ks in db.execute("SELECT ls_task_id, item_keys FROM grid_tasks WHERE project_id = ? AND "
+                                        "ls_task_id IS NOT NULL", [project_id]) if tid in task_ids
+            for k in json.loads(ks)]
+    if not keys:
+        return set()
+    have = set(keys)
+    return {-a for a, k in db.execute("SELECT a.id, i.item_key FROM assignments a JOIN annotation_items i ON "
+                                      "i.id = a.item_id WHERE a.project_id = ?", [project_id]) if k in have}

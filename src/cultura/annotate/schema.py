@@ -241,3 +241,13 @@ def m006_grid_tasks(db):
         );
         """
     )
+
+
+@annotate()
+def m007_pull_watermark(db):
+    """What an incremental pull starts from: the latest Label Studio ``updated_at`` of the project's tasks seen
+    (``watermark``), how many tasks the project held (``ls_tasks``: fewer next time means tasks were deleted,
+    so that pull re-exports everything), how many annotation bodies came back (``n_fetched``) and whether the
+    pull re-exported the whole project (``full``)."""
+    for col, typ in (("watermark", "TEXT"), ("ls_tasks", "INTEGER"), ("n_fetched", "INTEGER"), ("full", "INTEGER")):
+        db.execute(f"ALTER TABLE annotation_pulls ADD COLUMN {col} {typ}")

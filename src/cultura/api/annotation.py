@@ -150,9 +150,10 @@ class Annotate:
                     gold=gold, batch=batch, source=source, other_countries=other_countries, image_base=image_base,
                     prioritise=ordering(prioritise), grid=grid, adaptive=adaptive, progress=progress)
 
-    def pull(self, campaign: str | None = None) -> Summary:
-        """Fetch the annotations (append-only: an edited answer becomes a new version)."""
-        return pull(self.project, campaign=campaign)
+    def pull(self, campaign: str | None = None, *, full: bool = False) -> Summary:
+        """Fetch the annotations (append-only: an edited answer becomes a new version): what changed since the
+        last pull, or every project's whole export with ``full``."""
+        return pull(self.project, campaign=campaign, full=full)
 
     def agreement(self, campaign: str | None = None, *, progress: Progress = None) -> Reports:
         """Per campaign: percent agreement, Cohen's and Fleiss' κ, Krippendorff's α, consensus, gold accuracy."""

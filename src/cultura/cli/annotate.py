@@ -261,12 +261,15 @@ def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, im
 
 @annotate.command("pull")
 @click.option("--campaign", default=None, help="Only this campaign (default: all).")
+@click.option("--full", is_flag=True, help="Re-export every project whole (default: only the tasks changed since "
+                                           "the last pull).")
 @json_option
 @pass_ctx
-def pull_cmd(ctx, campaign, as_json):
-    """Fetch annotations of every campaign project (append-only: an edited annotation becomes a new version).
-    Projects deleted in Label Studio are reported; nothing local is lost."""
-    summary("annotate pull", pull(ctx.project, campaign=campaign), as_json)
+def pull_cmd(ctx, campaign, full, as_json):
+    """Fetch annotations of every campaign project (append-only: an edited annotation becomes a new version):
+    only the tasks changed since the last pull. Projects deleted in Label Studio are reported; nothing local is
+    lost."""
+    summary("annotate pull", pull(ctx.project, campaign=campaign, full=full), as_json)
 
 
 @annotate.command("agreement")

@@ -87,6 +87,10 @@ ANNOTATED = {
 IN_LABEL_STUDIO = {
     "annotate.server.start": lambda p, ev: p.annotate.server.start(progress=ev.append),
     "annotate.push": lambda p, ev: p.annotate.push("filter", overlap=1, progress=ev.append),
+    "annotate.simulate": lambda p, ev: (p.annotate.push("filter", overlap=1),
+                                        p.annotate.simulate("filter", progress=ev.append)),
+    "annotate.pull": lambda p, ev: (p.annotate.push("filter", overlap=1), p.annotate.simulate("filter"),
+                                    p.annotate.pull(progress=ev.append)),
 }
 ALL = {**CASES, **EVALUATED, **ANNOTATED, **IN_LABEL_STUDIO}
 

@@ -61,3 +61,11 @@ def test_dedup_1m_benchmark_runs_on_real_photo_hash_statistics(tmp_path):
                  str(tmp_path / "p"), tmp_path=tmp_path)
     for name in ("confirm_pairs", "hash_search", "end to end", "cluster sizes", "no-op rerun"):
         assert name in out, out
+
+
+@pytest.mark.labelstudio
+def test_simulate_and_pull_benchmark_runs_on_servers_of_their_own(tmp_path):
+    out = _bench("bench_annotate_simulate_pull.py", "3", tmp_path=tmp_path)
+    for key in ('"simulate_per_request"', '"simulate_bulk"', '"pull_nochange_incremental"', '"simulate_speedup"',
+                '"nochange_pull_speedup"', '"wall_s"', '"cpu_s"'):
+        assert key in out, out

@@ -150,10 +150,10 @@ class Annotate:
                     gold=gold, batch=batch, source=source, other_countries=other_countries, image_base=image_base,
                     prioritise=ordering(prioritise), grid=grid, adaptive=adaptive, progress=progress)
 
-    def pull(self, campaign: str | None = None, *, full: bool = False) -> Summary:
+    def pull(self, campaign: str | None = None, *, full: bool = False, progress: Progress = None) -> Summary:
         """Fetch the annotations (append-only: an edited answer becomes a new version): what changed since the
         last pull, or every project's whole export with ``full``."""
-        return pull(self.project, campaign=campaign, full=full)
+        return pull(self.project, campaign=campaign, full=full, progress=progress)
 
     def agreement(self, campaign: str | None = None, *, progress: Progress = None) -> Reports:
         """Per campaign: percent agreement, Cohen's and Fleiss' κ, Krippendorff's α, consensus, gold accuracy."""
@@ -177,9 +177,10 @@ class Annotate:
         return import_labels(self.project, Path(path), source=source, campaign=campaign, annotator=annotator)
 
     def simulate(self, campaign: str, *, disagreement: float = 0.1, seed: int = 0,
-                 purpose: str = "annotate") -> Summary:
+                 purpose: str = "annotate", progress: Progress = None) -> Summary:
         """SIMULATED answers to every open task (a demo and testing aid, never for data you publish)."""
-        return simulate_annotations(self.project, campaign, disagreement=disagreement, seed=seed, purpose=purpose)
+        return simulate_annotations(self.project, campaign, disagreement=disagreement, seed=seed, purpose=purpose,
+                                    progress=progress)
 
     def status(self, *, frame: bool | None = None) -> DataFrame:
         """Per campaign and annotator: assigned, done, remaining, last activity."""

@@ -12,7 +12,8 @@ its pattern), export, evaluation with the fake embedder, the report, the view (c
 Annotation is left out (``annotate simulate`` belongs to the Label Studio rehearsal).
 
 For each stage it prints wall time, CPU time (the stage's process and its children, plus the image server's),
-peak resident memory of the stage's process tree, and the cost per image. ``--json`` prints the same as JSON.
+peak resident memory of the stage's process tree, the cost per image and the longest time its stderr said
+nothing (a stage silent for more than :data:`SILENCE_LIMIT_S` is flagged ``SILENT`` and listed). ``--json`` prints the same as JSON.
 
     python perf/rehearse_3xcm.py --images 12000 --concepts 40 --workdir /tmp/rehearsal
     python perf/rehearse_3xcm.py --images 64 --concepts 2 --json      # the tiny run CI makes
@@ -28,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_download import proc_cpu  # noqa: E402  (a script beside this one, found through the path above)
 
 PYTHON = sys.executable
+#: A stage is flagged when its stderr says nothing for longer than this: off a terminal the command line's
+#: reporter prints a task's line after 10 s without news, so a stage that reports stays under it (2 s of slack
+#: for a busy machine).
+SILENCE_LIMIT_S = 12.0
 PRESET = "3xcm"
 
 
@@ -56,25 +62,38 @@ class Stages:
                 *(["--json"] if json_out else [])]
         srv0 = proc_cpu(self.server_pid) if self.server_pid else 0.0
         t0 = time.monotonic()
-        with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
-            proc = subprocess.Popen(argv, stdout=fo, stderr=fe, text=True, env={**os.environ, "COLUMNS": "200"})
+        with tempfile.TemporaryFile("w+") as fo:
+            proc = subprocess.Popen(argv, stdout=fo, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "COLUMNS": "200"})
+            told: list[float] = [t0]   # when each stderr line came: the stage's longest silence
+            err_lines: list[str] = []
+
+            def read_stderr():
+                for line in proc.stderr:
+                    told.append(time.monotonic())
+                    err_lines.append(line)
+            reader = threading.Thread(target=read_stderr, daemon=True)
+            reader.start()
             # wait4's usage is the child's and that of every descendant it waited for (loaders, workers)
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             wall = time.monotonic() - t0
+            reader.join()
             fo.seek(0)
-            fe.seek(0)
-            out, err = fo.read(), fe.read()
+            out, err = fo.read(), "".join(err_lines)
+        told.append(t0 + wall)
+        silence = max(b - a for a, b in zip(told, told[1:]))
         srv = (proc_cpu(self.server_pid) - srv0) if self.server_pid else 0.0
         if proc.returncode != 0:
             raise SystemExit(f"stage {stage!r} failed (exit {proc.returncode}): {' '.join(argv[3:])}\n{out}\n{err}")
         cpu = usage.ru_utime + usage.ru_stime + srv
         peak = round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
         row = {"stage": stage, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_mb": peak,
-               "ms_per_image": round(1000 * wall / max(self.n, 1), 3)}
+               "ms_per_image": round(1000 * wall / max(self.n, 1), 3), "longest_silence_s": round(silence, 2)}
         self.rows.append(row)
         self.say(f"  {stage:<22} wall {wall:7.2f} s  cpu {cpu:7.2f} s  peak {peak:7.0f} MB  "
-                 f"{row['ms_per_image']:8.3f} ms/image")
+                 f"{row['ms_per_image']:8.3f} ms/image  silent {silence:6.2f} s"
+                 f"{'  SILENT' if silence > SILENCE_LIMIT_S else ''}")
         if not json_out:
             return out
         start = min((i for i in (out.find("{"), out.find("[")) if i >= 0), default=0)
@@ -187,6 +206,7 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
             "association_trials": assoc["n_items"], "descriptor_trials": desc["n_items"],
             "descriptor_query_countries": descriptor_countries,
             "evaluations": [{"suite": r["suite"], "status": r["status"]} for r in evals],
+            "silent_stages": [r["stage"] for r in run.rows if r["longest_silence_s"] > SILENCE_LIMIT_S],
             "total_wall_s": round(sum(r["wall_s"] for r in run.rows), 2)}
 
 
@@ -219,8 +239,9 @@ def main(argv=None) -> int:
         print(f"rows in {s['rows']} = stored {s['stored']} + rejected {s['rejected']}: "
               f"{'yes' if res['rows_accounted'] else 'NO'}; downloaded {res['downloaded']}; association "
               f"{res['association_trials']} trials; descriptor {res['descriptor_trials']} trials over "
-              f"{len(res['descriptor_query_countries'])} query countries; total {res['total_wall_s']} s")
-    return 0 if res["rows_accounted"] else 1
+              f"{len(res['descriptor_query_countries'])} query countries; total {res['total_wall_s']} s; "
+              f"silent for more than {SILENCE_LIMIT_S:.0f} s: {', '.join(res['silent_stages']) or 'no stage'}")
+    return 0 if res["rows_accounted"] and not res["silent_stages"] else 1
 
 
 if __name__ == "__main__":

@@ -24,10 +24,13 @@ def test_the_tiny_rehearsal_builds_every_stage_and_prints_its_cost(tmp_path):
     stages = [r["stage"] for r in res["stages"]]
     assert stages[:3] == ["init", "concepts load", "concepts list"] and "images download" in stages
     assert {"build descriptor", "export", "evaluate run", "view (cold)", "status"} <= set(stages)
-    cost = re.compile(r"wall +[\d.]+ s +cpu +[\d.]+ s +peak +[\d.]+ MB +[\d.]+ ms/image")
+    cost = re.compile(r"wall +[\d.]+ s +cpu +[\d.]+ s +peak +[\d.]+ MB +[\d.]+ ms/image +silent +[\d.]+ s")
     printed = [ln for ln in lines if cost.search(ln)]
     assert len(printed) == len(stages)  # one line per stage, each with every number
     assert all(r["wall_s"] > 0 and r["peak_mb"] > 0 for r in res["stages"])
+    # the longest silence is measured from the stage's own stderr: never longer than the stage itself
+    assert all(0 < r["longest_silence_s"] <= r["wall_s"] + 0.01 for r in res["stages"])
+    assert res["silent_stages"] == [r["stage"] for r in res["stages"] if r["longest_silence_s"] > 12]
     assert res["rows_accounted"] and res["search"]["rows"] == 48 and res["downloaded"] == 48
     assert res["descriptor_query_countries"] == sorted(registry().presets["3xcm"]["countries"])
     assert res["descriptor_trials"] > 0 and res["association_trials"] > 0

@@ -61,3 +61,11 @@ def test_dedup_1m_benchmark_runs_on_real_photo_hash_statistics(tmp_path):
                  str(tmp_path / "p"), tmp_path=tmp_path)
     for name in ("confirm_pairs", "hash_search", "end to end", "cluster sizes", "no-op rerun"):
         assert name in out, out
+
+
+def test_adaptive_overlap_benchmark_prints_every_arm_with_its_spread_and_the_goals(tmp_path):
+    pytest.importorskip("crowdkit")
+    out = _bench("bench_adaptive_overlap.py", "--items", "96", "--seeds", "2", "--waves", "2", tmp_path=tmp_path)
+    for line in ("fixed 3 ", "adaptive ", "adaptive first=2 ", "accuracy_dawid_skene", "share_of_fixed", " ± ",
+                 "done when:", "of fixed 3 on every seed", "fixed 3 Dawid-Skene"):
+        assert line in out, out

@@ -115,7 +115,8 @@ def test_a_person_in_a_browser_filters_96_images_as_grids_with_far_fewer_actions
     Ctrl+Enter); a second annotator gives the same answers through the API in both campaigns."""
     if not os.path.exists(CHROMIUM):
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from playwright.sync_api import sync_playwright    # a test dependency (pyproject's "test" extra)
+
     from cultura.annotate.images import serve_in_thread
 
     p, db = blindproject, blindproject.db

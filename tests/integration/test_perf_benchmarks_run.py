@@ -69,3 +69,11 @@ def test_simulate_and_pull_benchmark_runs_on_servers_of_their_own(tmp_path):
     for key in ('"simulate_per_request"', '"simulate_bulk"', '"pull_nochange_incremental"', '"simulate_speedup"',
                 '"nochange_pull_speedup"', '"wall_s"', '"cpu_s"'):
         assert key in out, out
+
+
+def test_adaptive_overlap_benchmark_prints_every_arm_with_its_spread_and_the_goals(tmp_path):
+    pytest.importorskip("crowdkit")
+    out = _bench("bench_adaptive_overlap.py", "--items", "96", "--seeds", "2", "--waves", "2", tmp_path=tmp_path)
+    for line in ("fixed 3 ", "adaptive ", "adaptive first=2 ", "accuracy_dawid_skene", "share_of_fixed", " ± ",
+                 "done when:", "of fixed 3 on every seed", "fixed 3 Dawid-Skene"):
+        assert line in out, out

@@ -1,7 +1,8 @@
-"""Adaptive overlap on a campaign's tables: push asks ``first`` opinions of every item, and on each later push
-one more opinion for the items :mod:`cultura.annotate.overlap` names (trusted opinions disagree, an unskilled
-rater, a failed gold check in the same grid), up to the campaign's overlap; new work goes only to raters whose
-estimated skill is not low. What it saved against fixed overlap is reported with every push.
+"""Adaptive overlap on a campaign's tables: push asks ``first`` opinions of every item (one by default), and on
+each later push one more opinion for the items :mod:`cultura.annotate.overlap` names (not yet sure: a rare
+verdict, trusted opinions that disagree, an unskilled rater, a failed gold check in the same grid), up to the
+campaign's overlap; new work goes only to raters whose estimated skill is not low. What it saved against fixed
+overlap is reported with every push.
 """
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from collections import Counter
 from cultura.db import now
 
 from .assign import _project_row, assign, eligible
-from .overlap import Opinion, Policy, askable, estimate_skills, next_round, tasks_saved
+from .overlap import Opinion, Policy, askable, estimate_skills, label_shares, next_round, tasks_saved
 from .pull import current_annotations
 
 #: opinions asked first when a campaign is adaptive
-FIRST = 2
+FIRST = Policy.first
 
 
 def is_adaptive(campaign: dict) -> bool:
@@ -53,6 +54,7 @@ def assign_opinions(db, campaign: dict, items: list[dict], annotators: list[dict
     policy = Policy(first=min(FIRST, overlap), most=overlap)
     ops, gold = _opinions(db, campaign)
     skills = estimate_skills(ops, gold=gold)
+    shares = label_shares(ops, skills=skills, gold=gold)
     trusted = set(askable([a["name"] for a in annotators], skills, policy))
     people = [a for a in annotators if a["name"] in trusted]
     counts = assign(db, campaign, items, people, overlap=policy.first, gold_keys=gold_keys, max_tasks=max_tasks)
@@ -60,7 +62,8 @@ def assign_opinions(db, campaign: dict, items: list[dict], annotators: list[dict
         "SELECT a.item_id FROM assignments a JOIN annotation_items i ON i.id = a.item_id WHERE i.campaign_id = ? "
         "AND a.purpose = 'annotate' AND NOT EXISTS (SELECT 1 FROM annotations x WHERE x.assignment_id = a.id AND "
         "x.is_current = 1 AND x.was_cancelled = 0)", [campaign["id"]])}
-    more = {i: why for i, why in next_round(ops, skills=skills, gold=gold, policy=policy).items() if i not in waiting}
+    more = {i: why for i, why in next_round(ops, skills=skills, gold=gold, policy=policy, shares=shares).items()
+            if i not in waiting}
     asked = {}
     for item_id, who in db.execute("SELECT a.item_id, an.name FROM assignments a JOIN annotators an ON "
                                    "an.id = a.annotator_id JOIN annotation_items i ON i.id = a.item_id WHERE "
@@ -89,7 +92,7 @@ def assign_opinions(db, campaign: dict, items: list[dict], annotators: list[dict
     used = db.execute("SELECT COUNT(*) FROM assignments a JOIN annotation_items i ON i.id = a.item_id WHERE "
                       "i.campaign_id = ? AND a.purpose = 'annotate' AND i.gold IS NULL", [campaign["id"]]).fetchone()[0]
     counts["assignments"] += len(rows)
-    counts["adaptive"] = {"first": policy.first, "most": policy.most, "asked_again": len(rows),
+    counts["adaptive"] = {"first": policy.first, "most": policy.most, "confidence": policy.confidence, "asked_again": len(rows),
                           "reasons": dict(sorted(reasons.items())), "no_free_annotator": stuck,
                           "low_skill_annotators": sorted(a["name"] for a in annotators if a["name"] not in trusted),
                           **tasks_saved(used, len(ids), overlap)}

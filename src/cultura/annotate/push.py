@@ -340,7 +340,7 @@ def push(project: Project, kind: str, *, overlap: int = 2, annotators: list[str]
 
     ``gold``: how many gold items (items with a known answer, from ``source``) every annotator also gets
     (default: all of them). ``grid``: images per grid task (filter, relevance; :mod:`cultura.annotate.grid`);
-    ``adaptive``: two opinions first, more up to ``overlap`` where needed (:mod:`cultura.annotate.adaptive`). Both
+    ``adaptive``: one opinion first, more up to ``overlap`` where needed (:mod:`cultura.annotate.adaptive`). Both
     are the campaign's from its first push on. ``progress``: a reporter (:mod:`cultura.progress`) told the tasks
     sent and what each long call to Label Studio waits for. Returns a summary; a second call with the same state
     adds nothing."""

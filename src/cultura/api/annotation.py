@@ -145,7 +145,7 @@ class Annotate:
              adaptive: bool = False, progress: Progress = None) -> Summary:
         """Build ``kind`` items (``filter``, ``dedup-review``, ``relevance``, ``entity``, ``context``,
         ``translation``), assign each to ``overlap`` annotators and send new tasks to their projects (``grid``
-        images per task; ``adaptive``: two opinions first, more only where needed)."""
+        images per task; ``adaptive``: one opinion first, more only where needed)."""
         return push(self.project, kind, overlap=overlap, annotators=None if annotators is None else list(annotators),
                     gold=gold, batch=batch, source=source, other_countries=other_countries, image_base=image_base,
                     prioritise=ordering(prioritise), grid=grid, adaptive=adaptive, progress=progress)

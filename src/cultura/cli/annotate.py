@@ -241,8 +241,9 @@ campaigns.command("open")(_campaign_status_command("active", "Open campaign NAME
                    "about (needs 'cultura attribution run').")
 @click.option("--grid", type=bounded(GRID), default=None, help="filter, relevance: images per task, one concept x "
               "country (or culture) per grid, answered with a key per image (default: one image per task).")
-@click.option("--adaptive", is_flag=True, default=False, help="Two opinions per item first; later pushes ask one "
-              "more (up to --overlap) only where they disagree, a rater looks unskilled or failed a gold check.")
+@click.option("--adaptive", is_flag=True, default=False, help="One opinion per item first; later pushes ask one "
+              "more (up to --overlap) only where the answer is not sure yet: a rare verdict, a disagreement, an "
+              "unskilled rater or a failed gold check.")
 @json_option
 @pass_ctx
 def push_cmd(ctx, kind, overlap, names, gold, batch, source, other_countries, image_base, prioritise, grid, adaptive,

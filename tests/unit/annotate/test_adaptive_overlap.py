@@ -13,6 +13,8 @@ from cultura.annotate.overlap import Opinion, Policy, next_round
 from tests import REPO
 
 SKILLED = {"ann": 0.9, "bob": 0.9, "cat": 0.9, "dan": 0.3}
+#: a filter campaign: one image in ten is removed
+SHARES = {"keep": 0.9, "remove": 0.1}
 
 
 def test_docstring_examples_run():
@@ -20,40 +22,63 @@ def test_docstring_examples_run():
     assert res.attempted > 0 and res.failed == 0
 
 
-def test_two_agreeing_skilled_opinions_settle_an_item_and_one_opinion_is_not_enough():
+def test_a_lone_usual_answer_of_a_skilled_rater_settles_an_item_and_a_rare_one_is_confirmed():
+    ops = [Opinion(f"k{i}", "ann", "keep") for i in range(9)] + [Opinion("r", "bob", "remove")]
+    assert next_round(ops, skills=SKILLED, items=["new"]) == {"r": "rare", "new": "first"}
+    # the same lone "keep" from a rater of unknown skill in a campaign of even labels is not sure
+    assert next_round([Opinion("x", "eve", "keep")], shares={"keep": 0.5, "remove": 0.5}) == {"x": "unsure"}
+
+
+def test_with_two_opinions_first_one_opinion_is_never_enough():
     ops = [Opinion("a", "ann", "keep"), Opinion("a", "bob", "keep"), Opinion("b", "ann", "keep")]
-    assert next_round(ops, skills=SKILLED, items=["a", "b", "c"]) == {"b": "first", "c": "first"}
+    assert next_round(ops, skills=SKILLED, shares=SHARES, policy=Policy(first=2), items=["c"]) == {
+        "b": "first", "c": "first"}
 
 
 @pytest.mark.parametrize("ops, why", [
     ([Opinion("x", "ann", "keep"), Opinion("x", "bob", "remove")], "disagree"),
-    ([Opinion("x", "ann", "keep"), Opinion("x", "dan", "keep")], "low_skill"),
-    ([Opinion("x", "ann", "keep", batch=1), Opinion("g", "ann", "keep", batch=1),
-      Opinion("x", "bob", "keep", batch=2)], "gold_failed"),
+    ([Opinion("x", "dan", "keep")], "low_skill"),
+    ([Opinion("x", "ann", "keep", batch=1), Opinion("g", "ann", "keep", batch=1)], "gold_failed"),
+    ([Opinion("x", "ann", "remove")], "rare"),
+    ([Opinion("x", "ann", "remove"), Opinion("x", "bob", "remove")], "unsure"),
 ])
-def test_each_reason_asks_exactly_one_more_opinion_until_the_cap(ops, why):
+def test_each_reason_asks_exactly_one_more_opinion_until_the_item_is_sure_or_at_the_cap(ops, why):
     gold = {"g": "remove"}
-    assert next_round(ops, skills=SKILLED, gold=gold) == {"x": why}
-    third = ops + [Opinion("x", "cat", "keep", batch=3)]
-    assert next_round(third, skills=SKILLED, gold=gold) == {}       # the trusted majority decides
-    assert OV.decisions(third, skills=SKILLED, gold=gold)["x"] == "keep"
+    assert next_round(ops, skills=SKILLED, gold=gold, shares=SHARES) == {"x": why}
+    label = "remove" if why in ("rare", "unsure") else "keep"
+    more = ops + [Opinion("x", "cat", label, batch=3)]
+    if why == "rare":   # a confirmed rare verdict is still unsure where the rare label is 1 in 10: a third decides
+        assert next_round(more, skills=SKILLED, gold=gold, shares=SHARES) == {"x": "unsure"}
+        more += [Opinion("x", "bob", "remove", batch=4)]
+    assert next_round(more, skills=SKILLED, gold=gold, shares=SHARES) == {}
+    assert OV.decisions(more, skills=SKILLED, gold=gold, shares=SHARES)["x"] == label
 
 
 def test_a_trusted_tie_at_the_cap_goes_to_adjudication():
     ops = [Opinion("x", "ann", "keep"), Opinion("x", "bob", "remove"), Opinion("x", "dan", "keep")]
-    assert next_round(ops, skills=SKILLED) == {"x": "adjudicate"}
-    assert OV.decisions(ops, skills=SKILLED)["x"] is None
-
-
-def test_with_one_opinion_first_only_the_rare_verdict_is_confirmed():
-    ops = [Opinion(f"k{i}", "ann", "keep") for i in range(5)] + [Opinion("r", "bob", "remove")]
-    assert next_round(ops, skills=SKILLED, policy=Policy(first=1)) == {"r": "rare"}
+    even = {"keep": 0.5, "remove": 0.5}
+    assert next_round(ops, skills=SKILLED, shares=even) == {"x": "adjudicate"}
+    assert OV.decisions(ops, skills=SKILLED, shares=even)["x"] is None
 
 
 def test_gold_items_are_never_asked_again_and_a_bad_policy_names_the_fix():
     assert next_round([Opinion("g", "ann", "keep")], gold={"g": "remove"}) == {}
-    with pytest.raises(ValueError, match="first to 2"):
+    with pytest.raises(ValueError, match="first to 1"):
         Policy(first=3, most=2)
+    with pytest.raises(ValueError, match="confidence is a probability"):
+        Policy(confidence=1.5)
+
+
+def test_label_shares_see_through_the_raters_errors():
+    import random
+    rng = random.Random(1)
+    truth = {f"i{k}": "remove" if rng.random() < 0.1 else "keep" for k in range(2000)}
+    ops = [Opinion(it, "ann", t if rng.random() < 0.85 else ({"keep", "remove"} - {t}).pop())
+           for it, t in truth.items()]
+    planted = sum(t == "remove" for t in truth.values()) / len(truth)
+    answered = sum(o.label == "remove" for o in ops) / len(ops)          # about 0.22: a rater's errors inflate it
+    shares = OV.label_shares(ops, skills={"ann": 0.85})
+    assert abs(shares["remove"] - planted) < 0.03 < abs(answered - planted)
 
 
 def test_estimated_skills_separate_a_random_clicker_from_careful_raters():
@@ -83,9 +108,13 @@ def _bench():
     return mod
 
 
-def test_adaptive_overlap_matches_fixed_overlap_3_with_fewer_opinions_on_a_planted_team():
-    res = _bench().run(n_items=192, seeds=2, grid=16, waves=2)["arms"]
-    fixed, two, one = res["fixed 3"], res["adaptive"], res["adaptive first=1"]
-    print({k: {m: round(v["mean"], 3) for m, v in a.items()} for k, a in res.items()})
-    assert two["accuracy"]["mean"] >= fixed["accuracy"]["mean"] and two["share_of_fixed"]["max"] < 0.95
-    assert one["accuracy"]["mean"] >= fixed["accuracy"]["mean"] and one["share_of_fixed"]["max"] <= 0.6
+def test_adaptive_overlap_reaches_fixed_overlap_3_accuracy_with_at_most_60_percent_of_its_opinions_on_a_planted_team():
+    bench = _bench()
+    res = bench.run(n_items=192, seeds=2, grid=16, waves=2)
+    arms = res["arms"]
+    print({k: {m: round(v["mean"], 3) for m, v in a.items()} for k, a in arms.items()})
+    fixed, one, two = arms["fixed 3"], arms["adaptive"], arms["adaptive first=2"]
+    assert one["accuracy"]["mean"] >= fixed["accuracy"]["mean"] <= two["accuracy"]["mean"]
+    # at most 60 % of fixed overlap 3's opinions, below what two opinions first can ever reach
+    assert one["share_of_fixed"]["max"] <= 0.6 < 2 / 3 <= two["share_of_fixed"]["min"]
+    assert [ok for ok, _ in bench.goals(res)][:2] == [True, True]

@@ -1,13 +1,14 @@
 """The real ``cultura`` CLI run on one project through click's CliRunner, as the CLI tests drive it."""
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from cultura.cli import cli
-from cultura.cli.demo import COUNTRIES, PLAN, TERMS
+from cultura.cli.demo import COUNTRIES, PLAN, TERMS, real_photos
 
 
 class ProjectCli:
@@ -51,3 +52,22 @@ def demo_project(proj: Path, photos: Path, terms_file: Path, countries=COUNTRIES
     run("concepts", "set-term", "--from", terms_file)
     run("images", "search", "--provider", f"folder:{photos}")
     return run
+
+
+def downloaded_demo(tmp: Path) -> ProjectCli:
+    """The demo project on the real photographs in ``tmp``, downloaded and deduplicated: its planted copies
+    found for several cultures are culture questions (``images flags``)."""
+    real_photos(tmp / "photos")
+    run = demo_project(tmp / "project", tmp / "photos", tmp / "terms.tsv")
+    run.json("images", "download")
+    run("images", "dedup")
+    return run
+
+
+def ratings_csv(path: Path, rows) -> Path:
+    """A ratings file for ``cultura import ratings``: ``rows`` of (sha256, country, score)."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["sha256", "country", "score"])
+        w.writerows(rows)
+    return path

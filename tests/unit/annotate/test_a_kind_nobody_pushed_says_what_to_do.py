@@ -5,41 +5,28 @@ kind whose campaigns have other names names them. Through the CLI and the Python
 photographs with planted copies found for several cultures."""
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
 import cultura
-from cultura.cli.demo import real_photos
 from cultura.errors import CulturaError
-from tests.fakes.cli_runner import ProjectCli, demo_project
+from tests.fakes.cli_runner import ProjectCli, downloaded_demo, ratings_csv
 from tests.fakes.crowd_world import plant_campaign
 
 
 @pytest.fixture(scope="module")
 def flagged(tmp_path_factory) -> tuple[ProjectCli, list[dict], Path]:
     tmp = tmp_path_factory.mktemp("unpushed")
-    real_photos(tmp / "photos")
-    run = demo_project(tmp / "project", tmp / "photos", tmp / "terms.tsv")
-    run.json("images", "download")
-    run("images", "dedup")
+    run = downloaded_demo(tmp)
     flags = run.json("images", "flags")
     assert flags, "the planted copies found for several cultures are flagged"
     return run, flags, tmp
 
 
-def _ratings(path: Path, rows) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["sha256", "country", "score"])
-        w.writerows(rows)
-    return path
-
-
 def test_imported_ratings_leave_nothing_to_adjudicate_and_say_what_is_open(flagged):
     run, flags, tmp = flagged
-    run("import", "ratings", _ratings(tmp / "partial.csv", [(f["sha256"], f["countries"][0], 5) for f in flags]))
+    run("import", "ratings", ratings_csv(tmp / "partial.csv", [(f["sha256"], f["countries"][0], 5) for f in flags]))
     out = run("annotate", "adjudicate", "--campaign", "relevance")
     text = " ".join(out.split())
     assert "Unknown campaign" not in text
@@ -50,7 +37,7 @@ def test_imported_ratings_leave_nothing_to_adjudicate_and_say_what_is_open(flagg
     assert res["campaign"] == "relevance" and res["nothing_to_do"].startswith("Nothing to adjudicate")
 
     # every country of every question rated: nothing is open any more, and the sentence says so
-    run("import", "ratings", _ratings(tmp / "full.csv", [(f["sha256"], cc, 5) for f in flags
+    run("import", "ratings", ratings_csv(tmp / "full.csv", [(f["sha256"], cc, 5) for f in flags
                                                            for cc in f["countries"]]))
     p = cultura.open(run.project)
     [res] = p.annotate.adjudicate("relevance")

@@ -4,51 +4,31 @@ build that refused for them goes on; a rating that misses a country of the quest
 CLI on the real photographs with planted copies found for several cultures."""
 from __future__ import annotations
 
-import csv
 import sqlite3
-from pathlib import Path
 
-from cultura.cli.demo import real_photos
-from tests.fakes.cli_runner import ProjectCli, demo_project
-
-
-def _flagged(tmp_path: Path) -> ProjectCli:
-    photos = tmp_path / "photos"
-    real_photos(photos)
-    run = demo_project(tmp_path / "project", photos, tmp_path / "terms.tsv")
-    run.json("images", "download")
-    run("images", "dedup")
-    return run
-
-
-def _ratings(path: Path, rows) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["sha256", "country", "score"])
-        w.writerows(rows)
-    return path
+from tests.fakes.cli_runner import downloaded_demo, ratings_csv
 
 
 def test_imported_ratings_settle_the_culture_questions_they_cover(tmp_path):
-    run = _flagged(tmp_path)
+    run = downloaded_demo(tmp_path)
     flags = run.json("images", "flags")
     assert flags, "the planted copies found for several cultures are flagged"
     assert "no culture decision yet" in run("build", "association", "--allow-unreviewed", "--allow-unrated", ok=False)
     # one country short of each question: nothing is decided
-    partial = _ratings(tmp_path / "partial.csv", [(f["sha256"], f["countries"][0], 5) for f in flags])
+    partial = ratings_csv(tmp_path / "partial.csv", [(f["sha256"], f["countries"][0], 5) for f in flags])
     assert run.json("import", "ratings", partial)["flags_resolved"] == 0
     assert len(run.json("images", "flags")) == len(flags)
     # every country of every question rated: settled, and the build goes on
-    full = _ratings(tmp_path / "full.csv", [(f["sha256"], cc, 5) for f in flags for cc in f["countries"]])
+    full = ratings_csv(tmp_path / "full.csv", [(f["sha256"], cc, 5) for f in flags for cc in f["countries"]])
     assert run.json("import", "ratings", full)["flags_resolved"] == len(flags)
     assert run.json("images", "flags") == []
     assert run.json("build", "association", "--allow-unreviewed", "--allow-unrated")["status"] == "ready"
 
 
 def test_ratings_imported_before_the_question_settle_it_at_build(tmp_path):
-    run = _flagged(tmp_path)
+    run = downloaded_demo(tmp_path)
     flags = run.json("images", "flags")
-    full = _ratings(tmp_path / "full.csv", [(f["sha256"], cc, 4) for f in flags for cc in f["countries"]])
+    full = ratings_csv(tmp_path / "full.csv", [(f["sha256"], cc, 4) for f in flags for cc in f["countries"]])
     run.json("import", "ratings", full)
     # the questions are asked again after the ratings came in (as a dedup rerun with new evidence reopens them)
     con = sqlite3.connect(run.project / "cultura.db")

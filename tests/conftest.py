@@ -3,6 +3,7 @@ are replaced by test values."""
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -36,3 +37,15 @@ def project(tmp_path, _fresh_project):
     p = Project(tmp_path / "proj")
     yield p
     p.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_label_studio_outlives_the_session(tmp_path_factory):
+    """Every Label Studio a test started under this session's temporary folder (the project's, each
+    annotator's) is stopped when the session ends, whichever test forgot it: they run in process groups of
+    their own, so nothing else would."""
+    yield
+    if sys.platform.startswith("linux"):
+        from tests.fakes.labelstudio import stop_servers_under
+
+        stop_servers_under(tmp_path_factory.getbasetemp())

@@ -84,6 +84,34 @@ def _personal_seed(exe: str) -> None:
                 adopt_seed(SEED, cache)
 
 
+def servers_under(base: str | Path) -> list[int]:
+    """Pids of the ``label-studio start`` processes whose ``--data-dir`` lies under ``base`` (read from /proc)."""
+    base = str(Path(base).resolve())
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (d / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if not any(a.endswith("label-studio") for a in argv) or "start" not in argv or "--data-dir" not in argv:
+            continue
+        i = argv.index("--data-dir") + 1
+        if i < len(argv) and (argv[i] == base or argv[i].startswith(base + os.sep)):
+            out.append(int(d.name))
+    return out
+
+
+def stop_servers_under(base: str | Path) -> list[int]:
+    """Stop every Label Studio whose data dir lies under ``base`` (a test's annotator servers run in sessions
+    of their own and would outlive the test run); returns their pids."""
+    from cultura.annotate.server import stop_process
+
+    pids = servers_under(base)
+    for pid in pids:
+        stop_process(pid)
+    return pids
+
+
 def stop_annotator_servers(project) -> None:
     """Stop every annotator's own Label Studio a test's project started."""
     from cultura.annotate.people import stop_all

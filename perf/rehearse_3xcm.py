@@ -36,18 +36,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_download import proc_cpu  # noqa: E402  (a script beside this one, found through the path above)
 
+from cultura.annotate.server import free_port  # noqa: E402
+
 PYTHON = sys.executable
 #: A stage is flagged when its stderr says nothing for longer than this: off a terminal the command line's
 #: reporter prints a task's line after 10 s without news, so a stage that reports stays under it (2 s of slack
 #: for a busy machine).
 SILENCE_LIMIT_S = 12.0
 PRESET = "3xcm"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Stages:
@@ -137,7 +133,7 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
     www, proj = workdir / "www", workdir / "project"
     say(f"• drawing {n_images} images in {www}")
     names = draw_images(www, n_images)
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([PYTHON, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
                                str(www)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

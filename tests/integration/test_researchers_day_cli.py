@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cultura.annotate.server import free_port
 from cultura.cli import cli
 from cultura.cli.demo import COUNTRIES, PLAN, real_photos
 from tests.fakes.cli_runner import ProjectCli, demo_terms_tsv
@@ -28,12 +28,6 @@ from tests.fakes.cli_runner import ProjectCli, demo_terms_tsv
 pytestmark = pytest.mark.labelstudio
 
 TERMS = demo_terms_tsv()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ls_tasks(labelstudio, walk_db, campaign: str) -> list[dict]:
@@ -105,7 +99,7 @@ def test_a_researchers_day(tmp_path, labelstudio):
     refused = run("annotate", "push", "filter", ok=False)
     assert "file://" in refused and "serve-images" in refused and "image_base_url" in refused
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(proj), "annotate", "serve-images",
                                "--port", str(port), "--save"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

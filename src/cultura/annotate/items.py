@@ -332,6 +332,7 @@ def check_image_base(image_base: str | None) -> None:
     if image_base is not None and not browser_loadable(image_base):
         raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not an http(s) URL, so annotators' "
                            f"browsers cannot load task images from it. {IMAGE_URL_HINT}", param="image_base")
-    if image_base is not None and endpoint_url_problem(image_base):
-        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not a valid URL "
-                           f"({endpoint_url_problem(image_base)}). {IMAGE_URL_HINT}", param="image_base")
+    problem = endpoint_url_problem(image_base) if image_base is not None else None
+    if problem:
+        raise CulturaError(f"Image base {strip_userinfo(image_base)!r} is not a valid URL ({problem}). "
+                           f"{IMAGE_URL_HINT}", param="image_base")

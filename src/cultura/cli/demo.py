@@ -19,7 +19,6 @@ import functools
 import json
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from PIL import Image
 from rich.console import Console
 from sklearn.datasets import load_sample_images
 
+from ..annotate.server import free_port
 from ..project import Project
 from . import cli
 
@@ -156,12 +156,6 @@ def _spinner(label: str, say):
         yield
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # ------------------------------------------------------------------------------------ the day
 
 def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) -> dict:
@@ -208,7 +202,7 @@ def run(target: str | Path, *, say=print, seed_dir: str | Path | None = None) ->
         shutil.copytree(seed_dir, proj / "labelstudio", dirs_exist_ok=True)
     say("• starting Label Studio (a fresh data dir migrates for about a minute) …")
     out["server"] = c("annotate", "server", "start", "--timeout", "600", label="Label Studio start")
-    port = _free_port()
+    port = free_port()
     images = subprocess.Popen([sys.executable, "-m", "cultura", "--project", str(proj), "annotate", "serve-images",
                                "--port", str(port), "--save"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)

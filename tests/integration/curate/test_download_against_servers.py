@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import socket
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from cultura.annotate.server import free_port
 from cultura.curate import download as dl
 from cultura.curate import fetch_one
 from cultura.curate import safety
@@ -52,12 +52,6 @@ def row(p, url):
 def run(p, **kw):
     kw.setdefault("progress", False)
     return dl.download_candidates(p, **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 TRAPS = {

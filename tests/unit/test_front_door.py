@@ -110,7 +110,7 @@ def test_a_handle_returns_what_the_command_prints(project):
     def cli_json(*args):
         res = CliRunner().invoke(cli, ["--project", str(project.root), *args, "--json"])
         assert res.exit_code == 0, res.output
-        return json.loads(res.output)
+        return json.loads(res.stdout)
 
     assert p.images.list(frame=False) == cli_json("images", "list")
     assert p.concepts.list(frame=False) == cli_json("concepts", "list")

@@ -158,7 +158,6 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
             thr = DEFAULT_MIN[spec.level] if min_agreement is None else float(min_agreement)
         items = {r["id"]: {**r, "campaign": c["name"]} for r in db["annotation_items"].rows_where(
             "campaign_id = ?", [c["id"]])}
-        bar = task(f"adjudicating {c['name']}", len(items), progress=progress)  # closed once its items are decided
         expected = dict(db.execute("SELECT a.item_id, COUNT(*) FROM assignments a JOIN annotation_items i ON "
                                    "i.id = a.item_id WHERE i.campaign_id = ? AND a.purpose = 'annotate' AND a.status != 'reassigned' "
                                    "GROUP BY 1", [c["id"]]).fetchall())
@@ -176,6 +175,7 @@ def adjudicate(project: Project, *, campaign: str | None = None, rule_name: str 
         def told(done: int) -> None:
             bar.update(done=done, decided=summ["decided"] + summ["adjudicated"] + summ["gold"],
                        disagreements=summ["disagreements"])
+        bar = task(f"adjudicating {c['name']}", len(items), progress=progress)  # closed once its items are decided
         with bar, transaction(db):
             for n_seen, (item_id, item) in enumerate(items.items()):
                 if n_seen and n_seen % PROGRESS_EVERY == 0:

@@ -32,7 +32,7 @@ def images_search(ctx, provider, per_query, refresh, as_json):
     if stage_hint(ctx, "search", as_json, when=uses_queries(provider or ctx.project.config.search.provider)):
         return
     res = search_images(ctx.project, provider=provider, per_query=per_query, refresh=refresh,
-                        progress=not as_json)
+                        progress=True)
     summary("images search", res, as_json)
 
 
@@ -61,7 +61,7 @@ def images_download(ctx, workers, retry_failed, limit, as_json):
     if stage_hint(ctx, "download", as_json):
         return
     res = download_candidates(ctx.project, workers=workers, retry_failed=retry_failed, limit=limit,
-                              progress=not as_json)
+                              progress=True)
     summary("images download", res, as_json)
 
 
@@ -90,7 +90,7 @@ def images_dedup(ctx, methods, scope, phash_threshold, dhash_threshold, model, e
         return
     res = dedup_images(ctx.project, methods=list(methods) or None, scope=scope, phash_threshold=phash_threshold,
                        dhash_threshold=dhash_threshold, embedder=model, embedding_threshold=embedding_threshold,
-                       progress=not as_json, executor=executor, embedding_index=embedding_index)
+                       progress=True, executor=executor, embedding_index=embedding_index)
     summary("images dedup", res, as_json)
 
 
@@ -110,7 +110,7 @@ def images_tag(ctx, method, model, top_k, retry_failed, overwrite, limit, execut
     """Multi-label concept tags per image (seed 000 App. I), by vision LLM or CLIP zero-shot."""
 
     res = tag_images(ctx.project, method=method, model=model, top_k=top_k, retry_failed=retry_failed,
-                     overwrite=overwrite or None, limit=limit, progress=not as_json, executor=executor)
+                     overwrite=overwrite or None, limit=limit, progress=True, executor=executor)
     summary("images tag", res, as_json)
 
 

@@ -3,7 +3,7 @@ into normal or JSON output on stdout). On a terminal, a rich bar per running tas
 when it ends; elsewhere (a log file, CI, a pipe), a task that runs longer than :data:`QUIET_S` prints one line
 every :data:`EVERY_S` seconds and a closing summary, so no long stage is silent and a short one prints nothing.
 Those lines come from a heartbeat thread as well as from the stage's own events, so a call that tells nothing
-for minutes (a task :func:`cultura.progress.waiting` for a server) still gets its line every 10 s. A transient
+for minutes (a task :func:`cultura.progress.waiting` for a server) still gets its line every 5 s (so no stage is silent for 10 s). A transient
 task (such a wait) leaves no summary line on a terminal: the stage around it prints one.
 The root group installs one around every command (:func:`cultura.progress.reporting`), so a stage several calls
 down reports here without an argument threaded through each call."""
@@ -19,8 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from ..progress import Event
 
 #: Seconds a task runs before the first line when stderr is not a terminal, and between lines after it.
-QUIET_S = 10.0
-EVERY_S = 10.0
+QUIET_S = 5.0
+EVERY_S = 5.0
 #: Seconds between the heartbeat thread's looks at the open tasks (off a terminal).
 HEARTBEAT_S = 1.0
 

@@ -1,4 +1,4 @@
-"""A person in headless Chromium filters the same 96 images as one-image tasks and as grid tasks: the grid needs
+"""A person in headless Chromium filters the same 48 real photographs as one-image tasks and as grid tasks: the grid needs
 far fewer actions per image, and the per-image labels, agreement and Dawid-Skene results are the same.
 
 The browser is driven as a person works: look at the task's pictures, click a choice or press a key, submit.
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.labelstudio
 CHROMIUM = "/usr/bin/chromium"
 SHA = re.compile(r"[0-9a-f]{64}")
 GRID = 24
+N = 48          # images: two grids of 24, or 48 one-image tasks
 #: guards a hang only; every wait below waits for a state
 HANG_MS = 600_000
 LOAD_FAILED = "There was an issue loading URL"
@@ -108,7 +109,7 @@ def _submit(page, task_id: int) -> int:
     return 1 + _until(page, lambda: page.locator(SUBMIT).first.click(), SUBMITTING, task_id)
 
 
-def test_a_person_in_a_browser_filters_96_images_as_grids_with_far_fewer_actions_and_the_same_results(
+def test_a_person_in_a_browser_filters_48_photos_as_grids_with_far_fewer_actions_and_the_same_results(
         blindproject, labelstudio):
     """One annotator in headless Chromium looks at every image and keeps or removes it, once as one-image tasks
     (a click on Keep or Remove, then Ctrl+Enter) and once as grids of 24 (a key per image to remove, then
@@ -120,8 +121,8 @@ def test_a_person_in_a_browser_filters_96_images_as_grids_with_far_fewer_actions
     from cultura.annotate.images import serve_in_thread
 
     p, db = blindproject, blindproject.db
-    shas = sorted(add_images(p, "rice", "JP", 96))
-    remove = {s for i, s in enumerate(shas) if i % 10 == 3}          # 10 of 96 to remove
+    shas = sorted(add_images(p, "rice", "JP", N, photos=True))
+    remove = {s for i, s in enumerate(shas) if i % 10 == 3}          # 5 of 48 to remove
     truth = {s: "remove" if s in remove else "keep" for s in shas}
     for n in ("ann", "bob"):
         ann_mod.add_annotator(p, n, email=_email(p, n), country="JP")
@@ -148,7 +149,7 @@ def test_a_person_in_a_browser_filters_96_images_as_grids_with_far_fewer_actions
 
         ann = sessions["ann"]
         tasks = {c: ann.tasks(projects[(c, "ann")]) for c in ("single", "grid")}
-        assert len(tasks["single"]) == 96 and len(tasks["grid"]) == 4
+        assert len(tasks["single"]) == N and len(tasks["grid"]) == N // GRID
         actions = {"single": 0, "grid": 0}
         extra = {"single": 0, "grid": 0}      # actions done again because the editor did not take them
         with sync_playwright() as pw:
@@ -206,14 +207,14 @@ def test_a_person_in_a_browser_filters_96_images_as_grids_with_far_fewer_actions
         for s in sessions.values():
             s.close()
         stop_annotator_servers(p)
-    per_image = {k: v / 96 for k, v in actions.items()}
+    per_image = {k: v / N for k, v in actions.items()}
     print(f"\nactions per image: one-image tasks {per_image['single']:.2f}, grid tasks {per_image['grid']:.3f} "
-          f"({len(remove)} of 96 images removed; done again because the editor missed them: {extra})")
+          f"({len(remove)} of {N} images removed; done again because the editor missed them: {extra})")
     assert per_image["grid"] <= 0.3 and per_image["single"] >= 2
 
     pull_mod.pull(p)
     single, grid = _stats_of(p, "single"), _stats_of(p, "grid")
-    assert len(single[0]) == len(grid[0]) == 192
+    assert len(single[0]) == len(grid[0]) == 2 * N
     assert {(k, n): lab for (k, n), lab in single[0].items() if n == "ann"} == {
         (f"filter:{s}", "ann"): truth[s] for s in shas}                  # the person's answers, as given
     assert single[0] == grid[0] and single[1] == grid[1] and single[2] == grid[2]

@@ -45,7 +45,7 @@ def test_deactivation_revokes_access_and_hands_unanswered_items_to_the_others(pr
         res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "annotators", "deactivate", "ann",
                                        "--json"])
         assert res.exit_code == 0, res.output
-        assert json.loads(res.output)["access"] == "revoked"
+        assert json.loads(res.stdout)["access"] == "revoked"
         # at once: her server no longer answers, and her account there is locked with no token left
         with pytest.raises(httpx.ConnectError):
             httpx.get(srv["url"] + "/api/projects", headers={"Authorization": f"Token {token}"})

@@ -158,12 +158,12 @@ def test_each_annotator_works_on_a_server_of_their_own_and_sees_only_their_work(
 
     res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "annotators", "report", "--json"])
     assert res.exit_code == 0, res.output
-    (camp,) = json.loads(res.output)
+    (camp,) = json.loads(res.stdout)
     rows = {a["annotator"]: a for a in camp["annotators"]}
     assert {n: (a["done"], a["assigned"]) for n, a in rows.items()} == {"ann": (4, 4), "bob": (4, 4)}
     res = CliRunner().invoke(cli, ["--project", str(p.root), "annotate", "server", "status", "--json"])
     assert res.exit_code == 0, res.output
-    st = json.loads(res.output)
+    st = json.loads(res.stdout)
     assert {s["annotator"] for s in st["annotator_servers"]} == {"ann", "bob", "judy"} and "isolation" not in st
     secrets = json.loads(p.root.joinpath(".secrets", "servers.json").read_text())
     assert not any(v in res.output for e in secrets.values() for v in e.values())

@@ -378,7 +378,7 @@ def test_cli_server_start_status_stop(project, labelstudio, monkeypatch):
         assert stat.S_IMODE(os.stat(secrets_path(project)).st_mode) == 0o600
         key = json.loads(secrets_path(project).read_text())["api_key"]
         r = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "server", "status", "--json"])
-        assert r.exit_code == 0 and json.loads(r.output)["running"] and key not in r.output
+        assert r.exit_code == 0 and json.loads(r.stdout)["running"] and key not in r.output
         assert start_server(project)["started"] is False  # already running: no second server
         r = CliRunner().invoke(cli, ["--project", str(project.root), "annotate", "annotators", "add", "zoe",
                                      "--email", f"zoe.{uuid.uuid4().hex[:6]}@example.org", "--json"])

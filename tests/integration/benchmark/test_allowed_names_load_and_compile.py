@@ -36,7 +36,7 @@ def test_an_allowed_benchmark_name_loads_as_a_config(project, tmp_path):
     out = tmp_path / "out"
     r = CliRunner().invoke(cli, [*base, "export", str(out), "--json"])
     assert r.exit_code == 0, r.output
-    assert ODD in json.loads(r.output)["configs"]
+    assert ODD in json.loads(r.stdout)["configs"]
     ds = datasets.load_dataset(str(out), ODD, split="test", cache_dir=str(tmp_path / "hf"))
     assert ds.num_rows == 24 and set(ds["benchmark"]) == {ODD}
 

@@ -25,7 +25,7 @@ def test_load_dataset_as_is_with_image_feature(photos, tmp_path):
 
     r = _cli(photos, "export", str(tmp_path / "out"), "--json")
     assert r.exit_code == 0, r.output
-    res = json.loads(r.output)
+    res = json.loads(r.stdout)
     out = tmp_path / "out"
     assert res["configs"] == ["default", "association", "descriptor", "images"]
     ds = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf"))
@@ -89,7 +89,7 @@ def test_embedded_images_are_self_contained(photos, tmp_path):
     assert r.exit_code == 0, r.output
     out = tmp_path / "emb"
     assert not (out / "images").exists()
-    res = json.loads(r.output)
+    res = json.loads(r.stdout)
     assert res["embedded_images"] and "items" in res["configs"] and res["configs"][0] == "default"
     t = datasets.load_dataset(str(out), split="test", cache_dir=str(tmp_path / "hf"))
     t = t.cast_column("images", datasets.List(datasets.Image(decode=False)))

@@ -123,7 +123,7 @@ def test_short_mention_queries_by_llm_and_pattern_validated_editable_and_by_cli(
     r = CliRunner().invoke(cli, ["--project", str(project.root), "build", "mention-queries", "--method", "pattern",
                                  "--concepts", "temple", "--overwrite", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["no_pattern"] == 3
+    assert json.loads(r.stdout)["no_pattern"] == 3
 
 
 def test_llm_failure_is_counted(project, openai_stub):

@@ -27,7 +27,7 @@ def test_push_to_hub_through_huggingface_hub(photos, tmp_path, fake_hub):
     r = _cli(photos, "export", str(tmp_path / "p"), "--push-to-hub", "lab/cultural-bench", "--private",
              "--json", env={"HF_TOKEN": token})
     assert r.exit_code == 0, r.output
-    res = json.loads(r.output)
+    res = json.loads(r.stdout)
     assert res["hub"]["repo"] == "lab/cultural-bench" and res["hub"]["url"].endswith("/datasets/lab/cultural-bench")
     assert token not in r.output
     out = tmp_path / "p"

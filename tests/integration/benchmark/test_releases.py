@@ -139,12 +139,12 @@ def test_globalrg_release_parquet_and_the_cli(project, tmp_path):
     assert r["imported"] == 3
     res = CliRunner().invoke(cli, ["--project", str(project.root), "import", "globalrg-parquet", str(t), "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["already"] == 3
+    assert json.loads(res.stdout)["already"] == 3
     tr, _ = _trials(tmp_path, "descriptor")
     res = CliRunner().invoke(cli, ["--project", str(project.root), "import", "3xcm", str(tr), "--trials",
                                    "--name", "rq3", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["benchmark"] == "rq3@1" and out["kind"] == "descriptor"
     res = CliRunner().invoke(cli, ["--project", str(project.root), "import", "3xcm", str(t),
                                    "--column", "country=nope"])

@@ -73,8 +73,8 @@ def test_tags_and_status_cli(curated):
     assert r["tag"]["images"] == 85 and r["tag"]["tags"] == 85 * 3
     res = CliRunner().invoke(cli, ["--project", str(root), "status", "--json"])
     assert res.exit_code == 0
-    s = json.loads(res.output)
+    s = json.loads(res.stdout)
     jp = next(c for c in s["per_country"] if c["country"] == "JP")
     assert jp["images"] == len(CONCEPTS) * PER_CELL + 3 + 1   # + 3 near copies of bus-JP-0, + kite-TH-1
     res = CliRunner().invoke(cli, ["--project", str(root), "images", "failures", "--json"])
-    assert {row["reason"] for row in json.loads(res.output)} == {"http_404", "html", "too_small"}
+    assert {row["reason"] for row in json.loads(res.stdout)} == {"http_404", "html", "too_small"}

@@ -71,7 +71,7 @@ def test_free_text_culture_labels_through_attribution_judge_and_annotation(photo
     r = _cli(project, "attribution", "run", "--model", "fake:dim=16", "--judge", "openai:m", "--culture",
              "Shinto", "--culture", "yoruba", "--country", "JP", "--top-k", "1", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["scored"] == 6
+    assert json.loads(r.stdout)["scored"] == 6
     keys = {k for (k,) in project.db.execute("SELECT DISTINCT country FROM attribution_scores")}
     assert keys == {"Shinto", "Yoruba", "JP"}
     prompts = [m["messages"][-1]["content"] for m in openai_stub.chat_requests()]
@@ -119,7 +119,7 @@ def test_vlm_baseline_without_retrieval(photo_world, openai_stub):
     r = _cli(project, "attribution", "run", "--context", "none", "--judge", "openai-vision-cot:vlm",
              "--culture", "JP", "--json")
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["scored"] == 2 and out["encoder"] == "" and out["kb"] == ""
     req = openai_stub.chat_requests()[-1]
     parts = req["messages"][-1]["content"]

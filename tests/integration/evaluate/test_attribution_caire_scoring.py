@@ -18,7 +18,7 @@ def test_identical_image_links_to_its_own_entity(photo_world):
     r = _cli(project, "attribution", "run", "--model", "openclip:cultura-tiny", "--judge", "stub",
              "--top-k", "1", "--country", "JP", "--json")
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["encoder"] == "openclip:cultura-tiny/random_init@seed0" and out["scored"] == 2
     links = {s: json.loads(e)[0][0] for s, e in project.db.execute(
         "SELECT sha256, entities FROM attribution_links").fetchall()}

@@ -184,7 +184,7 @@ def test_llm_extraction_proposes_both_sides(project, tmp_path, openai_stub):
     r = CliRunner().invoke(cli, ["--project", str(project.root), "entities", "extract-llm", str(corpus),
                                  "--language", "ja", "--country", "JP", "--type", "food", "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out == {"texts": 2, "local": 1, "western": 1, "other": 1, "not_in_text": 1, "failed_calls": 0,
                    "inserted": 2}
     got = {(e["native"], e["side"], e["type"]) for e in list_entities(project, status="candidate")}

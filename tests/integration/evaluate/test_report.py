@@ -144,13 +144,13 @@ def test_cli_run_results_report_and_cache(project, tmp_path):
                                    "--option", "n_resamples=30", "--option", "association.projection=\"none\"",
                                    "--json"])
     assert r.exit_code == 0, r.output
-    runs = json.loads(r.output)
+    runs = json.loads(r.stdout)
     assert {x["suite"] for x in runs} == {"association", "descriptor"} and all(x["status"] == "done" for x in runs)
     assert all(x["n_embedded"] > 0 for x in runs[:1])
     r = runner.invoke(cli, base + ["run", "--model", "fake", "--suite", "association", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)[0]["n_embedded"] == 0
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["n_embedded"] == 0
     r = runner.invoke(cli, base + ["results", "--suite", "association", "--json"])
-    rows = json.loads(r.output)
+    rows = json.loads(r.stdout)
     assert rows and all(x["benchmark"] == "xcm" and x["model"] == "fake:dim=32" for x in rows)
     r = runner.invoke(cli, base + ["results", "--suite", "association"])
     assert r.exit_code == 0 and "M_cr" in r.output
@@ -159,7 +159,7 @@ def test_cli_run_results_report_and_cache(project, tmp_path):
     assert r.exit_code == 0, r.output
     assert out.exists() and out.with_suffix(".md").exists()
     r = runner.invoke(cli, base + ["cache", "size", "--json"])
-    assert json.loads(r.output)["models"]["fake:dim=32"]["image"] > 0
+    assert json.loads(r.stdout)["models"]["fake:dim=32"]["image"] > 0
     r = runner.invoke(cli, base + ["cache", "clear", "--yes"])
     assert r.exit_code == 0 and "Removed" in r.output
     r = runner.invoke(cli, base + ["suites"])

@@ -146,9 +146,9 @@ def test_bad_input_and_cli(project, openai_stub):
     res = CliRunner().invoke(cli, root_args(["social", "translate-inventory", "de", "--section", "crime", "--model", "m1",
                                     "--json"]))
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["counts"] == {"ok": 1} and out["validation"]["status"] == "unvalidated"
     res = CliRunner().invoke(cli, root_args(["social", "translate-inventory", "de", "--section", "crime"]))
     assert res.exit_code == 0 and "skipped" in res.output and "unvalidated" in res.output
     res = CliRunner().invoke(cli, root_args(["social", "inventories", "--json"]))
-    assert {r["language"]: r["status"] for r in json.loads(res.output)}["de"] == "unvalidated"
+    assert {r["language"]: r["status"] for r in json.loads(res.stdout)}["de"] == "unvalidated"

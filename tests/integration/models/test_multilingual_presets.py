@@ -142,7 +142,7 @@ def test_evaluate_models_command_lists_needs_and_cache(tmp_path):
     (snap / "config.json").write_text("{}")
     res = CliRunner().invoke(main, ["evaluate", "models", "--cache-dir", str(cache), "--json"])
     assert res.exit_code == 0, res.output
-    rows = {r["name"]: r for r in json.loads(res.output)}
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
     assert {"m-clip", "nllb-clip", "capivara-clip", "siglip2", "clip-vit-b32", "cultura-tiny"} <= set(rows)
     assert "M-CLIP/XLM-Roberta-Large-Vit-L-14 (cached)" in rows["m-clip"]["hub"]
     assert "timm/vit_large_patch14_clip_224.openai (not cached)" in rows["m-clip"]["hub"]

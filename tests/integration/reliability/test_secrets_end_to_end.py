@@ -210,5 +210,5 @@ def test_push_image_base_credentials_are_never_printed(project, labelstudio):
         assert r.exit_code == 0, r.output
         assert CANARY_IMGPASS not in r.output and CANARY_USER not in r.output, r.output
         assert "127.0.0.1:8081" in r.output
-    assert json.loads(r.output)["image_base"] == "http://127.0.0.1:8081"
+    assert json.loads(r.stdout)["image_base"] == "http://127.0.0.1:8081"
     assert leaks(project.root, [CANARY_USER, CANARY_IMGPASS]) == []

@@ -271,14 +271,14 @@ def test_agreement_status_and_adjudicate_cli_offline(project):
     base = ["--project", str(project.root), "annotate"]
     r = runner.invoke(cli, base + ["agreement", "--json"])
     assert r.exit_code == 0, r.output
-    rep = json.loads(r.output)[0]
+    rep = json.loads(r.stdout)[0]
     assert rep["percent_agreement"] == 0.75 and rep["pairwise_kappa"][0]["n_common"] == 4
     assert runner.invoke(cli, base + ["agreement"]).exit_code == 0
     r = runner.invoke(cli, base + ["status", "--json"])
-    assert {x["annotator"]: x["done"] for x in json.loads(r.output)} == {"ann": 4, "bob": 4}
+    assert {x["annotator"]: x["done"] for x in json.loads(r.stdout)} == {"ann": 4, "bob": 4}
     r = runner.invoke(cli, base + ["adjudicate", "--json"])
     assert r.exit_code == 0, r.output
-    s = json.loads(r.output)[0]
+    s = json.loads(r.stdout)[0]
     assert (s["decided"], s["disagreements"], s["unresolved"]) == (3, 1, 1) and "adjudicator" in s["note"]
     dec = {d["sha256"]: d["label"] for d in db["decisions"].rows_where("superseded = 0")}
     assert dec == {stored[i]["sha256"]: lab for i, lab in [(0, "keep"), (1, "remove"), (3, "keep")]}

@@ -197,13 +197,13 @@ def test_stats_and_cli(project):
     base = ["--project", str(project.root)]
     r = run.invoke(cli, base + ["build", "association", "--allow-unreviewed", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["n_items"] == 12
+    assert json.loads(r.stdout)["n_items"] == 12
     r = run.invoke(cli, base + ["build", "association", "--name", "association", "--version", "1"])
     assert r.exit_code == 1 and "already exists" in r.output
     r = run.invoke(cli, base + ["build", "list", "--json"])
-    assert json.loads(r.output)[0]["name"] == "association"
+    assert json.loads(r.stdout)[0]["name"] == "association"
     r = run.invoke(cli, base + ["build", "stats", "--benchmark", "association@1", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)["countries"]
+    assert r.exit_code == 0 and json.loads(r.stdout)["countries"]
     mention_queries(project)
     r = run.invoke(cli, base + ["build", "descriptor", "--allow-unreviewed"])
     assert r.exit_code == 0 and "Built" in r.output

@@ -68,4 +68,4 @@ def test_set_query_cli(project):
     r = CliRunner().invoke(cli, base + ["set-query", "buss", "JP", "task", "x"])
     assert r.exit_code == 1 and "Did you mean 'bus'" in r.output
     r = CliRunner().invoke(cli, base + ["queries", "--short-only", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)["short"]["short"] == 12
+    assert r.exit_code == 0 and json.loads(r.stdout)["short"]["short"] == 12

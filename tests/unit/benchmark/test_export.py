@@ -74,6 +74,6 @@ def test_bad_benchmark_and_cli(built, tmp_path):
     r = CliRunner().invoke(cli, ["--project", str(built.root), "export", str(tmp_path / "cli"),
                                  "--benchmark", "descriptor", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["benchmarks"] == ["descriptor@1"]
+    assert json.loads(r.stdout)["benchmarks"] == ["descriptor@1"]
     r = CliRunner().invoke(cli, ["--project", str(built.root), "export", str(tmp_path / "cli")])
     assert r.exit_code == 1 and "not an empty folder" in r.output

@@ -27,7 +27,7 @@ def test_set_query_from_a_file_sets_the_good_rows_and_rejects_the_others_with_re
     f.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n{broken\n", encoding="utf-8")
     r = _cli(project, "build", "set-query", "--from", f, "--json")
     assert r.exit_code == 0, r.output
-    res = json.loads(r.output)
+    res = json.loads(r.stdout)
     assert (res["rows"], res["set"], res["rejected"]) == (6, 2, 4)
     reasons = {x["line"]: x["reason"] for x in res["rejects"]}
     assert "Unknown concept 'kite'" in reasons[3] and "Variant 'mention_jp'" in reasons[4]

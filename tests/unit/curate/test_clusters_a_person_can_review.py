@@ -102,7 +102,7 @@ def test_copies_are_clustered_and_lookalikes_are_not_through_the_cli(tmp_path, s
     assert_members_confirmed_against_their_representative(p)
     first = sorted(sorted(m) for _, m in clusters_of(p))
     r = CliRunner().invoke(cli, ["--project", str(p.root), "images", "dedup", "--scope", "global", "--json"])
-    assert json.loads(r.output)["new_clusters"] == {"phash": 0, "dhash": 0}
+    assert json.loads(r.stdout)["new_clusters"] == {"phash": 0, "dhash": 0}
     assert sorted(sorted(m) for _, m in clusters_of(p)) == first  # a rerun keeps the same clusters
 
 

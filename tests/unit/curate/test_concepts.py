@@ -49,7 +49,7 @@ def test_remove_many_by_name_or_file_checks_every_name_first(project, tmp_path):
     out = run.invoke(cli, ["--project", str(project.root), "concepts", "remove", "kite", "Temple", "--from",
                            str(tmp_path / "drop.txt"), "--reason", "too rare", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output) == {"removed": 4, "already_removed": 0}
+    assert json.loads(out.stdout) == {"removed": 4, "already_removed": 0}
     assert [r["name"] for r in C.list_concepts(project)] == ["bus"]
     assert C.remove_concepts(project, ["kite", "food"])["already_removed"] == 2
 
@@ -80,7 +80,7 @@ def test_set_term_from_file(project, tmp_path):
     f = tmp_path / "terms.tsv"
     f.write_text("concept\tcountry\tterm\nbus\tJP\tバス\nbus\tTH\tรถเมล์\n", encoding="utf-8")
     res = cli_run(project, "concepts", "set-term", "--from", str(f), "--json")
-    assert res.exit_code == 0, res.output and json.loads(res.output)["terms"] == 2
+    assert res.exit_code == 0, res.output and json.loads(res.stdout)["terms"] == 2
     terms = {r["country"]: r["term"] for r in project.db["terms"].rows}
     assert terms["JP"] == "バス" and terms["TH"] == "รถเมล์"
     f.write_text("concept\tcountry\tterm\nbus\tJP\tバス\nbus\tXX\tfoo\n", encoding="utf-8")

@@ -39,7 +39,7 @@ def test_real_photos_every_transform_found_at_precision_099_through_the_cli(tmp_
         owner[sha], kind[sha] = name, t
     r = CliRunner().invoke(cli, ["--project", str(p.root), "images", "dedup", "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["images"] == 200 and out["hashes_computed"] == 200
     groups = [set(m) for m in clusters(p, "phash")] + [set(m) for m in clusters(p, "dhash")]
     score = real_photos.pair_scores(owner, kind, groups)

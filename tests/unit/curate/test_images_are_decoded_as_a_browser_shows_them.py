@@ -135,7 +135,7 @@ def downloaded(tmp_path_factory, photos):
     def run(*args):
         r = CliRunner().invoke(cli, ["--project", str(p.root), *args, "--json"])
         assert r.exit_code == 0, r.output
-        return json.loads(r.output)
+        return json.loads(r.stdout)
 
     out = {"search": run("images", "search", "--provider", f"folder:{root / 'photos'}"),
            "download": run("images", "download"), "dedup": run("images", "dedup"), "view": run("view")}
@@ -228,7 +228,7 @@ def test_thumbnails_drawn_by_an_older_cultura_are_drawn_again(downloaded):
     with Image.open(stale) as im:
         assert np.asarray(im.convert("L")).mean() < 200
     again = CliRunner().invoke(cli, ["--project", str(p.root), "view", "--json"])
-    assert json.loads(again.output)["thumbnails_made"] == 0
+    assert json.loads(again.stdout)["thumbnails_made"] == 0
 
 
 # ------------------------------------------------------------------------------------------ an older project
@@ -247,7 +247,7 @@ def test_an_older_projects_hashes_and_sizes_are_made_again_by_the_next_dedup(tmp
     p = Project(p.root)
     assert p.db.execute("SELECT count(*) FROM images WHERE phash IS NOT NULL").fetchone()[0] == 0
     res = CliRunner().invoke(cli, ["--project", str(p.root), "images", "dedup", "--json"])
-    assert res.exit_code == 0 and json.loads(res.output)["hashes_computed"] == 2, res.output
+    assert res.exit_code == 0 and json.loads(res.stdout)["hashes_computed"] == 2, res.output
     assert (p.db["images"].get(copy)["width"], p.db["images"].get(copy)["height"]) == (600, 400)
     assert dedup_clusters(p) == {frozenset((original, copy))}
     p.close()

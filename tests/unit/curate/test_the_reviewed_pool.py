@@ -26,7 +26,7 @@ def test_flags_resolved_by_hand_survive_and_leave_the_pool(project):
     assert image_exclusions(project.db)[sha] == "culture_conflict"
     res = cli_run(project, "images", "flags", "--resolve", sha[:10], "--reason", "both cultures apply", "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["resolved"] == 1
+    assert json.loads(res.stdout)["resolved"] == 1
     [f] = list_flags(project.db, status=None)
     assert f["status"] == "resolved" and f["resolved_by"] == "hand" and f["resolution"] == "both cultures apply"
     assert sha not in image_exclusions(project.db)
@@ -77,7 +77,7 @@ def test_images_exclude_include(project):
     w = make_world(project, concepts=("bus",), per_cell=1)
     sha = w["images"][("bus", "US")][0]
     res = cli_run(project, "images", "exclude", sha[:8], "--reason", "watermark", "--json")
-    assert res.exit_code == 0 and json.loads(res.output)["sha256"] == [sha]   # full sha256s in --json
+    assert res.exit_code == 0 and json.loads(res.stdout)["sha256"] == [sha]   # full sha256s in --json
     assert image_exclusions(project.db)[sha] == "image_excluded"
     rows = json.loads(cli_run(project, "images", "list", "--pool", "out", "--json").output)
     assert [(r["reason"], r["detail"]) for r in rows] == [("image_excluded", "watermark")]   # code + detail

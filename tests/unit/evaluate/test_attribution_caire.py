@@ -146,7 +146,7 @@ def test_kb_from_parquet_dump_with_aliases_and_faiss_text_index(project, tmp_pat
     pq.write_table(table, dump / "kb.parquet")
     r = _cli(project, "kb", "import", str(dump / "kb.parquet"), "--kb", "bn", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output) == {"kb": "bn", "entities": 3, "images": 2, "missing_images": 0}
+    assert json.loads(r.stdout) == {"kb": "bn", "entities": 3, "images": 2, "missing_images": 0}
     ents = {e["entity_id"]: e for e in list_kb(project, "bn")}
     assert json.loads(ents["bn:1n"]["aliases"]) == ["kahve", "café"] and ents["bn:2n"]["aliases"] is None
     assert ents["bn:2n"]["images"] == [str((dump / "img" / "chelsea.png").resolve())]
@@ -175,10 +175,10 @@ def test_linking_accuracy_table3_shape_through_cli(photo_world, tmp_path):
     gold = tmp_path / "gold.csv"
     gold.write_text(f"sha256,lemma\n{shas['sushi']},sushi\n{shas['taco']},TACO\n{shas['taco']},Unknown dish\n")
     r = _cli(project, "attribution", "gold", str(gold), "--json")
-    assert json.loads(r.output) == {"images": 2, "unmatched": ["Unknown dish"]}
+    assert json.loads(r.stdout) == {"images": 2, "unmatched": ["Unknown dish"]}
     r = _cli(project, "attribution", "linking", "--model", "fake:dim=16", "--json")
     assert r.exit_code == 0, r.output
-    rows = {x["method"]: x for x in json.loads(r.output)}
+    rows = {x["method"]: x for x in json.loads(r.stdout)}
     assert set(rows) == {"lemma", "gloss", "frequency", "lemma-t", "gloss-t", "text-t"}
     assert rows["frequency"]["label"] == "Freq-Based (V-T)" and rows["text-t"]["label"] == "Wikipedia (T)"
     # the identical KB image is retrieved first; with one image per entity, frequency keeps that order
@@ -225,7 +225,7 @@ def test_gold_page_upper_bound_ratio(photo_world, tmp_path):
     (ratio,) = upper_bound_ratios(res)
     assert ratio["ratio"] == pytest.approx(100 * by["entity"]["f1"] / by["gold"]["f1"], nan_ok=True)
     r = _cli(project, "attribution", "evaluate", "--ratings", str(ratings), "--aggregation", "pooled", "--json")
-    assert json.loads(r.output)["gold_upper_bound"][0]["f1_gold"] == 1.0
+    assert json.loads(r.stdout)["gold_upper_bound"][0]["f1_gold"] == 1.0
 
 
 def test_import_caire_specific_set_from_parquet(project, tmp_path):
@@ -251,7 +251,7 @@ def test_import_caire_specific_set_from_parquet(project, tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "specific.parquet")
     r = _cli(project, "caire", "import-specific", str(tmp_path / "specific.parquet"), "--json")
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["imported"] == 2 and out["failed"] == 1 and "not a readable image" in out["failures"][0]["reason"]
     assert out["gold"] == 1 and out["unmatched_concepts"] == ["Bronze cat"]
     dec = {(s[:6], c): v for s, c, v in project.db.execute(
@@ -265,10 +265,10 @@ def test_import_caire_specific_set_from_parquet(project, tmp_path):
     r = _cli(project, "attribution", "run", "--model", "fake:dim=16", "--judge", "stub", "--top-k", "1",
              "--rated-only", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["pairs"] == 6
+    assert json.loads(r.stdout)["pairs"] == 6
     r = _cli(project, "attribution", "baseline", "--model", "fake:dim=16", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["scored"] == 12  # Baseline 1 over the 6 rated labels x 2 images
+    assert json.loads(r.stdout)["scored"] == 12  # Baseline 1 over the 6 rated labels x 2 images
     ev = json.loads(_cli(project, "attribution", "evaluate", "--aggregation", "pooled", "--json").output)
     res = {x["judge"]: x for x in ev["results"]}
     assert res["stub-judge:seed=0"]["n"] == 6 and res["baseline"]["n"] == 6
@@ -296,7 +296,7 @@ def test_import_caire_universal_set_long_and_wide(project, tmp_path):
     f.write_text("".join(json.dumps(r) + "\n" for r in long))
     r = _cli(project, "caire", "import-universal", str(f), "--images", str(imgs), "--split", "natural", "--json")
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["imported"] == 1 and out["failed"] == 1 and "Atlantis" in out["failures"][0]["reason"]
     hr = human_ratings(project)
     sha = next(iter({s for s, _ in hr}))

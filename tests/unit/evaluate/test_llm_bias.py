@@ -113,7 +113,7 @@ def test_cli_commands(project, tmp_path):
     p = _write_jsonl(tmp_path / "e.jsonl", ENTS)
     r = CliRunner().invoke(cli, ["--project", str(project.root), "entities", "import", str(p), "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["inserted"] == 5
+    assert json.loads(r.stdout)["inserted"] == 5
     r = CliRunner().invoke(cli, ["--project", str(project.root), "contexts", "import", str(p)])
     assert r.exit_code == 1 and "text" in r.output  # one clear sentence
     for group in ("entities", "contexts", "kb", "attribution"):

@@ -132,7 +132,7 @@ def test_results_json_smoke_run_and_sample_export(project, world, tmp_path):
                                  "--option", "association.projection=pca", "--limit", "5", "--log-samples",
                                  "--output-path", str(out), "--json"])
     assert r.exit_code == 0, r.output
-    runs = json.loads(r.output)
+    runs = json.loads(r.stdout)
     assert all(x["n_samples"] for x in runs)
     doc = json.loads(next(out.glob("results_*.json")).read_text())
     for key in ("cultura_version", "git_revision", "versions", "device", "seed", "suite_versions", "config",

@@ -237,9 +237,9 @@ def test_cli_commands(project, tmp_path):
     res = runner.invoke(cli, root_args(["social", "import-portraits", str(tmp_path / "p" / "labels.csv"), "--images",
                                str(tmp_path / "p"), "--dataset", "syn", "--synthetic", "--json"]))
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["ok"] == 8
+    assert json.loads(res.stdout)["ok"] == 8
     res = runner.invoke(cli, root_args(["social", "inventories", "--json"]))
-    langs = {r["language"]: r["status"] for r in json.loads(res.output)}
+    langs = {r["language"]: r["status"] for r in json.loads(res.stdout)}
     assert langs["en"] == "source" and langs["xh"] == "seed-validated"
     res = runner.invoke(cli, root_args(["social", "translation-items", "fr", "--out", str(tmp_path / "fr.jsonl")]))
     assert res.exit_code == 0 and len((tmp_path / "fr.jsonl").read_text().splitlines()) == 12

@@ -89,7 +89,7 @@ def test_sample_portraits_cli(project, tmp_path):
     res = CliRunner().invoke(cli, ["--project", str(project.root), "social", "sample-portraits", "ff", "--into",
                                    "bal", "--per-cell", "1", "--seed", "3", "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["n"] == 4
+    assert json.loads(res.stdout)["n"] == 4
 
 
 # -- translation validation (App. E Tables 12–13) -------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_translation_validation_from_the_campaign(project):
     assert rows["all"]["n"] == 90 and math.isclose(rows["all"]["pct_ge4"], 100 * (38 + 29) / 90)
     res = CliRunner().invoke(cli, ["--project", str(project.root), "social", "translation-validation", "--json"])
     assert res.exit_code == 0, res.output
-    assert {r["language"] for r in json.loads(res.output)} == {"hi", "xh", "all"}
+    assert {r["language"] for r in json.loads(res.stdout)} == {"hi", "xh", "all"}
 
 
 # -- English-baseline panels (App. D design iv) --------------------------------------------------------------

@@ -236,7 +236,7 @@ def test_nfc_and_nfd_cafe_are_one_concept_and_lookups_find_it(project):
     nfc, nfd = "caf\u00e9", "cafe\u0301"
     r = _cli(project, "concepts", "add", nfc, nfd, "  Caf\u00e9\t ", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["added"] == 1 and _concepts(project) == [nfc]
+    assert json.loads(r.stdout)["added"] == 1 and _concepts(project) == [nfc]
     r = _cli(project, "concepts", "set-term", nfd, "JP", "\u30ab\u30d5\u30a7")  # found through its NFD spelling
     assert r.exit_code == 0, r.output
     assert project.db.execute("SELECT term FROM terms WHERE country = 'JP'").fetchone()[0] == "\u30ab\u30d5\u30a7"
@@ -264,7 +264,7 @@ def test_urls_rows_with_hostile_names_and_ranks_are_rejects_and_the_rest_is_inge
     f = _jsonl(tmp_path / "urls.jsonl", rows)
     r = _cli(project, "images", "search", "--provider", f"urls:{f}", "--json")
     assert r.exit_code == 0 and "Traceback" not in r.output, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["rejected"] == len(HOSTILE_NAMES) + 5 and out["results"] == 2, out
     got = {json.loads(x["raw"]).get("url"): x["reason"] for x in project.db["ingest_rejects"].rows}
     for i, (_, reason) in enumerate(HOSTILE_NAMES):
@@ -358,7 +358,7 @@ def test_set_term_checks_terms_and_an_oversized_field_is_one_sentence(project, t
     f.write_text("concept\tcountry\tterm\ncafe\u0301\tJP\t\u30ab\u30d5\u30a7\n", encoding="utf-8")
     assert _cli(project, "concepts", "add", "caf\u00e9").exit_code == 0
     r = _cli(project, "concepts", "set-term", "--from", str(f), "--json")
-    assert r.exit_code == 0 and json.loads(r.output)["terms"] == 1, r.output
+    assert r.exit_code == 0 and json.loads(r.stdout)["terms"] == 1, r.output
 
 
 # ------------------------------------------------------------------------------------------ config and URLs
@@ -403,7 +403,7 @@ def test_an_oversized_csv_field_is_a_reject_row_and_never_aborts_the_file(projec
                  "https://a.example/3.jpg,bus,JP\n", encoding="utf-8")
     r = _cli(project, "images", "search", "--provider", f"urls:{f}", "--json")
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["rows"] == 3 and out["rejected"] == 1 and out["results"] == 2, out
     assert [x["reason"] for x in project.db["ingest_rejects"].rows] == [
         "line 3 cannot be read (field larger than field limit (131072))"]
@@ -416,7 +416,7 @@ def test_an_oversized_csv_field_is_a_reject_row_and_never_aborts_the_file(projec
     g.write_text(f"image,country,concept\nimg0.png,JP,bus\nimg1.png,JP,{big}\nimg1.png,JP,rice\n", encoding="utf-8")
     r = _cli(project, "import", "globalrg", str(g), "--images", str(imgs), "--json")
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["imported"] == 2 and out["failed"] == 1, out
     assert [x["reason"] for x in out["failures"]] == ["line 3 cannot be read (field larger than field limit (131072))"]
 

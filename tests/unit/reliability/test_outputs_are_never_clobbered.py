@@ -97,7 +97,7 @@ def test_evaluation_outputs_refuse_an_existing_file_before_anything_runs(project
     assert project.db["eval_runs"].count == 0 and results.read_text() == "{}"  # refused before running
     r = _run(project, *args, "--overwrite", "--json")
     assert r.exit_code == 0, r.output
-    run_id = json.loads(r.output)[0]["run_id"]
+    run_id = json.loads(r.stdout)[0]["run_id"]
     assert json.loads(results.read_text())["runs"][0]["run_id"] == run_id
 
     samples = tmp_path / "s.jsonl"

@@ -29,7 +29,7 @@ def photo_project(tmp_path_factory):
     world = make_photo_world(p, hostile=True)
     res = CliRunner().invoke(cli, ["--project", str(p.root), "view", "--page-size", "5", "--json"])
     assert res.exit_code == 0, res.output
-    yield p, world, json.loads(res.output)
+    yield p, world, json.loads(res.stdout)
     p.close()
 
 

@@ -146,18 +146,9 @@ def labelstudio(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------- test data
 
-def _real_photos():
-    from tests.fakes.real_photos import photos
-
-    return photos()
-
-
-def add_images(project, concept: str, country: str, n: int, *, seed: int = 0, language: str = "en",
-               photos: bool = False) -> list[str]:
+def add_images(project, concept: str, country: str, n: int, *, seed: int = 0, language: str = "en") -> list[str]:
     """Create ``n`` small Pillow images found by a query for ``concept`` in ``country``: rows in concepts,
-    queries, candidates, search_results and images, blobs on disk. Returns their sha256 in order. With
-    ``photos``, each is a 160 x 120 view of one of the real photographs (a different crop each time) instead of
-    a flat colour: what a person looks at in a browser."""
+    queries, candidates, search_results and images, blobs on disk. Returns their sha256 in order."""
     import io
 
     from PIL import Image
@@ -176,17 +167,10 @@ def add_images(project, concept: str, country: str, n: int, *, seed: int = 0, la
                           "text": f"{concept} {country}", "created_at": t}, ignore=True)
     qid = db.execute("SELECT id FROM queries WHERE concept_id = ? AND country = ? AND text = ?",
                      [cid, country, f"{concept} {country}"]).fetchone()[0]
-    pictures = list(_real_photos().values()) if photos else []
     shas = []
     for i in range(n):
-        if photos:
-            pic = pictures[i % len(pictures)]
-            w, h = pic.size
-            k = i // len(pictures)      # the same photograph again: a crop a little further in
-            img = pic.crop((k * w // 40, k * h // 40, w - k * w // 60, h - k * h // 60)).resize((160, 120))
-        else:
-            img = Image.new("RGB", (32, 24), ((seed * 37 + i * 53) % 256, (i * 91 + len(concept)) % 256,
-                                              (seed * 11 + hash(country) % 200) % 256))
+        img = Image.new("RGB", (32, 24), ((seed * 37 + i * 53) % 256, (i * 91 + len(concept)) % 256,
+                                          (seed * 11 + hash(country) % 200) % 256))
         buf = io.BytesIO()
         img.save(buf, "PNG")
         sha, rel = store_blob(project, buf.getvalue(), "png")
@@ -196,7 +180,7 @@ def add_images(project, concept: str, country: str, n: int, *, seed: int = 0, la
                           [qid]).fetchone()[0]
         db["search_results"].insert({"query_id": qid, "provider": "test", "rank": rank, "candidate_id": cand,
                                      "url": url, "found_at": t})
-        db["images"].insert({"sha256": sha, "path": rel, "format": "png", "width": img.width, "height": img.height,
+        db["images"].insert({"sha256": sha, "path": rel, "format": "png", "width": 32, "height": 24,
                              "bytes": len(buf.getvalue()), "created_at": t}, ignore=True)
         shas.append(sha)
     return shas

@@ -1,4 +1,4 @@
-"""A person in headless Chromium filters the same 48 real photographs as one-image tasks and as grid tasks: the grid needs
+"""A person in headless Chromium filters the same 48 images as one-image tasks and as grid tasks: the grid needs
 far fewer actions per image, and the per-image labels, agreement and Dawid-Skene results are the same.
 
 The browser is driven as a person works: look at the task's pictures, click a choice or press a key, submit.
@@ -109,7 +109,7 @@ def _submit(page, task_id: int) -> int:
     return 1 + _until(page, lambda: page.locator(SUBMIT).first.click(), SUBMITTING, task_id)
 
 
-def test_a_person_in_a_browser_filters_48_photos_as_grids_with_far_fewer_actions_and_the_same_results(
+def test_a_person_in_a_browser_filters_48_images_as_grids_with_far_fewer_actions_and_the_same_results(
         blindproject, labelstudio):
     """One annotator in headless Chromium looks at every image and keeps or removes it, once as one-image tasks
     (a click on Keep or Remove, then Ctrl+Enter) and once as grids of 24 (a key per image to remove, then
@@ -121,7 +121,7 @@ def test_a_person_in_a_browser_filters_48_photos_as_grids_with_far_fewer_actions
     from cultura.annotate.images import serve_in_thread
 
     p, db = blindproject, blindproject.db
-    shas = sorted(add_images(p, "rice", "JP", N, photos=True))
+    shas = sorted(add_images(p, "rice", "JP", N))
     remove = {s for i, s in enumerate(shas) if i % 10 == 3}          # 5 of 48 to remove
     truth = {s: "remove" if s in remove else "keep" for s in shas}
     for n in ("ann", "bob"):

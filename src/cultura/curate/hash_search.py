@@ -132,19 +132,24 @@ def plan_parts(n: int, threshold: int, h: np.ndarray | None = None) -> list[tupl
     bands are sized by its bits' entropy (:func:`_band_widths`), else equal.
     """
     best, best_cost = None, n * n / 2 * COMPARE_COST
-    for m in range(-(-64 // MAX_BAND_BITS), threshold + 2):
+    least = -(-64 // MAX_BAND_BITS)
+    # more bands than threshold + 1: radius -1 (never searched) for the rest, still exact (sum of t_i + 1
+    # above the threshold), so a small threshold searches one or a few 16-bit bands
+    for m in range(least, max(min(threshold + 2, 65), least + 1)):
         total_t = threshold - m + 1
-        widths = _band_widths(h, m) if h is not None and len(h) else [64 // m + (i < 64 % m) for i in range(m)]
-        if max(widths) > MAX_BAND_BITS:
-            continue
+        equal = [64 // m + (i < 64 % m) for i in range(m)]
+        widths = _band_widths(h, m) if h is not None and len(h) else equal
+        if max(widths) > MAX_BAND_BITS:  # entropy-sized bands too wide for the bucket table: equal ones
+            widths = equal
         # the larger radii go to the wider bands (about the same number of candidates per band)
         ts = [0] * m
         for r, i in enumerate(sorted(range(m), key=lambda i: -widths[i])):
             ts[i] = total_t // m + (r < total_t % m)
         cost, shift, parts = 0.0, 0, []
         for b, t in zip(widths, ts):
-            ball = _ball_size(b, t)
-            cost += SORT_COST * n + KEY_COST * n * (ball - 1) + CANDIDATE_COST * n * n / 2 * ball / 2 ** b
+            if t >= 0:
+                ball = _ball_size(b, t)
+                cost += SORT_COST * n + KEY_COST * n * (ball - 1) + CANDIDATE_COST * n * n / 2 * ball / 2 ** b
             parts.append((shift, b, t))
             shift += b
         if cost < best_cost:

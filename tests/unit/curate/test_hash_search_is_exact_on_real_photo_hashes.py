@@ -44,15 +44,15 @@ def brute(h: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([i, j], axis=1).astype(np.int64), d[i, j].astype(np.int64)
 
 
-@pytest.mark.parametrize("threshold", [4, 8, 10, 12])
+@pytest.mark.parametrize("threshold", [0, 2, 4, 8, 10, 12])
 def test_every_split_of_the_planner_finds_the_brute_force_pairs(real_views, threshold):
-    h = real_views.reshape(-1)[:6000]
+    h = real_views[1800:].reshape(-1)             # 6,000 codes, the exact duplicates among them
     want, want_d = brute(h, threshold)
-    assert len(want) > 1000                       # near neighbours abound: the test is not vacuous
+    assert len(want) > (1000 if threshold >= 4 else 400)   # near neighbours abound: not vacuous
     splits = {tuple(hash_search.plan_parts(n, threshold, h) or ()) for n in (10_000, 50_000, 1_000_000)}
     splits.add(tuple(hash_search.plan_parts(1_000_000, threshold) or ()))   # equal bands
     splits.discard(())
-    assert splits
+    assert splits   # small thresholds: bands of radius -1 are skipped (still exact)
     for parts in splits:
         fi, fj, fd = hash_search._gph_pairs(h, threshold, list(parts), workers=1)
         key = np.concatenate(fi) * len(h) + np.concatenate(fj)

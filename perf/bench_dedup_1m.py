@@ -22,11 +22,15 @@ no-op rerun <= 2 s, peak RSS <= 1 GB (at 1M; the goals are printed as ratios, me
 
 The stored hashes have the statistics of real photographs (``--hashes real``, the default): 400 random
 crops of the photographs scikit-image and scikit-learn ship are hashed by cultura (every pHash view, the
-dHash and the fine hashes a pair is confirmed with), and each image's hashes are one of those crops' with
-half of the bits re-drawn from the bits' frequencies (one re-draw mask for all views of an image, so its
-views stay related as a real image's are): biased bits, correlated views and many chance near-matches
-between images drawn from the same crop, which the confirmation must reject. ``--hashes uniform``:
-independent uniform random bits (chance matches never happen); ``--hashes both`` builds and runs both.
+dHash and the fine hashes a pair is confirmed with), and each image's hashes are one of those crops' with a
+share of the bits re-drawn from the bits' frequencies, the share drawn per image uniformly from 0 to
+``REDRAW_MAX`` (one re-draw mask for all views of an image, so its views stay related as a real image's
+are). The share is what keeps the real pairs' statistics: re-drawing half of every image's bits (an earlier
+version) left the bits biased but made the distances binomial, with ten times fewer near pairs than real
+photographs have (the chance near-matches a search must wade through and the confirmation must reject).
+Printed at the start: the distances between pairs of images, real crops against drawn hashes (mean, spread,
+share within 6, 10, 16 bits). ``--hashes uniform``: independent uniform random bits (chance matches never
+happen); ``--hashes both`` builds and runs both.
 Printed beside the times: the cluster sizes (largest, and how many of each size). Run::
 
     .venv/bin/python perf/bench_dedup_1m.py                  # 1M images (build ~2 min, once)
@@ -49,6 +53,7 @@ import numpy as np
 
 COUNTRIES = ["US", "GB", "DE", "FR", "JP", "CN", "IN", "BR", "MX", "NG", "EG", "KE", "ID", "TR", "RU", "KR"]
 GOALS = {"end_to_end_s": 20.0, "rerun_s": 2.0, "peak_rss_mb": 1024.0}
+STATS_FILE = "bench_hash_statistics.json"
 
 
 def real_sample():
@@ -61,14 +66,20 @@ def real_sample():
     return res.views(), res.dhash, res.fine
 
 
-def _redrawn(rng, words: np.ndarray, base: np.ndarray) -> np.ndarray:
+#: The largest share of an image's bits re-drawn from the bits' frequencies (each image: uniform in 0..this);
+#: 0.6 gives pairs of drawn images the distances of pairs of real crops (see :func:`pair_statistics`).
+REDRAW_MAX = 0.6
+
+
+def _redrawn(rng, words: np.ndarray, base: np.ndarray, share: np.ndarray) -> np.ndarray:
     """``words`` ``(s, v, w)`` uint64 of the sample; for each of ``base`` (sample indexes) the sample's words
-    with half of the bits re-drawn from each bit's frequency in the sample (one mask per image, all views)."""
+    with ``share`` (one per image) of the bits re-drawn from each bit's frequency in the sample (one mask per
+    image, all views)."""
     s, v, w = words.shape
     bits = np.unpackbits(words.astype(">u8").view(np.uint8).reshape(s, v, w * 8), axis=2).astype(bool)
     freq = bits.mean(axis=0)
     n = len(base)
-    redraw = rng.random((n, 1, w * 64)) < 0.5
+    redraw = rng.random((n, 1, w * 64)) < np.asarray(share, dtype=float)[:, None, None]
     drawn = rng.random((n, 1, w * 64)) < freq[None]
     out = np.where(redraw, drawn, bits[base])
     return np.packbits(out, axis=2).view(">u8").astype(np.uint64).reshape(n, v, w)
@@ -81,8 +92,23 @@ def random_hashes(rng, n: int, kind: str, sample=None) -> tuple[np.ndarray, np.n
                 rng.integers(0, 2**64, size=(n, 3, 2), dtype=np.uint64))
     views, dh, fine = sample
     base = rng.integers(0, len(views), n)
-    return (_redrawn(rng, views[:, :, None], base)[:, :, 0], _redrawn(rng, dh[:, None, None], base)[:, 0, 0],
-            _redrawn(rng, fine, base))
+    share = rng.uniform(0, REDRAW_MAX, n)   # one share per image, for all its hashes
+    return (_redrawn(rng, views[:, :, None], base, share)[:, :, 0],
+            _redrawn(rng, dh[:, None, None], base, share)[:, 0, 0], _redrawn(rng, fine, base, share))
+
+
+def pair_statistics(h: np.ndarray) -> dict:
+    """Hamming distances between every pair of ``h`` (64-bit hashes, one per image): mean, standard
+    deviation, and the share of pairs within 6, 10 (the pHash threshold) and 16 bits."""
+    h = np.asarray(h, dtype=np.uint64)
+    d = np.bitwise_count(h[:, None] ^ h[None, :])[np.triu_indices(len(h), 1)].astype(np.int64)
+    return {"pairs": len(d), "mean": float(d.mean()), "sd": float(d.std()),
+            **{f"within_{k}": float(np.mean(d <= k)) for k in (6, 10, 16)}}
+
+
+def format_statistics(name: str, s: dict) -> str:
+    return (f"  {name:<34} {s['pairs']:>9,} pairs: mean {s['mean']:4.1f} sd {s['sd']:3.1f} bits; within 6: "
+            f"{s['within_6']:.5f}, 10: {s['within_10']:.5f}, 16: {s['within_16']:.5f}")
 
 
 def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, hashes: str = "uniform") -> None:
@@ -98,7 +124,10 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, has
     ts = now()
     n_copy = int(n * copies)
     n_orig = n - n_copy
-    views, dh, fine = random_hashes(rng, n, hashes, real_sample() if hashes == "real" else None)
+    sample = real_sample() if hashes == "real" else None
+    if sample is not None:   # the real crops' own pair statistics, printed beside the drawn ones by every run
+        (root / STATS_FILE).write_text(json.dumps(pair_statistics(sample[0][:, 0])))
+    views, dh, fine = random_hashes(rng, n, hashes, sample)
     ph, pc = np.ascontiguousarray(views[:, 0]), np.ascontiguousarray(views[:, 1])  # full, 5 % centre pHash
     pv = np.ascontiguousarray(views[:, 2:])  # the variants (hashing.VARIANTS: mirror, 10 % centre, flip)
     concept = rng.integers(0, n_concepts, size=n)
@@ -147,6 +176,24 @@ def build(root: Path, n: int, n_concepts: int, copies: float, seed: int = 0, has
                             f"found_at) VALUES (?, ?, 'test', ?, ?, ?, '{ts}')", rows)
     p.close()
     make_blob_files(root)
+
+
+def print_statistics(root: Path, size: int = 2000) -> None:
+    """The full pHash's pair statistics of ``size`` random images of the project (copies included), beside the
+    real crops' (stored by :func:`build`) and those of as many uniform random hashes."""
+    import sqlite3
+
+    from cultura.curate.hashing import from_hex
+
+    con = sqlite3.connect(root / "cultura.db")
+    rows = [r for (r,) in con.execute("SELECT phash FROM images ORDER BY random() LIMIT ?", (size,))]
+    con.close()
+    print("pHash distances between pairs of images (real photographs' statistics: biased bits, near pairs):")
+    if (root / STATS_FILE).exists():
+        print(format_statistics("real crops (the sample drawn from)", json.loads((root / STATS_FILE).read_text())))
+    print(format_statistics(f"this project ({len(rows):,} random images)", pair_statistics(from_hex(rows))))
+    uniform = np.random.default_rng(1).integers(0, 2**64, size=len(rows), dtype=np.uint64)
+    print(format_statistics("uniform random bits", pair_statistics(uniform)), flush=True)
 
 
 def make_blob_files(root: Path) -> None:
@@ -347,6 +394,7 @@ def main(argv=None) -> int:
         make_blob_files(root)
         reset(root)
         print(f"reusing {root}: dedup outputs cleared, so the first run below starts from no clusters or flags")
+    print_statistics(root)
     if args.build_only:
         return 0
     scale = args.images / 1_000_000

@@ -11,8 +11,8 @@ all alike), medians of the rounds:
 
 Imports (imagededup pulls torch) and the encoding map happen before the timed blocks. The pairs of every
 tool are compared (identical pairs asserted). Hashes are random with 1 % planted near-copies (``uniform``)
-or drawn from real pHash statistics (``real``: each bit set with the frequency it has in pHashes of real
-photographs, and correlated bits, see :func:`real_like_hashes`). Printed: the median seconds, each peer's
+or drawn from real pHash statistics (``real``: the bit frequencies, correlations and near pairs of pHashes
+of real photographs, see :func:`real_like_hashes`). Printed: the median seconds, each peer's
 time over cultura's (> 1: cultura faster) and the load average. Run::
 
     .venv/bin/python perf/bench_hash_search.py                 # 1k, 10k, 100k; 5 rounds
@@ -80,17 +80,18 @@ def real_phash_sample() -> np.ndarray:
 
 
 def real_like_hashes(n: int, threshold: int, seed: int = 0, sample: np.ndarray | None = None) -> np.ndarray:
-    """``n`` hashes with the statistics of real pHashes: each new hash is a sampled real pHash with each bit
-    re-drawn with probability 1/2 from that bit's frequency among the real ones (so bit biases and the
-    correlation between bits are kept, and most hashes are distinct), then 1 % planted near-copies. Real
-    pHashes have biased bits (the DC term's bit is almost always set; low frequencies correlate): the
-    pigeonhole search's parts are less uniform than with random hashes, its harder case."""
+    """``n`` hashes with the statistics of real pHashes: each new hash is a sampled real pHash with a share of
+    its bits (drawn per hash, uniform in 0..0.6, as ``bench_dedup_1m.REDRAW_MAX``) re-drawn from each bit's
+    frequency among the real ones, then 1 % planted near-copies. So bit biases are kept (the DC term's bit is
+    almost always set), and so are the real pairs' distances, near pairs included (re-drawing half of every
+    hash's bits would make them binomial, ten times fewer near pairs than real photographs have): the
+    multi-index search's harder case (uneven bands, many candidates)."""
     sample = real_phash_sample() if sample is None else sample
     rng = np.random.default_rng(seed)
     bits = np.unpackbits(sample.astype(">u8").view(np.uint8).reshape(-1, 8), axis=1).astype(bool)
     freq = bits.mean(axis=0)
     base = bits[rng.integers(0, len(bits), n)]
-    redraw = rng.random((n, 64)) < 0.5
+    redraw = rng.random((n, 64)) < rng.uniform(0, 0.6, n)[:, None]
     drawn = rng.random((n, 64)) < freq
     out = np.where(redraw, drawn, base)
     h = np.packbits(out, axis=1).view(">u8").reshape(-1).astype(np.uint64)

@@ -2,12 +2,14 @@
 :mod:`cultura.curate.hashing`, which re-exports this module's public functions).
 
 :func:`hamming_pairs` finds every pair at Hamming distance ``<= threshold`` exactly. Small inputs go to one
-brute-force faiss ``IndexBinaryFlat.range_search``. Large inputs use the generalised pigeonhole principle
-(Qin & Xiao, "GPH", ICDE 2018): split the 64 bits into ``m`` parts with per-part thresholds ``t_i``
-summing to ``threshold - m + 1``; two codes within ``threshold`` agree within ``t_i`` on at least one
-part ``i``. For each part the codes are bucketed by that part's bits, and each bucket is searched with
-faiss brute force against the buckets whose key is within ``t_i`` bits of its own; the candidates are
-verified on all 64 bits by faiss, so the result is exact. The split is chosen by a cost model.
+brute-force faiss ``IndexBinaryFlat.range_search``. Large inputs use multi-index hashing with the generalised
+pigeonhole principle (Qin & Xiao, "GPH", ICDE 2018): split the 64 bits into ``m`` bands with per-band radii
+``t_i`` summing to ``threshold - m + 1``; two codes within ``threshold`` are within ``t_i`` on at least one
+band ``i``. Bands are sized by the bits' entropy (a pHash's DC-sign bit is constant and splits nothing).
+For each band the codes are sorted by its key, each code meets the codes whose key is within ``t_i`` bits
+of its own (a dense bucket table, numpy only: no Python loop per bucket), and every candidate is verified
+on all 64 bits with numpy's ``bitwise_count``, so the result is exact. The split is chosen by a cost model
+(:func:`plan_parts`), brute force when it is cheaper.
 
 >>> import numpy as np
 >>> h = np.array([0, 1, 3, 2**63], dtype=np.uint64)
@@ -28,11 +30,12 @@ import numpy as np
 
 from ..lazy import lazy
 
+#: Inputs with at most this many codes are searched with brute force (faiss) without planning: the
+#: multi-index search never pays off that small (see :func:`plan_parts`).
+BRUTE_FORCE_MAX = 2_000
+
 sparse = lazy("scipy.sparse")  # imported on first use (start-up)
 csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
-
-#: Inputs with at most this many codes are searched with brute force (faiss), above by the pigeonhole search.
-BRUTE_FORCE_MAX = 20_000
 
 
 def _check(hashes, threshold) -> tuple[np.ndarray, int]:
@@ -95,23 +98,58 @@ def _ball_size(bits: int, radius: int) -> int:
     return sum(math.comb(bits, r) for r in range(0, max(radius, -1) + 1))
 
 
-def plan_parts(n: int, threshold: int) -> list[tuple[int, int, int]] | None:
-    """GPH split ``[(shift, bits, t), ...]`` for ``n`` codes, or None when brute force is cheaper.
+def _band_widths(h: np.ndarray, m: int) -> list[int]:
+    """Widths of ``m`` contiguous bands over the 64 bits with about equal entropy each (bits measured on a
+    sample of ``h``): a bit that is (nearly) constant in these hashes, such as a pHash's DC-sign bit, splits
+    codes into no buckets, so the band that holds it gets more bits."""
+    sample = h[:: max(1, len(h) // 4096)]
+    freq = ((sample[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
+    p = np.clip(freq, 1e-6, 1 - 1e-6)
+    ent = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+    cum = np.concatenate([[0.0], np.cumsum(ent)])
+    cuts = [0]
+    for k in range(1, m):
+        c = int(np.searchsorted(cum, cum[-1] * k / m))
+        cuts.append(min(max(c, cuts[-1] + 1), 64 - (m - k)))  # every band at least one bit wide
+    cuts.append(64)
+    return [b - a for a, b in zip(cuts, cuts[1:])]
 
-    Cost model (seconds, measured roughly on one core): 0.7 ns per code comparison, 40 us per faiss call,
-    30 ns per neighbour key tried.
+
+#: Cost model (seconds per unit, measured on the loaded 2-core CI machine): faiss brute force per pair of codes;
+#: the multi-index search per code and band (sort), per code and neighbour key looked up, per candidate verified.
+COMPARE_COST, SORT_COST, KEY_COST, CANDIDATE_COST = 1.0e-9, 80e-9, 20e-9, 12e-9
+#: Bands are at most this wide: a dense bucket table of ``2**bits`` entries, keys sorted by numpy's radix sort.
+MAX_BAND_BITS = 16
+
+
+def plan_parts(n: int, threshold: int, h: np.ndarray | None = None) -> list[tuple[int, int, int]] | None:
+    """Multi-index split ``[(shift, bits, t), ...]`` for ``n`` codes, or None when brute force is cheaper.
+
+    Generalised pigeonhole: ``m`` bands with radii ``t_i`` summing to ``threshold - m + 1`` (two codes within
+    ``threshold`` are within ``t_i`` on some band ``i``). A band costs a sort, a look-up per code and
+    neighbour key (``ball(bits, t)`` keys) and a verification per candidate (about
+    ``n**2 / 2 * ball / 2**bits`` pairs fall within its radius); the cheapest ``m`` wins. With ``h`` the
+    bands are sized by its bits' entropy (:func:`_band_widths`), else equal.
     """
-    cmp_cost, call_cost, flip_cost = 0.7e-9, 40e-6, 30e-9
-    best, best_cost = None, n * n * cmp_cost
-    for m in range(2, min(threshold + 1, 16) + 1):
+    best, best_cost = None, n * n / 2 * COMPARE_COST
+    least = -(-64 // MAX_BAND_BITS)
+    # more bands than threshold + 1: radius -1 (never searched) for the rest, still exact (sum of t_i + 1
+    # above the threshold), so a small threshold searches one or a few 16-bit bands
+    for m in range(least, max(min(threshold + 2, 65), least + 1)):
         total_t = threshold - m + 1
-        widths = [64 // m + (1 if i < 64 % m else 0) for i in range(m)]
-        ts = [total_t // m + (1 if i < total_t % m else 0) for i in range(m)]
+        equal = [64 // m + (i < 64 % m) for i in range(m)]
+        widths = _band_widths(h, m) if h is not None and len(h) else equal
+        if max(widths) > MAX_BAND_BITS:  # entropy-sized bands too wide for the bucket table: equal ones
+            widths = equal
+        # the larger radii go to the wider bands (about the same number of candidates per band)
+        ts = [0] * m
+        for r, i in enumerate(sorted(range(m), key=lambda i: -widths[i])):
+            ts[i] = total_t // m + (r < total_t % m)
         cost, shift, parts = 0.0, 0, []
         for b, t in zip(widths, ts):
-            buckets = min(2 ** b, n)
-            ball = _ball_size(b, t)
-            cost += buckets * (call_cost + flip_cost * ball) + cmp_cost * n * n * ball / 2 ** b / 2
+            if t >= 0:
+                ball = _ball_size(b, t)
+                cost += SORT_COST * n + KEY_COST * n * (ball - 1) + CANDIDATE_COST * n * n / 2 * ball / 2 ** b
             parts.append((shift, b, t))
             shift += b
         if cost < best_cost:
@@ -119,42 +157,63 @@ def plan_parts(n: int, threshold: int) -> list[tuple[int, int, int]] | None:
     return best
 
 
-def _gph_part(h: np.ndarray, codes: np.ndarray, threshold: int, shift: int, bits: int, t: int,
-              pool: ThreadPoolExecutor, workers: int):
-    """Candidate pairs of one GPH part: each bucket against itself and the buckets within ``t`` bits above it."""
+def _band_pairs(h: np.ndarray, threshold: int, shift: int, bits: int, t: int):
+    """Pairs within ``threshold`` among those whose band ``(shift, bits)`` is within ``t`` bits, vectorised.
+
+    Codes are sorted by band key (a dense bucket table gives each key's run). Each code meets the codes after
+    it in its own bucket, and the codes of every bucket whose key is within ``t`` bits above its own (each
+    pair of buckets once): a list of (code, run start, run length). Sorted by length, the runs are walked
+    one column at a time: column ``o`` compares every code whose run is longer than ``o`` with its run's
+    ``o``-th code (a prefix of the list; no per-candidate index arrays), and every candidate is verified
+    on all 64 bits."""
     key = ((h >> np.uint64(shift)) & np.uint64((1 << bits) - 1)).astype(np.int64)
-    order = np.argsort(key, kind="stable")
-    skey = key[order]
-    present = np.unique(skey)
-    starts = np.searchsorted(skey, present, side="left")
-    ends = np.searchsorted(skey, present, side="right")
-    where = dict(zip(present.tolist(), zip(starts.tolist(), ends.tolist())))
-    flips = _ball(bits, t)[1:]
+    # keys of up to 16 bits sort as uint16: numpy's stable sort is then a radix sort
+    order = np.argsort(key.astype(np.uint16) if bits <= 16 else key, kind="stable")
+    skey, sh = key[order], h[order]
+    if bits <= MAX_BAND_BITS:  # a dense bucket table: a key's count and run start by indexing
+        counts = np.bincount(key, minlength=1 << bits).astype(np.int32)
+        begins = np.cumsum(counts, dtype=np.int32) - counts
 
-    def run(keys):
-        import faiss  # deferred: heavy optional dependency, loaded on first use
+        def run(keys):
+            c = counts[keys]
+            return c, begins[keys]
+    else:  # wider bands (any split is exact): the present keys, looked up by binary search
+        present, starts, counts = np.unique(skey, return_index=True, return_counts=True)
 
-        faiss.omp_set_num_threads(1)  # this worker thread only; parallelism comes from the pool
-        out_i, out_j, out_d = [], [], []
-        for u in keys:
-            s, e = where[u]
-            q_idx = order[s:e]
-            nb = [where[v] for v in (u ^ flips).tolist() if v > u and v in where] if len(flips) else []
-            db_idx = np.concatenate([q_idx] + [order[a:b] for a, b in nb]) if nb else q_idx
-            if len(db_idx) < 2:
-                continue
-            qi, di, dist = _range(codes[db_idx], codes[q_idx], threshold)
-            gi, gj = q_idx[qi], db_idx[di]
-            keep = (gi < gj) | (di >= len(q_idx))  # own bucket: each pair once; neighbours: all
-            gi, gj = gi[keep], gj[keep]
-            out_i.append(np.minimum(gi, gj))
-            out_j.append(np.maximum(gi, gj))
-            out_d.append(dist[keep])
-        return out_i, out_j, out_d
-
-    keys = present.tolist()
-    step = max(1, len(keys) // (8 * workers))
-    return list(pool.map(run, [keys[k:k + step] for k in range(0, len(keys), step)]))
+        def run(keys):
+            at = np.minimum(np.searchsorted(present, keys), len(present) - 1)
+            return np.where(present[at] == keys, counts[at], 0).astype(np.int32), starts[at].astype(np.int32)
+    c, b = run(skey)
+    own = b + c - np.arange(1, len(h) + 1, dtype=np.int32)  # own bucket: the codes after each code
+    q = np.flatnonzero(own > 0).astype(np.int32)
+    qs, firsts, lengths = [q], [q + 1], [own[q]]
+    for f in _ball(bits, t)[1:].tolist():
+        nk = skey ^ f
+        c, b = run(nk)
+        q = np.flatnonzero((c > 0) & (nk > skey)).astype(np.int32)
+        qs.append(q)
+        firsts.append(b[q])
+        lengths.append(c[q])
+    q, first, length = np.concatenate(qs), np.concatenate(firsts), np.concatenate(lengths)
+    longest = int(length.max()) if len(length) else 0
+    by = np.argsort((longest - length).astype(np.uint16) if longest < 1 << 16 else -length, kind="stable")
+    q, first, length = q[by], first[by], length[by]
+    # active[o]: how many runs are longer than o (the list is sorted by length, longest first)
+    active = np.searchsorted(-length, -np.arange(longest), side="left")
+    hq = sh[q]
+    out_q, out_j, out_d = [], [], []
+    for o, k in enumerate(active.tolist()):
+        j = first[:k] + o
+        d = np.bitwise_count(hq[:k] ^ sh[j])
+        hit = np.flatnonzero(d <= threshold)
+        if len(hit):
+            out_q.append(q[hit])
+            out_j.append(j[hit])
+            out_d.append(d[hit])
+    if not out_q:
+        return [], [], []
+    i, j = order[np.concatenate(out_q)], order[np.concatenate(out_j)]
+    return [np.minimum(i, j)], [np.maximum(i, j)], [np.concatenate(out_d).astype(np.int64)]
 
 
 def _brute_pairs(h: np.ndarray, threshold: int, workers: int | None = None):
@@ -179,18 +238,16 @@ def _brute_pairs(h: np.ndarray, threshold: int, workers: int | None = None):
 
 
 def _gph_pairs(h: np.ndarray, threshold: int, parts: list[tuple[int, int, int]], workers: int | None = None):
-    codes = _codes(h)
-    found_i, found_j, found_d = [], [], []
-    workers = workers or os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for shift, bits, t in parts:
-            if t < 0:
-                continue
-            for fi, fj, fd in _gph_part(h, codes, threshold, shift, bits, t, pool, workers):
-                found_i += fi
-                found_j += fj
-                found_d += fd
-    return found_i, found_j, found_d
+    """Every pair within ``threshold`` by the multi-index search over ``parts`` (a pair may come from several
+    parts). ``workers > 1``: the parts are searched by a pool of threads (numpy releases the GIL)."""
+    todo = [p for p in parts if p[2] >= 0]
+    workers = min(workers or os.cpu_count() or 1, len(todo))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            res = list(pool.map(lambda p: _band_pairs(h, threshold, *p), todo))
+    else:
+        res = [_band_pairs(h, threshold, *p) for p in todo]
+    return ([x for r in res for x in r[0]], [x for r in res for x in r[1]], [x for r in res for x in r[2]])
 
 
 def hamming_pairs(hashes: np.ndarray, threshold: int, *, return_distances: bool = False,
@@ -210,7 +267,7 @@ def hamming_pairs(hashes: np.ndarray, threshold: int, *, return_distances: bool 
     empty = np.zeros((0, 2), dtype=np.int64)
     if n < 2:
         return (empty, np.zeros(0, dtype=np.int64)) if return_distances else empty
-    parts = plan_parts(n, threshold) if n > BRUTE_FORCE_MAX else None
+    parts = plan_parts(n, threshold, h) if n > BRUTE_FORCE_MAX else None
     if parts is None:
         fi, fj, fd = _brute_pairs(h, threshold, workers)
     else:

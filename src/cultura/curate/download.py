@@ -63,13 +63,13 @@ from .exact_urls import Unavailable, request_urls
 from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - REASONS: re-exported (its API)
 from .fetcher import make_client  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
+from .decode_workers import DECODE_POOL_MIN, decode_workers, default_processes
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
-    DECODE_POOL_MIN,
     ImageInfo,
     _Failure,
     _sniff,
-    decode_pool,
+    decode_pool,  # noqa: F401 - re-exported: a process pool for fetch_image(decoder=...)
     sniff_image,
     validate_image,
 )
@@ -264,9 +264,8 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
                                                   "allow_hosts": _policy(settings.allow_hosts),
                                                   "proxy": proxies.describe()})
         todo = _round_robin_by_host(rows)
-        if decode_processes is None:  # auto: processes for a large batch on a machine with cores to spare
-            cpus = os.cpu_count() or 1
-            decode_processes = min(4, cpus - 1) if len(rows) >= DECODE_POOL_MIN and cpus >= 4 else 0
+        if decode_processes is None:  # auto: one decode process per CPU for a batch worth their start
+            decode_processes = default_processes(_usable_cpus()) if len(rows) >= DECODE_POOL_MIN else 0
         if decode_processes < 0:
             raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
                                param="decode_processes")
@@ -307,10 +306,13 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
                 if decoder is None:  # a thread validates and writes
                     async with validating:
                         r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
-                else:  # a decode process validates, a thread writes
-                    r, rel = await _validate_body(r, settings, decoder), None
-                    if r.ok:
-                        _, rel = await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256)
+                else:  # a decode process validates and writes the blob
+                    try:
+                        info, rel = await decoder.validate(
+                            r.data, r.content_type if r.http_status is not None else None)
+                        r = _accepted(r, info)
+                    except _Failure as e:
+                        r, rel = _refused(r, e), None
                 r.data = None
                 record(cand, r, rel, bar)
             finally:
@@ -361,7 +363,12 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         status, error = "done", None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                decoder = stack.enter_context(decode_pool(decode_processes if rows else 0))
+                decoder = None
+                if rows and decode_processes:
+                    decoder = await stack.enter_async_context(decode_workers(
+                        decode_processes, project.root, {"max_pixels": settings.max_pixels, "min_side":
+                                                         settings.min_side,
+                                                         "max_aspect_ratio": settings.max_aspect_ratio}))
                 client = await stack.enter_async_context(make_client(settings, max_connections=n_workers,
                                                                          proxies=proxies))
                 with progress_task("download", len(rows), progress=progress if rows else False, ok=0) as bar:

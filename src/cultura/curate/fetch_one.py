@@ -131,10 +131,12 @@ def _robots_noai(headers: httpx.Headers) -> str | None:
     return None
 
 
-async def _hop(client, url: str, settings):
+async def _hop(client, url: str, settings, parsed: httpx.URL | None = None):
     """One request: returns ``("redirect", location_url)`` or ``("body", bytes, response)``. ``url`` is sent as
-    written (a string keeps a signed URL's bytes; see :func:`.fetcher.origin_target`)."""
-    async with client.stream("GET", url, follow_redirects=False) as resp:
+    written (a string keeps a signed URL's bytes; see :func:`.fetcher.origin_target`); ``parsed``, its
+    ``httpx.URL``, spares the downloader's own client a second parse."""
+    kw = {"parsed": parsed} if parsed is not None and getattr(client, "_cultura_safe", False) else {}
+    async with client.stream("GET", url, follow_redirects=False, **kw) as resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type")
         if resp.is_redirect:
@@ -250,7 +252,7 @@ async def _attempt(client, url: str, settings, pre_check: bool, slot) -> tuple[b
             try:
                 if left <= 0:
                     raise TimeoutError
-                out = await within(_hop(client, current, settings), left)
+                out = await within(_hop(client, current, settings, u), left)
             except (TimeoutError, asyncio.TimeoutError):
                 raise _Failure("timeout", f"total_timeout {settings.total_timeout:g}s exceeded after {hop} "
                                "redirect(s)" if hop else f"total_timeout {settings.total_timeout:g}s exceeded",

@@ -394,12 +394,13 @@ class SafeClient:
                 raise httpx.RemoteProtocolError(f"unexpected {type(event).__name__} before the response")
 
     @contextlib.asynccontextmanager
-    async def stream(self, method: str, url, *, follow_redirects: bool = False):
+    async def stream(self, method: str, url, *, follow_redirects: bool = False, parsed: httpx.URL | None = None):
         """Send ``method url`` and yield the :class:`Response` with its body unread (``follow_redirects`` is
         accepted for httpx compatibility; redirects are never followed here). A ``url`` given as a string is
-        requested with its path and query exactly as written (:func:`origin_target`)."""
+        requested with its path and query exactly as written (:func:`origin_target`); ``parsed``: the caller's
+        ``httpx.URL(url)`` when it has one (parsing is a sizeable share of a request's CPU)."""
         raw = url if isinstance(url, str) else str(url)
-        url = url if isinstance(url, httpx.URL) else httpx.URL(url)
+        url = url if isinstance(url, httpx.URL) else parsed if parsed is not None else httpx.URL(url)
         if url.scheme not in ("http", "https") or not url.host:
             raise httpx.UnsupportedProtocol(f"not an http(s) URL: {url.scheme}://")
         target = origin_target(raw, url)

@@ -149,17 +149,23 @@ def phash_views(thumbs: np.ndarray) -> np.ndarray:
 def fine_of_decoded(im) -> str:
     """The ``images.phash_fine`` string of an image decoded after :func:`prepare_decode` (equal to what
     :func:`hash_images` gives for the same bytes; :mod:`cultura.curate.confirm`)."""
-    p, _ = thumbnails(pixels.displayed(im, "L"))
-    return confirm.to_hex(confirm.fine_from_thumbs(p[None]))[0]
+    return all_hashes_of_decoded(im)[4]
 
 
 def hashes_of_decoded(im) -> tuple[str, str, str, str]:
     """``(phash, dhash, phash_centre, phash_variants)`` as hex strings of an image decoded after
     :func:`prepare_decode` (equal to what :func:`hash_images` gives for the same bytes)."""
+    return all_hashes_of_decoded(im)[:4]
+
+
+def all_hashes_of_decoded(im) -> tuple[str, str, str, str, str]:
+    """``(phash, dhash, phash_centre, phash_variants, phash_fine)`` as hex strings of an image decoded after
+    :func:`prepare_decode`, all from one set of thumbnails (the thumbnails are most of the hashing's cost:
+    the downloader's validating decode computes them once)."""
     p, d = thumbnails(pixels.displayed(im, "L"))
     v = phash_views(p[None])[0]
     return (to_hex(v[:1])[0], to_hex(dhash_from_thumbs(d[None]))[0], to_hex(v[1:2])[0],
-            variants_to_hex(v[None, 2:])[0])
+            variants_to_hex(v[None, 2:])[0], confirm.to_hex(confirm.fine_from_thumbs(p[None]))[0])
 
 
 def _as_file(data):

@@ -54,8 +54,10 @@ def _border(lines: np.ndarray) -> int:
     median."""
     if not len(lines):
         return 0
-    ref = int(np.median(lines[0]))
-    if (np.abs(lines[0] - ref) > TRIM_TOLERANCE).mean() > TRIM_FRACTION:
+    first = np.sort(lines[0])  # its median, as np.median gives it, at a fraction of the cost (every image)
+    k = len(first)
+    ref = int(first[k // 2]) if k % 2 else int((int(first[k // 2 - 1]) + int(first[k // 2])) / 2)
+    if np.count_nonzero(np.abs(lines[0] - ref) > TRIM_TOLERANCE) / k > TRIM_FRACTION:
         return 0  # the usual case, a photograph without a border: one line looked at
     lines = lines[:int(2 * TRIM_MAX * len(lines)) + 2]  # content_box refuses more anyway
     off = (np.abs(lines - ref) > TRIM_TOLERANCE).mean(axis=1) > TRIM_FRACTION

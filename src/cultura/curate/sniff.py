@@ -7,8 +7,9 @@ non-images, truncated or corrupt files (a file that starts like an allowed forma
 whose shorter side is below ``min_side`` or whose aspect ratio is extreme, each with a reason of
 :data:`cultura.curate.download.REASONS`. The one decode also gives the perceptual hashes
 (:func:`cultura.curate.hashing.hashes_of_decoded`), the displayed size (EXIF orientation applied:
-:mod:`cultura.pixels`) and the SHA-256. It is CPU work: the downloader runs it
-in a thread, or in a process pool (:func:`decode_pool`) for large downloads on machines with cores to spare.
+:mod:`cultura.pixels`) and the SHA-256. It is CPU work: the downloader runs it in its decode processes
+(:mod:`.decode_workers`), or in a thread for a small download; :func:`decode_pool` is a process pool for
+callers of :func:`cultura.curate.download.fetch_image`.
 """
 from __future__ import annotations
 
@@ -31,12 +32,9 @@ from . import hashing
 #: :data:`cultura.pixels.ALLOWED_FORMATS`, AVIF where this Pillow decodes it.
 ALLOWED_FORMATS = pixels.ALLOWED_FORMATS
 
-#: From this many candidates on, on a machine with at least 4 CPUs, the validating decode (sniff, pHash views,
-#: dHash, SHA-256) of a download runs in a pool of processes instead of threads: its numpy and Python parts
-#: hold the GIL the event loop needs. Fewer candidates or fewer CPUs: threads. Measured on 2 cores with the
-#: validation off the connection (docs/scaling.md, "Download"): idle, one process gained 0.1-0.4 % of the ideal
-#: rate on 1600x1200 JPEGs and nothing on 640x480; beside two CPU-bound processes it lost up to 1.6 %.
-DECODE_POOL_MIN = 2000
+#: Modules a decode process needs, imported once by the forkserver its workers are forked from (scipy's DCT is
+#: otherwise imported lazily, by every worker on its first image).
+PRELOAD = ("cultura.curate.sniff", "scipy.fftpack")
 _HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
 
 
@@ -90,6 +88,9 @@ def decode_pool(processes: int):
         return
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
                                       else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        # the server imports the decode's modules once; each worker is a fork of it that imports nothing
+        ctx.set_forkserver_preload(list(PRELOAD))
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
     # the processes start in a thread, while the first requests are in flight, not on the event loop
     threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
@@ -169,7 +170,7 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
                            nbytes=n) from None
         w, h = pixels.displayed_size((w, h), pixels.orientation(im))  # read after the pixel checks: may decode
         try:
-            hashes = (*hashing.hashes_of_decoded(im), hashing.fine_of_decoded(im))  # decode once: dedup decodes nothing
+            hashes = hashing.all_hashes_of_decoded(im)  # decode once: dedup decodes nothing
         except Exception:  # noqa: BLE001 - a mode the hashes cannot use: dedup hashes it later
             hashes = (None, None, None, None, None)
     if ImageFile.LOAD_TRUNCATED_IMAGES and fmt in ("jpeg", "mpo") and b"\xff\xd9" not in data[-1024:]:

@@ -297,8 +297,8 @@ def test_fetch_image_on_its_own(proj, image_server, tmp_path):  # noqa: F811
 
 
 def test_decode_in_processes_gives_the_same_rows_as_threads(tmp_path, image_server):  # noqa: F811
-    """The validating decode moved to a process pool (large downloads) applies the very same checks
-    (every trap gets its reason) and stores the same hashes as the thread path."""
+    """The validating decode in decode processes (large downloads: they also write the blobs) applies the very
+    same checks (every trap gets its reason) and stores the same hashes and blob files as the thread path."""
     urls = [image_server.url(k) for k in ("/img/1.jpg", "/img/2.png", "/html", "/svg", "/truncated.jpg",
                                            "/bomb.png", "/tiny.png", "/img/10.jpg?w=1200&h=1000", "/img/3.jpg")]
     out = []
@@ -310,12 +310,46 @@ def test_decode_in_processes_gives_the_same_rows_as_threads(tmp_path, image_serv
         summary = run(p, workers=4, decode_processes=processes)
         assert summary["processed"] == len(urls)
         out.append(([row(p, u)[:2] + row(p, u)[4:5] for u in urls],
-                    p.db.execute("SELECT sha256, phash, dhash, phash_centre, phash_variants FROM images "
-                                 "ORDER BY sha256").fetchall()))
+                    p.db.execute("SELECT sha256, path, phash, dhash, phash_centre, phash_variants, phash_fine "
+                                 "FROM images ORDER BY sha256").fetchall()))
+        for sha, path, *_ in out[-1][1]:
+            assert hashlib.sha256((p.root / path).read_bytes()).hexdigest() == sha
+        assert sorted(p.blobs.glob("??/*")) and not list((p.blobs / ".tmp").glob("*"))
         p.close()
     assert out[0] == out[1]
+    assert all(r[6] for r in out[0][1])  # the fine hashes too, from the one decode
     assert {r[1] for r in out[0][0]} >= {None, "html", "svg", "truncated", "too_many_pixels", "too_small"}
-    assert all(len(r[4]) == 48 for r in out[0][1]) and len(out[0][1]) == 3   # three 64-bit views: mirror, centre, flip
+    assert all(len(r[5]) == 48 for r in out[0][1]) and len(out[0][1]) == 3   # three 64-bit views: mirror, centre, flip
+
+
+def test_a_decode_process_that_dies_costs_only_the_body_it_was_decoding(tmp_path, image_server):  # noqa: F811
+    """A decoder crash on one body (here: the worker killed while that body waits in it) refuses that body as
+    corrupt, in words; the body queued behind it is decoded by a new worker, which writes its blob."""
+    import os
+    import signal
+
+    from cultura.curate.decode_workers import decode_workers
+
+    first, second = image_bytes(1), image_bytes(3)
+
+    async def go():
+        async with decode_workers(1, tmp_path, {"max_pixels": 1_000_000, "min_side": 1}) as pool:
+            await pool.validate(image_bytes(2), None)  # started: one worker, idle
+            worker = pool.workers[0].process
+            os.kill(worker.pid, signal.SIGSTOP)
+            a = asyncio.ensure_future(pool.validate(first, "image/jpeg"))
+            b = asyncio.ensure_future(pool.validate(second, "image/jpeg"))
+            while len(pool.workers[0].waiting) < 2:  # both bodies sent to the stopped worker
+                await asyncio.sleep(0.01)
+            os.kill(worker.pid, signal.SIGKILL)
+            results = await asyncio.gather(a, b, return_exceptions=True)
+            assert pool.workers[0].process.pid != worker.pid and pool.workers[0].process.is_alive()
+            return results
+
+    died, survived = asyncio.run(go())
+    assert isinstance(died, dl._Failure) and died.reason == "corrupt" and "decoder process died" in died.detail
+    info, rel = survived
+    assert info.sha256 == hashlib.sha256(second).hexdigest() and (tmp_path / rel).read_bytes() == second
 
 
 def test_decode_processes_must_not_be_negative(proj):

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from ..annotate.annotators import native_annotators
 from ..annotate.decisions import rated_links
 from ..curate.concepts import concept_names
 from ..errors import CulturaError
@@ -295,6 +294,8 @@ def card_data(project: Project, bench: dict, roles: Iterable[str] | None = None)
     counts = position_counts(by_item.values())
     pos = rep.get("positions") or {}
     rated = rated_links(db)
+    from ..annotate.annotators import native_annotators  # deferred: the Label Studio client (httpx)
+
     natives = native_annotators(db)
     per_country: dict[str, dict] = defaultdict(lambda: {"trials": 0, "images": set(), "rated": set(),
                                                        "unrated": set()})

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
-from PIL import Image
 
 from ...errors import CulturaError, unknown
 from ...progress import Progress
@@ -184,6 +183,8 @@ class Embedder:
             if self.supports_texts:
                 self.embed_texts(["dim probe"])
             else:
+                from PIL import Image  # deferred: a run whose vectors are cached opens no image
+
                 self.embed_images([Image.new("RGB", (8, 8))])
         return int(self._dim)
 

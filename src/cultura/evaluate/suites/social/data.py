@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 
 from ....annotate.decisions import decided_values
 from ....curate.images import ok_images
-from ....curate.importers import read_table, store_image
 from ....db import now, transaction
 from ....errors import CulturaError, unknown
 from .schema import social
@@ -373,6 +372,8 @@ def import_portraits(project: Project, table, images_dir, dataset: str, *, layou
     if not images_dir.is_dir():
         raise SocialDataError(f"{images_dir} is not a folder; give the folder the table's image paths are "
                               "relative to.", param="images_dir")
+    from ....curate.importers import read_table, store_image  # deferred: the downloader's validation (httpx)
+
     rows = read_table(table)
     if not rows:
         raise SocialDataError(f"{table} has no rows.")

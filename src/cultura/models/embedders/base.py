@@ -32,8 +32,11 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from ...errors import CulturaError, unknown
+from ...lazy import lazy
 from ...progress import Progress
 from ...progress import task as progress_task
+
+Image = lazy("PIL.Image")  # Pillow: loaded by the first image (a run whose vectors are cached opens none)
 
 # Inputs above this count show a progress bar (when ``progress`` is None = auto).
 PROGRESS_MIN_ITEMS = 256
@@ -183,8 +186,6 @@ class Embedder:
             if self.supports_texts:
                 self.embed_texts(["dim probe"])
             else:
-                from PIL import Image  # deferred: a run whose vectors are cached opens no image
-
                 self.embed_images([Image.new("RGB", (8, 8))])
         return int(self._dim)
 

@@ -3,9 +3,14 @@
 ``cultura evaluate run --model openclip:cultura-tiny --suite association`` on a project of
 tests/fakes/benchmark_world.py: once to fill the embedding cache (the model is loaded, the vectors computed),
 then ``--rounds`` times again, every vector cached. Each run is a fresh process; printed: its CPU time (user +
-system of the process and its children, ``os.wait4``) and wall time, whether it imported torch (checked by the
-run itself), and the load average. The goal: a cached run <= 1.5 s of wall time (the median), with no model
-library imported.
+system of the process and its children, ``os.wait4``) and wall time, which heavy libraries it imported (the
+model libraries, and scipy, scikit-learn, pandas and statsmodels, whose statistics a run computes in numpy;
+checked by the run itself), and the load average. The goal: a cached run <= 1.5 s of wall time (the median),
+with none of them imported.
+
+Python's bytecode cache is on for the runs (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment), as
+in an installed cultura: without it every run compiles each module it imports from source again, a cost a user
+never pays. The first run writes the cache.
 
 Run::
 
@@ -37,7 +42,8 @@ except SystemExit as e:
     if e.code:
         raise
 finally:
-    print("HEAVY=" + ",".join(m for m in ("torch", "transformers", "open_clip") if m in sys.modules), file=sys.stderr)
+    print("HEAVY=" + ",".join(m for m in ("torch", "transformers", "open_clip", "scipy", "sklearn", "pandas",
+                                          "statsmodels") if m in sys.modules), file=sys.stderr)
 """
 
 
@@ -71,6 +77,7 @@ def main() -> int:
         project.close()
         env = {**os.environ, "CULTURA_CACHE_DIR": f"{tmp}/user-cache", "HF_HUB_OFFLINE": "1",
                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: modules are compiled once, not on every run
         cpu0, wall0, heavy0 = run_once(root, env)
         load0 = os.getloadavg()[0]
         runs = [run_once(root, env) for _ in range(args.rounds)]
@@ -85,8 +92,8 @@ def main() -> int:
     print(f"  cached run, median of {args.rounds}  CPU {cpu:6.3f} s   wall {wall:6.3f} s   imported: "
           f"{', '.join(heavy) or 'none'}")
     met = wall <= GOAL_S and not heavy
-    print(f"goal: cached run <= {GOAL_S} s wall, no model library imported: {'met' if met else 'NOT MET'} "
-          f"({wall:.3f} s, load {load0:.1f} -> {load1:.1f})")
+    print(f"goal: cached run <= {GOAL_S} s wall, none of those libraries imported: {'met' if met else 'NOT MET'} "
+          f"({wall:.3f} s wall, {cpu:.3f} s CPU, load {load0:.1f} -> {load1:.1f} on {os.cpu_count()} CPUs)")
     return 0 if met else 1
 
 

@@ -35,12 +35,15 @@ GOAL_CPU_S = 0.5
 GOAL_RATIO = 1.5
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
+#: Every tool runs with Python's bytecode cache on, as installed: with PYTHONDONTWRITEBYTECODE each run would
+#: compile the modules it imports from source again (the warm-up round writes the cache).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def run_once(argv: list[str], cwd: str) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one run of ``argv`` (its own rusage, output discarded)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             stdin=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
@@ -66,7 +69,7 @@ def main() -> int:
     if sqlite_utils is None:
         print(f"no sqlite-utils beside {args.peers_python} (make peers): measuring cultura alone")
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([*cultura, "init", f"{tmp}/proj", "--countries", "US,JP"], check=True,
+        subprocess.run([*cultura, "init", f"{tmp}/proj", "--countries", "US,JP"], check=True, env=ENV,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 import urllib.parse
 from pathlib import Path
 from typing import Literal
@@ -17,13 +16,10 @@ from typing import Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .config_file import MAX_DEPTH, _shallow, _too_deep, read_config_data, remember_valid  # noqa: F401
 from .errors import ConfigError
 from .names import endpoint_url_problem
 from .redact import strip_userinfo
-
-
-#: Deepest nesting of arrays/tables accepted in cultura.toml (the real file nests 3 levels).
-MAX_DEPTH = 32
 
 
 class _Section(BaseModel):
@@ -337,27 +333,6 @@ def _shown_input(value) -> str:
     return text if len(text) <= 80 else f"{text[:60]}… ({len(text):,} characters)"
 
 
-def _too_deep(data, limit: int = MAX_DEPTH) -> str | None:
-    """The dotted path where ``data`` nests deeper than ``limit`` levels, else ``None`` (iterative: a hostile
-    file cannot exhaust the stack here)."""
-    stack = [(data, 0, "")]
-    while stack:
-        node, depth, path = stack.pop()
-        if isinstance(node, (dict, list)):
-            if depth > limit:
-                return path or "(top)"
-            items = node.items() if isinstance(node, dict) else enumerate(node)
-            stack.extend((v, depth + 1, f"{path}.{k}" if path else str(k)) for k, v in items)
-    return None
-
-
-def _shallow(data, source: str) -> None:
-    where = _too_deep(data)
-    if where is not None:
-        raise ConfigError(f"Invalid configuration in {source}: '{where[:80]}' nests arrays or tables more than "
-                          f"{MAX_DEPTH} levels deep; flatten it and rerun.")
-
-
 def parse_config(data: dict, source: str = "cultura.toml") -> Config:
     _shallow(data, source)
     try:
@@ -367,19 +342,13 @@ def parse_config(data: dict, source: str = "cultura.toml") -> Config:
 
 
 def load_config(path: Path) -> Config:
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"No configuration at {path}. Run 'cultura init DIR' to create a project.") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path} is not valid TOML ({e}). Fix the syntax and rerun.") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}). Save it as UTF-8 and "
-                          "rerun.") from None
-    except RecursionError:  # tomllib recurses once per nested array/inline table
-        raise ConfigError(f"Invalid configuration in {path}: arrays or tables are nested more than {MAX_DEPTH} "
-                          "levels deep (too deep to parse); flatten them and rerun.") from None
-    return parse_config(data, str(path))
+    """The validated configuration of the file at ``path`` (its bytes remembered as valid: see
+    :func:`cultura.config_file.known_valid`)."""
+    raw = Path(path).read_bytes() if Path(path).is_file() else None
+    config = parse_config(read_config_data(path), str(path))
+    if raw is not None:
+        remember_valid(raw)
+    return config
 
 
 def dump_config(cfg: Config) -> str:

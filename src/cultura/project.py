@@ -10,20 +10,27 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import db as dbmod
 from .db.light import sqlite_utils
 from .db.blobs import release_blob_lease
 from .annotate.schema import annotate as annotate_migrations
-from .config import Config, dump_config, load_config
+from .config_file import known_valid, project_countries
 from .countries import Country, registry
 from .benchmark.schema import build as build_migrations
 from .errors import CulturaError, ProjectNotFound
+from .lazy import lazy
 from .evaluate.schema import evaluate as evaluate_migrations
 from .evaluate.suites.attribution.schema import attribution as attribution_migrations
 from .evaluate.suites.llm_bias.schema import llm_bias as llm_bias_migrations
 from .evaluate.suites.social.schema import social as social_migrations
 from .models.schema import models as models_migrations
+
+if TYPE_CHECKING:
+    from .config import Config
+
+config_module = lazy("cultura.config")  # the validator (pydantic): for a file not known valid, or a setting read
 
 #: The areas' migration sets, applied in this order after the core set on every open. The project is the
 #: composition root of the library: it is the one module that names every area's schema (each schema module
@@ -36,11 +43,22 @@ DB_NAME = "cultura.db"
 
 
 class Project:
-    """Handle on a project folder. Opens the database lazily (WAL, migrations applied)."""
+    """Handle on a project folder. Opens the database lazily (WAL, migrations applied). ``cultura.toml`` is
+    checked on open — an invalid file stops every command before it starts — but a file whose bytes the
+    validator accepted before (:func:`cultura.config_file.known_valid`) is parsed into :attr:`config` only when a
+    setting is read: the country list alone is read without pydantic, whose import costs more than ``cultura
+    status`` in all."""
 
     def __init__(self, root: str | Path, config: Config | None = None):
         self.root = Path(root).resolve()
-        self.config = config if config is not None else load_config(self.root / CONFIG_NAME)
+        if config is not None:
+            self.config = config
+        elif not known_valid(self.root / CONFIG_NAME):
+            self.__dict__["config"] = config_module.load_config(self.root / CONFIG_NAME)  # names any problem
+
+    @cached_property
+    def config(self) -> Config:
+        return config_module.load_config(self.root / CONFIG_NAME)
 
     def __repr__(self) -> str:
         return f"Project({str(self.root)!r})"
@@ -69,7 +87,12 @@ class Project:
 
     @property
     def countries(self) -> list[Country]:
-        return self.registry.resolve(self.config.project.countries)
+        if "config" not in self.__dict__:
+            if "_countries" not in self.__dict__:
+                self.__dict__["_countries"] = project_countries(self.root / CONFIG_NAME)
+            if self.__dict__["_countries"] is not None:
+                return self.registry.resolve(self.__dict__["_countries"])
+        return self.registry.resolve(self.config.project.countries)  # validated: names any problem
 
     def country(self, code: str) -> Country:
         return self.registry.country(code)
@@ -78,7 +101,7 @@ class Project:
         return self.root / rel
 
     def save_config(self) -> None:
-        (self.root / CONFIG_NAME).write_text(dump_config(self.config), encoding="utf-8")
+        (self.root / CONFIG_NAME).write_text(config_module.dump_config(self.config), encoding="utf-8")
 
     def close(self) -> None:
         release_blob_lease(self.root)  # blobs stored outside a blob_writer scope: their rows are committed
@@ -130,7 +153,7 @@ def init_project(directory: str | Path, *, countries=None, preset: str | None = 
         raise CulturaError(f"{cfg_path} already exists. Use that project, or overwrite its configuration "
                            "(the database is kept).", param="overwrite")
     root.mkdir(parents=True, exist_ok=True)
-    cfg = Config()
+    cfg = config_module.Config()
     cfg.project.name = name or root.name
     cfg.project.countries = [c.code for c in chosen]
     cfg.project.preset = preset

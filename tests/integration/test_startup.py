@@ -109,3 +109,32 @@ def test_status_prints_its_table_through_rich(light_project):
     modules, proc = _imported(["status"], light_project)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "rich.table" in modules and proc.stdout.strip()
+
+
+#: What ``cultura status`` prints needs the database, the country registry and rich: never the validator's
+#: pydantic, numpy (sqlite-utils' optional column types), Jinja, Pillow or an HTTP client.
+NOT_FOR_STATUS = {"pydantic", "numpy", "jinja2", "PIL", "httpx", "cultura.config", "cultura.config_edit"}
+
+
+def test_status_imports_only_what_it_prints(tmp_path):
+    from cultura.project import init_project
+
+    root = tmp_path / "proj"
+    init_project(root, countries=["US", "JP"]).close()
+    env = {**os.environ, "CULTURA_CACHE_DIR": str(tmp_path / "cache")}
+    run = lambda: subprocess.run([sys.executable, "-X", "importtime", "-m", "cultura", "status"], cwd=root, env=env,
+                                 capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    first = run()  # a file the validator has not seen: checked with pydantic, then remembered
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "pydantic" in re.findall(r"^import time:\s+\d+ \|\s+\d+ \| *([\w.]+)$", first.stderr, flags=re.M)
+    again = run()
+    assert again.returncode == 0 and "Japan" in again.stdout, again.stderr[-2000:]
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| *([\w.]+)$", again.stderr, flags=re.M))
+    assert "rich.table" in modules and "sqlite_utils" in modules  # the listing was read
+    assert not ({m.split(".")[0] for m in modules} | modules) & NOT_FOR_STATUS
+
+    # the memo is of these exact bytes: an edited file is checked again, and a bad value stops status too
+    path = root / "cultura.toml"
+    path.write_text(re.sub(r"(?m)^temperature = .*$", "temperature = 9", path.read_text()))
+    bad = run()
+    assert bad.returncode == 1 and "llm.temperature" in bad.stdout + bad.stderr and "Traceback" not in bad.stderr

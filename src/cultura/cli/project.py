@@ -5,10 +5,12 @@ import json
 
 import click
 
-from ..config_edit import get_config_value, set_config_file_value
 from ..benchmark.status import project_status
 from ..project import CONFIG_NAME, init_project
+from ..lazy import lazy
 from .console import emit_json, json_option, option, out, pass_ctx, summary, table
+
+config_edit = lazy("cultura.config_edit")  # the validator (pydantic): for 'config get/set' only, not 'status'
 
 
 @click.command()
@@ -70,7 +72,7 @@ def config_group():
 def config_get(ctx, key, as_json):
     """The value of KEY (SECTION.KEY, e.g. download.allow_hosts), a whole SECTION, or everything (defaults
     filled in)."""
-    value = get_config_value(ctx.project.config, key)
+    value = config_edit.get_config_value(ctx.project.config, key)
     if as_json:
         return emit_json({"key": key, "value": value} if key else value)
     click.echo(value if isinstance(value, str) else json.dumps(value, indent=2 if isinstance(value, dict) else None,
@@ -87,7 +89,7 @@ def config_set(ctx, key, value, add, as_json):
     """Set KEY (SECTION.KEY) to VALUE in cultura.toml, read as TOML (8, true, 0.5, ["a", "b"]) or else as plain
     text; one item for a list key is a list of one. Checked like the file (nothing written on an error);
     comments and the other lines are kept."""
-    res = set_config_file_value(ctx.project.root / CONFIG_NAME, key, value, add=add)
+    res = config_edit.set_config_file_value(ctx.project.root / CONFIG_NAME, key, value, add=add)
     summary("config set", res, as_json)
 
 

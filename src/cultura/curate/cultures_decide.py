@@ -31,10 +31,11 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
 from ..db import dumps, now, transaction
 from ..errors import CulturaError
+from ..lazy import lazy
+
+np = lazy("numpy")  # for the conflict search only (start-up: status lists flags)
 
 if TYPE_CHECKING:
     from ..project import Project

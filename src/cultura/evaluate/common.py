@@ -9,13 +9,12 @@ import numpy as np
 
 from ..curate.images import image_files
 from ..models.embedders import cache_texts, embed_images_cached, embed_texts_cached
+from .metrics._numpy_stats import pca_2d
 from .metrics.resampling import bootstrap_ci
-from ..lazy import lazy
 
 if TYPE_CHECKING:
     from ..project import Project
 
-decomposition = lazy("sklearn.decomposition")  # imported on first use (start-up)
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_LEVEL = 0.95
@@ -164,7 +163,7 @@ def project_2d(x: np.ndarray, *, seed: int = 0, method: str = "auto") -> tuple[n
         reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_neighbors=min(15, n - 1), n_jobs=1)
         return np.asarray(reducer.fit_transform(x), dtype=float), "umap"
 
-    return decomposition.PCA(n_components=2, random_state=seed).fit_transform(x), "pca"
+    return pca_2d(x), "pca"  # numpy: sklearn costs seconds of import for two singular vectors
 
 
 def language_tiers(project: Project, languages) -> dict[str, str]:

@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .. import pixels
 from ..errors import CulturaError, unknown
 from ..redact import scrub
 from .embedders.base import safe_image
@@ -37,6 +36,8 @@ from .llm import OpenAIEndpoint, render_prompt
 from .llm import base_url as resolve_base_url
 from .registry import Registry
 from ..lazy import lazy
+
+pixels = lazy("cultura.pixels")  # Pillow: imported by the first image a judge looks at
 
 special = lazy("scipy.special")  # imported on first use (start-up)
 

@@ -19,18 +19,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ValidationError
 
 from ..db import dumps, now, transaction
 from ..errors import CulturaError
 from ..names import check_endpoint_url
 from ..redact import scrub, strip_userinfo
 from ..templates import render_template
+from ..lazy import lazy
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ..project import Project
 
-T = TypeVar("T", bound=BaseModel)
+pydantic = lazy("pydantic")  # imported by the first reply checked against a schema (start-up: status counts calls)
+
+T = TypeVar("T", bound="BaseModel")
 
 
 class LLMUnavailable(CulturaError):
@@ -190,7 +194,7 @@ class LLM:
             reply = (resp.choices[0].message.content or "") if resp.choices else ""
             try:
                 obj = schema.model_validate(extract_json(reply))
-            except (json.JSONDecodeError, ValidationError, ValueError) as e:
+            except (json.JSONDecodeError, pydantic.ValidationError, ValueError) as e:
                 error, status = _short_error(e), "invalid"
                 convo = list(messages) + [
                     {"role": "assistant", "content": reply},
@@ -211,7 +215,7 @@ class LLM:
 
 
 def _short_error(e: Exception) -> str:
-    if isinstance(e, ValidationError):
+    if isinstance(e, pydantic.ValidationError):
         parts = [f"{'.'.join(map(str, err['loc'])) or 'root'}: {err['msg']}" for err in e.errors()[:5]]
         return "JSON does not match the schema (" + "; ".join(parts) + ")"
     if isinstance(e, json.JSONDecodeError):

@@ -13,9 +13,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import jinja2
-
 from ..errors import CulturaError, unknown
+from ..lazy import lazy
+
+jinja2 = lazy("jinja2")  # imported by the first template rendered (start-up: a command that renders none)
 
 
 def _load(name: str) -> str:

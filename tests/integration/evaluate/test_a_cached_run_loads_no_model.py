@@ -1,6 +1,7 @@
 """An evaluation loads a model only to compute a vector: the model's identity comes from its files, so a run whose
-vectors are all cached imports no torch, transformers or open_clip, and gives the results the run that computed
-them gave. The identity named from the files is the one the loaded model reports (the embedding cache's keys of
+vectors are all cached imports no torch, transformers or open_clip — nor scipy, scikit-learn, pandas or
+statsmodels, whose statistics it computes in numpy (a start-up of seconds otherwise), through the Python API and
+through ``cultura evaluate run`` alike — and gives the results the run that computed them gave. The identity named from the files is the one the loaded model reports (the embedding cache's keys of
 the tiny random-init models stay what they were)."""
 from __future__ import annotations
 
@@ -24,14 +25,30 @@ rows = [list(r) for r in project.db.conn.execute(
     'SELECT metric, value, ci_low, ci_high, n, "group", details FROM eval_results WHERE run_id = ? ORDER BY id',
     [rec.run_id])]
 model_info = project.db.conn.execute("SELECT model, model_info FROM eval_runs WHERE id = ?", [rec.run_id]).fetchone()
-heavy = sorted(m for m in ("torch", "transformers", "open_clip") if m in sys.modules)
+heavy = sorted(m for m in HEAVY if m in sys.modules)
 print(json.dumps({"status": rec.status, "rows": rows, "model": list(model_info), "heavy": heavy}))
 """
 
+#: ``cultura evaluate run`` as a user types it, then the heavy libraries the process imported.
+CLI_RUN = """
+import json, sys
+from cultura.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    if e.code:
+        raise
+finally:
+    print(json.dumps(sorted(m for m in HEAVY if m in sys.modules)))
+"""
+
+#: A cached run imports none of these: the model libraries, and the statistics libraries it does not need.
+HEAVY = ("torch", "transformers", "open_clip", "scipy", "sklearn", "pandas", "statsmodels", "umap")
+
 
 def _run(project, spec: str, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", RUN, str(project.root), spec], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{RUN}", str(project.root), spec], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -54,6 +71,12 @@ def test_a_cached_association_run_imports_no_model_library_and_gives_the_same_re
     assert again["status"] == "done"
     assert again["heavy"] == []
     assert again["rows"] == first["rows"]
+    cli = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{CLI_RUN}", "--project", str(project.root),
+                          "evaluate", "run", "--model", "openclip:cultura-tiny", "--suite", "association",
+                          "--option", "n_resamples=50"], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=REPO)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert json.loads(cli.stdout.strip().splitlines()[-1]) == []
     assert again["model"][0] == first["model"][0] == "openclip:cultura-tiny/random_init@seed0"
     assert json.loads(again["model"][1]) == json.loads(first["model"][1])
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._common import MetricInputError, as_1d, as_2d, check_k, check_level
+from ._numpy_stats import bootstrap_interval, silhouette_samples_cosine
 from .resampling import BootstrapCI, _check_method
 from ...lazy import lazy
 
@@ -72,11 +73,16 @@ def win_rates_ci(
         idx = np.asarray(idx, dtype=np.int64)
         return np.moveaxis(wins[idx].mean(axis=-2), -1, 0)  # (candidates, ...) for vectorised calls
 
-    res = stats.bootstrap(
-        (np.arange(len(wins)),), mean_rows, n_resamples=n_boot, confidence_level=level, method=method,
-        rng=np.random.default_rng(seed),
-    )
-    low, high = res.confidence_interval
+    # scipy.stats.bootstrap(paired) resamples the trial indices; its percentile and basic intervals are
+    # computed in numpy the same way (no scipy import for a routine run), BCa by scipy itself
+    interval = bootstrap_interval(np.arange(len(wins)), mean_rows, n_resamples=n_boot,
+                                  rng=np.random.default_rng(seed), level=level, method=method)
+    if interval is None:
+        interval = stats.bootstrap(
+            (np.arange(len(wins)),), mean_rows, n_resamples=n_boot, confidence_level=level, method=method,
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+    low, high = interval
     return BootstrapCI(est, np.asarray(low), np.asarray(high))
 
 
@@ -227,7 +233,8 @@ def silhouette_by_label(embeddings: Any, labels: Any, *, metric: str = "cosine")
     uniq = list(dict.fromkeys(lab.tolist()))
     if not 2 <= len(uniq) <= x.shape[0] - 1:
         raise MetricInputError(f"labels must have between 2 and n_samples - 1 distinct values, got {len(uniq)}.")
-    s = skm.silhouette_samples(x, lab, metric=metric)
+    # cosine (the default) in numpy, equal to sklearn's; any other distance by sklearn
+    s = silhouette_samples_cosine(x, lab) if metric == "cosine" else skm.silhouette_samples(x, lab, metric=metric)
     return {u: float(s[lab == u].mean()) for u in uniq}
 
 

@@ -1,4 +1,5 @@
-"""Bootstrap confidence intervals for headline rates (spec §8), on top of `scipy.stats.bootstrap`."""
+"""Bootstrap confidence intervals for headline rates (spec §8): `scipy.stats.bootstrap`'s intervals, the
+percentile and basic ones computed in numpy the way scipy computes them (`._numpy_stats`), BCa by scipy."""
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
@@ -6,6 +7,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ._common import MetricInputError, as_1d, check_k, check_level
+from ._numpy_stats import bootstrap_interval
 from ...lazy import lazy
 
 stats = lazy("scipy.stats")  # imported on first use (start-up)
@@ -59,11 +61,15 @@ def bootstrap_ci(
     estimate = statistic(x)
     if np.all(x == x[0]):  # every resample is identical: the interval is the point
         return BootstrapCI(estimate, estimate, estimate)
-    res = stats.bootstrap(
-        (x,), statistic, n_resamples=n_boot, confidence_level=level, method=method, rng=np.random.default_rng(seed)
-    )
+    interval = bootstrap_interval(x, statistic, n_resamples=n_boot, rng=np.random.default_rng(seed), level=level,
+                                  method=method)  # scipy's interval in numpy: no scipy import on the way
+    if interval is None:  # BCa, or a statistic without ``axis``: scipy itself
+        interval = stats.bootstrap(
+            (x,), statistic, n_resamples=n_boot, confidence_level=level, method=method,
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
     est = float(estimate) if np.ndim(estimate) == 0 else np.asarray(estimate)
-    low, high = res.confidence_interval
+    low, high = interval
     if np.ndim(low) == 0:
         low, high = float(low), float(high)
     return BootstrapCI(est, low, high)

@@ -29,13 +29,15 @@ names a callable taking no arguments that calls :func:`register_suite`, or a mod
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 
 from ...errors import unknown
+from ...lazy import lazy
 from .registry import (ROW_KEYS, SUITES, Suite, SuiteFunc, SuiteSkipped, add_suite, register_report_section,
                        register_suite, row)
 
 ENTRY_POINT_GROUP = "cultura.suites"
+#: read when the suites load (opening a project reads only the suites' schemas; importlib.metadata pulls in email)
+metadata = lazy("importlib.metadata")
 #: The built-in suite folders, in report order (imported by :func:`load_suites`, so that opening a project — which
 #: reads each folder's ``schema`` — does not import every suite).
 BUILTIN_FOLDERS = tuple(f"{__name__}.{name}" for name in ("retrieval", "latent", "social", "llm_bias", "attribution"))
@@ -52,7 +54,7 @@ def load_suites() -> dict[str, Suite]:
         for suite in importlib.import_module(folder).SUITES:
             if suite.name not in SUITES:  # a suite registered earlier by name (a test, a plugin) wins
                 add_suite(suite)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         obj = ep.load()
         if callable(obj):
             obj()

@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
-from PIL import Image
 
 from ...errors import CulturaError, unknown
+from ...lazy import lazy
 from ...progress import Progress
 from ...progress import task as progress_task
+
+Image = lazy("PIL.Image")  # Pillow: loaded by the first image (a run whose vectors are cached opens none)
 
 # Inputs above this count show a progress bar (when ``progress`` is None = auto).
 PROGRESS_MIN_ITEMS = 256

@@ -22,14 +22,16 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ... import pixels
 from ...db import now, transaction
 from ...db.blobs import blob_files
 from ...errors import CulturaError
 from ...executor import Executor, as_list, current_executor, ray_map, ray_module, rebuild, set_torch_threads
+from ...lazy import lazy
 from ...progress import task as progress_task
 from .base import Embedder, safe_image, shown
 from .registry import get_embedder
+
+pixels = lazy("cultura.pixels")  # Pillow: imported by the first image opened (a cached run opens none)
 
 if TYPE_CHECKING:
     from ...project import Project

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...metrics._numpy_stats import pearson
 from ...metrics.association import random_baseline, self_preference, silhouette_by_label, win_rates, win_rates_ci
 from ..registry import Suite, degenerate, log_samples, logging_samples, row, sample_limit
 from .options import OPTIONS
@@ -34,12 +35,10 @@ from ...data import ASSOCIATION_ROLES, load_trials, query_variants, resolve_benc
 from ....curate.images import image_files
 from ....models.embedders.multivector import (image_tokens_cached, is_late_interaction, pairwise_maxsim,
                                               text_tokens_cached)
-from ....lazy import lazy
 
 if TYPE_CHECKING:
     from ....project import Project
 
-sps = lazy("scipy.stats")  # imported on first use (start-up)
 
 NAME = "association"
 
@@ -245,13 +244,11 @@ def silhouette_rows(project: Project, embedder, trials, sp_by_country: dict[str,
             out.append(row(suite, f"pearson_{kind}_silhouette_SP", math.nan, n=len(common),
                            details={**d, "reason": "constant silhouette or SP across countries"}))
             continue
-        res = sps.pearsonr(x, y)
-        lo = hi = None
-        if len(common) > 3:  # Fisher-z interval (scipy); undefined for n = 3
-            ci = res.confidence_interval(confidence_level=0.95)
-            lo, hi = float(ci.low), float(ci.high)
-        out.append(row(suite, f"pearson_{kind}_silhouette_SP", res.statistic, ci_low=lo, ci_high=hi,
-                       n=len(common), details={**d, "p": float(res.pvalue), "ci": "Fisher z, 95%"}))
+        r, p, lo, hi = pearson(x, y, level=0.95)  # scipy.stats.pearsonr's numbers, without importing scipy
+        if len(common) <= 3:  # the Fisher-z interval is undefined for n = 3
+            lo = hi = None
+        out.append(row(suite, f"pearson_{kind}_silhouette_SP", r, ci_low=lo, ci_high=hi,
+                       n=len(common), details={**d, "p": p, "ci": "Fisher z, 95%"}))
     return out
 
 

@@ -38,11 +38,13 @@ from typing import TYPE_CHECKING
 
 from ....annotate.decisions import decided_values
 from ....curate.images import ok_images
-from ....curate.importers import read_table, store_image
 from ....db import now, transaction
 from ....errors import CulturaError, unknown
+from ....lazy import lazy
 from .schema import social
 from .synthetic import make_synthetic_portraits, marker_labels  # noqa: F401 (re-exported: their home before)
+
+importers = lazy("cultura.curate.importers")  # reading a portrait table: the downloader's image checks (httpx)
 
 if TYPE_CHECKING:
     from ....project import Project
@@ -373,7 +375,7 @@ def import_portraits(project: Project, table, images_dir, dataset: str, *, layou
     if not images_dir.is_dir():
         raise SocialDataError(f"{images_dir} is not a folder; give the folder the table's image paths are "
                               "relative to.", param="images_dir")
-    rows = read_table(table)
+    rows = importers.read_table(table)
     if not rows:
         raise SocialDataError(f"{table} has no rows.")
     cols = list(rows[0].keys())
@@ -416,7 +418,7 @@ def import_portraits(project: Project, table, images_dir, dataset: str, *, layou
             reason = "image file not found"
         if reason is None:
             try:
-                rec["sha256"] = store_image(project, path.read_bytes())
+                rec["sha256"] = importers.store_image(project, path.read_bytes())
             except (ValueError, OSError) as e:
                 reason = f"image unreadable: {e}"
         if reason:

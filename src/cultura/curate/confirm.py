@@ -121,7 +121,7 @@ def confirm_pairs(pairs: np.ndarray, fine: np.ndarray, *, threshold: int = FINE_
     return pairs[keep]
 
 
-def star_clusters(pairs: np.ndarray, rank: np.ndarray) -> list[np.ndarray]:
+def star_clusters(pairs: np.ndarray, rank: np.ndarray, agree=None) -> list[np.ndarray]:
     """Clusters (size >= 2, each sorted) of the graph with edges ``pairs`` in which every member is linked to
     the cluster's best node directly; ``rank[node]``: lower is better (ties: the smaller node). Sorted by
     first member. See the module docstring."""
@@ -138,16 +138,21 @@ def star_clusters(pairs: np.ndarray, rank: np.ndarray) -> list[np.ndarray]:
     starts = np.searchsorted(src[order], np.arange(m + 1)).tolist()
     visit = np.lexsort((nodes, np.asarray(rank)[nodes])).tolist()
     taken = [False] * m
+    order = [0] * m
+    for k, u in enumerate(visit):
+        order[u] = k
     groups = []
     for u in visit:
         if taken[u]:
             continue
-        members = [v for v in dst[starts[u]:starts[u + 1]] if not taken[v]]
-        if not members:
+        members = [u]
+        for v in sorted((v for v in dst[starts[u]:starts[u + 1]] if not taken[v]), key=order.__getitem__):
+            if agree is None or len(members) == 1 or bool(np.all(agree(np.full(len(members) - 1, nodes[v]), nodes[members[1:]]))):
+                members.append(v)
+        if len(members) < 2:
             continue
-        taken[u] = True
         for v in members:
             taken[v] = True
-        groups.append(np.sort(nodes[[u, *members]]))
+        groups.append(np.sort(nodes[members]))
     groups.sort(key=lambda g: int(g[0]))
     return groups

@@ -23,7 +23,8 @@ per concept, ``dup_clusters.concept_id`` set; each concept's images are searched
 any two images.
 
 A hash method's candidate pairs are confirmed by the fine hashes of the same view before anything else
-(:mod:`cultura.curate.confirm`). Clusters are stars of the pair graph: each has a representative — the
+(:mod:`cultura.curate.confirm`), then by their detail aligned frame on frame (:mod:`cultura.curate.aligned`,
+from the blobs of the candidates only). Clusters are stars of the pair graph: each has a representative — the
 largest resolution, then the most bytes, then the smallest sha256 — and every member is paired with the
 representative itself (no chaining through a third image), with its distance to it (Hamming bits, or
 ``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding

@@ -22,7 +22,10 @@ unrelated images into one cluster. Two rules, with no model:
   representative's order); each one not yet in a cluster starts one with its confirmed neighbours not yet
   in a cluster. A chain a~b~c with a and c unrelated gives {a, b} and leaves c out (a question for a later
   review of its own, never glued to a through b). The result depends only on the pairs and the order, so
-  a rerun gives the same clusters.
+  a rerun gives the same clusters. With ``agree`` (what :func:`cultura.curate.dedup.scoped_clusters`
+  passes: the fine hashes of two images agree, or one has none), a neighbour joins only when it also agrees
+  with every member already in, best first: two members that each overlap the representative from either
+  side are not one cluster (the second is left for a cluster of its own).
 
 The fine hashes come from the decode the pHashes use (stored in ``images.phash_fine``, 32 hex per view);
 confirmation reads them only for the images of candidate pairs, so the 1M-scale search is unchanged.

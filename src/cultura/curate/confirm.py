@@ -22,7 +22,10 @@ unrelated images into one cluster. Two rules, with no model:
   representative's order); each one not yet in a cluster starts one with its confirmed neighbours not yet
   in a cluster. A chain a~b~c with a and c unrelated gives {a, b} and leaves c out (a question for a later
   review of its own, never glued to a through b). The result depends only on the pairs and the order, so
-  a rerun gives the same clusters.
+  a rerun gives the same clusters. With ``agree`` (what :func:`cultura.curate.dedup.scoped_clusters`
+  passes: the fine hashes of two images agree, or one has none), a neighbour joins only when it also agrees
+  with every member already in, best first: two members that each overlap the representative from either
+  side are not one cluster (the second is left for a cluster of its own).
 
 The fine hashes come from the decode the pHashes use (stored in ``images.phash_fine``, 32 hex per view);
 confirmation reads them only for the images of candidate pairs, so the 1M-scale search is unchanged.
@@ -121,7 +124,7 @@ def confirm_pairs(pairs: np.ndarray, fine: np.ndarray, *, threshold: int = FINE_
     return pairs[keep]
 
 
-def star_clusters(pairs: np.ndarray, rank: np.ndarray) -> list[np.ndarray]:
+def star_clusters(pairs: np.ndarray, rank: np.ndarray, agree=None) -> list[np.ndarray]:
     """Clusters (size >= 2, each sorted) of the graph with edges ``pairs`` in which every member is linked to
     the cluster's best node directly; ``rank[node]``: lower is better (ties: the smaller node). Sorted by
     first member. See the module docstring."""
@@ -138,16 +141,21 @@ def star_clusters(pairs: np.ndarray, rank: np.ndarray) -> list[np.ndarray]:
     starts = np.searchsorted(src[order], np.arange(m + 1)).tolist()
     visit = np.lexsort((nodes, np.asarray(rank)[nodes])).tolist()
     taken = [False] * m
+    order = [0] * m
+    for k, u in enumerate(visit):
+        order[u] = k
     groups = []
     for u in visit:
         if taken[u]:
             continue
-        members = [v for v in dst[starts[u]:starts[u + 1]] if not taken[v]]
-        if not members:
+        members = [u]
+        for v in sorted((v for v in dst[starts[u]:starts[u + 1]] if not taken[v]), key=order.__getitem__):
+            if agree is None or len(members) == 1 or bool(np.all(agree(np.full(len(members) - 1, nodes[v]), nodes[members[1:]]))):
+                members.append(v)
+        if len(members) < 2:
             continue
-        taken[u] = True
         for v in members:
             taken[v] = True
-        groups.append(np.sort(nodes[[u, *members]]))
+        groups.append(np.sort(nodes[members]))
     groups.sort(key=lambda g: int(g[0]))
     return groups

@@ -23,7 +23,8 @@ per concept, ``dup_clusters.concept_id`` set; each concept's images are searched
 any two images.
 
 A hash method's candidate pairs are confirmed by the fine hashes of the same view before anything else
-(:mod:`cultura.curate.confirm`). Clusters are stars of the pair graph: each has a representative — the
+(:mod:`cultura.curate.confirm`), then by their detail aligned frame on frame (:mod:`cultura.curate.aligned`,
+from the blobs of the candidates only). Clusters are stars of the pair graph: each has a representative — the
 largest resolution, then the most bytes, then the smallest sha256 — and every member is paired with the
 representative itself (no chaining through a third image), with its distance to it (Hamming bits, or
 ``1 - cosine``). They are stored in ``dup_clusters`` / ``dup_members`` under a ``dedup_runs`` row holding
@@ -75,7 +76,7 @@ from ..progress import task as progress_task
 from ..progress import track
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
-from . import confirm, hashing, vector_search
+from . import aligned, confirm, hashing, vector_search
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
@@ -444,12 +445,14 @@ def _hash_method(kind: str) -> Method:
     """pHash: every view of an image (full, 5 % and 10 % centre, mirror, flip: :mod:`cultura.curate.invariance`)
     against every view of the other (:func:`hashing.pair_views`), which finds padded, cropped, slightly
     rotated and mirrored copies; dHash: full hashes (of the content box). Either way a candidate pair is
-    kept only when the fine hashes confirm it (:func:`confirm.confirm_pairs`). The distance to a
+    kept only when the fine hashes confirm it (:func:`confirm.confirm_pairs`) and then its aligned detail
+    agrees (:func:`aligned.verify_pairs`, from the blobs of the candidates only). The distance to a
     representative is the smallest of the compared combinations."""
     views = kind == "phash"
 
     def params(opts):
-        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION, "confirm": confirm.VERSION}
+        p = {"threshold": opts[f"{kind}_threshold"], "hash": hashing.HASH_VERSION, "confirm": confirm.VERSION,
+             "aligned": aligned.VERSION}
         if views:
             p["centre_crop"] = hashing.CENTRE_CROP
             p["views"] = ["full", "centre", *hashing.VARIANTS]
@@ -475,6 +478,7 @@ def _hash_method(kind: str) -> Method:
             idx = np.flatnonzero(has)
             pairs = idx[search(idx)].reshape(-1, 2)
         pairs = confirm.confirm_pairs(pairs, inv.fine)  # the second, stricter look (confirm.py)
+        pairs = aligned.verify_pairs(pairs, inv.fine, functools.partial(_view_thumbs, project, inv))  # the third
 
         def distance(reps, members):
             reps = np.broadcast_to(reps, np.shape(members))
@@ -487,6 +491,16 @@ def _hash_method(kind: str) -> Method:
         return Found(pairs, distance)
 
     return Method(kind, params, find, needs_hashes=True)
+
+
+def _view_thumbs(project: Project, inv: Inventory, images: np.ndarray) -> list:
+    """:func:`aligned.view_thumbs` of inventory ``images`` from their blobs (None where one cannot be read)."""
+    shas = [inv.sha[int(i)] for i in images]
+    paths: dict[str, str] = {}
+    for sub in chunks(shas, 900):
+        paths.update(project.db.execute(
+            f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})", sub).fetchall())
+    return aligned.load_thumbs([project.blob_path(paths[s]) if paths.get(s) else None for s in shas])
 
 
 def concept_groups(inv: Inventory, mask: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
@@ -620,8 +634,16 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     rank = image_ranks(inv, pairs.reshape(-1))
+    fine = getattr(inv, "fine", None)
+
+    def agree(a, b, img=lambda x: x):
+        if fine is None:
+            return np.ones(len(a), dtype=bool)
+        fa, fb = fine[img(a)], fine[img(b)]
+        missing = ~fa.reshape(len(a), -1).any(axis=1) | ~fb.reshape(len(b), -1).any(axis=1)
+        return missing | (confirm.fine_distances(fa, fb) <= confirm.FINE_THRESHOLD)
     if scope == "global":
-        return [(None, c) for c in confirm.star_clusters(pairs, rank)]
+        return [(None, c) for c in confirm.star_clusters(pairs, rank, agree)]
     if not len(pairs) or not len(inv.link_img):
         return []
     n_c = int(inv.link_concept.max()) + 1
@@ -637,7 +659,8 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
     nj = np.minimum(np.searchsorted(node, want), len(node) - 1)
     hit = node[nj] == want
     node_rank = rank[node_img] * n_c + node_c  # an image's rank; ties (one image, two concepts): by concept
-    comps = confirm.star_clusters(np.stack([ni[hit], nj[hit]], axis=1), node_rank)
+    comps = confirm.star_clusters(np.stack([ni[hit], nj[hit]], axis=1), node_rank,
+                                  lambda a, b: agree(a, b, lambda x: node_img[x]))
     out = [(int(node_c[c[0]]), node_img[c]) for c in comps]
     out.sort(key=lambda t: (t[0], int(t[1][0])))
     return out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from cultura.curate import confirm, hashing
+from cultura.curate import aligned, confirm, hashing
 from cultura.curate.dedup import Inventory, dedup_images, scoped_clusters
 from cultura.curate.importers import store_image
 from cultura.project import init_project
@@ -73,13 +73,15 @@ def assert_reviewable(p, owner):
 
 def assert_members_confirmed_against_their_representative(p):
     """The one invariant of every stored cluster: each member is within the run's threshold of the
-    representative itself and (hash methods) its fine hashes confirm the pair."""
+    representative itself and (hash methods) its fine hashes confirm the pair and its aligned detail
+    agrees."""
     rows = p.db.execute(
         "SELECT c.method, c.representative, m.sha256, m.distance, r.params FROM dup_clusters c "
         "JOIN dup_members m ON m.cluster_id = c.id JOIN dedup_runs r ON r.id = c.run_id "
         "WHERE c.status IN ('open', 'resolved')").fetchall()
     assert rows
     fine = {s: f for s, f in p.db.execute("SELECT sha256, phash_fine FROM images")}
+    hashed = []
     for method, rep, sha, distance, params in rows:
         params = json.loads(params)
         if method == "embedding":
@@ -88,6 +90,16 @@ def assert_members_confirmed_against_their_representative(p):
         assert distance <= params["threshold"]
         d = confirm.fine_distances(confirm.from_hex([fine[rep]]), confirm.from_hex([fine[sha]]))[0]
         assert d <= confirm.FINE_THRESHOLD or sha == rep
+        if sha != rep:
+            hashed.append((rep, sha))
+    # and their aligned detail agrees (curate/aligned.py), read from the blobs as dedup reads them
+    shas = sorted({s for pair in hashed for s in pair})
+    at = {s: k for k, s in enumerate(shas)}
+    path = dict(p.db.execute("SELECT sha256, path FROM images").fetchall())
+    thumbs = aligned.load_thumbs([p.blob_path(path[s]) for s in shas])
+    pairs = np.array([[at[a], at[b]] for a, b in hashed], dtype=np.int64).reshape(-1, 2)
+    kept = aligned.verify_pairs(pairs, confirm.from_hex([fine[s] for s in shas]), lambda idx: [thumbs[i] for i in idx])
+    assert len(kept) == len(pairs)
 
 
 def test_copies_are_clustered_and_lookalikes_are_not_through_the_cli(tmp_path, scrape):

@@ -6,10 +6,10 @@ adjudication run exactly as they would on human work; the project is untouched o
 
 Where cultura reaches the server's data dir (its own servers, or one recorded with ``use_server(...,
 data_dir=)``) the answers are written in bulk by Label Studio's own models, one process per server
-(:data:`ANSWER_SCRIPT`): ``Annotation.objects.create`` as the API's create does it — the same row, the task's
-counters, ``is_labeled`` and ``updated_at`` and the project's summary updated by Label Studio's own code — in
-hundreds per transaction instead of one HTTP request each. Elsewhere (a server cultura does not run) they
-go one request per answer through the API. Both ways give the same labels for the same seed.
+(:data:`ANSWER_SCRIPT`): the rows the API's create makes, ``bulk_create``-d hundreds per transaction instead
+of one HTTP request each, then the tasks' counters, ``is_labeled`` and ``updated_at`` and the project's summary
+brought up to date by Label Studio's own functions, as its own bulk actions do. Elsewhere (a server cultura
+does not run) they go one request per answer through the API. Both ways give the same labels for the same seed.
 
 >>> # simulate_annotations(project, "filter", disagreement=0.15, seed=0)
 """
@@ -45,32 +45,68 @@ CHUNK = 500
 WRITERS = max(2, min(4, os.cpu_count() or 2))
 
 #: Run by Label Studio's Python on one server's data dir: create the answers read from stdin (JSON
-#: ``{"answers": [[task id, user id, result, lead time], ...]}``) as the API's annotation create does — the
-#: model's save and its signals keep the task's counters, ``is_labeled``, ``updated_at`` and the project summary
-#: right — ``CHUNK`` per transaction, printing ``@@<answers done>`` after each.
-ANSWER_SCRIPT = DJANGO_PREAMBLE + r'''
+#: ``{"answers": [[task id, user id, result, lead time], ...]}``) ``CHUNK`` per transaction, printing
+#: ``@@<answers done>`` after each. One ``bulk_create`` per chunk (the row as the API's create makes it, its
+#: ``result_count`` as ``Annotation.save`` counts it), then what Label Studio's own bulk actions (propagate
+#: annotations, predictions to annotations) do after one: ``update_tasks_counters_and_is_labeled`` for the
+#: tasks touched, their ``updated_at`` (``Annotation.update_task``) and the project summary's labels
+#: (``update_created_annotations_and_labels``, around its reset of a control new to the summary: ``add_to_summary``)
+#: — what the per-save signals would have done one row at a time.
+ANSWER_SCRIPT = DJANGO_PREAMBLE + r"""
 from django.db import transaction
 from django.utils import timezone
+from projects.models import Project, ProjectSummary
 from tasks.models import Annotation, Task
+
+
+def add_to_summary(summary, anns):
+    # the answers' labels into the project summary as one call per answer (the API's create) counts them:
+    # update_created_annotations_and_labels starts a control's label counts afresh for every answer while the
+    # control is missing from the saved summary (it looks there, not at the counts it is adding up), so an
+    # answer that brings a new control goes alone, the answers between such ones in one call
+    start = 0
+    for i, a in enumerate(anns):
+        if any(isinstance(r, dict) and r.get("from_name") not in summary.created_labels for r in a.result or []):
+            if start < i:
+                summary.update_created_annotations_and_labels(anns[start:i])
+            summary.update_created_annotations_and_labels([a])
+            start = i + 1
+    if start < len(anns):
+        summary.update_created_annotations_and_labels(anns[start:])
+
 
 req = json.load(sys.stdin)
 answers, chunk = req["answers"], int(req["chunk"])
+projects = {}
 done = 0
 for start in range(0, len(answers), chunk):
     part = answers[start:start + chunk]
-    tasks = Task.objects.select_related("project").in_bulk([a[0] for a in part])
+    tasks = dict(Task.objects.filter(id__in={a[0] for a in part}).values_list("id", "project_id"))
     missing = sorted({a[0] for a in part} - set(tasks))
     if missing:
         print("@@" + json.dumps({"error": f"task {missing[0]} is not on this server"}), flush=True)
         sys.exit(3)
     with transaction.atomic():
-        for task_id, user_id, result, lead_time in part:
-            task = tasks[task_id]
-            Annotation.objects.create(task=task, project=task.project, completed_by_id=user_id, result=result,
-                                      lead_time=lead_time, updated_by_id=task.project.created_by_id)
+        for pid in set(tasks.values()) - set(projects):
+            projects[pid] = Project.objects.get(id=pid)
+        made = Annotation.objects.bulk_create([
+            Annotation(task_id=task_id, project_id=tasks[task_id], completed_by_id=user_id, result=result,
+                       lead_time=lead_time, updated_by_id=projects[tasks[task_id]].created_by_id,
+                       result_count=len({r.get("id") for r in result or []}))
+            for task_id, user_id, result, lead_time in part])
+        by_project = {}
+        for a in made:
+            by_project.setdefault(a.project_id, []).append(a)
+        for pid, anns in by_project.items():
+            ids = sorted({a.task_id for a in anns})
+            projects[pid].update_tasks_counters_and_is_labeled(Task.objects.filter(id__in=ids))
+            Task.objects.filter(id__in=ids).update(updated_at=timezone.now())
+            summary = ProjectSummary.objects.filter(project_id=pid).first()
+            if summary is not None:
+                add_to_summary(summary, anns)
     done += len(part)
     print("@@" + json.dumps({"done": done}), flush=True)
-'''
+"""
 
 
 def _truth(kind: str, item_key: str, payload: dict, gold, rng: random.Random) -> str:

@@ -134,6 +134,7 @@ def _answers(project: Project, campaign: str, purpose: str, disagreement: float,
            ORDER BY a.id""", [campaign, purpose]).fetchall()
     rng = random.Random(seed)
     grids = GridAnswers(db)
+    own_uid: dict[int, int] = {}   # an annotator's user id on their own server: one look-up each, not one per task
     out = []
     for task, uid, aid, pid, ls_pid, ls_as, kind, key, payload, gold in rows:
         spec = get_kind(kind)
@@ -147,7 +148,9 @@ def _answers(project: Project, campaign: str, purpose: str, disagreement: float,
                 others = [x for x in spec.labels if x != truth]
                 label = rng.choice(others) if others else truth
         if ls_as == "server":   # user ids are per server: the annotator's id on their own
-            uid = server_row(project, aid)["ls_user_id"]
+            if aid not in own_uid:
+                own_uid[aid] = server_row(project, aid)["ls_user_id"]
+            uid = own_uid[aid]
         where = {"annotator_id": aid, "project_id": pid, "ls_project_id": ls_pid, "ls_as": ls_as}
         if task < 0:   # a grid member: its grid is answered once, with every member's label (cultura.annotate.grid_io)
             done = grids.add(pid, kind, key, label, user_id=uid, lead_time=round(rng.uniform(1, 4), 2))
@@ -236,8 +239,12 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
     answers = _answers(project, campaign, purpose, disagreement, seed)
     # one batch per server: its data dir (bulk) or None (one request per answer)
     batches: dict[Path | None, list[dict]] = {}
+    dirs: dict[tuple, Path | None] = {}   # one look-up per annotator's server, not one per answer
     for a in answers:
-        ddir = _data_dir(project, a) if bulk else None
+        where = (a["ls_as"], a["annotator_id"] if a["ls_as"] == "server" else None)
+        if bulk and where not in dirs:
+            dirs[where] = _data_dir(project, a)
+        ddir = dirs[where] if bulk else None
         batches.setdefault(ddir if ddir is not None and (ddir / "label_studio.sqlite3").exists() else None,
                            []).append(a)
     n = sum(a["items"] for a in answers)

@@ -6,17 +6,24 @@ local HTTP server in a process of its own and listed in a ``urls:`` file, one ro
 the country and the project's English query text. The stages: init, concepts (the preset loaded, then all but
 ``--concepts`` removed with one ``concepts remove --from``), native terms (``set-term --from``; the
 English-speaking countries take the concept's name), search (the ``urls:`` list: rows in = stored + rejected is
-checked), download, dedup, ratings imported for the culture questions of look-alike images (when there are
-any), the association and descriptor builds (every language's short descriptor query from
-its pattern), export, evaluation with the fake embedder, the report, the view (cold, then warm) and status.
-Annotation is left out (``annotate simulate`` belongs to the Label Studio rehearsal).
+checked), download, dedup, then annotation in a real Label Studio as a team would do it (:func:`annotate`): the
+project's server started, a native rater per country of the preset and an adjudicator added (each on a server of
+their own), the filter campaign pushed (overlap 2), answered by SIMULATED annotators, pulled and adjudicated (the
+disagreements answered by the adjudicator, pulled and adjudicated again), then the relevance campaign likewise
+(each image rated for its own country and one other); then the association and descriptor builds on those
+decisions (every language's short descriptor query from its pattern), export, evaluation with the fake embedder,
+the report, the view (cold, then warm) and status; the servers are stopped at the end. ``--no-annotate`` is the
+quick path: ratings imported for the culture questions of look-alike images (when there are any) and the builds
+made with ``--allow-unreviewed --allow-unrated``.
 
 For each stage it prints wall time, CPU time (the stage's process and its children, plus the image server's),
 peak resident memory of the stage's process tree, the cost per image and the longest time its stderr said
-nothing (a stage silent for more than :data:`SILENCE_LIMIT_S` is flagged ``SILENT`` and listed). ``--json`` prints the same as JSON.
+nothing (a stage silent for more than :data:`SILENCE_LIMIT_S` is flagged ``SILENT`` and listed; what each stage
+said and when is kept in ``WORKDIR/logs/``); a stage's CPU includes every Label Studio server's it ran beside.
+``--json`` prints the same as JSON.
 
     python perf/rehearse_3xcm.py --images 12000 --concepts 40 --workdir /tmp/rehearsal
-    python perf/rehearse_3xcm.py --images 64 --concepts 2 --json      # the tiny run CI makes
+    python perf/rehearse_3xcm.py --images 64 --concepts 2 --no-annotate --json   # the tiny run CI makes
 """
 from __future__ import annotations
 
@@ -40,27 +47,36 @@ from cultura.annotate.server import free_port  # noqa: E402
 
 PYTHON = sys.executable
 #: A stage is flagged when its stderr says nothing for longer than this: off a terminal the command line's
-#: reporter prints a task's line after 10 s without news, so a stage that reports stays under it (2 s of slack
-#: for a busy machine).
-SILENCE_LIMIT_S = 12.0
+#: reporter repeats a task's line every 5 s without news (and names what a server start waits for), so a stage
+#: that reports stays well under it.
+SILENCE_LIMIT_S = 10.0
 PRESET = "3xcm"
+#: The simulated annotators' disagreement rate (some items go to the adjudicator).
+DISAGREEMENT = 0.1
+#: Where the rehearsal's Label Studio runs: cultura's own servers, never one named by the environment.
+_FOREIGN_SERVER = ("LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY")
 
 
 class Stages:
     """Runs ``cultura --project P …`` as a child process per stage and records its cost."""
 
-    def __init__(self, project: Path, n_images: int, server_pid: int | None, *, say=print):
-        self.project, self.n, self.server_pid, self.say = project, n_images, server_pid, say
+    def __init__(self, project: Path, n_images: int, server_pid: int | None, *, say=print, logs: Path | None = None):
+        self.project, self.n, self.server_pid, self.say, self.logs = project, n_images, server_pid, say, logs
         self.rows: list[dict] = []
+        self.env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_SERVER}
+
+    def _server_pids(self) -> list[int]:
+        """The image server and every Label Studio server the project runs now (their CPU is the stage's too)."""
+        return [self.server_pid] * bool(self.server_pid) + label_studio_pids(self.project)
 
     def __call__(self, stage: str, *args, json_out: bool = True, project: bool = True):
         argv = [PYTHON, "-m", "cultura", *(["--project", str(self.project)] if project else []), *map(str, args),
                 *(["--json"] if json_out else [])]
-        srv0 = proc_cpu(self.server_pid) if self.server_pid else 0.0
+        before = {pid: proc_cpu(pid) for pid in self._server_pids()}
         t0 = time.monotonic()
         with tempfile.TemporaryFile("w+") as fo:
             proc = subprocess.Popen(argv, stdout=fo, stderr=subprocess.PIPE, text=True,
-                                    env={**os.environ, "COLUMNS": "200"})
+                                    env={**self.env, "COLUMNS": "200"})
             told: list[float] = [t0]   # when each stderr line came: the stage's longest silence
             err_lines: list[str] = []
 
@@ -79,7 +95,12 @@ class Stages:
             out, err = fo.read(), "".join(err_lines)
         told.append(t0 + wall)
         silence = max(b - a for a, b in zip(told, told[1:]))
-        srv = (proc_cpu(self.server_pid) - srv0) if self.server_pid else 0.0
+        if self.logs is not None:   # what the stage said and when: where a silence was
+            self.logs.mkdir(parents=True, exist_ok=True)
+            (self.logs / f"{len(self.rows):02d}-{stage.replace(' ', '_').replace('/', '_')}.err").write_text(
+                "".join(f"{t - t0:8.2f}  {line}" for t, line in zip(told[1:], err_lines)), encoding="utf-8")
+        # servers running before and after (a server the stage started counts from zero)
+        srv = sum(proc_cpu(pid) - before.get(pid, 0.0) for pid in self._server_pids())
         if proc.returncode != 0:
             raise SystemExit(f"stage {stage!r} failed (exit {proc.returncode}): {' '.join(argv[3:])}\n{out}\n{err}")
         cpu = usage.ru_utime + usage.ru_stime + srv
@@ -94,6 +115,48 @@ class Stages:
             return out
         start = min((i for i in (out.find("{"), out.find("[")) if i >= 0), default=0)
         return json.loads(out[start:])
+
+
+def label_studio_pids(project: Path) -> list[int]:
+    """The running Label Studio servers of ``project``: its own and every annotator's (their state files)."""
+    out = []
+    for state in [project / "labelstudio" / "server.json",
+                  *sorted((project / "labelstudio-people").glob("*/server.json"))]:
+        try:
+            pid = int(json.loads(state.read_text(encoding="utf-8"))["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if Path(f"/proc/{pid}").exists():
+            out.append(pid)
+    return out
+
+
+def annotate(run: Stages, codes: list[str]) -> dict:
+    """The annotation stages as a team runs them (README, *Annotation and review*), with SIMULATED answers: the
+    filter and relevance campaigns pushed, answered, pulled and adjudicated until every item is decided."""
+    run("annotate server start", "annotate", "server", "start")
+    for cc in codes:   # a native rater per culture: relevance asks each image of natives only
+        run(f"annotators add {cc}", "annotate", "annotators", "add", f"rater-{cc.lower()}", "--email",
+            f"rater-{cc.lower()}@rehearsal.invalid", "--country", cc)
+    run("annotators add adj", "annotate", "annotators", "add", "adjudicator", "--email", "adj@rehearsal.invalid",
+        "--role", "adjudicator")
+    out = {}
+    for campaign, overlap in (("filter", 2), ("relevance", 1)):
+        pushed = run(f"push {campaign}", "annotate", "push", campaign, "--overlap", overlap)
+        run(f"simulate {campaign}", "annotate", "simulate", campaign, "--disagreement", DISAGREEMENT)
+        run(f"pull {campaign}", "annotate", "pull", "--campaign", campaign)
+        (first,) = run(f"adjudicate {campaign}", "annotate", "adjudicate", "--campaign", campaign)
+        last = first
+        if first.get("sent_to_adjudication"):
+            run(f"simulate {campaign} adj.", "annotate", "simulate", campaign, "--purpose", "adjudicate")
+            run(f"pull {campaign} adj.", "annotate", "pull", "--campaign", campaign)
+            (last,) = run(f"adjudicate {campaign} again", "annotate", "adjudicate", "--campaign", campaign)
+        out[campaign] = {"items": pushed["items"], "tasks": pushed["tasks_created"],
+                         "disagreements": first["disagreements"],
+                         "sent_to_adjudication": first.get("sent_to_adjudication", 0),
+                         "decided": last["decided"] + last["adjudicated"] + last["gold"], "pending": last["pending"],
+                         "unresolved": last.get("unresolved", 0)}
+    return out
 
 
 def draw_images(www: Path, n: int, seed: int = 0) -> list[str]:
@@ -124,7 +187,8 @@ def _preset_concepts() -> list[str]:
     return [r["concept"] if "concept" in r else next(iter(r.values())) for r in csv.DictReader(text.splitlines())]
 
 
-def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = True, say=print) -> dict:
+def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = True, annotation: bool = True,
+             say=print) -> dict:
     from cultura.countries import registry
 
     reg = registry()
@@ -136,6 +200,8 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
     port = free_port()
     server = subprocess.Popen([PYTHON, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
                                str(www)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = Stages(proj, n_images, server.pid, say=say, logs=workdir / "logs")
+    campaigns: dict = {}
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -144,7 +210,6 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
                 break
             except OSError:
                 time.sleep(0.1)
-        run = Stages(proj, n_images, server.pid, say=say)
         say(f"• serving them at http://127.0.0.1:{port}/; the stages:")
         run("init", "init", proj, "--preset", PRESET, "--name", "rehearsal", project=False)
         cfg = proj / "cultura.toml"
@@ -172,15 +237,22 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
         accounted = search["rows"] == search["stored"] + search["rejected"] == len(rows)
         download = run("images download", "images", "download")
         run("images dedup", "images", "dedup")
-        # drawn images that look alike across countries are culture questions: ratings decide them, here
-        # imported for every country of each (as a relevance campaign's would)
+        # drawn images that look alike across countries are culture questions: the relevance campaign decides
+        # them, or (the quick path) ratings imported for every country of each, as a campaign's would
         flags = run("images flags", "images", "flags")
-        if flags:
-            ratings = workdir / "ratings.csv"
-            ratings.write_text("sha256,country,score\n" + "".join(
-                f"{f['sha256']},{cc},4\n" for f in flags for cc in f["countries"]), encoding="utf-8")
-            run("import ratings", "import", "ratings", ratings)
-        loose = ["--allow-unreviewed", "--allow-unrated"]  # no annotation in this rehearsal
+        if annotation:
+            campaigns = annotate(run, codes)
+            open_flags = run("images flags (after)", "images", "flags")
+            if open_flags:
+                raise SystemExit(f"{len(open_flags)} culture questions still open after the relevance campaign")
+            loose = []
+        else:
+            if flags:
+                ratings = workdir / "ratings.csv"
+                ratings.write_text("sha256,country,score\n" + "".join(
+                    f"{f['sha256']},{cc},4\n" for f in flags for cc in f["countries"]), encoding="utf-8")
+                run("import ratings", "import", "ratings", ratings)
+            loose = ["--allow-unreviewed", "--allow-unrated"]  # nothing reviewed or rated on the quick path
         assoc = run("build association", "build", "association", *loose)
         desc = run("build descriptor", "build", "descriptor", *loose)
         run("export", "export", workdir / "export", "--format", "jsonl")
@@ -192,12 +264,18 @@ def rehearse(workdir: Path, n_images: int, n_concepts: int, *, report: bool = Tr
         run("view (warm)", "view", json_out=False)
         run("status", "status")
     finally:
+        if label_studio_pids(proj):   # the project's Label Studio and every annotator's: stopped, timed too
+            try:
+                run("annotate server stop", "annotate", "server", "stop")
+            except SystemExit as e:   # a failed stage's message comes first; this one is only said
+                say(str(e))
         server.terminate()
         server.wait(timeout=10)
     descriptor_countries = sorted({it["query_country"] for it in _jsonl(workdir / "export" / "items.jsonl")
                                    if it.get("descriptor_country")})
     return {"images": n_images, "concepts": len(keep), "countries": len(countries), "stages": run.rows,
-            "culture_questions": len(flags),
+            "culture_questions": len(flags), "annotation": campaigns,
+            "all_decided": all(c["pending"] == c["unresolved"] == 0 for c in campaigns.values()),
             "search": search, "rows_accounted": accounted, "downloaded": download.get("new_images"),
             "association_trials": assoc["n_items"], "descriptor_trials": desc["n_items"],
             "descriptor_query_countries": descriptor_countries,
@@ -218,13 +296,16 @@ def main(argv=None) -> int:
     ap.add_argument("--concepts", type=int, default=40, help="How many concepts of the preset (default 40).")
     ap.add_argument("--workdir", type=Path, help="Where to build (default: a temporary folder, removed after).")
     ap.add_argument("--no-report", action="store_true", help="Leave out 'evaluate report' (its figures).")
+    ap.add_argument("--no-annotate", action="store_true",
+                    help="The quick path: no Label Studio; ratings imported for the culture questions and the builds "
+                         "made with --allow-unreviewed --allow-unrated.")
     ap.add_argument("--json", action="store_true", help="Print the result as JSON (stages on stderr).")
     a = ap.parse_args(argv)
     work = a.workdir or Path(tempfile.mkdtemp(prefix="rehearse-3xcm-"))
     work.mkdir(parents=True, exist_ok=True)
     say = (lambda s: print(s, file=sys.stderr)) if a.json else print
     try:
-        res = rehearse(work, a.images, a.concepts, report=not a.no_report, say=say)
+        res = rehearse(work, a.images, a.concepts, report=not a.no_report, annotation=not a.no_annotate, say=say)
     finally:
         if a.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -237,7 +318,11 @@ def main(argv=None) -> int:
               f"{res['association_trials']} trials; descriptor {res['descriptor_trials']} trials over "
               f"{len(res['descriptor_query_countries'])} query countries; total {res['total_wall_s']} s; "
               f"silent for more than {SILENCE_LIMIT_S:.0f} s: {', '.join(res['silent_stages']) or 'no stage'}")
-    return 0 if res["rows_accounted"] and not res["silent_stages"] else 1
+        for name, c in res["annotation"].items():
+            print(f"{name}: {c['items']} items in {c['tasks']} tasks, {c['disagreements']} disagreements "
+                  f"({c['sent_to_adjudication']} to the adjudicator), {c['decided']} decided, {c['pending']} "
+                  f"waiting, {c['unresolved']} unresolved")
+    return 0 if res["rows_accounted"] and not res["silent_stages"] and res["all_decided"] else 1
 
 
 if __name__ == "__main__":

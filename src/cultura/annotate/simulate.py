@@ -6,10 +6,10 @@ adjudication run exactly as they would on human work; the project is untouched o
 
 Where cultura reaches the server's data dir (its own servers, or one recorded with ``use_server(...,
 data_dir=)``) the answers are written in bulk by Label Studio's own models, one process per server
-(:data:`ANSWER_SCRIPT`): ``Annotation.objects.create`` as the API's create does it — the same row, the task's
-counters, ``is_labeled`` and ``updated_at`` and the project's summary updated by Label Studio's own code — in
-hundreds per transaction instead of one HTTP request each. Elsewhere (a server cultura does not run) they
-go one request per answer through the API. Both ways give the same labels for the same seed.
+(:data:`ANSWER_SCRIPT`): the rows the API's create makes, ``bulk_create``-d hundreds per transaction instead
+of one HTTP request each, then the tasks' counters, ``is_labeled`` and ``updated_at`` and the project's summary
+brought up to date by Label Studio's own functions, as its own bulk actions do. Elsewhere (a server cultura
+does not run) they go one request per answer through the API. Both ways give the same labels for the same seed.
 
 >>> # simulate_annotations(project, "filter", disagreement=0.15, seed=0)
 """
@@ -45,32 +45,68 @@ CHUNK = 500
 WRITERS = max(2, min(4, os.cpu_count() or 2))
 
 #: Run by Label Studio's Python on one server's data dir: create the answers read from stdin (JSON
-#: ``{"answers": [[task id, user id, result, lead time], ...]}``) as the API's annotation create does — the
-#: model's save and its signals keep the task's counters, ``is_labeled``, ``updated_at`` and the project summary
-#: right — ``CHUNK`` per transaction, printing ``@@<answers done>`` after each.
-ANSWER_SCRIPT = DJANGO_PREAMBLE + r'''
+#: ``{"answers": [[task id, user id, result, lead time], ...]}``) ``CHUNK`` per transaction, printing
+#: ``@@<answers done>`` after each. One ``bulk_create`` per chunk (the row as the API's create makes it, its
+#: ``result_count`` as ``Annotation.save`` counts it), then what Label Studio's own bulk actions (propagate
+#: annotations, predictions to annotations) do after one: ``update_tasks_counters_and_is_labeled`` for the
+#: tasks touched, their ``updated_at`` (``Annotation.update_task``) and the project summary's labels
+#: (``update_created_annotations_and_labels``, around its reset of a control new to the summary: ``add_to_summary``)
+#: — what the per-save signals would have done one row at a time.
+ANSWER_SCRIPT = DJANGO_PREAMBLE + r"""
 from django.db import transaction
 from django.utils import timezone
+from projects.models import Project, ProjectSummary
 from tasks.models import Annotation, Task
+
+
+def add_to_summary(summary, anns):
+    # the answers' labels into the project summary as one call per answer (the API's create) counts them:
+    # update_created_annotations_and_labels starts a control's label counts afresh for every answer while the
+    # control is missing from the saved summary (it looks there, not at the counts it is adding up), so an
+    # answer that brings a new control goes alone, the answers between such ones in one call
+    start = 0
+    for i, a in enumerate(anns):
+        if any(isinstance(r, dict) and r.get("from_name") not in summary.created_labels for r in a.result or []):
+            if start < i:
+                summary.update_created_annotations_and_labels(anns[start:i])
+            summary.update_created_annotations_and_labels([a])
+            start = i + 1
+    if start < len(anns):
+        summary.update_created_annotations_and_labels(anns[start:])
+
 
 req = json.load(sys.stdin)
 answers, chunk = req["answers"], int(req["chunk"])
+projects = {}
 done = 0
 for start in range(0, len(answers), chunk):
     part = answers[start:start + chunk]
-    tasks = Task.objects.select_related("project").in_bulk([a[0] for a in part])
+    tasks = dict(Task.objects.filter(id__in={a[0] for a in part}).values_list("id", "project_id"))
     missing = sorted({a[0] for a in part} - set(tasks))
     if missing:
         print("@@" + json.dumps({"error": f"task {missing[0]} is not on this server"}), flush=True)
         sys.exit(3)
     with transaction.atomic():
-        for task_id, user_id, result, lead_time in part:
-            task = tasks[task_id]
-            Annotation.objects.create(task=task, project=task.project, completed_by_id=user_id, result=result,
-                                      lead_time=lead_time, updated_by_id=task.project.created_by_id)
+        for pid in set(tasks.values()) - set(projects):
+            projects[pid] = Project.objects.get(id=pid)
+        made = Annotation.objects.bulk_create([
+            Annotation(task_id=task_id, project_id=tasks[task_id], completed_by_id=user_id, result=result,
+                       lead_time=lead_time, updated_by_id=projects[tasks[task_id]].created_by_id,
+                       result_count=len({r.get("id") for r in result or []}))
+            for task_id, user_id, result, lead_time in part])
+        by_project = {}
+        for a in made:
+            by_project.setdefault(a.project_id, []).append(a)
+        for pid, anns in by_project.items():
+            ids = sorted({a.task_id for a in anns})
+            projects[pid].update_tasks_counters_and_is_labeled(Task.objects.filter(id__in=ids))
+            Task.objects.filter(id__in=ids).update(updated_at=timezone.now())
+            summary = ProjectSummary.objects.filter(project_id=pid).first()
+            if summary is not None:
+                add_to_summary(summary, anns)
     done += len(part)
     print("@@" + json.dumps({"done": done}), flush=True)
-'''
+"""
 
 
 def _truth(kind: str, item_key: str, payload: dict, gold, rng: random.Random) -> str:
@@ -98,6 +134,7 @@ def _answers(project: Project, campaign: str, purpose: str, disagreement: float,
            ORDER BY a.id""", [campaign, purpose]).fetchall()
     rng = random.Random(seed)
     grids = GridAnswers(db)
+    own_uid: dict[int, int] = {}   # an annotator's user id on their own server: one look-up each, not one per task
     out = []
     for task, uid, aid, pid, ls_pid, ls_as, kind, key, payload, gold in rows:
         spec = get_kind(kind)
@@ -111,7 +148,9 @@ def _answers(project: Project, campaign: str, purpose: str, disagreement: float,
                 others = [x for x in spec.labels if x != truth]
                 label = rng.choice(others) if others else truth
         if ls_as == "server":   # user ids are per server: the annotator's id on their own
-            uid = server_row(project, aid)["ls_user_id"]
+            if aid not in own_uid:
+                own_uid[aid] = server_row(project, aid)["ls_user_id"]
+            uid = own_uid[aid]
         where = {"annotator_id": aid, "project_id": pid, "ls_project_id": ls_pid, "ls_as": ls_as}
         if task < 0:   # a grid member: its grid is answered once, with every member's label (cultura.annotate.grid_io)
             done = grids.add(pid, kind, key, label, user_id=uid, lead_time=round(rng.uniform(1, 4), 2))
@@ -200,8 +239,12 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
     answers = _answers(project, campaign, purpose, disagreement, seed)
     # one batch per server: its data dir (bulk) or None (one request per answer)
     batches: dict[Path | None, list[dict]] = {}
+    dirs: dict[tuple, Path | None] = {}   # one look-up per annotator's server, not one per answer
     for a in answers:
-        ddir = _data_dir(project, a) if bulk else None
+        where = (a["ls_as"], a["annotator_id"] if a["ls_as"] == "server" else None)
+        if bulk and where not in dirs:
+            dirs[where] = _data_dir(project, a)
+        ddir = dirs[where] if bulk else None
         batches.setdefault(ddir if ddir is not None and (ddir / "label_studio.sqlite3").exists() else None,
                            []).append(a)
     n = sum(a["items"] for a in answers)

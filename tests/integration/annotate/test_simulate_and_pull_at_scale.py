@@ -41,6 +41,35 @@ def _labels(p) -> dict:
     return {(k, n): (lab, lead, canc, stamped) for k, n, lab, lead, canc, stamped in rows}
 
 
+def _label_studio_books(p) -> tuple[dict, dict]:
+    """What Label Studio itself keeps, read through its API: per (image, annotator) the task's answer counters,
+    ``is_labeled`` and whether ``updated_at`` moved past ``created_at``; and every project summary's
+    annotation and label counts, summed."""
+    from collections import Counter
+
+    from cultura.annotate.accounts import connection_for
+    from cultura.annotate.server import connect
+
+    admin = connect(p)
+    tasks, summary = {}, Counter()
+    for cp in p.db["campaign_projects"].rows:
+        conn = connection_for(p, p.db["annotators"].get(cp["annotator_id"]), admin, cp)
+        got = conn.get("/api/tasks", project=cp["ls_project_id"], page_size=1000, fields="all")
+        by_id = {t["id"]: t for t in got.json()["tasks"]}
+        for key, name, task_id in p.db.execute(
+                "SELECT i.item_key, an.name, a.ls_task_id FROM assignments a JOIN annotation_items i ON "
+                "i.id = a.item_id JOIN annotators an ON an.id = a.annotator_id WHERE a.project_id = ?",
+                [cp["id"]]).fetchall():
+            t = by_id[task_id]
+            tasks[(key, name)] = (t["total_annotations"], t["cancelled_annotations"], t["is_labeled"],
+                                  t["updated_at"] > t["created_at"])
+        books = conn.get(f"/api/projects/{cp['ls_project_id']}/summary/").json()
+        summary.update({("annotations", k): v for k, v in books["created_annotations"].items()})
+        summary.update({("labels", f, lab): v for f, labs in books["created_labels"].items()
+                        for lab, v in labs.items()})
+    return tasks, dict(summary)
+
+
 def _snapshot(db) -> list:
     return db.execute("SELECT id, assignment_id, annotator_id, ls_annotation_id, version, result, label, "
                       "is_current, deleted_at FROM annotations ORDER BY id").fetchall()
@@ -103,6 +132,12 @@ def test_bulk_simulated_answers_equal_the_ones_sent_one_request_each(two_project
     def work(r):
         return [{k: v for k, v in w.items() if k != "last_activity"} for w in r["workload"]]   # a clock time
     assert ra["percent_agreement"] == rb["percent_agreement"] and work(ra) == work(rb)
+    # Label Studio's own books agree: every task's counters and is_labeled, every project's summary
+    (tasks_a, summary_a), (tasks_b, summary_b) = _label_studio_books(by_api), _label_studio_books(bulk)
+    assert len(tasks_a) == 20 and tasks_a == tasks_b
+    assert set(tasks_b.values()) == {(1, 0, True, True)}
+    assert summary_a == summary_b and summary_b[("labels", "decision", "remove")] > 0
+    assert sum(v for k, v in summary_b.items() if k[0] == "labels") == 20
     # in each annotator's own Label Studio: their tasks labelled, under their own account
     for n in NAMES:
         row = next(bulk.db["annotators"].rows_where("name = ?", [n]))

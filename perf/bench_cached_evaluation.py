@@ -32,23 +32,11 @@ REPO = Path(__file__).resolve().parent.parent
 GOAL_S = 1.5
 MODEL = "openclip:cultura-tiny"
 
-#: The run as ``cultura evaluate run`` does it, then a line saying which model libraries it imported.
-RUN = """
-import sys
-from cultura.cli.main import main
-try:
-    main(sys.argv[1:])
-except SystemExit as e:
-    if e.code:
-        raise
-finally:
-    print("HEAVY=" + ",".join(m for m in ("torch", "transformers", "open_clip", "scipy", "sklearn", "pandas",
-                                          "statsmodels") if m in sys.modules), file=sys.stderr)
-"""
-
 
 def run_once(project: Path, env: dict) -> tuple[float, float, str]:
-    argv = [sys.executable, "-c", RUN, "--project", str(project), "evaluate", "run", "--model", MODEL,
+    from tests.fakes.imported import cli_script, heavy_imported     # found through the path main() set
+
+    argv = [sys.executable, "-c", cli_script(), "--project", str(project), "evaluate", "run", "--model", MODEL,
             "--suite", "association", "--option", "n_resamples=200"]
     t = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -57,8 +45,8 @@ def run_once(project: Path, env: dict) -> tuple[float, float, str]:
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"the evaluation failed:\n{err[-3000:]}")
-    heavy = [line[6:] for line in err.splitlines() if line.startswith("HEAVY=")]
-    return usage.ru_utime + usage.ru_stime, wall, heavy[-1] if heavy else "?"
+    heavy = heavy_imported(err)
+    return usage.ru_utime + usage.ru_stime, wall, "?" if heavy is None else ",".join(heavy)
 
 
 def main() -> int:

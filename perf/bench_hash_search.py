@@ -26,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -63,15 +64,10 @@ def real_hashed_crops():
              "immunohistochemistry", "retina", "clock", "cell", "brick", "grass", "gravel"]
     src = [Image.fromarray(getattr(skdata, n)()).convert("L") for n in names]
     src += [Image.fromarray(a).convert("L") for a in load_sample_images().images]
-    rng = np.random.default_rng(7)
-    ims = []
-    for i in range(400):
-        im = src[i % len(src)]
-        w, h = im.size
-        cw, ch = int(w * rng.uniform(0.4, 1)), int(h * rng.uniform(0.4, 1))
-        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-        ims.append(im.crop((x, y, x + cw, y + ch)))
-    return hashing.hash_images(ims)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes, from a checkout
+    from tests.fakes.real_photos import random_crops
+
+    return hashing.hash_images(random_crops(src, 400, np.random.default_rng(7), low=0.4))
 
 
 def real_phash_sample() -> np.ndarray:

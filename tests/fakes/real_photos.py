@@ -44,6 +44,19 @@ def photos() -> dict[str, Image.Image]:
     return out
 
 
+def random_crops(pictures: list[Image.Image], n: int, rng: np.random.Generator, low: float = 0.5) -> list[Image.Image]:
+    """``n`` crops of ``pictures`` taken in turn, each side a random share in ``[low, 1)`` of the picture's, at a
+    random place: different pictures with a real photograph's statistics, many of them overlapping."""
+    out = []
+    for k in range(n):
+        im = pictures[k % len(pictures)]
+        w, h = im.size
+        cw, ch = int(w * rng.uniform(low, 1)), int(h * rng.uniform(low, 1))
+        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        out.append(im.crop((x, y, x + cw, y + ch)))
+    return out
+
+
 def encode(im: Image.Image, quality: int = 90) -> bytes:
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=quality)

@@ -104,3 +104,47 @@ def test_a_wait_on_a_terminal_leaves_no_line_of_its_own(capsys):
     err = capsys.readouterr().err
     assert "pushing filter: done, 2/2 in 0.0 s" in err and "waiting for Label Studio to import 2,000 tasks into " \
         "'filter · aiko': done" not in err
+
+
+def test_a_command_off_a_terminal_speaks_while_no_stage_does_and_stays_quiet_when_short(capsys):
+    t = [0.0]
+    bars = BarReporter(Console(stderr=True), clock=lambda: t[0])  # a log: the heartbeat's ticks made by hand
+
+    def silent_for(seconds: int) -> None:
+        for _ in range(seconds):
+            t[0] += 1
+            bars.tick()
+
+    with reporting(bars), bars.command("cultura export"):
+        silent_for(7)                        # opening, reading: nothing of the stage's own yet
+        with task("writing items", 3) as job:
+            silent_for(11)                   # the stage's task speaks for itself, the command does not
+            job.advance(3)
+        silent_for(6)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["cultura export: 5 s", "writing items: 0/3, 5 s", "writing items: 0/3, 10 s",
+                     "writing items: done, 3/3 in 11.0 s", "cultura export: 19 s", "cultura export: 24 s",
+                     "cultura export: done in 24.0 s"]
+
+    with reporting(bars), bars.command("cultura status"):
+        silent_for(4)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_command_that_serves_stops_saying_it_is_at_work(capsys):
+    t = [0.0]
+    bars = BarReporter(Console(stderr=True), clock=lambda: t[0])
+    with reporting(bars), bars.command("cultura view"):
+        bars.end_command()                   # what serve_until_interrupted does before serving
+        for _ in range(30):
+            t[0] += 1
+            bars.tick()
+    assert capsys.readouterr().err == ""
+
+
+def test_the_command_line_names_the_command_a_person_typed():
+    from cultura.cli import cli
+    from cultura.cli.console import command_path
+
+    assert command_path(cli, ["annotate", "push", "filter", "--overlap", "2"]) == "cultura annotate push"
+    assert command_path(cli, ["export", "out", "--format", "jsonl"]) == "cultura export"

@@ -16,6 +16,7 @@ import click
 from ..bounds import Bound, OutOfRange
 from ..errors import CulturaError, ProjectNotFound
 from ..lazy import lazy
+from ..progress import reporter_for
 from ..redact import scrub, strip_urls
 
 # imported on first use: a help page, a JSON answer or an error loads neither rich nor the project (its config,
@@ -171,6 +172,9 @@ def executor_option(section: str):
 
 def serve_until_interrupted(httpd) -> None:
     """Serve ``httpd`` (a ``socketserver`` server) until Ctrl-C, then close it: the end of every ``--serve``."""
+    end = getattr(reporter_for(None), "end_command", None)
+    if end is not None:
+        end()  # serving is not work in progress: no "still at work" line for as long as it serves
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
@@ -283,6 +287,16 @@ def invoked_command(root: click.Group, args: list[str]) -> click.Command | None:
         if isinstance(cmd, click.Group) and a in cmd.commands:
             cmd = cmd.commands[a]
     return cmd
+
+
+def command_path(root: click.Group, args: list[str]) -> str:
+    """``cultura annotate push``: the root's name and the (sub)commands that ``args`` invoke."""
+    names, cmd = ["cultura"], root
+    for a in args:
+        if isinstance(cmd, click.Group) and a in cmd.commands:
+            cmd = cmd.commands[a]
+            names.append(a)
+    return " ".join(names)
 
 
 def cli_error(e: CulturaError, args: list[str], command: click.Command | None = None) -> click.ClickException:

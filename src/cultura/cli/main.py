@@ -21,7 +21,7 @@ from click.shell_completion import CompletionItem
 from ..errors import CulturaError, missing_extra, storage_error, storage_failure
 from ..lazy import lazy
 from ..progress import reporting
-from .console import Ctx, cli_error, invoked_command, json_usage_error
+from .console import Ctx, cli_error, command_path, invoked_command, json_usage_error
 
 bars_module = lazy("cultura.cli.progress")  # rich: only for a command that runs (a help page is printed before)
 
@@ -140,7 +140,9 @@ class CulturaGroup(click.Group):
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
         bars = bars_module.BarReporter()
         try:
-            with reporting(bars):  # the library's long stages report here (a bar on a terminal's stderr)
+            # the library's long stages report here (a bar on a terminal's stderr); off a terminal the command
+            # itself says it is still at work whenever no stage speaks
+            with reporting(bars), bars.command(command_path(self, args)):
                 return super().invoke(ctx)
         except CulturaError as e:
             raise cli_error(e, args, invoked_command(self, args)) from None

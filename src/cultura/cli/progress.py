@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from ..progress import Event
+from ..progress import Event, Task
 
 #: Seconds a task runs before the first line when stderr is not a terminal, and between lines after it.
 QUIET_S = 5.0
@@ -59,6 +61,29 @@ class BarReporter:
         self._open: dict[int, Event] = {}   # the last event of each open task (off a terminal)
         self._lock = threading.RLock()      # the heartbeat thread and the stage's own thread take turns
         self._beating: threading.Thread | None = None
+        self._command: Task | None = None   # the whole command, off a terminal (see :meth:`command`)
+
+    @contextmanager
+    def command(self, name: str) -> Iterator[None]:
+        """Off a terminal, the whole command ``name`` as a task of its own that speaks only while no stage's task
+        is open: a command that runs longer than :data:`QUIET_S` with nothing of its own to report (opening a
+        database, a write that the library does not count) still prints ``name: 12 s`` every :data:`EVERY_S`,
+        and a closing line if it printed any; a command that ends sooner prints nothing. On a terminal the
+        stages' bars are what a person watches, and a prompt must not sit under a live display: nothing here."""
+        if self.console.is_terminal:
+            yield
+            return
+        self._command = Task(name, None, self, {}, transient=True)
+        try:
+            yield
+        finally:
+            self.end_command()
+
+    def end_command(self) -> None:
+        """The command's own line stops here (a command that now serves until Ctrl-C, or that ended)."""
+        if self._command is not None:
+            self._command.close()
+            self._command = None
 
     def __call__(self, event: Event) -> None:
         with self._lock:
@@ -121,9 +146,12 @@ class BarReporter:
         """Not a terminal: a line once the task has run :data:`QUIET_S`, then every :data:`EVERY_S`; a summary
         at the end of a task that printed any."""
         last = self._said.get(event.task)
+        whole = self._command is not None and event.task == self._command.id
+        if whole and not event.finished and len(self._open) > 1:
+            return  # a stage's task is open and speaks for itself
         if event.finished:
             self._started.pop(event.task, None)
-            if self._said.pop(event.task, None) is not None or now - start >= QUIET_S:
+            if self._said.pop(event.task, None) is not None or (now - start >= QUIET_S and not whole):
                 self.console.print(escape(self._summary(event, now - start)), highlight=False, soft_wrap=True)
             return
         if (last is None and now - start >= QUIET_S) or (last is not None and now - last >= EVERY_S):

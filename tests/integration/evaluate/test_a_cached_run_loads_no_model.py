@@ -13,6 +13,7 @@ import pytest
 
 from tests import REPO
 from tests.fakes.benchmark_world import make_benchmarks
+from tests.fakes.imported import HEAVY, cli_script, heavy_imported
 
 RUN = """
 import json, sys
@@ -29,21 +30,6 @@ heavy = sorted(m for m in HEAVY if m in sys.modules)
 print(json.dumps({"status": rec.status, "rows": rows, "model": list(model_info), "heavy": heavy}))
 """
 
-#: ``cultura evaluate run`` as a user types it, then the heavy libraries the process imported.
-CLI_RUN = """
-import json, sys
-from cultura.cli.main import main
-try:
-    main(sys.argv[1:])
-except SystemExit as e:
-    if e.code:
-        raise
-finally:
-    print(json.dumps(sorted(m for m in HEAVY if m in sys.modules)))
-"""
-
-#: A cached run imports none of these: the model libraries, and the statistics libraries it does not need.
-HEAVY = ("torch", "transformers", "open_clip", "scipy", "sklearn", "pandas", "statsmodels", "umap")
 
 
 def _run(project, spec: str, env: dict) -> dict:
@@ -71,12 +57,12 @@ def test_a_cached_association_run_imports_no_model_library_and_gives_the_same_re
     assert again["status"] == "done"
     assert again["heavy"] == []
     assert again["rows"] == first["rows"]
-    cli = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{CLI_RUN}", "--project", str(project.root),
+    cli = subprocess.run([sys.executable, "-c", cli_script(), "--project", str(project.root),
                           "evaluate", "run", "--model", "openclip:cultura-tiny", "--suite", "association",
                           "--option", "n_resamples=50"], env=env, capture_output=True, text=True, timeout=600,
                          cwd=REPO)
     assert cli.returncode == 0, cli.stderr[-3000:]
-    assert json.loads(cli.stdout.strip().splitlines()[-1]) == []
+    assert heavy_imported(cli.stderr) == []
     assert again["model"][0] == first["model"][0] == "openclip:cultura-tiny/random_init@seed0"
     assert json.loads(again["model"][1]) == json.loads(first["model"][1])
 

@@ -18,14 +18,7 @@ def real_views() -> np.ndarray:
     from tests.fakes import real_photos
 
     rng = np.random.default_rng(3)
-    photos = list(real_photos.photos().values())
-    crops = []
-    for k in range(40):
-        im = photos[k % len(photos)]
-        w, h = im.size
-        cw, ch = int(w * rng.uniform(0.5, 1)), int(h * rng.uniform(0.5, 1))
-        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-        crops.append(im.crop((x, y, x + cw, y + ch)))
+    crops = real_photos.random_crops(list(real_photos.photos().values()), 40, rng)
     base = hashing.hash_images(crops, workers=1).views()
     assert not base.size or np.all(base[:, 0] >> np.uint64(63) == base[0, 0] >> np.uint64(63))  # a constant bit
     draw = rng.integers(0, len(base), 3000)

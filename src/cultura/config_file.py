@@ -6,16 +6,17 @@ the project's country list on its own, and the memo of the files the validator a
 (:class:`cultura.project.Project` checks it on open), but a file whose exact bytes this validator accepted
 before — :func:`known_valid`, a memo in the user cache keyed by the file's and the validator's sha256 — needs
 no second look: the command that reads only the countries (``status``, opening the database) takes them from
-here, and a setting read later validates the file then. Imports nothing of cultura but its errors.
+here, and a setting read later validates the file then. Imports nothing of cultura but its errors and
+:func:`cultura.files.user_cache`.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import tomllib
 from pathlib import Path
 
 from .errors import ConfigError
+from .files import user_cache
 
 #: Deepest nesting of arrays/tables accepted in cultura.toml (the real file nests 3 levels).
 MAX_DEPTH = 32
@@ -60,16 +61,14 @@ def _memo(data: bytes) -> Path | None:
     """The memo file that says ``data`` passed this cultura's validator (None: no user cache,
     ``CULTURA_CACHE_DIR=off``). The key covers the validator's source, so a changed rule checks every file
     again."""
-    base = os.environ.get("CULTURA_CACHE_DIR")
-    if base == "off":
+    base = user_cache()
+    if base is None:
         return None
-    if not base:
-        base = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cultura")
     rules = hashlib.sha256()
     for name in ("config.py", "config_file.py", "names.py", "redact.py"):  # the validator and its checks
         rules.update((Path(__file__).parent / name).read_bytes())
     key = hashlib.sha256(rules.digest() + hashlib.sha256(data).digest()).hexdigest()
-    return Path(base) / "config-checked" / key
+    return base / "config-checked" / key
 
 
 def known_valid(path: Path) -> bool:

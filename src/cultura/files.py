@@ -107,3 +107,14 @@ def sweep_temp(folder: str | os.PathLike, *, name: str | None = None, recursive:
 
 
 __all__ = ["OutputExists", "refuse_existing", "write_atomic", "sweep_temp", "temp_path", "TEMP_NAME"]
+
+
+def user_cache() -> Path | None:
+    """cultura's folder in the user cache: ``$CULTURA_CACHE_DIR``, else ``$XDG_CACHE_HOME/cultura`` or
+    ``~/.cache/cultura``; None when ``CULTURA_CACHE_DIR=off`` turns it off."""
+    base = os.environ.get("CULTURA_CACHE_DIR")
+    if base == "off":
+        return None
+    if not base:
+        base = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cultura")
+    return Path(base)

@@ -32,6 +32,7 @@ import httpx
 from cultura.bounds import Bound, from_field
 from cultura.config import AnnotateSection
 from cultura.errors import CulturaError
+from cultura.files import user_cache
 from cultura.names import check_endpoint_url
 from cultura.progress import Progress, waiting
 from cultura.redact import register_secret
@@ -385,16 +386,14 @@ def seed_cache(executable: str) -> Path | None:
     """Where cultura keeps a migrated, account-free Label Studio database for this Label Studio version
     (``$CULTURA_CACHE_DIR``, else ``$XDG_CACHE_HOME/cultura`` or ``~/.cache/cultura``; ``CULTURA_CACHE_DIR=off``
     disables it). None when the version cannot be read from the executable's virtualenv."""
-    base = os.environ.get("CULTURA_CACHE_DIR")
-    if base == "off":
+    base = user_cache()
+    if base is None:
         return None
-    if not base:
-        base = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cultura")
     venv = Path(executable).resolve().parent.parent
     info = sorted(venv.glob("lib/python*/site-packages/label_studio-*.dist-info"))
     if not info:
         return None
-    return Path(base) / "labelstudio-seed" / info[-1].name.removesuffix(".dist-info")
+    return base / "labelstudio-seed" / info[-1].name.removesuffix(".dist-info")
 
 
 #: The port of the project's Label Studio: the range of annotate.port.

@@ -3,8 +3,13 @@ columns. (Full sha256s and reasons in --json: tests/curate/test_cultures_decide.
 the CLI on real photographs.)"""
 from __future__ import annotations
 
+import io
+import random
 import time
+from types import SimpleNamespace
 
+import click
+import pytest
 from rich.console import Console
 
 from cultura.cli.annotate import adjudication_lines
@@ -106,7 +111,7 @@ def test_a_wait_on_a_terminal_leaves_no_line_of_its_own(capsys):
         "'filter · aiko': done" not in err
 
 
-def test_a_command_off_a_terminal_speaks_while_no_stage_does_and_stays_quiet_when_short(capsys):
+def test_a_command_off_a_terminal_speaks_whenever_nothing_was_printed_for_5_s_and_stays_quiet_when_short(capsys):
     t = [0.0]
     bars = BarReporter(Console(stderr=True), clock=lambda: t[0])  # a log: the heartbeat's ticks made by hand
 
@@ -118,17 +123,118 @@ def test_a_command_off_a_terminal_speaks_while_no_stage_does_and_stays_quiet_whe
     with reporting(bars), bars.command("cultura export"):
         silent_for(7)                        # opening, reading: nothing of the stage's own yet
         with task("writing items", 3) as job:
-            silent_for(11)                   # the stage's task speaks for itself, the command does not
+            silent_for(11)                   # the stage speaks for itself from its 5th s; the command fills the gap
             job.advance(3)
         silent_for(6)
     lines = capsys.readouterr().err.splitlines()
-    assert lines == ["cultura export: 5 s", "writing items: 0/3, 5 s", "writing items: 0/3, 10 s",
-                     "writing items: done, 3/3 in 11.0 s", "cultura export: 19 s", "cultura export: 24 s",
+    assert lines == ["cultura export: 5 s", "cultura export: 10 s", "writing items: 0/3, 5 s",
+                     "writing items: 0/3, 10 s", "writing items: done, 3/3 in 11.0 s", "cultura export: 23 s",
                      "cultura export: done in 24.0 s"]
 
     with reporting(bars), bars.command("cultura status"):
         silent_for(4)
     assert capsys.readouterr().err == ""
+
+
+class _Stamped:
+    """A log file that notes the (made-up) time each line reached it."""
+
+    def __init__(self, clock):
+        self.clock, self.times, self.text = clock, [], ""
+
+    def write(self, text: str) -> int:
+        self.times += [self.clock()] * text.count("\n")
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_off_a_terminal_no_command_is_silent_for_more_than_5_s_whatever_its_stages_do(seed):
+    """The promise checked on the whole log rather than on one schedule: random stages (nested, short, long,
+    with and without counts, waits) separated by random silent stretches; no two lines (nor the start and the
+    first line, nor the last line and the end) more than 5 s apart."""
+    rng = random.Random(seed)
+    t = [0.0]
+    log = _Stamped(lambda: t[0])
+    bars = BarReporter(Console(file=log, force_terminal=False, width=200), clock=lambda: t[0])
+
+    def silent_for(seconds: int) -> None:
+        for _ in range(seconds):
+            t[0] += 1
+            bars.tick()
+
+    def stage(depth: int) -> None:
+        kind = rng.choice(["count", "wait", "nested"] if depth < 2 else ["count", "wait"])
+        if kind == "wait":
+            with waiting(f"a server ({depth})"):
+                silent_for(rng.randrange(0, 14))
+        elif kind == "count":
+            with task(f"stage {depth}", 10) as job:
+                for _ in range(rng.randrange(0, 4)):
+                    silent_for(rng.randrange(0, 9))
+                    job.advance(1)
+        else:
+            with task(f"outer {depth}", None):
+                for _ in range(rng.randrange(1, 3)):
+                    silent_for(rng.randrange(0, 6))
+                    stage(depth + 1)
+
+    with reporting(bars), bars.command("cultura annotate push"):
+        for _ in range(rng.randrange(1, 5)):
+            silent_for(rng.randrange(0, 12))
+            stage(0)
+        silent_for(rng.randrange(0, 12))
+    end = t[0]
+    moments = [0.0, *log.times, end] if end >= 5 else [0.0, end]
+    gaps = [b - a for a, b in zip(moments, moments[1:])]
+    assert max(gaps) <= 5, (max(gaps), log.text)
+    assert end < 5 or log.text.splitlines()[-1].startswith("cultura annotate push: done in")
+
+
+def test_on_a_terminal_a_command_shows_its_own_row_with_the_time_spent_from_its_5th_second():
+    t = [0.0]
+    screen = io.StringIO()
+    bars = BarReporter(Console(file=screen, force_terminal=True, width=100), clock=lambda: t[0])
+    with reporting(bars), bars.command("cultura annotate push"):
+        for _ in range(4):   # building the items: nothing of a stage's own to show yet
+            t[0] += 1
+            bars.tick()
+        assert screen.getvalue() == ""
+        t[0] += 3
+        bars.tick()
+        drawn = screen.getvalue()
+        assert "cultura annotate push" in drawn and "7 s" in drawn
+        with task("pushing filter", 2) as job:   # the stage's bar joins the command's row
+            job.advance(2)
+    assert "pushing filter: done, 2/2 in 0.0 s" in screen.getvalue()
+
+
+def test_a_question_ends_the_commands_row_before_it_is_asked(monkeypatch, project):
+    from click.testing import CliRunner
+
+    from cultura.cli import cli
+    from cultura.cli.progress import end_command_line
+
+    t = [0.0]
+    screen = io.StringIO()
+    bars = BarReporter(Console(file=screen, force_terminal=True, width=100), clock=lambda: t[0])
+    with reporting(bars), bars.command("cultura evaluate cache clear"):
+        end_command_line()
+        t[0] += 30
+        bars.tick()
+    assert screen.getvalue() == ""
+    # the one question the command line asks ends the row first
+    seen = []
+    monkeypatch.setattr("cultura.cli.progress.end_command_line", lambda: seen.append("ended"))
+    monkeypatch.setattr("click.confirm", lambda *a, **k: seen.append("asked") or (_ for _ in ()).throw(
+        click.exceptions.Abort()))
+    a_person = SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True))  # the runner's stdin is no terminal
+    monkeypatch.setattr("cultura.cli.evaluate.sys", a_person)
+    r = CliRunner().invoke(cli, ["--project", str(project.root), "evaluate", "cache", "clear"])
+    assert seen == ["ended", "asked"] and r.exit_code == 1, r.output
 
 
 def test_a_command_that_serves_stops_saying_it_is_at_work(capsys):

@@ -417,45 +417,49 @@ def _push(project: Project, kind, *, overlap, annotators, gold, batch, source, o
     if not people:
         raise CulturaError("No active annotators. Add some with 'cultura annotate annotators add NAME --email E "
                            "[--country C] [--languages ja,en]'.")
-    items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
-    out_of_pool = _out_of_pool(db, kind)   # images a decision already took out: never sent to annotators
-    if kind == "dedup-review":
-        items, left_out = sets_in_pool(items, out_of_pool)
-    else:
-        left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
-        items = [it for it in items if it.get("sha256") not in out_of_pool]
-    if prioritise:
-        items = prioritise(project, kind, items)
-    check_image_urls(items, image_base)
-    name = batch or kind
-    n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
-                          "WHERE c.name = ?", [name]).fetchone()[0]
-    with transaction(db):
-        campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
-                                                             "source": str(source) if source else None,
-                                                             **({"grid": grid} if grid else {}),
-                                                             **({"adaptive": True} if adaptive else {})})
-        t = now()
-        db["annotation_items"].insert_all(
-            [{"campaign_id": campaign["id"], "item_key": it["item_key"], "kind": kind,
-              "payload": dumps(it["payload"]), "sha256": it.get("sha256"), "country": it.get("country"),
-              "language": it.get("language"), "cluster_id": it.get("cluster_id"),
-              "gold": dumps(it["gold"]) if it.get("gold") else None, "created_at": t} for it in items],
-            ignore=True)
+    # at 12,000 images building and assigning the items takes half a minute before the first task is sent
+    with task(f"building the {kind} items", progress=progress) as prep:
+        items = build_items(project, kind, source=source, other_countries=other_countries, seed=seed)
+        prep.update(done=len(items))
+        out_of_pool = _out_of_pool(db, kind)   # images a decision already took out: never sent to annotators
         if kind == "dedup-review":
-            _refresh_sets(db, campaign["id"], items)
-    stored = [dict(r) for r in db["annotation_items"].rows_where("campaign_id = ?", [campaign["id"]],
-                                                                 order_by="id")]
-    gold_rows = [r for r in stored if r["gold"]]
-    rng = random.Random(seed)
-    gold_keys = {r["item_key"] for r in (gold_rows if gold is None else
-                                         rng.sample(gold_rows, min(gold, len(gold_rows))))}
-    # gold items not selected for mixing are left out of this push; so are items of an earlier push whose image
-    # has left the pool since
-    pool = [r for r in stored if (not r["gold"] or r["item_key"] in gold_keys)
-            and r.get("sha256") not in out_of_pool]
-    with transaction(db):
-        counts = assign_opinions(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys, max_tasks=max_tasks)
+            items, left_out = sets_in_pool(items, out_of_pool)
+        else:
+            left_out = sum(1 for it in items if it.get("sha256") in out_of_pool)
+            items = [it for it in items if it.get("sha256") not in out_of_pool]
+        if prioritise:
+            items = prioritise(project, kind, items)
+        check_image_urls(items, image_base)
+        name = batch or kind
+        n_before = db.execute("SELECT COUNT(*) FROM annotation_items i JOIN campaigns c ON c.id = i.campaign_id "
+                              "WHERE c.name = ?", [name]).fetchone()[0]
+        with transaction(db):
+            campaign = ensure_campaign(db, name, kind, overlap, {"gold": gold, "other_countries": other_countries,
+                                                                 "source": str(source) if source else None,
+                                                                 **({"grid": grid} if grid else {}),
+                                                                 **({"adaptive": True} if adaptive else {})})
+            t = now()
+            db["annotation_items"].insert_all(
+                [{"campaign_id": campaign["id"], "item_key": it["item_key"], "kind": kind,
+                  "payload": dumps(it["payload"]), "sha256": it.get("sha256"), "country": it.get("country"),
+                  "language": it.get("language"), "cluster_id": it.get("cluster_id"),
+                  "gold": dumps(it["gold"]) if it.get("gold") else None, "created_at": t} for it in items],
+                ignore=True)
+            if kind == "dedup-review":
+                _refresh_sets(db, campaign["id"], items)
+        stored = [dict(r) for r in db["annotation_items"].rows_where("campaign_id = ?", [campaign["id"]],
+                                                                     order_by="id")]
+        gold_rows = [r for r in stored if r["gold"]]
+        rng = random.Random(seed)
+        gold_keys = {r["item_key"] for r in (gold_rows if gold is None else
+                                             rng.sample(gold_rows, min(gold, len(gold_rows))))}
+        # gold items not selected for mixing are left out of this push; so are items of an earlier push whose image
+        # has left the pool since
+        pool = [r for r in stored if (not r["gold"] or r["item_key"] in gold_keys)
+                and r.get("sha256") not in out_of_pool]
+        with transaction(db):
+            counts = assign_opinions(db, campaign, pool, people, overlap=overlap, gold_keys=gold_keys,
+                                     max_tasks=max_tasks)
     conn = conn or connect(project)
     created, updated, missing = 0, 0, []
     # read all rows first: iterating a cursor while writing holds a read snapshot that another process's

@@ -16,7 +16,6 @@ import click
 from ..bounds import Bound, OutOfRange
 from ..errors import CulturaError, ProjectNotFound
 from ..lazy import lazy
-from ..progress import reporter_for
 from ..redact import scrub, strip_urls
 
 # imported on first use: a help page, a JSON answer or an error loads neither rich nor the project (its config,
@@ -26,6 +25,7 @@ rich_markup = lazy("rich.markup")
 rich_table = lazy("rich.table")
 projects = lazy("cultura.project")
 curation_status = lazy("cultura.curate.status")
+bars_module = lazy("cultura.cli.progress")  # rich's live display: only for a command that runs
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -170,11 +170,15 @@ def executor_option(section: str):
              f"RAY_ADDRESS for a cluster, [ray] in cultura.toml for the actors). Default: {section}.executor.")
 
 
+def end_command_line() -> None:
+    """End the command's own progress line before it serves until Ctrl-C or asks a question (see
+    :meth:`cultura.cli.progress.BarReporter.command`)."""
+    bars_module.end_command_line()
+
+
 def serve_until_interrupted(httpd) -> None:
     """Serve ``httpd`` (a ``socketserver`` server) until Ctrl-C, then close it: the end of every ``--serve``."""
-    end = getattr(reporter_for(None), "end_command", None)
-    if end is not None:
-        end()  # serving is not work in progress: no "still at work" line for as long as it serves
+    end_command_line()  # serving is not work in progress: no "still at work" line for as long as it serves
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

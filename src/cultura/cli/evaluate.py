@@ -16,8 +16,8 @@ from ..evaluate.suites import load_suites
 from ..models.embedders import cache_size, clear_cache
 from ..models.embedders.presets import preset_table
 from .build import warn_unsupported
-from .console import (bounded, emit_json, executor_option, json_option, listing, out, overwrite_option, pass_ctx,
-                      summary, table)
+from .console import (bounded, emit_json, end_command_line, executor_option, json_option, listing, out,
+                      overwrite_option, pass_ctx, summary, table)
 
 # the report's engine (figures, annotation statistics) and the sample export: imported by their commands only
 report_engine = lazy("cultura.evaluate.report")
@@ -227,6 +227,7 @@ def cache_clear_cmd(ctx, model, yes, dry_run, as_json):
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("Clearing the cache needs a confirmation: add --yes (or --dry-run to count).")
+        end_command_line()  # a question must not sit under the command's live progress row
         click.confirm(f"Delete cached embeddings of {model or 'every model'}?", abort=True)
     n = clear_cache(ctx.project, model)
     if as_json:

@@ -2,8 +2,8 @@
 
 Every section is a pydantic model with ``extra="forbid"``: a mistyped key is an error that gives its path and
 the valid keys. Numbers are finite (``inf`` and ``nan`` are refused like any out-of-range value) and the file is
-shallow (arrays and tables nested at most :data:`MAX_DEPTH` levels: a deeper one is one sentence, not a
-``RecursionError``). Secrets are never read from this file: API keys come from the environment (or 0600 files).
+shallow (arrays and tables nested at most :data:`cultura.config_file.MAX_DEPTH` levels: a deeper one is one
+sentence, not a ``RecursionError``). Secrets are never read from this file: API keys come from the environment (or 0600 files).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .config_file import MAX_DEPTH, _shallow, _too_deep, read_config_data, remember_valid  # noqa: F401
+from .config_file import check_depth, config_data, read_config_bytes, remember_valid
 from .errors import ConfigError
 from .names import endpoint_url_problem
 from .redact import strip_userinfo
@@ -334,7 +334,7 @@ def _shown_input(value) -> str:
 
 
 def parse_config(data: dict, source: str = "cultura.toml") -> Config:
-    _shallow(data, source)
+    check_depth(data, source)
     try:
         return Config.model_validate(data)
     except ValidationError as e:
@@ -344,10 +344,9 @@ def parse_config(data: dict, source: str = "cultura.toml") -> Config:
 def load_config(path: Path) -> Config:
     """The validated configuration of the file at ``path`` (its bytes remembered as valid: see
     :func:`cultura.config_file.known_valid`)."""
-    raw = Path(path).read_bytes() if Path(path).is_file() else None
-    config = parse_config(read_config_data(path), str(path))
-    if raw is not None:
-        remember_valid(raw)
+    raw = read_config_bytes(path)  # read once: the bytes remembered as valid are the bytes validated
+    config = parse_config(config_data(raw, path), str(path))
+    remember_valid(raw)
     return config
 
 

@@ -28,10 +28,22 @@ PROJECT_KEYS = {"name": str, "countries": list, "preset": str}
 def read_config_data(path: Path) -> dict:
     """The TOML of ``path`` as a dict, nested at most :data:`MAX_DEPTH` levels; every read problem (missing,
     not TOML, not UTF-8, too deep) is a :class:`ConfigError` saying how to fix it."""
+    return config_data(read_config_bytes(path), path)
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """The bytes of the file at ``path``; a missing file is a :class:`ConfigError` naming ``cultura init``."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"No configuration at {path}. Run 'cultura init DIR' to create a project.") from None
+
+
+def config_data(raw: bytes, path: Path) -> dict:
+    """The TOML in ``raw`` (the bytes of the file at ``path``, which the errors name) as a dict: one read of
+    the file serves both the parse and the note that those very bytes are valid (:func:`remember_valid`)."""
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path} is not valid TOML ({e}). Fix the syntax and rerun.") from None
     except UnicodeDecodeError as e:
@@ -40,7 +52,7 @@ def read_config_data(path: Path) -> dict:
     except RecursionError:  # tomllib recurses once per nested array/inline table
         raise ConfigError(f"Invalid configuration in {path}: arrays or tables are nested more than {MAX_DEPTH} "
                           "levels deep (too deep to parse); flatten them and rerun.") from None
-    _shallow(data, str(path))
+    check_depth(data, str(path))
     return data
 
 
@@ -92,7 +104,7 @@ def remember_valid(data: bytes) -> None:
         pass
 
 
-def _too_deep(data, limit: int = MAX_DEPTH) -> str | None:
+def too_deep(data, limit: int = MAX_DEPTH) -> str | None:
     """The dotted path where ``data`` nests deeper than ``limit`` levels, else ``None`` (iterative: a hostile
     file cannot exhaust the stack here)."""
     stack = [(data, 0, "")]
@@ -106,11 +118,13 @@ def _too_deep(data, limit: int = MAX_DEPTH) -> str | None:
     return None
 
 
-def _shallow(data, source: str) -> None:
-    where = _too_deep(data)
+def check_depth(data, source: str) -> None:
+    """A :class:`ConfigError` when ``data`` nests deeper than :data:`MAX_DEPTH` (see :func:`too_deep`)."""
+    where = too_deep(data)
     if where is not None:
         raise ConfigError(f"Invalid configuration in {source}: '{where[:80]}' nests arrays or tables more than "
                           f"{MAX_DEPTH} levels deep; flatten it and rerun.")
 
 
-__all__ = ["MAX_DEPTH", "read_config_data", "project_countries", "known_valid", "remember_valid"]
+__all__ = ["MAX_DEPTH", "read_config_data", "read_config_bytes", "config_data", "project_countries", "known_valid",
+           "remember_valid", "too_deep", "check_depth"]

@@ -85,3 +85,33 @@ def test_country_hint_names_the_registry_file_and_alpha3(tmp_path):
     assert res.exit_code != 0
     err = json.loads(res.output)
     assert "Did you mean 'JP'" in err["error"] and "countries.toml" in err["error"]
+
+
+def test_the_bytes_remembered_as_valid_are_the_bytes_that_were_validated(tmp_path, monkeypatch):
+    """A file edited while it is being checked: what is noted as valid (so that later opens skip pydantic) is
+    exactly what the validator read, never the file as it was a moment before or after."""
+    from pathlib import Path
+
+    from cultura.config_file import known_valid
+
+    monkeypatch.setenv("CULTURA_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "cultura.toml"
+    bad = b'[project]\nname = "p"\ncountrys = ["JP"]\n'
+    good = b'[project]\nname = "p"\ncountries = ["JP"]\n'
+    path.write_bytes(bad)
+    read = Path.read_bytes
+
+    def edited_right_after_reading(self):
+        data = read(self)
+        if self == path:
+            path.write_bytes(good)   # someone saves the fixed file just after this read
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", edited_right_after_reading)
+    with pytest.raises(ConfigError, match="countrys"):
+        load_config(path)            # what was read (the bad file) is what is judged
+    monkeypatch.setattr(Path, "read_bytes", read)
+    path.write_bytes(bad)
+    assert not known_valid(path)     # and the bad bytes were never noted as valid
+    path.write_bytes(good)
+    assert load_config(path).project.countries == ["JP"] and known_valid(path)

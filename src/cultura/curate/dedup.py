@@ -52,13 +52,11 @@ an evidence entry that no longer holds is removed, a flag left with none becomes
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import itertools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -72,11 +70,12 @@ from ..db.leases import stage_lock
 from ..errors import unknown
 from ..executor import use_executor
 from ..progress import Progress
-from ..progress import task as progress_task
 from ..progress import track
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import aligned, confirm, hashing, vector_search
+from .dedup_inventory import (Inventory, Writes, bump_counter, ensure_hashes, load_inventory, read_counter,
+                              read_snapshot)
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
@@ -86,337 +85,6 @@ if TYPE_CHECKING:
 
 SCOPES = ("within-concept", "global")
 ACTIVE = ("open", "resolved")
-UNREADABLE = "unreadable"
-HASH_CHUNK = 1024  # images hashed and written per step (an interrupted run keeps what it finished)
-ROWS_CHUNK = 100_000  # rows fetched per step while loading the inventory
-COUNTER = "dedup"  # change_counters row bumped by triggers on every input and output table (db/schema.py)
-
-
-# ------------------------------------------------------------------------------------------ inventory
-@dataclass
-class Inventory:
-    """The images under consideration (status ``ok``), in ``images`` rowid order, as arrays.
-
-    ``phash`` / ``dhash`` are uint64 (0 where ``has_phash`` / ``has_dhash`` is False). Links — the
-    (concept, country) pairs an image was found for, merged concepts counted as the one they were merged
-    into, removed concepts left out — are three parallel arrays sorted by image: ``link_img``,
-    ``link_concept`` and ``link_country`` (an index into ``countries``), each triple once.
-    """
-
-    sha: list[str]
-    pixels: np.ndarray
-    nbytes: np.ndarray
-    phash: np.ndarray
-    dhash: np.ndarray
-    has_phash: np.ndarray
-    has_dhash: np.ndarray
-    link_img: np.ndarray
-    link_concept: np.ndarray
-    link_country: np.ndarray
-    countries: list[str]
-    concept_names: dict[int, str]
-    unreadable: set[int] = field(default_factory=set)
-    phash_centre: np.ndarray | None = None      # uint64 centre pHash (hashing.CENTRE_CROP), 0 where missing
-    has_phash_centre: np.ndarray | None = None
-    phash_variants: np.ndarray | None = None    # (n, len(hashing.VARIANTS)): mirror, 10 % centre, flip pHash
-    has_phash_variants: np.ndarray | None = None
-    fine: np.ndarray | None = None              # (n, 3, 2) uint64 fine hashes (confirm.py), 0 where missing
-    has_fine: np.ndarray | None = None
-
-    def __post_init__(self):
-        if self.phash_centre is None:
-            self.phash_centre = np.zeros(self.n, dtype=np.uint64)
-        if self.has_phash_centre is None:
-            self.has_phash_centre = np.zeros(self.n, dtype=bool)
-        if self.phash_variants is None:
-            self.phash_variants = np.zeros((self.n, len(hashing.VARIANTS)), dtype=np.uint64)
-        if self.has_phash_variants is None:
-            self.has_phash_variants = np.zeros(self.n, dtype=bool)
-        if self.fine is None:
-            self.fine = np.zeros((self.n, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
-        if self.has_fine is None:
-            self.has_fine = np.zeros(self.n, dtype=bool)
-
-    def phash_views(self) -> np.ndarray:
-        """``(n, 5)`` uint64 pHash views (full, 5 % centre, mirror, 10 % centre, flip; 0 where missing), the
-        columns :func:`hashing.pair_views` compares."""
-        centre = np.where(self.has_phash_centre, self.phash_centre, np.uint64(0))
-        variants = np.where(self.has_phash_variants[:, None], self.phash_variants, np.uint64(0))
-        return np.column_stack([self.phash, centre, variants]).astype(np.uint64)
-
-    @classmethod
-    def from_lists(cls, sha, pixels, nbytes, *, phash=None, dhash=None, links=None, concept_names=None,
-                   unreadable=None, phash_centre=None, phash_variants=None, phash_fine=None) -> "Inventory":
-        """An inventory from Python lists (hex hashes or None, one set of (concept, country) per image)."""
-        n = len(sha)
-        phash = phash if phash is not None else [None] * n
-        dhash = dhash if dhash is not None else [None] * n
-        phash_centre = phash_centre if phash_centre is not None else [None] * n
-        phash_variants = phash_variants if phash_variants is not None else [None] * n
-        phash_fine = phash_fine if phash_fine is not None else [None] * n
-        links = links if links is not None else [set()] * n
-        countries = sorted({k for s in links for _, k in s})
-        triples = sorted((i, c, countries.index(k)) for i, s in enumerate(links) for c, k in s)
-        cols = np.array(triples, dtype=np.int64).reshape(-1, 3)
-        return cls(sha=list(sha), pixels=np.asarray(pixels, dtype=np.int64),
-                   nbytes=np.asarray(nbytes, dtype=np.int64),
-                   phash=_hex_array(phash), dhash=_hex_array(dhash),
-                   has_phash=np.array([bool(v) for v in phash], dtype=bool),
-                   has_dhash=np.array([bool(v) for v in dhash], dtype=bool),
-                   link_img=cols[:, 0], link_concept=cols[:, 1], link_country=cols[:, 2],
-                   countries=countries, concept_names=dict(concept_names or {}), unreadable=set(unreadable or ()),
-                   phash_centre=_hex_array(phash_centre),
-                   has_phash_centre=np.array([bool(v) for v in phash_centre], dtype=bool),
-                   phash_variants=hashing.variants_from_hex(phash_variants),
-                   has_phash_variants=np.array([bool(v) for v in phash_variants], dtype=bool),
-                   fine=confirm.from_hex(phash_fine), has_fine=np.array([bool(v) for v in phash_fine], dtype=bool))
-
-    @property
-    def n(self) -> int:
-        return len(self.sha)
-
-    def hashes(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        """(indexes of images that have a ``kind`` hash, their uint64 hashes)."""
-        has, h = (self.has_phash, self.phash) if kind == "phash" else (self.has_dhash, self.dhash)
-        idx = np.flatnonzero(has)
-        return idx, h[idx]
-
-    def _bounds(self) -> np.ndarray:
-        """``link_img`` offsets: image ``i``'s links are ``[b[i], b[i + 1])`` (cached)."""
-        key = (len(self.link_img), self.n)
-        if getattr(self, "_bounds_cache", (None,))[0] != key:
-            self._bounds_cache = (key, np.searchsorted(self.link_img, np.arange(self.n + 1)))
-        return self._bounds_cache[1]
-
-    def links_of(self, members) -> list[tuple[int, str]]:
-        """Sorted distinct (concept_id, country) pairs of one image or of several."""
-        b = self._bounds()
-        out = set()
-        for i in np.atleast_1d(members).tolist():
-            for k in range(b[i], b[i + 1]):
-                out.add((int(self.link_concept[k]), self.countries[self.link_country[k]]))
-        return sorted(out)
-
-
-def _hex_array(values) -> np.ndarray:
-    """16-hex strings (None / '' for missing) -> uint64 array with 0 where missing; vectorised."""
-    filled = [v if v else "0" * 16 for v in values]
-    if not filled:
-        return np.zeros(0, dtype=np.uint64)
-    return np.frombuffer(bytes.fromhex("".join(filled)), dtype=">u8").astype(np.uint64)
-
-
-@contextlib.contextmanager
-def _snapshot(db):
-    """One read transaction: every SELECT inside sees the same state of the database (WAL snapshot)."""
-    conn = db.conn
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-
-
-def _final_concepts(db) -> tuple[dict[int, str], dict[int, int | None]]:
-    """Concept names, and each concept's final id (merged -> the one it was merged into; removed -> None)."""
-    concepts = {cid: (name, status, merged) for cid, name, status, merged in
-                db.execute("SELECT id, name, status, merged_into FROM concepts").fetchall()}
-
-    def final(cid):
-        seen = set()
-        while cid in concepts and concepts[cid][1] == "merged" and concepts[cid][2] and cid not in seen:
-            seen.add(cid)
-            cid = concepts[cid][2]
-        return None if cid not in concepts or concepts[cid][1] == "removed" else cid
-
-    return {cid: v[0] for cid, v in concepts.items()}, {cid: final(cid) for cid in concepts}
-
-
-def load_inventory(project: Project) -> Inventory:
-    """Read ``images`` (status ok), their (concept, country) links and open ``unreadable`` flags.
-
-    Streams the rows into arrays (no per-image Python objects but the sha256 strings) with sequential scans
-    only: the links are joined in memory (candidate sha256 -> image, search result -> candidate -> query)
-    and the (concept, country) of a query and the de-duplication of links are done with numpy.
-    """
-    db = project.db
-    with _snapshot(db):
-        sha: list[str] = []
-        rowid, pixels, nbytes, flags, hexes, variants, fines = [], [], [], [], ([], [], []), [], []
-        zero = "0" * 16
-        # missing hashes are filled and flagged by SQLite, so each column arrives ready for one C-level join
-        cur = db.execute(
-            "SELECT rowid, sha256, width * height, bytes, "
-            "(coalesce(phash, '') != '') + 2 * (coalesce(dhash, '') != '') + 4 * (coalesce(phash_centre, '') != '') "
-            f"+ 8 * (length(coalesce(phash_variants, '')) = {16 * len(hashing.VARIANTS)}) "
-            f"+ 16 * (length(coalesce(phash_fine, '')) = {32 * len(confirm.FINE_VIEWS)}), "
-            f"coalesce(nullif(phash, ''), '{zero}'), coalesce(nullif(dhash, ''), '{zero}'), "
-            f"coalesce(nullif(phash_centre, ''), '{zero}'), phash_variants, phash_fine "
-            "FROM images WHERE status = 'ok'")  # rowid order: sequential
-        while rows := cur.fetchmany(ROWS_CHUNK):
-            r_id, r_sha, r_px, r_b, r_has, *r_hex, r_var, r_fine = zip(*rows)
-            del rows
-            sha.extend(r_sha)
-            rowid.append(np.array(r_id, dtype=np.int64))
-            pixels.append(np.array(r_px, dtype=np.int64))
-            nbytes.append(np.array(r_b, dtype=np.int64))
-            flags.append(np.array(r_has, dtype=np.uint8))
-            for out, col in zip(hexes, r_hex):
-                out.append(np.frombuffer(bytes.fromhex("".join(col)), dtype=">u8").astype(np.uint64))
-            variants.append(hashing.variants_from_hex(r_var))
-            fines.append(confirm.from_hex(r_fine))
-        n = len(sha)
-        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
-        rowid_a = cat(rowid)
-        has = cat(flags).astype(np.uint8)
-        has_ph, has_dh, has_pc = (has & 1).astype(bool), (has & 2).astype(bool), (has & 4).astype(bool)
-        has_pv, has_fine = (has & 8).astype(bool), (has & 16).astype(bool)
-        fine_a = np.concatenate(fines) if fines else np.zeros((0, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
-        pv_a = np.concatenate(variants) if variants else np.zeros((0, len(hashing.VARIANTS)), dtype=np.uint64)
-        ph_a, dh_a, pc_a = (np.concatenate(h) if h else np.zeros(0, dtype=np.uint64) for h in hexes)
-        del hexes, flags, fines
-
-        names, final = _final_concepts(db)
-        queries = db.execute("SELECT id, concept_id, country FROM queries").fetchall()
-        countries = sorted({q[2] for q in queries})
-        max_q = max((q[0] for q in queries), default=0)
-        q_concept = np.full(max_q + 1, -1, dtype=np.int64)
-        q_country = np.zeros(max_q + 1, dtype=np.int64)
-        country_index = {k: i for i, k in enumerate(countries)}
-        for qid, cid, country in queries:
-            c = final.get(cid)
-            q_concept[qid] = -1 if c is None else c
-            q_country[qid] = country_index[country]
-        # links: search result -> candidate by its integer key in SQL, candidate sha256 -> image by a dict
-        # (a join on images' TEXT sha256 key in SQL costs one random index lookup per row: 4x slower at 1M)
-        pos_of = dict(zip(sha, range(n)))
-        get = pos_of.get
-        img_parts, q_parts = [], []
-        cur = db.execute("SELECT sr.query_id, c.sha256 FROM search_results sr "
-                         "CROSS JOIN candidates c ON c.id = sr.candidate_id WHERE c.sha256 IS NOT NULL")
-        while rows := cur.fetchmany(ROWS_CHUNK):
-            qids, shas = zip(*rows)
-            q_parts.append(np.array(qids, dtype=np.int64))
-            img_parts.append(np.fromiter(map(get, shas, itertools.repeat(-1)), dtype=np.int64, count=len(shas)))
-        del pos_of, get
-        pos = np.full(int(rowid_a.max()) + 1 if n else 1, -1, dtype=np.int64)
-        pos[rowid_a] = np.arange(n)
-        img, q = cat(img_parts), cat(q_parts)
-        ok = (img >= 0) & (q >= 0) & (q <= max_q)
-        img, q = img[ok], q[ok]
-        concept = q_concept[q]
-        keep = concept >= 0
-        img, concept, country = img[keep], concept[keep], q_country[q][keep]
-        n_c, n_k = int(concept.max()) + 1 if len(concept) else 1, max(len(countries), 1)
-        key = np.unique((img * n_c + concept) * n_k + country)
-        unreadable = {int(k) for (r,) in db.execute(
-            "SELECT i.rowid FROM image_flags f CROSS JOIN images i ON i.sha256 = f.sha256 "
-            "WHERE f.flag = ? AND f.status = 'open'", [UNREADABLE]) if r < len(pos) and (k := pos[r]) >= 0}
-    return Inventory(sha=sha, pixels=cat(pixels), nbytes=cat(nbytes), phash=ph_a, dhash=dh_a,
-                     has_phash=has_ph, has_dhash=has_dh, link_img=key // (n_c * n_k),
-                     link_concept=key // n_k % n_c, link_country=key % n_k, countries=countries,
-                     concept_names=names, unreadable=unreadable, phash_centre=pc_a, has_phash_centre=has_pc,
-                     phash_variants=pv_a, has_phash_variants=has_pv, fine=fine_a, has_fine=has_fine)
-
-
-class _Writes:
-    """Tracks the dedup change counter across this call's own write transactions.
-
-    Each write runs in :func:`cultura.db.transaction`; inside it the counter is compared with the value the
-    previous step left (a difference means another writer changed an input or an output meanwhile), and the
-    value after the write becomes the expected one. A call whose chain is unbroken may record a fingerprint.
-    """
-
-    def __init__(self, db, start: int | None):
-        self.db, self.expected, self.foreign = db, start, start is None
-
-    @contextlib.contextmanager
-    def __call__(self):
-        with transaction(self.db):
-            if _counter(self.db) != self.expected:
-                self.foreign = True
-            yield self.db
-            self.expected = _counter(self.db)
-
-
-def _bump(db) -> None:
-    """Count one change for dedup's own bulk inserts (clusters, culture_conflict flags), which no row trigger
-    counts; every other write to a watched table is counted by its trigger."""
-    db.execute("UPDATE change_counters SET value = value + 1 WHERE name = ?", [COUNTER])
-
-
-def _counter(db) -> int | None:
-    try:
-        row = db.execute("SELECT value FROM change_counters WHERE name = ?", [COUNTER]).fetchone()
-    except Exception:  # noqa: BLE001 - a database without the counter table: never skip
-        return None
-    return None if row is None else int(row[0])
-
-
-def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None, writes: _Writes | None = None,
-                  executor: str = "local") -> dict:
-    """Compute and store the hashes of the images that lack any of them (pHash, dHash, centre pHash, pHash
-    variants: an image hashed before a hash was added is hashed again, all its hashes from one decode, so
-    an upgrade re-hashes step by step and an interrupted run resumes) and their displayed width and height;
-    an unreadable blob gets an ``unreadable`` flag (skipped by later runs until that flag is resolved).
-    Returns counts.
-
-    ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
-    missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants & inv.has_fine)
-    if inv.unreadable:
-        missing[list(inv.unreadable)] = False
-    todo = np.flatnonzero(missing).tolist()
-    done = failed = 0
-    if not todo:
-        return {"hashes_computed": 0, "hash_failures": 0}
-    db = project.db
-    writes = writes or _Writes(db, _counter(db))
-    bar = progress_task("hashing images", len(todo), progress=progress)
-    step = HASH_CHUNK if executor == "local" else HASH_CHUNK * 64  # a Ray job per 64k images
-    try:
-        for part in chunks(todo, step):
-            shas = [inv.sha[i] for i in part]
-            paths = {}
-            for sub in chunks(shas, 900):
-                paths.update(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})",
-                                        sub).fetchall())
-            res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
-            ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
-            pv = hashing.variants_to_hex(res.phash_variants)
-            fine = confirm.to_hex(res.fine)
-            size = res.sizes.tolist()
-            ts = now()
-            with writes():
-                # the size too: a row written before sizes were the displayed ones gets its displayed size
-                ok = [(ph[k], dh[k], pc[k], pv[k], fine[k], *size[k], inv.sha[i]) for k, i in enumerate(part)
-                      if k not in res.errors]
-                db.conn.executemany("UPDATE images SET phash = ?, dhash = ?, phash_centre = ?, phash_variants = ?, "
-                                    "phash_fine = ?, width = ?, height = ? WHERE sha256 = ?", ok)
-                db.conn.executemany(
-                    "INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', ?, ?) "
-                    "ON CONFLICT (sha256, flag) DO UPDATE SET status = excluded.status, details = excluded.details, "
-                    "created_at = excluded.created_at",
-                    [(inv.sha[part[k]], UNREADABLE, dumps({"stage": "dedup", "error": err}), ts)
-                     for k, err in res.errors.items()])
-            for k, i in enumerate(part):
-                if k in res.errors:
-                    inv.unreadable.add(i)
-                else:
-                    inv.phash[i], inv.dhash[i], inv.phash_centre[i] = res.phash[k], res.dhash[k], res.phash_centre[k]
-                    inv.phash_variants[i], inv.fine[i] = res.phash_variants[k], res.fine[k]
-                    inv.pixels[i] = size[k][0] * size[k][1]
-                    inv.has_phash[i] = inv.has_dhash[i] = inv.has_phash_centre[i] = True
-                    inv.has_phash_variants[i] = inv.has_fine[i] = True
-            done += len(part) - len(res.errors)
-            failed += len(res.errors)
-            bar.advance(len(part))
-    finally:
-        bar.close()
-    return {"hashes_computed": done, "hash_failures": failed}
 
 
 # ------------------------------------------------------------------------------------------ methods
@@ -696,13 +364,13 @@ def _active_clusters(db, method: str, scope: str, ptext: str) -> dict[tuple, int
 
 
 def _save_clusters(project: Project, method: str, scope: str, params: dict, inv: Inventory, found: Found,
-                   clusters: list[tuple[int | None, np.ndarray]], writes: _Writes | None = None) -> dict:
+                   clusters: list[tuple[int | None, np.ndarray]], writes: Writes | None = None) -> dict:
     """Insert new clusters, keep matching ones, supersede vanished ones (see the module docstring).
 
     All writes of one call are one transaction of batched statements (cluster ids are allotted under the
     transaction's write lock, so clusters and members go in with two ``executemany`` calls)."""
     db = project.db
-    writes = writes or _Writes(db, _counter(db))
+    writes = writes or Writes(db, read_counter(db))
     ptext = dumps(params)
     existing = _active_clusters(db, method, scope, ptext)
     had_run = db.execute("SELECT 1 FROM dedup_runs WHERE method = ? AND scope = ? AND params = ? LIMIT 1",
@@ -736,7 +404,7 @@ def _save_clusters(project: Project, method: str, scope: str, params: dict, inv:
             owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
             db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
                                 zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
-            _bump(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
+            bump_counter(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
             for part in chunks(list(existing.values()), 500):
                 db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
                            part)
@@ -749,7 +417,7 @@ def _save_clusters(project: Project, method: str, scope: str, params: dict, inv:
 
 # ------------------------------------------------------------------------------------------ conflicts
 def update_conflict_flags(project: Project, inv: Inventory, evidence_key: str,
-                          evidence: dict[int, dict], writes: _Writes | None = None) -> dict:
+                          evidence: dict[int, dict], writes: Writes | None = None) -> dict:
     """Write ``culture_conflict`` flags for one ``method/scope`` (:mod:`cultura.curate.cultures_decide`):
     ``evidence`` maps an inventory index to ``{"pairs": [(concept_id, country), ...], ...}``. Returns
     ``{"flagged": n, "new": n}``."""
@@ -757,10 +425,10 @@ def update_conflict_flags(project: Project, inv: Inventory, evidence_key: str,
 
 
 def update_conflict_flags_many(project: Project, inv: Inventory, evidence_by_key: dict[str, dict[int, dict]],
-                               writes: _Writes | None = None) -> dict[str, dict]:
+                               writes: Writes | None = None) -> dict[str, dict]:
     """:func:`cultura.curate.cultures_decide.update_conflict_flags_many` under dedup's change counter."""
-    return _update_flags(project, inv, evidence_by_key, writes=writes or _Writes(project.db, _counter(project.db)),
-                         bump=_bump)
+    return _update_flags(project, inv, evidence_by_key, writes=writes or Writes(project.db, read_counter(project.db)),
+                         bump=bump_counter)
 
 
 # ------------------------------------------------------------------------------------------ entry point
@@ -835,8 +503,8 @@ def _dedup_alone(project: Project, opts: dict, progress: Progress) -> dict:
             db.execute("DELETE FROM dup_clusters WHERE NOT EXISTS "
                        "(SELECT 1 FROM dup_members m WHERE m.cluster_id = dup_clusters.id)")
         key = dumps({"scope": opts["scope"], "methods": {m: METHODS[m].params(opts) for m in opts["methods"]}})
-        with _snapshot(db):
-            start = _counter(db)
+        with read_snapshot(db):
+            start = read_counter(db)
             state = db.execute("SELECT counter, summary FROM dedup_state WHERE key = ?", [key]).fetchone() \
                 if start is not None else None
             if state is not None and state[0] == start:
@@ -845,7 +513,7 @@ def _dedup_alone(project: Project, opts: dict, progress: Progress) -> dict:
                 summary = None
                 inv = load_inventory(project)
         if summary is None:
-            writes = _Writes(db, start)
+            writes = Writes(db, start)
             summary = _dedup(project, inv, opts, writes, progress)
             with writes():
                 if not writes.foreign:
@@ -869,7 +537,7 @@ def _unchanged(summary: dict) -> dict:
     return out
 
 
-def _dedup(project: Project, inv: Inventory, opts: dict, writes: _Writes, progress: Progress) -> dict:
+def _dedup(project: Project, inv: Inventory, opts: dict, writes: Writes, progress: Progress) -> dict:
     summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
                                "hashes_computed": 0, "hash_failures": 0}
     if any(METHODS[m].needs_hashes for m in opts["methods"]):

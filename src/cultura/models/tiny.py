@@ -13,7 +13,10 @@ log-softmax, batching) in seconds. Its numbers mean nothing: it is random. Build
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+
+from ..files import user_cache
 
 TINY_NAME = "cultura-tiny-gpt2"
 #: The word a random-init model's identity carries (``openclip:cultura-tiny/random_init@seed0``,
@@ -52,10 +55,10 @@ _CORPUS = [
 
 
 def tiny_lm_dir() -> Path:
-    """Default folder of the tiny model: ``$CULTURA_CACHE_DIR/cultura-tiny-gpt2`` (or ~/.cache/cultura)."""
-    base = os.environ.get("CULTURA_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cultura")
-    return Path(base) / TINY_NAME
+    """Default folder of the tiny model: in cultura's user cache (:func:`cultura.files.user_cache`), or in the
+    temporary folder when ``CULTURA_CACHE_DIR=off``."""
+    base = user_cache()
+    return (Path(tempfile.gettempdir()) / "cultura" if base is None else base) / TINY_NAME
 
 
 def build_tiny_lm(path: str | os.PathLike | None = None, *, vocab_size: int = 512, seed: int = 0) -> Path:

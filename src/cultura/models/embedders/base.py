@@ -32,6 +32,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from ...errors import CulturaError, unknown
+from ...files import user_cache
 from ...lazy import lazy
 from ...progress import Progress
 from ...progress import task as progress_task
@@ -374,10 +375,10 @@ def offline_error(spec: str, cause: BaseException | None = None, *, local_hint: 
     return err
 
 
-def _checksum_memo_path() -> Path:
-    base = os.environ.get("CULTURA_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cultura")
-    return Path(base) / "weights_sha256.json"
+def _checksum_memo_path() -> Path | None:
+    """Where weights' checksums are remembered (None: ``CULTURA_CACHE_DIR=off``, nothing remembered)."""
+    base = user_cache()
+    return None if base is None else base / "weights_sha256.json"
 
 
 def file_sha256(path: str | os.PathLike, *, memo_min_bytes: int = 64 << 20) -> str:
@@ -386,6 +387,7 @@ def file_sha256(path: str | os.PathLike, *, memo_min_bytes: int = 64 << 20) -> s
     st = p.stat()
     key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
     memo_file = _checksum_memo_path()
+    memo_min_bytes = memo_min_bytes if memo_file is not None else float("inf")  # no cache: nothing remembered
     memo: dict = {}
     if st.st_size >= memo_min_bytes and memo_file.exists():
         try:

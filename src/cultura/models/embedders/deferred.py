@@ -36,13 +36,17 @@ FACTS = ("family", "language_aware", "random_init", "non_model", "supports_image
          "remote_service", "default_language", "late_interaction")
 
 
-def _facts_path() -> Path:
-    return _checksum_memo_path().with_name("model_facts.json")
+def _facts_path() -> Path | None:
+    memo = _checksum_memo_path()
+    return None if memo is None else memo.with_name("model_facts.json")
 
 
 def _read_facts() -> dict:
+    path = _facts_path()
+    if path is None:  # CULTURA_CACHE_DIR=off: every run loads its model
+        return {}
     try:
-        return json.loads(_facts_path().read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -58,7 +62,7 @@ def remember(embedder: Embedder) -> None:
     except Exception:  # a model whose info cannot be written down is simply loaded every time
         return
     memo = _read_facts()
-    if memo.get(identity) == {"info": info, **facts}:
+    if memo.get(identity) == {"info": info, **facts} or _facts_path() is None:
         return
     memo[identity] = {"info": info, **facts}
     try:

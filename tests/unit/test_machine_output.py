@@ -254,3 +254,25 @@ def test_the_command_line_names_the_command_a_person_typed():
 
     assert command_path(cli, ["annotate", "push", "filter", "--overlap", "2"]) == "cultura annotate push"
     assert command_path(cli, ["export", "out", "--format", "jsonl"]) == "cultura export"
+
+
+def test_what_a_command_prints_on_stdout_stays_on_stdout_under_its_row(capsys):
+    """The command's row is drawn on stderr for as long as the command runs: its result (a table, JSON piped to a
+    file) must still reach stdout, and the row ends once the result is being printed."""
+    t = [0.0]
+    screen = io.StringIO()
+    bars = BarReporter(Console(file=screen, force_terminal=True, width=100), clock=lambda: t[0])
+    with reporting(bars), bars.command("cultura export"):
+        t[0] += 6
+        bars.tick()
+        assert "cultura export" in screen.getvalue()
+        with task("writing items", 2) as job:
+            print('{"stage": "half way"}')
+            job.advance(2)
+        click.echo('{"items": 2}')
+        drawn = len(screen.getvalue())
+        t[0] += 30
+        bars.tick()
+        assert len(screen.getvalue()) == drawn   # the row ended when the result began
+    assert capsys.readouterr().out == '{"stage": "half way"}\n{"items": 2}\n'
+    assert '"items"' not in screen.getvalue()

@@ -10,6 +10,7 @@ down reports here without an argument threaded through each call, and opens a li
 (:meth:`BarReporter.command`): what keeps a command that has nothing of its own to report from looking hung."""
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -73,6 +74,22 @@ class _Time(ProgressColumn):
         return self._left.render(task)
 
 
+class _EndsRowOnWrite:
+    """``sys.stdout`` while the command's row is drawn: the first write (the command's result begins) ends the
+    row, then everything goes to the stream it wraps."""
+
+    def __init__(self, stream, reporter: BarReporter):
+        self._stream, self._reporter = stream, reporter
+
+    def write(self, text: str) -> int:
+        if text:
+            self._reporter.end_command()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class BarReporter:
     """One rich bar per running task on a terminal (a finished task's bar is replaced by its summary line);
     periodic lines and a summary elsewhere. ``clock`` is the time source (tests pass their own, and then no
@@ -91,6 +108,7 @@ class BarReporter:
         self._beating: threading.Thread | None = None
         self._command_row: TaskID | None = None   # the whole command's row on a terminal (see :meth:`command`)
         self._last_said: float | None = None       # when a line was last printed (off a terminal)
+        self._stdout = None                          # sys.stdout as it was before the command's row was drawn
 
     @contextmanager
     def command(self, name: str) -> Iterator[None]:
@@ -105,6 +123,8 @@ class BarReporter:
             yield
         finally:
             self.end_command()
+            with self._lock:
+                self._restore_stdout()
 
     def end_command(self) -> None:
         """The command's own line stops here (a command that now serves until Ctrl-C or asks a question, or
@@ -134,7 +154,7 @@ class BarReporter:
                 self._started.pop(COMMAND, None)
                 if self._command_row is not None and self._bars is not None:
                     self._bars.remove_task(self._command_row)
-                self._command_row = None
+                self._command_row = None  # stdout stays wrapped (passing through) until close(): see there
                 if not self._tasks:
                     self._stop_bars()
             return
@@ -154,9 +174,11 @@ class BarReporter:
     def _draw(self) -> Progress:
         """The live display of the rows (started on the first)."""
         if self._bars is None:
+            # stdout is left alone: a result printed while a bar is drawn belongs on stdout (a file, a pipe),
+            # never in the bars' stream
             self._bars = Progress(TextColumn("{task.description}"), BarColumn(), _Count(),
                                   TextColumn("{task.fields[info]}"), _Time(), console=self.console, transient=True,
-                                  get_time=self.clock)
+                                  get_time=self.clock, redirect_stdout=False)
             self._bars.start()
         return self._bars
 
@@ -170,6 +192,8 @@ class BarReporter:
                 if e is not None and self._command_row is None and now - self._started.get(COMMAND, now) >= QUIET_S:
                     self._command_row = self._draw().add_task(e.stage, total=None, info="",
                                                               since=self._started[COMMAND])
+                    self._stdout = sys.stdout
+                    sys.stdout = _EndsRowOnWrite(sys.stdout, self)
                 return
             for e in sorted(self._open.values(), key=lambda e: e.task == COMMAND):  # the stages speak first
                 self._line(e, now, self._started.get(e.task, now))
@@ -225,7 +249,17 @@ class BarReporter:
         with self._lock:
             self._open.clear()
             self._command_row = None
+            self._restore_stdout()
             self._stop_bars()
+
+    def _restore_stdout(self) -> None:
+        """Put back the stdout the command's row wrapped, once the command is over: never from inside a write
+        (``print`` holds only a borrowed reference to ``sys.stdout``: swapping it mid-call frees the object
+        it is still writing to)."""
+        if self._stdout is not None:
+            if isinstance(sys.stdout, _EndsRowOnWrite):
+                sys.stdout = self._stdout
+            self._stdout = None
 
     def _stop_bars(self) -> None:
         if self._bars is not None:

@@ -120,3 +120,21 @@ def test_the_downloaders_decode_stores_the_same_hashes_as_before(photographs):
 
 def test_dedups_decode_gives_the_same_hashes_as_the_downloaders(photographs):
     assert dict(zip(photographs, hashed(list(photographs.values())))) == EXPECTED
+
+
+def test_the_decode_processes_store_the_same_hashes_as_before(photographs):
+    """Through the downloader's own decode processes (one BLAS thread each, the body sent as raw bytes)."""
+    import asyncio
+
+    from cultura.curate.decode_workers import decode_workers
+
+    async def run() -> dict[str, str]:
+        async with decode_workers(1, None, {"max_pixels": 50_000_000, "min_side": 1}) as pool:
+            out = {}
+            for name, data in photographs.items():
+                info, _ = await pool.validate(data, "image/jpeg")
+                out[name] = digest((info.phash, info.dhash, info.phash_centre, info.phash_variants,
+                                    info.phash_fine))
+            return out
+
+    assert asyncio.run(run()) == EXPECTED

@@ -37,7 +37,7 @@ __all__ = ["DECODE_POOL_MIN", "PRELOAD", "DecodeWorkers", "decode_workers", "def
 
 #: Modules a worker needs, imported once by the forkserver the workers are forked from (scipy's DCT would
 #: otherwise be imported by every worker on its first image).
-PRELOAD = ("cultura.curate.decode_workers", "scipy.fftpack")
+PRELOAD = ("cultura.curate.decode_workers", "scipy.fftpack", "threadpoolctl")
 #: From this many candidates on the stage validates in decode processes (:func:`default_processes`); fewer are
 #: validated in a thread, where starting the processes (a forkserver importing numpy, Pillow and scipy) would
 #: cost more than it saves.

@@ -15,6 +15,10 @@ import math
 
 import numpy as np
 
+from ..lazy import lazy
+
+threadpoolctl = lazy("threadpoolctl")  # only a decode process needs it (installed with scikit-learn)
+
 #: Pillow's ``reducing_gap`` for the resizes (box-reduce first while the scale factor exceeds it).
 REDUCING_GAP = 3.0
 
@@ -75,11 +79,7 @@ def one_blas_thread() -> None:
     product is one call instead of row blocks (a third cheaper on the thumbnails; the result is the same:
     every partial sum is an exact integer)."""
     global _ONE_THREAD
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - installed with scikit-learn
-        return
-    threadpool_limits(1, user_api="blas")
+    threadpoolctl.threadpool_limits(1, user_api="blas")
     _ONE_THREAD = True
 
 

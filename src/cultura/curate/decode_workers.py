@@ -30,13 +30,14 @@ import types
 from pathlib import Path
 
 from ..db.blobs import store_blob
+from . import lanczos
 from .sniff import ImageInfo, _Failure, sniff_image
 
 __all__ = ["DECODE_POOL_MIN", "PRELOAD", "DecodeWorkers", "decode_workers", "default_processes"]
 
 #: Modules a worker needs, imported once by the forkserver the workers are forked from (scipy's DCT would
 #: otherwise be imported by every worker on its first image).
-PRELOAD = ("cultura.curate.decode_workers", "scipy.fftpack")
+PRELOAD = ("cultura.curate.decode_workers", "scipy.fftpack", "threadpoolctl")
 #: From this many candidates on the stage validates in decode processes (:func:`default_processes`); fewer are
 #: validated in a thread, where starting the processes (a forkserver importing numpy, Pillow and scipy) would
 #: cost more than it saves.
@@ -51,11 +52,15 @@ def default_processes(cpus: int) -> int:
 
 
 def _serve(conn, root: str | None, options: dict) -> None:
-    """A worker's loop: ``(content_type, body)`` in, ``(info, failure, relpath, error)`` out, in order."""
+    """A worker's loop: two messages in, the content type (UTF-8, empty for none) then the body, and
+    ``(info, failure, relpath, error)`` out, in order. The body is its own message, not pickled: it arrives as
+    the bytes the decode reads, with no copy made on either side beyond the socket's."""
     project = types.SimpleNamespace(root=Path(root)) if root else None
+    lanczos.one_blas_thread()  # one decode process per CPU: BLAS threads would only compete with them
     while True:
         try:
-            content_type, data = pickle.loads(conn.recv_bytes())
+            content_type = conn.recv_bytes().decode() or None
+            data = conn.recv_bytes()
         except EOFError:
             return
         info = failure = rel = error = None
@@ -75,7 +80,7 @@ class _Worker:
 
     def __init__(self, process, reader, writer):
         self.process, self.reader, self.writer = process, reader, writer
-        self.waiting: collections.deque = collections.deque()  # (future, payload) in the order sent
+        self.waiting: collections.deque = collections.deque()  # (future, (content type, body)) in the order sent
         self.reading: asyncio.Task | None = None
 
 
@@ -149,17 +154,18 @@ class DecodeWorkers:
         for fut, payload in dead.waiting:
             self._send(worker, fut, payload)
 
-    def _send(self, worker: _Worker, fut: asyncio.Future, payload: bytes) -> None:
+    def _send(self, worker: _Worker, fut: asyncio.Future, payload: tuple[bytes, bytes]) -> None:
         worker.waiting.append((fut, payload))
-        worker.writer.write(_HEADER.pack(len(payload)))
-        worker.writer.write(payload)
+        ctype, data = payload
+        worker.writer.write(_HEADER.pack(len(ctype)) + ctype + _HEADER.pack(len(data)))
+        worker.writer.write(data)
 
     async def validate(self, data: bytes, content_type: str | None) -> tuple[ImageInfo, str | None]:
         """``(info, blob relpath)`` of a valid body, its blob written; raises ``_Failure`` otherwise."""
         if not self.starting.done() or not self.workers:
             await self.starting  # raises what the start raised
         fut = asyncio.get_running_loop().create_future()
-        payload = pickle.dumps((content_type, data), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = ((content_type or "").encode(), data)
         worker = min(self.workers, key=lambda w: len(w.waiting))
         self._send(worker, fut, payload)
         await worker.writer.drain()

@@ -129,8 +129,9 @@ def thumbnails(gray) -> tuple[np.ndarray, np.ndarray]:
     are computed by :func:`lanczos.lanczos_boxes` (equal bit for bit, about 3x cheaper), the 9x8 one by
     Pillow. On an image without a uniform border the content box is the whole image (imagehash's hashes)."""
 
-    box = invariance.content_box(np.asarray(gray))
-    p = np.stack(lanczos.lanczos_boxes(gray, (32, 32), invariance.views(box)))
+    a = np.asarray(gray)
+    box = invariance.content_box(a)
+    p = lanczos.lanczos_boxes(gray, (32, 32), invariance.views(box), pixels=a)
     d = np.asarray(gray.resize((9, 8), Image.Resampling.LANCZOS, box=box, reducing_gap=lanczos.REDUCING_GAP))
     return p, d
 

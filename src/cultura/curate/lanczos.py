@@ -15,12 +15,17 @@ import math
 
 import numpy as np
 
+from ..lazy import lazy
+
+threadpoolctl = lazy("threadpoolctl")  # only a decode process needs it (installed with scikit-learn)
+
 #: Pillow's ``reducing_gap`` for the resizes (box-reduce first while the scale factor exceeds it).
 REDUCING_GAP = 3.0
 
 _PRECISION_BITS = 22
 _LANCZOS_SUPPORT = 3.0
 _BLAS_BLOCK = 1 << 18   # rows x columns x inner size of one product (OpenBLAS threads above 2 * 4 * 65536)
+_ONE_THREAD = False     # set by one_blas_thread(): every product is one call, whatever its size
 
 
 @functools.lru_cache(maxsize=512)
@@ -69,10 +74,20 @@ def _fixed_point(acc: np.ndarray) -> np.ndarray:
     return np.clip(acc, 0, 255, out=acc)
 
 
+def one_blas_thread() -> None:
+    """Run BLAS on one thread in this process (a decode process: there is one per CPU already), so that a
+    product is one call instead of row blocks (a third cheaper on the thumbnails; the result is the same:
+    every partial sum is an exact integer)."""
+    global _ONE_THREAD
+    threadpoolctl.threadpool_limits(1, user_api="blas")
+    _ONE_THREAD = True
+
+
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` in row blocks small enough for single-threaded BLAS."""
+    """``a @ b``, in row blocks small enough for single-threaded BLAS unless :func:`one_blas_thread` was
+    called (a multi-threaded product of these sizes costs many times the CPU of a single-threaded one)."""
     rows = max(1, _BLAS_BLOCK // max(1, b.shape[0] * b.shape[1]))
-    if len(a) <= rows:
+    if _ONE_THREAD or len(a) <= rows:
         return a @ b
     out = np.empty((len(a), b.shape[1]))
     for s in range(0, len(a), rows):
@@ -121,33 +136,33 @@ def _reduce_step(gray, size: tuple[int, int], box: tuple):
                                              (box[2] - rbox[0]) / fx, (box[3] - rbox[1]) / fy)
 
 
-def _lanczos(gray, size: tuple[int, int], box=None) -> np.ndarray:
+def _lanczos(gray, size: tuple[int, int], box=None, *, reduced=None) -> np.ndarray:
     """``np.asarray(gray.resize(size, LANCZOS, box=box, reducing_gap=REDUCING_GAP))`` of a mode ``L`` image,
-    bit for bit."""
+    bit for bit. ``reduced``: :func:`_reduce_step`'s answer for this resize when the caller has it already."""
     box = (0, 0, *gray.size) if box is None else tuple(box)
     if gray.size == tuple(size) and box == (0, 0, *gray.size):
         return np.asarray(gray)
-    src, box = _reduce_step(gray, size, box)
+    src, box = reduced if reduced is not None else _reduce_step(gray, size, box)
     return _resample(np.asarray(src), size, box)
 
 
-def lanczos_boxes(gray, size: tuple[int, int], boxes) -> list[np.ndarray]:
-    """``[_lanczos(gray, size, box) for box in boxes]``. When none needs a reducing step and all run the same
-    two passes, horizontal first (the usual case for the drafts hashed here), the resizes are two matrix
-    products in all: one for every horizontal pass, one batched for every vertical one."""
+def lanczos_boxes(gray, size: tuple[int, int], boxes, *, pixels: np.ndarray | None = None) -> np.ndarray:
+    """``np.stack([_lanczos(gray, size, box) for box in boxes])``. When none needs a reducing step and all run
+    the same two passes, horizontal first (the usual case for the drafts hashed here), the resizes are two
+    matrix products in all: one for every horizontal pass, one batched for every vertical one. ``pixels``:
+    ``np.asarray(gray)`` when the caller has it (the copy out of Pillow is made once per image)."""
     boxes = [tuple(b) for b in boxes]
     shape = gray.size[::-1]
     plans = [_plan(size, b, shape) for b in boxes]
-    if any(p[1:] != (True, True, True) for p in plans) or any(
-            _reduce_step(gray, size, b)[0] is not gray for b in boxes):
-        return [_lanczos(gray, size, b) for b in boxes]
+    reduced = [_reduce_step(gray, size, b) for b in boxes]  # Pillow's reduce, done once per box
+    if any(p[1:] != (True, True, True) for p in plans) or any(r[0] is not gray for r in reduced):
+        return np.stack([_lanczos(gray, size, b, reduced=r) for b, r in zip(boxes, reduced)])
     in_h, in_w = shape
     k = len(boxes)
-    a = np.asarray(gray, dtype=np.float64)
+    a = (np.asarray(gray) if pixels is None else pixels).astype(np.float64)
     tmp = _fixed_point(_matmul(a, _horizontal(in_w, tuple((p[0][0], p[0][2]) for p in plans), size[0])))
-    out = _fixed_point(np.matmul(_vertical(in_h, tuple((p[0][1], p[0][3]) for p in plans), size[1]),
-                                 tmp.reshape(in_h, k, size[0]).transpose(1, 0, 2))).astype(np.uint8)
-    return list(out)
+    return _fixed_point(np.matmul(_vertical(in_h, tuple((p[0][1], p[0][3]) for p in plans), size[1]),
+                                  tmp.reshape(in_h, k, size[0]).transpose(1, 0, 2))).astype(np.uint8)
 
 
 @functools.lru_cache(maxsize=512)

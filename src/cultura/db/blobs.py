@@ -47,6 +47,8 @@ WRITERS_LOCK = ".writers.lock"
 
 # blobs folder -> [open lock file, depth of blob_writer scopes (-1: held for the rest of the process)]
 _WRITERS: dict[str, list] = {}
+# blobs folder as given -> its resolved path (the lease's key)
+_RESOLVED: dict = {}
 
 #: Pillow format (lower case) -> file extension of the stored blob.
 EXTENSIONS = {"jpeg": "jpg", "mpo": "jpg", "png": "png", "gif": "gif", "webp": "webp", "bmp": "bmp",
@@ -95,29 +97,48 @@ def store_blob(project: Project, data: bytes, fmt: str, *, sha256: str | None = 
     """
     sha = sha256 or hashlib.sha256(data).hexdigest()
     rel = blob_relpath(sha, fmt)
-    root = _root(project)
-    _hold_writer_lease(root / "blobs", forever=True)
-    final = root / rel
-    if final.exists() and final.stat().st_size == len(data):
-        return sha, rel
-    tmp_dir = root / "blobs" / ".tmp"
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_dir / f"{sha}.{uuid.uuid4().hex}.part"
+    root = os.fspath(project.root)
+    blobs = os.path.join(root, "blobs")
+    _hold_writer_lease(blobs, forever=True)
+    # plain os calls, and folders made only when a write finds them missing: the downloader stores thousands of
+    # blobs a second, and the pathlib objects and mkdir calls per blob were most of this function's cost
+    final = os.path.join(root, rel)
     try:
-        with open(tmp, "wb") as f:
+        if os.stat(final).st_size == len(data):
+            return sha, rel
+    except FileNotFoundError:
+        pass
+    tmp = os.path.join(blobs, ".tmp", f"{sha}.{uuid.uuid4().hex}.part")
+    try:
+        try:
+            f = open(tmp, "wb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(tmp), exist_ok=True)
+            f = open(tmp, "wb")  # noqa: SIM115
+        with f:
             f.write(data)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            os.replace(tmp, final)
     except BaseException as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         if isinstance(e, OSError) and e.filename is None:  # write() errors name no file: say which (full disk)
-            e.filename = str(tmp)
+            e.filename = tmp
         raise
     return sha, rel
 
 
-def _lease_key(blobs: Path) -> str:
-    return str(Path(blobs).resolve())
+def _lease_key(blobs) -> str:
+    name = os.fspath(blobs)
+    key = _RESOLVED.get(name)
+    if key is None:  # resolved once per absolute folder name (a symlink names the same lease as its target)
+        key = str(Path(name).resolve())
+        if os.path.isabs(name):
+            _RESOLVED[name] = key
+    return key
 
 
 def _hold_writer_lease(blobs: Path, *, forever: bool = False) -> None:

@@ -95,11 +95,6 @@ class Task:
         self._closed = False
         self._emit(False)
 
-    @property
-    def id(self) -> int:
-        """The id its events carry (:attr:`Event.task`)."""
-        return self._id
-
     def _emit(self, finished: bool) -> None:
         if self._reporter is not None:
             self._reporter(Event(self.stage, self.done, self.total, dict(self.info), finished, self._id,

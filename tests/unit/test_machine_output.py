@@ -248,12 +248,20 @@ def test_a_command_that_serves_stops_saying_it_is_at_work(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_the_command_line_names_the_command_a_person_typed():
-    from cultura.cli import cli
-    from cultura.cli.console import command_path
+def test_the_command_line_names_the_command_a_person_typed(project, tmp_path, monkeypatch):
+    """The name the command's own progress line carries, as the root group passes it on a real invocation."""
+    from click.testing import CliRunner
 
-    assert command_path(cli, ["annotate", "push", "filter", "--overlap", "2"]) == "cultura annotate push"
-    assert command_path(cli, ["export", "out", "--format", "jsonl"]) == "cultura export"
+    from cultura.cli import cli
+
+    names = []
+    real = BarReporter.command
+    monkeypatch.setattr(BarReporter, "command", lambda self, name: names.append(name) or real(self, name))
+    root = ["--project", str(project.root)]
+    CliRunner().invoke(cli, [*root, "annotate", "push", "filter", "--overlap", "2"])
+    CliRunner().invoke(cli, [*root, "export", str(tmp_path / "out"), "--format", "jsonl"])
+    assert names[0] == "cultura annotate push"
+    assert names[1] == "cultura export"
 
 
 def test_what_a_command_prints_on_stdout_stays_on_stdout_under_its_row(capsys):

@@ -293,16 +293,6 @@ def invoked_command(root: click.Group, args: list[str]) -> click.Command | None:
     return cmd
 
 
-def command_path(root: click.Group, args: list[str]) -> str:
-    """``cultura annotate push``: the root's name and the (sub)commands that ``args`` invoke."""
-    names, cmd = ["cultura"], root
-    for a in args:
-        if isinstance(cmd, click.Group) and a in cmd.commands:
-            cmd = cmd.commands[a]
-            names.append(a)
-    return " ".join(names)
-
-
 def cli_error(e: CulturaError, args: list[str], command: click.Command | None = None) -> click.ClickException:
     """The click exception for a library error raised by ``command`` called with ``args``: the option that
     sets the library argument at fault is named (``--workers: …``), and under ``--json`` the error is a JSON

@@ -21,7 +21,7 @@ from click.shell_completion import CompletionItem
 from ..errors import CulturaError, missing_extra, storage_error, storage_failure
 from ..lazy import lazy
 from ..progress import reporting
-from .console import Ctx, cli_error, command_path, invoked_command, json_usage_error
+from .console import Ctx, cli_error, invoked_command, json_usage_error
 
 bars_module = lazy("cultura.cli.progress")  # rich: only for a command that runs (a help page is printed before)
 
@@ -78,6 +78,11 @@ def command_path(root: click.Group, args: list[str]) -> str:
         words.append(a)
         cmd = cmd.commands[a]
     return " ".join(words)
+
+
+def command_name(root: click.Group, args: list[str]) -> str:
+    """``cultura images tag``: the command a person typed, as messages and the progress line name it."""
+    return f"cultura {command_path(root, args)}".strip()
 
 
 class LazyCommands(MutableMapping):
@@ -140,9 +145,9 @@ class CulturaGroup(click.Group):
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
         bars = bars_module.BarReporter()
         try:
-            # the library's long stages report here (a bar on a terminal's stderr); off a terminal the command
-            # itself says it is still at work whenever no stage speaks
-            with reporting(bars), bars.command(command_path(self, args)):
+            # the library's long stages report here (a bar on a terminal's stderr), and the command has a line
+            # of its own that says it is still at work whenever nothing else is shown
+            with reporting(bars), bars.command(command_name(self, args)):
                 return super().invoke(ctx)
         except CulturaError as e:
             raise cli_error(e, args, invoked_command(self, args)) from None
@@ -152,7 +157,7 @@ class CulturaGroup(click.Group):
             raise
         except ImportError as e:  # an optional library of an extra that is not installed
             command = invoked_command(self, args)
-            error = missing_extra(e, f"'cultura {command_path(self, args)}'")
+            error = missing_extra(e, f"'{command_name(self, args)}'")
             if error is None:
                 raise
             raise cli_error(error, args, command) from None
@@ -160,7 +165,7 @@ class CulturaGroup(click.Group):
             failure = storage_failure(e)
             if failure is not None:  # a full disk, a quota, ulimit -f, an I/O error: one sentence, exit 1
                 what, path = failure
-                raise cli_error(storage_error(f"cultura {command_path(self, args)}".strip(), what,
+                raise cli_error(storage_error(command_name(self, args), what,
                                               path or _storage_path(ctx)), args, invoked_command(self, args)) from None
             if not isinstance(e, sqlite3.OperationalError) or ("locked" not in str(e) and "busy" not in str(e)):
                 raise

@@ -79,10 +79,11 @@ class _EndsRowOnWrite:
     row, then everything goes to the stream it wraps."""
 
     def __init__(self, stream, reporter: BarReporter):
-        self._stream, self._reporter = stream, reporter
+        self._stream, self._reporter, self._ended = stream, reporter, False
 
     def write(self, text: str) -> int:
-        if text:
+        if text and not self._ended:   # a long result writes often: the row is ended once
+            self._ended = True
             self._reporter.end_command()
         return self._stream.write(text)
 
@@ -103,7 +104,7 @@ class BarReporter:
         self._tasks: dict[int, TaskID] = {}
         self._started: dict[int, float] = {}
         self._said: dict[int, float] = {}
-        self._open: dict[int, Event] = {}   # the last event of each open task (off a terminal)
+        self._open: dict[int, Event] = {}   # the last event of each open task the heartbeat looks at
         self._lock = threading.RLock()      # the heartbeat thread and the stage's own thread take turns
         self._beating: threading.Thread | None = None
         self._command_row: TaskID | None = None   # the whole command's row on a terminal (see :meth:`command`)
@@ -154,7 +155,7 @@ class BarReporter:
                 self._started.pop(COMMAND, None)
                 if self._command_row is not None and self._bars is not None:
                     self._bars.remove_task(self._command_row)
-                self._command_row = None  # stdout stays wrapped (passing through) until close(): see there
+                self._command_row = None  # stdout stays wrapped, passing through, until the command ends
                 if not self._tasks:
                     self._stop_bars()
             return

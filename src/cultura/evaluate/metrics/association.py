@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ._common import MetricInputError, as_1d, as_2d, check_k, check_level
-from ._numpy_stats import bootstrap_interval, silhouette_samples_cosine
-from .resampling import BootstrapCI, _check_method
+from ._numpy_stats import silhouette_samples_cosine
+from .resampling import BootstrapCI, _check_method, scipy_bootstrap_interval
 from ...lazy import lazy
 
 stats = lazy("scipy.stats")  # imported on first use (start-up)
@@ -75,14 +75,8 @@ def win_rates_ci(
 
     # scipy.stats.bootstrap(paired) resamples the trial indices; its percentile and basic intervals are
     # computed in numpy the same way (no scipy import for a routine run), BCa by scipy itself
-    interval = bootstrap_interval(np.arange(len(wins)), mean_rows, n_resamples=n_boot,
-                                  rng=np.random.default_rng(seed), level=level, method=method)
-    if interval is None:
-        interval = stats.bootstrap(
-            (np.arange(len(wins)),), mean_rows, n_resamples=n_boot, confidence_level=level, method=method,
-            rng=np.random.default_rng(seed),
-        ).confidence_interval
-    low, high = interval
+    low, high = scipy_bootstrap_interval(np.arange(len(wins)), mean_rows, n_boot=n_boot, seed=seed, level=level,
+                                         method=method)
     return BootstrapCI(est, np.asarray(low), np.asarray(high))
 
 

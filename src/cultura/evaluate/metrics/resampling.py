@@ -61,15 +61,22 @@ def bootstrap_ci(
     estimate = statistic(x)
     if np.all(x == x[0]):  # every resample is identical: the interval is the point
         return BootstrapCI(estimate, estimate, estimate)
-    interval = bootstrap_interval(x, statistic, n_resamples=n_boot, rng=np.random.default_rng(seed), level=level,
-                                  method=method)  # scipy's interval in numpy: no scipy import on the way
-    if interval is None:  # BCa, or a statistic without ``axis``: scipy itself
-        interval = stats.bootstrap(
-            (x,), statistic, n_resamples=n_boot, confidence_level=level, method=method,
-            rng=np.random.default_rng(seed),
-        ).confidence_interval
+    interval = scipy_bootstrap_interval(x, statistic, n_boot=n_boot, seed=seed, level=level, method=method)
     est = float(estimate) if np.ndim(estimate) == 0 else np.asarray(estimate)
     low, high = interval
     if np.ndim(low) == 0:
         low, high = float(low), float(high)
     return BootstrapCI(est, low, high)
+
+
+def scipy_bootstrap_interval(sample: np.ndarray, statistic: Callable[..., Any], *, n_boot: int, seed: int,
+                             level: float, method: str):
+    """``scipy.stats.bootstrap((sample,), statistic, ...).confidence_interval`` with ``n_boot`` resamples drawn
+    from ``numpy.random.default_rng(seed)``: computed in numpy where it can be (no scipy import on the way,
+    :func:`bootstrap_interval`), by scipy itself otherwise (BCa, a statistic without ``axis``)."""
+    interval = bootstrap_interval(sample, statistic, n_resamples=n_boot, rng=np.random.default_rng(seed),
+                                  level=level, method=method)
+    if interval is None:
+        interval = stats.bootstrap((sample,), statistic, n_resamples=n_boot, confidence_level=level, method=method,
+                                   rng=np.random.default_rng(seed)).confidence_interval
+    return interval

@@ -15,8 +15,8 @@ ratings 5/1).
 - Pearson correlation of the scores with the mean human ratings per country, by default averaged over the
   concepts within each country (Table 2: "correlation scores averaged over all concepts within specific
   countries"; the overall value is the mean over countries), or pooled over a country's pairs
-  (``aggregation="pooled"``, labelled as such) (``scipy.stats.pearsonr``; NaN with a reason when fewer than
-  3 pairs or a constant side).
+  (``aggregation="pooled"``, labelled as such) (``scipy.stats.pearsonr``'s r, p and interval, computed in
+  numpy; NaN with a reason when fewer than 3 pairs or a constant side).
 
 A ratings file may carry a ``concept`` column; otherwise an image's concepts come from ``image_links``.
 """
@@ -36,11 +36,11 @@ from ....curate.images import named_links
 from ....db.readers import read_rows
 from ....errors import CulturaError
 from ....lazy import lazy
+from ...metrics._numpy_stats import pearson
 
 if TYPE_CHECKING:
     from ....project import Project
 
-stats = lazy("scipy.stats")  # imported on first use (start-up)
 skm = lazy("sklearn.metrics")  # imported on first use (start-up)
 
 #: Binary gold labels (seed 004's specific set) are stored as ratings 5 / 1, so that "relevant at >= t" equals
@@ -238,13 +238,8 @@ def _pearson(x, y) -> tuple[float, float, str | None, float, float]:
         return nan, nan, f"only {len(x)} rated pairs; Pearson needs at least 3", nan, nan
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return nan, nan, "one side is constant; the correlation is undefined", nan, nan
-    res = stats.pearsonr(x, y)
-    if len(x) > 3:
-        ci = res.confidence_interval(0.95)
-        lo, hi = float(ci.low), float(ci.high)
-    else:
-        lo = hi = nan
-    return float(res.statistic), float(res.pvalue), None, lo, hi
+    r, p, lo, hi = pearson(x, y)  # scipy's pearsonr and Fisher-z interval, without importing scipy
+    return r, p, None, lo, hi
 
 
 def load_scores(project: Project, *, judge: str | None = None, encoder: str | None = None, kb: str | None = None,

@@ -130,29 +130,38 @@ class DecodeWorkers:
                 answer = pickle.loads(await worker.reader.readexactly(size))
             except (asyncio.IncompleteReadError, ConnectionError):
                 if not self.closed:
-                    await self._replace(worker)
+                    try:
+                        await self._replace(worker)
+                    except Exception as e:  # no new worker (the forkserver is gone): its bodies fail, never hang
+                        for fut, _ in worker.waiting:
+                            if not fut.done():
+                                fut.set_exception(e)
+                        raise
                 return
             fut, _ = worker.waiting.popleft()
             if not fut.done():
                 fut.set_result(answer)
 
     async def _replace(self, dead: _Worker) -> None:
-        """A worker died: its current body is refused, the ones behind it are sent to a new worker."""
+        """A worker died: its current body is refused, the ones behind it are sent to a new worker. Until the
+        new one is in its place, bodies still go to the dead one's queue and are sent on with the rest."""
         dead.writer.close()
+        process, conn = await asyncio.to_thread(self._spawn)
+        worker = await self._attach(process, conn)
+        if dead in self.workers:  # one step: the list is never without a worker to send to
+            self.workers[self.workers.index(dead)] = worker
+        else:
+            self.workers.append(worker)
         await asyncio.to_thread(dead.process.join, 5)
-        if dead in self.workers:
-            self.workers.remove(dead)
         code = dead.process.exitcode
         if dead.waiting:
             fut, _ = dead.waiting.popleft()
             if not fut.done():
                 fut.set_result((None, ("corrupt", f"the decoder process died on it (exit code {code})", None),
                                 None, None))
-        process, conn = await asyncio.to_thread(self._spawn)
-        worker = await self._attach(process, conn)
-        self.workers.append(worker)
         for fut, payload in dead.waiting:
             self._send(worker, fut, payload)
+        dead.waiting.clear()
 
     def _send(self, worker: _Worker, fut: asyncio.Future, payload: tuple[bytes, bytes]) -> None:
         worker.waiting.append((fut, payload))
@@ -168,7 +177,8 @@ class DecodeWorkers:
         payload = ((content_type or "").encode(), data)
         worker = min(self.workers, key=lambda w: len(w.waiting))
         self._send(worker, fut, payload)
-        await worker.writer.drain()
+        with contextlib.suppress(ConnectionError):  # the worker died: _replace settles or re-sends this body
+            await worker.writer.drain()
         info, failure, rel, error = await fut
         if error is not None:
             raise error

@@ -324,13 +324,19 @@ def test_decode_in_processes_gives_the_same_rows_as_threads(tmp_path, image_serv
 
 def test_a_decode_process_that_dies_costs_only_the_body_it_was_decoding(tmp_path, image_server):  # noqa: F811
     """A decoder crash on one body (here: the worker killed while that body waits in it) refuses that body as
-    corrupt, in words; the body queued behind it is decoded by a new worker, which writes its blob."""
+    corrupt, in words; the body queued behind it is decoded by a new worker, which writes its blob. That body is
+    a real photograph of 1.6 MB, more than the socket holds: it is still being sent when the worker dies."""
+    import io
     import os
     import signal
 
     from cultura.curate.decode_workers import decode_workers
+    from tests.fakes.real_photos import photos
 
-    first, second = image_bytes(1), image_bytes(3)
+    big = io.BytesIO()
+    photos()["coffee"].resize((1200, 800)).save(big, "PNG")
+    first, second = image_bytes(1), big.getvalue()
+    assert len(second) > 1 << 20
 
     async def go():
         async with decode_workers(1, tmp_path, {"max_pixels": 1_000_000, "min_side": 1}) as pool:
@@ -338,7 +344,7 @@ def test_a_decode_process_that_dies_costs_only_the_body_it_was_decoding(tmp_path
             worker = pool.workers[0].process
             os.kill(worker.pid, signal.SIGSTOP)
             a = asyncio.ensure_future(pool.validate(first, "image/jpeg"))
-            b = asyncio.ensure_future(pool.validate(second, "image/jpeg"))
+            b = asyncio.ensure_future(pool.validate(second, "image/png"))
             while len(pool.workers[0].waiting) < 2:  # both bodies sent to the stopped worker
                 await asyncio.sleep(0.01)
             os.kill(worker.pid, signal.SIGKILL)

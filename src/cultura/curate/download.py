@@ -69,7 +69,6 @@ from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-
     ImageInfo,
     _Failure,
     _sniff,
-    decode_pool,  # noqa: F401 - re-exported: a process pool for fetch_image(decoder=...)
     sniff_image,
     validate_image,
 )
@@ -97,25 +96,24 @@ class DownloadLocked(CulturaError):
 # ---------------------------------------------------------------------------------------------- one URL
 
 async def fetch_image(client: httpx.AsyncClient, url: str, settings, *,
-                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None,
-                      decoder=None) -> FetchResult:
+                      slot: Callable[[str], contextlib.AbstractAsyncContextManager] | None = None) -> FetchResult:
     """Download and validate one image URL (``http(s)://`` or ``file://``); never raises for bad input.
 
     ``settings`` is a ``DownloadSection``. ``client`` should come from :func:`make_client` (any other client
     gets a resolve-and-check before each hop instead). ``slot(host)``, when given, returns an async context
-    manager held around each request (the per-host limit); it is released while backing off. ``decoder``: a
-    process pool (:func:`decode_pool`) for the validating decode, or None (a thread).
+    manager held around each request (the per-host limit); it is released while backing off. The validating
+    decode runs in a thread.
     """
-    return await _validate_body(await fetch_body(client, url, settings, slot=slot), settings, decoder)
+    return await _validate_body(await fetch_body(client, url, settings, slot=slot), settings)
 
 
-async def _validate_body(r: FetchResult, settings, decoder=None) -> FetchResult:
+async def _validate_body(r: FetchResult, settings) -> FetchResult:
     """The validating decode of a fetched body (:func:`.sniff.sniff_image`: format allow-list, pixel and
     aspect caps, HTML/SVG refusal, the hashes); ``r`` unchanged when it is already a failure."""
     if r.status != "fetched":
         return r
     try:
-        info = await _sniff(r.data, decoder, **_sniff_options(r, settings))
+        info = await _sniff(r.data, **_sniff_options(r, settings))
     except _Failure as e:
         return _refused(r, e)
     return _accepted(r, info)
@@ -132,9 +130,19 @@ def _validate_and_store(project: Project, r: FetchResult, settings) -> tuple[Fet
 
 
 def _sniff_options(r: FetchResult, settings) -> dict:
-    web = {"content_type": r.content_type} if r.http_status is not None else {}
-    return dict(max_pixels=settings.max_pixels, min_side=settings.min_side,
-                max_aspect_ratio=settings.max_aspect_ratio, **web)
+    web = {"content_type": _content_type(r)} if r.http_status is not None else {}
+    return {**_caps(settings), **web}
+
+
+def _caps(settings) -> dict:
+    """The caps every validating decode applies (:func:`.sniff.sniff_image`), in a thread or a decode process."""
+    return {"max_pixels": settings.max_pixels, "min_side": settings.min_side,
+            "max_aspect_ratio": settings.max_aspect_ratio}
+
+
+def _content_type(r: FetchResult) -> str | None:
+    """The ``Content-Type`` a body was served with (None for a ``file://`` body, which has none)."""
+    return r.content_type if r.http_status is not None else None
 
 
 def _refused(r: FetchResult, e: _Failure) -> FetchResult:
@@ -308,8 +316,7 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
                         r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
                 else:  # a decode process validates and writes the blob
                     try:
-                        info, rel = await decoder.validate(
-                            r.data, r.content_type if r.http_status is not None else None)
+                        info, rel = await decoder.validate(r.data, _content_type(r))
                         r = _accepted(r, info)
                     except _Failure as e:
                         r, rel = _refused(r, e), None
@@ -365,10 +372,8 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
             async with contextlib.AsyncExitStack() as stack:
                 decoder = None
                 if rows and decode_processes:
-                    decoder = await stack.enter_async_context(decode_workers(
-                        decode_processes, project.root, {"max_pixels": settings.max_pixels, "min_side":
-                                                         settings.min_side,
-                                                         "max_aspect_ratio": settings.max_aspect_ratio}))
+                    decoder = await stack.enter_async_context(
+                        decode_workers(decode_processes, project.root, _caps(settings)))
                 client = await stack.enter_async_context(make_client(settings, max_connections=n_workers,
                                                                          proxies=proxies))
                 with progress_task("download", len(rows), progress=progress if rows else False, ok=0) as bar:
@@ -446,8 +451,8 @@ def download_candidates(project: Project, *, workers: int | None = None, retry_f
     Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
     "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
     a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
-    runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None:
-    up to 4 from :data:`DECODE_POOL_MIN` candidates on with 4 CPUs or more, else threads) — the same checks.
+    runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None: one
+    per usable CPU from :data:`DECODE_POOL_MIN` candidates on, else threads) — the same checks.
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
                                             limit=limit, progress=progress, decode_processes=decode_processes))

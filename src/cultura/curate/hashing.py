@@ -147,18 +147,6 @@ def phash_views(thumbs: np.ndarray) -> np.ndarray:
     return phash_from_thumbs(stack.reshape(-1, 32, 32)).reshape(-1, 2 + len(VARIANTS))
 
 
-def fine_of_decoded(im) -> str:
-    """The ``images.phash_fine`` string of an image decoded after :func:`prepare_decode` (equal to what
-    :func:`hash_images` gives for the same bytes; :mod:`cultura.curate.confirm`)."""
-    return all_hashes_of_decoded(im)[4]
-
-
-def hashes_of_decoded(im) -> tuple[str, str, str, str]:
-    """``(phash, dhash, phash_centre, phash_variants)`` as hex strings of an image decoded after
-    :func:`prepare_decode` (equal to what :func:`hash_images` gives for the same bytes)."""
-    return all_hashes_of_decoded(im)[:4]
-
-
 def all_hashes_of_decoded(im) -> tuple[str, str, str, str, str]:
     """``(phash, dhash, phash_centre, phash_variants, phash_fine)`` as hex strings of an image decoded after
     :func:`prepare_decode`, all from one set of thumbnails (the thumbnails are most of the hashing's cost:

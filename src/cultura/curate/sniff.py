@@ -6,21 +6,16 @@ non-images, truncated or corrupt files (a file that starts like an allowed forma
 ``corrupt``, "damaged PNG: …", never "not an image"), decompression bombs (more than ``max_pixels``), images
 whose shorter side is below ``min_side`` or whose aspect ratio is extreme, each with a reason of
 :data:`cultura.curate.download.REASONS`. The one decode also gives the perceptual hashes
-(:func:`cultura.curate.hashing.hashes_of_decoded`), the displayed size (EXIF orientation applied:
+(:func:`cultura.curate.hashing.all_hashes_of_decoded`), the displayed size (EXIF orientation applied:
 :mod:`cultura.pixels`) and the SHA-256. It is CPU work: the downloader runs it in its decode processes
-(:mod:`.decode_workers`), or in a thread for a small download; :func:`decode_pool` is a process pool for
-callers of :func:`cultura.curate.download.fetch_image`.
+(:mod:`.decode_workers`), or in a thread for a small download and for
+:func:`cultura.curate.download.fetch_image`.
 """
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import hashlib
 import io
-import multiprocessing
-import os
-import threading
 from dataclasses import dataclass
 
 from PIL import Image, ImageFile, UnidentifiedImageError
@@ -32,9 +27,6 @@ from . import hashing
 #: :data:`cultura.pixels.ALLOWED_FORMATS`, AVIF where this Pillow decodes it.
 ALLOWED_FORMATS = pixels.ALLOWED_FORMATS
 
-#: Modules a decode process needs, imported once by the forkserver its workers are forked from (scipy's DCT is
-#: otherwise imported lazily, by every worker on its first image).
-PRELOAD = ("cultura.curate.sniff", "scipy.fftpack")
 _HTML_MARKERS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<meta", b"<title", b"<script")
 
 
@@ -61,45 +53,10 @@ class _Failure(Exception):
         self.retryable, self.retry_after = retryable, retry_after
 
 
-def _sniff_remote(data: bytes, kw: dict):
-    """:func:`sniff_image` in a decode process: ``(info, None)`` or ``(None, (reason, detail, nbytes))``."""
-    try:
-        return sniff_image(data, **kw), None
-    except _Failure as e:
-        return None, (e.reason, e.detail, e.nbytes)
-
-
-async def _sniff(data: bytes, decoder, **kw) -> ImageInfo:
-    """:func:`sniff_image` off the event loop: in ``decoder`` (a process pool) when given, else a thread."""
-    if decoder is None:
-        return await asyncio.to_thread(sniff_image, data, **kw)
-    info, failed = await asyncio.get_running_loop().run_in_executor(decoder, _sniff_remote, data, kw)
-    if failed is not None:
-        raise _Failure(failed[0], failed[1], nbytes=failed[2])
-    return info
-
-
-@contextlib.contextmanager
-def decode_pool(processes: int):
-    """A process pool for :func:`sniff_image` (``processes`` 0: None, threads are used). Forkserver start
-    (no fork of this multi-threaded process); each worker imports this module once."""
-    if processes <= 0:
-        yield None
-        return
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                      else "spawn")
-    if ctx.get_start_method() == "forkserver":
-        # the server imports the decode's modules once; each worker is a fork of it that imports nothing
-        ctx.set_forkserver_preload(list(PRELOAD))
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=ctx)
-    # the processes start in a thread, while the first requests are in flight, not on the event loop
-    threading.Thread(target=lambda: [f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]],
-                     daemon=True).start()
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
+async def _sniff(data: bytes, **kw) -> ImageInfo:
+    """:func:`sniff_image` off the event loop, in a thread (the download stage's decode processes are
+    :mod:`cultura.curate.decode_workers`)."""
+    return await asyncio.to_thread(sniff_image, data, **kw)
 
 
 def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:

@@ -387,9 +387,9 @@ def file_sha256(path: str | os.PathLike, *, memo_min_bytes: int = 64 << 20) -> s
     st = p.stat()
     key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
     memo_file = _checksum_memo_path()
-    memo_min_bytes = memo_min_bytes if memo_file is not None else float("inf")  # no cache: nothing remembered
+    remember = memo_file is not None and st.st_size >= memo_min_bytes  # no user cache: nothing remembered
     memo: dict = {}
-    if st.st_size >= memo_min_bytes and memo_file.exists():
+    if remember and memo_file.exists():
         try:
             memo = json.loads(memo_file.read_text())
         except (OSError, ValueError):
@@ -401,7 +401,7 @@ def file_sha256(path: str | os.PathLike, *, memo_min_bytes: int = 64 << 20) -> s
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
     digest = h.hexdigest()
-    if st.st_size >= memo_min_bytes:
+    if remember:
         try:
             memo[key] = digest
             memo_file.parent.mkdir(parents=True, exist_ok=True)

@@ -61,12 +61,15 @@ def remember(embedder: Embedder) -> None:
         json.dumps(info)
     except Exception:  # a model whose info cannot be written down is simply loaded every time
         return
+    path = _facts_path()
+    if path is None:  # CULTURA_CACHE_DIR=off: nothing remembered
+        return
     memo = _read_facts()
-    if memo.get(identity) == {"info": info, **facts} or _facts_path() is None:
+    if memo.get(identity) == {"info": info, **facts}:
         return
     memo[identity] = {"info": info, **facts}
     try:
-        write_atomic(_facts_path(), json.dumps(memo, indent=0, sort_keys=True))
+        write_atomic(path, json.dumps(memo, indent=0, sort_keys=True))
     except OSError:
         pass  # a read-only cache only means the model is loaded next time
 

@@ -93,9 +93,11 @@ def load_thumbs(sources: Iterable, *, workers: int | None = None) -> list[np.nda
     (Pillow releases the GIL while it decodes)."""
 
     def one(src):
+        if src is None:  # no blob on record
+            return None
         try:
             return view_thumbs(src)
-        except Exception:  # an unreadable blob: no detail, its pairs are dropped (module docstring)
+        except (*pixels.UNREADABLE, Image.DecompressionBombError):  # no detail: its pairs are dropped (see above)
             return None
 
     sources = list(sources)
@@ -187,7 +189,8 @@ def verify_pairs(pairs: np.ndarray, fine: np.ndarray, thumbs_of: Callable[[np.nd
         p = pairs[sel]
         need = [int(x) for x in np.unique(p) if int(x) not in cache]
         if len(cache) > 4 * step:  # bounded memory at 1M: keep what the next block is likely to need
-            cache = {k: v for k, v in cache.items() if k in set(p.ravel().tolist())}
+            wanted = set(p.ravel().tolist())
+            cache = {k: v for k, v in cache.items() if k in wanted}
         cache.update(zip(need, (None if t is None else band(t) for t in thumbs_of(np.array(need, dtype=np.int64)))))
         ok = np.array([cache[a] is not None and cache[b] is not None for a, b in p.tolist()], dtype=bool)
         if not ok.any():

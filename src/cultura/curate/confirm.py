@@ -141,16 +141,17 @@ def star_clusters(pairs: np.ndarray, rank: np.ndarray, agree=None) -> list[np.nd
     starts = np.searchsorted(src[order], np.arange(m + 1)).tolist()
     visit = np.lexsort((nodes, np.asarray(rank)[nodes])).tolist()
     taken = [False] * m
-    order = [0] * m
+    position = [0] * m  # each node's place in the visit
     for k, u in enumerate(visit):
-        order[u] = k
+        position[u] = k
     groups = []
     for u in visit:
         if taken[u]:
             continue
         members = [u]
-        for v in sorted((v for v in dst[starts[u]:starts[u + 1]] if not taken[v]), key=order.__getitem__):
-            if agree is None or len(members) == 1 or bool(np.all(agree(np.full(len(members) - 1, nodes[v]), nodes[members[1:]]))):
+        for v in sorted((v for v in dst[starts[u]:starts[u + 1]] if not taken[v]), key=position.__getitem__):
+            others = nodes[members[1:]]
+            if agree is None or not len(others) or bool(np.all(agree(np.full(len(others), nodes[v]), others))):
                 members.append(v)
         if len(members) < 2:
             continue

@@ -65,7 +65,7 @@ from ..bounds import from_field
 from ..config import DedupSection
 from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
 from .blobs import check_blobs
-from .images import image_files
+from .images import image_files, image_paths
 from ..db.leases import stage_lock
 from ..errors import unknown
 from ..executor import use_executor
@@ -164,10 +164,7 @@ def _hash_method(kind: str) -> Method:
 def _view_thumbs(project: Project, inv: Inventory, images: np.ndarray) -> list:
     """:func:`aligned.view_thumbs` of inventory ``images`` from their blobs (None where one cannot be read)."""
     shas = [inv.sha[int(i)] for i in images]
-    paths: dict[str, str] = {}
-    for sub in chunks(shas, 900):
-        paths.update(project.db.execute(
-            f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})", sub).fetchall())
+    paths = image_paths(project.db, shas)
     return aligned.load_thumbs([project.blob_path(paths[s]) if paths.get(s) else None for s in shas])
 
 
@@ -302,11 +299,9 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     rank = image_ranks(inv, pairs.reshape(-1))
-    fine = getattr(inv, "fine", None)
+    fine = inv.fine
 
     def agree(a, b, img=lambda x: x):
-        if fine is None:
-            return np.ones(len(a), dtype=bool)
         fa, fb = fine[img(a)], fine[img(b)]
         missing = ~fa.reshape(len(a), -1).any(axis=1) | ~fb.reshape(len(b), -1).any(axis=1)
         return missing | (confirm.fine_distances(fa, fb) <= confirm.FINE_THRESHOLD)

@@ -16,6 +16,7 @@ from ..db import chunks, dumps, now, transaction
 from ..progress import Progress
 from ..progress import task as progress_task
 from . import confirm, hashing
+from .images import image_paths
 from . import executor as executors
 
 if TYPE_CHECKING:
@@ -314,10 +315,7 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
     try:
         for part in chunks(todo, step):
             shas = [inv.sha[i] for i in part]
-            paths = {}
-            for sub in chunks(shas, 900):
-                paths.update(db.execute(f"SELECT sha256, path FROM images WHERE sha256 IN ({','.join('?' * len(sub))})",
-                                        sub).fetchall())
+            paths = image_paths(db, shas)
             res = executors.hash_paths([project.blob_path(paths[s]) for s in shas], executor=executor)
             ph, dh, pc = hashing.to_hex(res.phash), hashing.to_hex(res.dhash), hashing.to_hex(res.phash_centre)
             pv = hashing.variants_to_hex(res.phash_variants)

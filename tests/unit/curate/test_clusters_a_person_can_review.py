@@ -156,6 +156,21 @@ def test_a_chain_of_matching_pairs_is_never_one_cluster():
         assert got == [[0, 1], [2, 3]]
 
 
+def test_two_neighbours_of_the_best_member_that_disagree_with_each_other_are_not_one_cluster():
+    """b and c both pair with a (the best member) but their own look says they differ (two crops from either
+    side of a): b joins a, c does not; without that look both would."""
+    a, b, c = 0, 1, 2
+    pairs = np.array([[a, b], [a, c]])
+    rank = np.array([0, 1, 2])
+    differ = {(b, c), (c, b)}
+
+    def agree(x, y):
+        return np.array([(int(i), int(j)) not in differ for i, j in zip(x, y)])
+
+    assert [g.tolist() for g in confirm.star_clusters(pairs, rank)] == [[a, b, c]]
+    assert [g.tolist() for g in confirm.star_clusters(pairs, rank, agree)] == [[a, b]]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_star_clusters_pair_every_member_with_the_best_member(seed):
     rng = np.random.default_rng(seed)

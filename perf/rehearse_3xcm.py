@@ -43,7 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_download import proc_cpu  # noqa: E402  (a script beside this one, found through the path above)
 
-from cultura.annotate.server import free_port  # noqa: E402
+from cultura.annotate.people import PEOPLE_REL, _running  # noqa: E402
+from cultura.annotate.server import DATA_REL, free_port  # noqa: E402
 
 PYTHON = sys.executable
 #: A stage is flagged when its stderr says nothing for longer than this: off a terminal the command line's
@@ -118,15 +119,15 @@ class Stages:
 
 
 def label_studio_pids(project: Path) -> list[int]:
-    """The running Label Studio servers of ``project``: its own and every annotator's (their state files)."""
+    """The running Label Studio servers of ``project``: its own and every annotator's (their state files, where
+    cultura keeps them)."""
     out = []
-    for state in [project / "labelstudio" / "server.json",
-                  *sorted((project / "labelstudio-people").glob("*/server.json"))]:
+    for d in [project / DATA_REL, *sorted(p for p in (project / PEOPLE_REL).glob("*") if p.is_dir())]:
         try:
-            pid = int(json.loads(state.read_text(encoding="utf-8"))["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
+            pid = _running(d)
+        except (OSError, ValueError):  # a state file being written
             continue
-        if Path(f"/proc/{pid}").exists():
+        if pid:
             out.append(pid)
     return out
 

@@ -24,7 +24,7 @@ def _script():
 def test_the_tiny_rehearsal_builds_every_stage_and_prints_its_cost(tmp_path):
     lines: list[str] = []
     script = _script()
-    assert script.SILENCE_LIMIT_S == 10
+    assert script.SILENCE_LIMIT_S == 10  # the promise: no stage silent for more than 10 s
     res = script.rehearse(tmp_path, 48, 2, report=False, annotation=False, say=lines.append)
     stages = [r["stage"] for r in res["stages"]]
     assert stages[:3] == ["init", "concepts load", "concepts list"] and "images download" in stages
@@ -35,7 +35,7 @@ def test_the_tiny_rehearsal_builds_every_stage_and_prints_its_cost(tmp_path):
     assert all(r["wall_s"] > 0 and r["peak_mb"] > 0 for r in res["stages"])
     # the longest silence is measured from the stage's own stderr: never longer than the stage itself
     assert all(0 < r["longest_silence_s"] <= r["wall_s"] + 0.01 for r in res["stages"])
-    assert res["silent_stages"] == [r["stage"] for r in res["stages"] if r["longest_silence_s"] > 10]
+    assert res["silent_stages"] == [r["stage"] for r in res["stages"] if r["longest_silence_s"] > script.SILENCE_LIMIT_S]
     # the quick path: no Label Studio stage; the culture questions (if any) decided by imported ratings
     assert res["annotation"] == {} and not [s for s in stages if s.startswith(("annotat", "push", "simulate"))]
     assert ("import ratings" in stages) == (res["culture_questions"] > 0)

@@ -239,14 +239,13 @@ def simulate_annotations(project: Project, campaign: str, *, disagreement: float
     answers = _answers(project, campaign, purpose, disagreement, seed)
     # one batch per server: its data dir (bulk) or None (one request per answer)
     batches: dict[Path | None, list[dict]] = {}
-    dirs: dict[tuple, Path | None] = {}   # one look-up per annotator's server, not one per answer
+    dirs: dict[tuple, Path | None] = {}   # one look-up (and one stat) per annotator's server, not per answer
     for a in answers:
         where = (a["ls_as"], a["annotator_id"] if a["ls_as"] == "server" else None)
         if bulk and where not in dirs:
-            dirs[where] = _data_dir(project, a)
-        ddir = dirs[where] if bulk else None
-        batches.setdefault(ddir if ddir is not None and (ddir / "label_studio.sqlite3").exists() else None,
-                           []).append(a)
+            d = _data_dir(project, a)
+            dirs[where] = d if d is not None and (d / "label_studio.sqlite3").exists() else None
+        batches.setdefault(dirs[where] if bulk else None, []).append(a)
     n = sum(a["items"] for a in answers)
     with progress_mod.task("annotate simulate", total=n, progress=progress, campaign=campaign,
                            servers=len(batches)) as bar:

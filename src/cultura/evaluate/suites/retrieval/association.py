@@ -245,7 +245,7 @@ def silhouette_rows(project: Project, embedder, trials, sp_by_country: dict[str,
                            details={**d, "reason": "constant silhouette or SP across countries"}))
             continue
         r, p, lo, hi = pearson(x, y, level=0.95)  # scipy.stats.pearsonr's numbers, without importing scipy
-        if len(common) <= 3:  # the Fisher-z interval is undefined for n = 3
+        if math.isnan(lo):  # pearson's own rule: the Fisher-z interval is undefined below 4 points
             lo = hi = None
         out.append(row(suite, f"pearson_{kind}_silhouette_SP", r, ci_low=lo, ci_high=hi,
                        n=len(common), details={**d, "p": p, "ci": "Fisher z, 95%"}))

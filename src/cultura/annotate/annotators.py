@@ -145,15 +145,6 @@ def get_annotators(project: Project, names: list[str] | None = None, *, role: st
     return rows
 
 
-def native_annotators(db) -> dict[str, int]:
-    """Active annotators per country they rate."""
-    if "annotators" not in db.table_names():
-        return {}
-    return {k: n for k, n in db.execute(
-        "SELECT country, COUNT(*) FROM annotators WHERE active = 1 AND country IS NOT NULL "
-        "AND role = 'annotator' GROUP BY country")}
-
-
 def deactivate_annotator(project: Project, name: str) -> dict:
     """Mark an annotator inactive: no new assignments, their unanswered items go to others on the next push,
     and their access ends now (their account locked and their own server stopped, after a last pull of what

@@ -174,3 +174,12 @@ def record_rating(db, sha: str, country: str, value: float, n: int, *, campaign:
                             "country": country, "value": float(value), "rule": "import", "n_annotations": n,
                             "details": dumps(details or {}), "superseded": 0, "decided_at": now()})
     return True
+
+
+def native_annotators(db) -> dict[str, int]:
+    """Active annotators per country they rate (what build and readiness name when ratings are missing)."""
+    if "annotators" not in db.table_names():
+        return {}
+    return {k: n for k, n in db.execute(
+        "SELECT country, COUNT(*) FROM annotators WHERE active = 1 AND country IS NOT NULL "
+        "AND role = 'annotator' GROUP BY country")}

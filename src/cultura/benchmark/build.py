@@ -40,7 +40,7 @@ from .. import db as dbmod
 from ..curate.benchmark_queries import (english_defaults, ensure_pattern_mentions, ensure_short_queries, live_queries,
                                         live_query_keys, missing_terms)
 from ..curate.concepts import concept_names
-from ..annotate.decisions import rated_countries
+from ..annotate.decisions import native_annotators, rated_countries
 from ..curate.cultures_decide import require_decided, resolve_rated_conflicts
 from ..bounds import COUNT, SEED, VERSION, Bound
 from ..errors import unknown
@@ -52,13 +52,9 @@ from .verify import check_benchmark
 from .readiness import (POSITION_METHOD, describe_changes, missing_queries, missing_query_message,
                         position_balance, position_counts, position_orders, signature, unrated_links,
                         unrated_message, used_variants)
-from ..lazy import lazy
 
 if TYPE_CHECKING:
     from ..project import Project
-
-#: Label Studio's side of annotation (its client imports httpx): loaded by the first question for its annotators.
-annotators = lazy("cultura.annotate.annotators")
 
 
 # ------------------------------------------------------------------ writing a benchmark
@@ -281,7 +277,7 @@ def _relevance_coverage(project: Project, pool: Pool, trials: list[Trial], allow
     unrated = unrated_links(pool.links, pool.rated, shas)
     n_links = sum(len({k for _, k in pool.links[s]}) for s in shas)
     if unrated and not allow_unrated:
-        raise BuildError(unrated_message(unrated, annotators.native_annotators(project.db), n_links),
+        raise BuildError(unrated_message(unrated, native_annotators(project.db), n_links),
                          param="allow_unrated")
     return {"used": True, "allow_unrated": allow_unrated, "links": n_links,
             "unrated_links": sum(unrated.values()), "unrated_by_country": unrated}

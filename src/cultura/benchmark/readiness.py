@@ -29,16 +29,13 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from ..annotate.decisions import rated_links
+from ..annotate.decisions import native_annotators, rated_links
 from ..curate.concepts import concept_names
 from ..errors import CulturaError
-from ..lazy import lazy
 
 if TYPE_CHECKING:
     from ..project import Project
 
-#: Label Studio's side of annotation (its client imports httpx): loaded by the first question for its annotators.
-annotators = lazy("cultura.annotate.annotators")
 
 #: Query variants the suites read per trial, by benchmark kind ("{D}": the trial's descriptor country).
 QUERY_USE: dict[str, dict[str, tuple[str, ...]]] = {
@@ -298,7 +295,7 @@ def card_data(project: Project, bench: dict, roles: Iterable[str] | None = None)
     counts = position_counts(by_item.values())
     pos = rep.get("positions") or {}
     rated = rated_links(db)
-    natives = annotators.native_annotators(db)
+    natives = native_annotators(db)
     per_country: dict[str, dict] = defaultdict(lambda: {"trials": 0, "images": set(), "rated": set(),
                                                        "unrated": set()})
     for _, _, L, _, _ in items:

@@ -54,7 +54,7 @@ class Project:
         if config is not None:
             self.config = config
         elif not known_valid(self.root / CONFIG_NAME):
-            self.__dict__["config"] = config_module.load_config(self.root / CONFIG_NAME)  # names any problem
+            self.config = config_module.load_config(self.root / CONFIG_NAME)  # names any problem
 
     @cached_property
     def config(self) -> Config:
@@ -85,13 +85,15 @@ class Project:
     def registry(self):
         return registry()
 
+    @cached_property
+    def _plain_countries(self) -> list[str] | None:
+        """``project.countries`` read without the validator (None: the file needs it to say what is wrong)."""
+        return project_countries(self.root / CONFIG_NAME)
+
     @property
     def countries(self) -> list[Country]:
-        if "config" not in self.__dict__:
-            if "_countries" not in self.__dict__:
-                self.__dict__["_countries"] = project_countries(self.root / CONFIG_NAME)
-            if self.__dict__["_countries"] is not None:
-                return self.registry.resolve(self.__dict__["_countries"])
+        if "config" not in self.__dict__ and self._plain_countries is not None:  # no parsed config yet
+            return self.registry.resolve(self._plain_countries)
         return self.registry.resolve(self.config.project.countries)  # validated: names any problem
 
     def country(self, code: str) -> Country:

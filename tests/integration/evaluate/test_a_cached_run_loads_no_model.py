@@ -1,8 +1,9 @@
 """An evaluation loads a model only to compute a vector: the model's identity comes from its files, so a run whose
 vectors are all cached imports no torch, transformers or open_clip — nor scipy, scikit-learn, pandas or
 statsmodels, whose statistics it computes in numpy (a start-up of seconds otherwise), through the Python API and
-through ``cultura evaluate run`` alike — and gives the results the run that computed them gave. The identity named from the files is the one the loaded model reports (the embedding cache's keys of
-the tiny random-init models stay what they were)."""
+through ``cultura evaluate run`` alike — and gives the results the run that computed them gave. The identity
+named from the files is the one the loaded model reports (the embedding cache's keys of the tiny random-init
+models stay what they were)."""
 from __future__ import annotations
 
 import json
@@ -13,12 +14,13 @@ import pytest
 
 from tests import REPO
 from tests.fakes.benchmark_world import make_benchmarks
-from tests.fakes.imported import HEAVY, cli_script, heavy_imported
+from tests.fakes.imported import cli_script, heavy_imported
 
 RUN = """
 import json, sys
 from cultura.evaluate.runner import run_evaluation
 from cultura.project import Project
+from tests.fakes.imported import HEAVY
 
 project = Project(sys.argv[1])
 [rec] = run_evaluation(project, sys.argv[2], "association", options={"n_resamples": 50})
@@ -31,9 +33,8 @@ print(json.dumps({"status": rec.status, "rows": rows, "model": list(model_info),
 """
 
 
-
 def _run(project, spec: str, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{RUN}", str(project.root), spec], env=env,
+    proc = subprocess.run([sys.executable, "-c", RUN, str(project.root), spec], env=env,
                           capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -119,8 +119,7 @@ def band(thumbs: np.ndarray) -> np.ndarray:
 def _alignments(fa: np.ndarray, fb: np.ndarray):
     """``(pair, view of a, view of b, flip)`` of the view combinations under which each pair's fine hashes
     agree best (every one of a tie)."""
-    x = fa[:, :, None, None, :] ^ fb[:, None, :, None, :] ^ confirm.FLIP_MASKS[None, None, None, :, :]
-    d = np.bitwise_count(x).sum(axis=-1, dtype=np.int64).reshape(len(fa), -1)
+    d = confirm.combination_distances(fa, fb)
     p, c = np.nonzero(d == d.min(axis=1, keepdims=True))
     v = len(confirm.FINE_VIEWS)
     i, j, f = np.unravel_index(c, (v, v, len(confirm.FLIP_MASKS)))

@@ -99,14 +99,20 @@ def from_hex(values, views: int = len(FINE_VIEWS)) -> np.ndarray:
     return np.frombuffer(bytes.fromhex(filled), dtype=">u8").astype(np.uint64).reshape(-1, views, 2)
 
 
+def combination_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(m, v * v * flips)`` fine-hash distances of every (view of ``a[i]``, view of ``b[i]``, flip)
+    combination, in that order (both ``(m, v, 2)`` uint64)."""
+    x = a[:, :, None, None, :] ^ b[:, None, :, None, :] ^ FLIP_MASKS[None, None, None, :, :]
+    return np.bitwise_count(x).sum(axis=-1, dtype=np.int64).reshape(len(a), -1)
+
+
 def fine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Element-wise smallest fine-hash distance between any view of ``a[i]`` and any view of ``b[i]`` under
     any flip (both ``(m, v, 2)`` uint64); 128 where either has no fine hash (all zero)."""
     a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
     if not len(a):
         return np.zeros(0, dtype=np.int64)
-    x = a[:, :, None, None, :] ^ b[:, None, :, None, :] ^ FLIP_MASKS[None, None, None, :, :]
-    d = np.bitwise_count(x).sum(axis=-1, dtype=np.int64).reshape(len(a), -1).min(axis=1)
+    d = combination_distances(a, b).min(axis=1)
     missing = ~a.reshape(len(a), -1).any(axis=1) | ~b.reshape(len(b), -1).any(axis=1)
     d[missing] = FINE_BITS
     return d

@@ -77,11 +77,12 @@ def real_phash_sample() -> np.ndarray:
 
 def real_like_hashes(n: int, threshold: int, seed: int = 0, sample: np.ndarray | None = None) -> np.ndarray:
     """``n`` hashes with the statistics of real pHashes: each new hash is a sampled real pHash with a share of
-    its bits (drawn per hash, uniform in 0..0.6, as ``bench_dedup_1m.REDRAW_MAX``) re-drawn from each bit's
-    frequency among the real ones, then 1 % planted near-copies. So bit biases are kept (the DC term's bit is
+    its bits (drawn per hash, uniform in 0..0.6) re-drawn from each bit's frequency among the real ones, then
+    1 % planted near-copies. So bit biases are kept (the DC term's bit is
     almost always set), and so are the real pairs' distances, near pairs included (re-drawing half of every
     hash's bits would make them binomial, ten times fewer near pairs than real photographs have): the
-    multi-index search's harder case (uneven bands, many candidates)."""
+    multi-index search's harder case (uneven bands, many candidates), crops of one photograph included (the
+    dedup benchmark, ``bench_dedup_1m``, draws pictures that are not copies instead)."""
     sample = real_phash_sample() if sample is None else sample
     rng = np.random.default_rng(seed)
     bits = np.unpackbits(sample.astype(">u8").view(np.uint8).reshape(-1, 8), axis=1).astype(bool)

@@ -8,8 +8,10 @@ pigeonhole principle (Qin & Xiao, "GPH", ICDE 2018): split the 64 bits into ``m`
 band ``i``. Bands are sized by the bits' entropy (a pHash's DC-sign bit is constant and splits nothing).
 For each band the codes are sorted by its key, each code meets the codes whose key is within ``t_i`` bits
 of its own (a dense bucket table, numpy only: no Python loop per bucket), and every candidate is verified
-on all 64 bits with numpy's ``bitwise_count``, so the result is exact. The split is chosen by a cost model
-(:func:`plan_parts`), brute force when it is cheaper.
+on all 64 bits with numpy's ``bitwise_count``, so the result is exact. Where numba is installed
+(``cultura[fast]``) a large search walks the buckets and verifies the candidates in a compiled loop
+(:mod:`cultura.curate.hash_kernels`, :func:`compiled_walk`), several times faster, the same pairs. The
+split is chosen by a cost model of the walk used (:func:`plan_parts`), brute force when it is cheaper.
 
 >>> import numpy as np
 >>> h = np.array([0, 1, 3, 2**63], dtype=np.uint64)
@@ -21,9 +23,11 @@ on all 64 bits with numpy's ``bitwise_count``, so the result is exact. The split
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import math
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -34,7 +38,18 @@ from ..lazy import lazy
 #: multi-index search never pays off that small (see :func:`plan_parts`).
 BRUTE_FORCE_MAX = 2_000
 
+#: Searches over at least this many codes use the compiled walk (:mod:`cultura.curate.hash_kernels`) where
+#: numba is installed: below it, loading the compiled code (numba's import and its disk cache, ~0.5 s, or the
+#: first compilation on a machine, a few seconds) costs more than it saves. Once loaded, every multi-index
+#: search of the process uses it.
+COMPILED_MIN_CODES = 20_000
+#: ``CULTURA_COMPILED_SEARCH=0`` keeps the numpy walk (a comparison, or a machine where numba misbehaves).
+COMPILED_ENV = "CULTURA_COMPILED_SEARCH"
+_numba_installed: bool | None = None
+
 sparse = lazy("scipy.sparse")  # imported on first use (start-up)
+# imports numba (heavy, optional): only a large search where it is installed loads it
+hash_kernels = lazy("cultura.curate.hash_kernels")
 csgraph = lazy("scipy.sparse.csgraph")  # imported on first use (start-up)
 
 
@@ -98,14 +113,18 @@ def _ball_size(bits: int, radius: int) -> int:
     return sum(math.comb(bits, r) for r in range(0, max(radius, -1) + 1))
 
 
-def _band_widths(h: np.ndarray, m: int) -> list[int]:
-    """Widths of ``m`` contiguous bands over the 64 bits with about equal entropy each (bits measured on a
-    sample of ``h``): a bit that is (nearly) constant in these hashes, such as a pHash's DC-sign bit, splits
-    codes into no buckets, so the band that holds it gets more bits."""
+def _bit_entropy(h: np.ndarray) -> np.ndarray:
+    """Each of the 64 bits' entropy in ``h`` (measured on a sample of at most ~4,096 codes)."""
     sample = h[:: max(1, len(h) // 4096)]
     freq = ((sample[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
     p = np.clip(freq, 1e-6, 1 - 1e-6)
-    ent = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+    return -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+
+
+def _band_widths(ent: np.ndarray, m: int) -> list[int]:
+    """Widths of ``m`` contiguous bands over the 64 bits with about equal entropy each (``ent``:
+    :func:`_bit_entropy`): a bit that is (nearly) constant in these hashes, such as a pHash's DC-sign bit,
+    splits codes into no buckets, so the band that holds it gets more bits."""
     cum = np.concatenate([[0.0], np.cumsum(ent)])
     cuts = [0]
     for k in range(1, m):
@@ -118,27 +137,38 @@ def _band_widths(h: np.ndarray, m: int) -> list[int]:
 #: Cost model (seconds per unit, measured on the loaded 2-core CI machine): faiss brute force per pair of codes;
 #: the multi-index search per code and band (sort), per code and neighbour key looked up, per candidate verified.
 COMPARE_COST, SORT_COST, KEY_COST, CANDIDATE_COST = 1.0e-9, 80e-9, 20e-9, 12e-9
+#: The same costs of the multi-index search with the compiled walk (:func:`compiled_walk`): a neighbour key
+#: looked up (the start of a short loop) now costs more than a candidate verified, so more, narrower bands win
+#: (one concept of the 1M benchmark, 25,000 codes at threshold 10: six bands 36 ms against five 50 ms).
+COMPILED_SORT_COST, COMPILED_KEY_COST, COMPILED_CANDIDATE_COST = 20e-9, 6e-9, 1.5e-9
 #: Bands are at most this wide: a dense bucket table of ``2**bits`` entries, keys sorted by numpy's radix sort.
 MAX_BAND_BITS = 16
 
 
-def plan_parts(n: int, threshold: int, h: np.ndarray | None = None) -> list[tuple[int, int, int]] | None:
+def plan_parts(n: int, threshold: int, h: np.ndarray | None = None, *,
+               compiled: bool | None = None) -> list[tuple[int, int, int]] | None:
     """Multi-index split ``[(shift, bits, t), ...]`` for ``n`` codes, or None when brute force is cheaper.
 
     Generalised pigeonhole: ``m`` bands with radii ``t_i`` summing to ``threshold - m + 1`` (two codes within
     ``threshold`` are within ``t_i`` on some band ``i``). A band costs a sort, a look-up per code and
     neighbour key (``ball(bits, t)`` keys) and a verification per candidate (about
     ``n**2 / 2 * ball / 2**bits`` pairs fall within its radius); the cheapest ``m`` wins. With ``h`` the
-    bands are sized by its bits' entropy (:func:`_band_widths`), else equal.
+    bands are sized by its bits' entropy (:func:`_band_widths`), else equal. ``compiled``: the costs of the
+    compiled walk (default: whether a search over ``n`` codes uses it, :func:`compiled_walk`).
     """
+    if compiled is None:
+        compiled = compiled_walk(n)
+    sort_cost, key_cost, candidate_cost = ((COMPILED_SORT_COST, COMPILED_KEY_COST, COMPILED_CANDIDATE_COST)
+                                           if compiled else (SORT_COST, KEY_COST, CANDIDATE_COST))
     best, best_cost = None, n * n / 2 * COMPARE_COST
     least = -(-64 // MAX_BAND_BITS)
+    ent = _bit_entropy(h) if h is not None and len(h) else None
     # more bands than threshold + 1: radius -1 (never searched) for the rest, still exact (sum of t_i + 1
     # above the threshold), so a small threshold searches one or a few 16-bit bands
     for m in range(least, max(min(threshold + 2, 65), least + 1)):
         total_t = threshold - m + 1
         equal = [64 // m + (i < 64 % m) for i in range(m)]
-        widths = _band_widths(h, m) if h is not None and len(h) else equal
+        widths = _band_widths(ent, m) if ent is not None else equal
         if max(widths) > MAX_BAND_BITS:  # entropy-sized bands too wide for the bucket table: equal ones
             widths = equal
         # the larger radii go to the wider bands (about the same number of candidates per band)
@@ -149,12 +179,24 @@ def plan_parts(n: int, threshold: int, h: np.ndarray | None = None) -> list[tupl
         for b, t in zip(widths, ts):
             if t >= 0:
                 ball = _ball_size(b, t)
-                cost += SORT_COST * n + KEY_COST * n * (ball - 1) + CANDIDATE_COST * n * n / 2 * ball / 2 ** b
+                cost += sort_cost * n + key_cost * n * (ball - 1) + candidate_cost * n * n / 2 * ball / 2 ** b
             parts.append((shift, b, t))
             shift += b
         if cost < best_cost:
             best, best_cost = parts, cost
     return best
+
+
+def compiled_walk(n_codes: int) -> bool:
+    """Whether a multi-index search over ``n_codes`` codes verifies its candidates with the compiled walk:
+    numba installed, not turned off (:data:`COMPILED_ENV`), and the search large enough or the compiled code
+    already loaded in this process (:data:`COMPILED_MIN_CODES`). Both walks give the same pairs."""
+    global _numba_installed
+    if os.environ.get(COMPILED_ENV, "1") == "0":
+        return False
+    if _numba_installed is None:
+        _numba_installed = importlib.util.find_spec("numba") is not None
+    return _numba_installed and (n_codes >= COMPILED_MIN_CODES or "cultura.curate.hash_kernels" in sys.modules)
 
 
 def _band_pairs(h: np.ndarray, threshold: int, shift: int, bits: int, t: int):
@@ -183,6 +225,10 @@ def _band_pairs(h: np.ndarray, threshold: int, shift: int, bits: int, t: int):
         def run(keys):
             at = np.minimum(np.searchsorted(present, keys), len(present) - 1)
             return np.where(present[at] == keys, counts[at], 0).astype(np.int32), starts[at].astype(np.int32)
+    if bits <= MAX_BAND_BITS and compiled_walk(len(h)):
+        a, b, d = hash_kernels.band_walk(sh, skey, begins, counts, _ball(bits, t)[1:], threshold)
+        i, j = order[a], order[b]
+        return [np.minimum(i, j)], [np.maximum(i, j)], [d]
     c, b = run(skey)
     own = b + c - np.arange(1, len(h) + 1, dtype=np.int32)  # own bucket: the codes after each code
     q = np.flatnonzero(own > 0).astype(np.int32)

@@ -146,7 +146,7 @@ def _hash_method(kind: str) -> Method:
             idx = np.flatnonzero(has)
             pairs = idx[search(idx)].reshape(-1, 2)
         pairs = confirm.confirm_pairs(pairs, inv.fine)  # the second, stricter look (confirm.py)
-        pairs = aligned.verify_pairs(pairs, inv.fine, functools.partial(_view_thumbs, project, inv))  # the third
+        pairs = _aligned_look(project, inv, pairs, opts)  # the third
 
         def distance(reps, members):
             reps = np.broadcast_to(reps, np.shape(members))
@@ -159,6 +159,20 @@ def _hash_method(kind: str) -> Method:
         return Found(pairs, distance)
 
     return Method(kind, params, find, needs_hashes=True)
+
+
+def _aligned_look(project: Project, inv: Inventory, pairs: np.ndarray, opts: dict) -> np.ndarray:
+    """The ``pairs`` whose aligned detail agrees (:func:`aligned.verify_pairs`). Its verdict depends on the
+    two images only, so a pair both pHash and dHash found (every plain copy) is looked at once per run: the
+    verdicts are kept in ``opts`` for the next method."""
+    seen = opts.setdefault("_aligned_seen", {"checked": np.zeros(0, np.int64), "kept": np.zeros(0, np.int64)})
+    key = pairs[:, 0] * inv.n + pairs[:, 1]
+    known = np.isin(key, seen["checked"])
+    new = aligned.verify_pairs(pairs[~known], inv.fine, functools.partial(_view_thumbs, project, inv))
+    new_key = new[:, 0] * inv.n + new[:, 1]
+    seen["checked"] = np.union1d(seen["checked"], key[~known])
+    seen["kept"] = np.union1d(seen["kept"], new_key)
+    return pairs[np.isin(key, seen["kept"])]
 
 
 def _view_thumbs(project: Project, inv: Inventory, images: np.ndarray) -> list:

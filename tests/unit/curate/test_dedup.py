@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cultura.curate import dedup, hash_search, hashing, vector_search
+from cultura.curate import aligned, dedup, hash_search, hashing, vector_search
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
 from cultura.curate import blobs
 from cultura.curate.blobs import check_blobs
@@ -274,6 +274,30 @@ def test_within_concept_clusters_representatives_and_conflicts(world):
     again = dedup_images(p, methods=["sha256", "phash", "dhash"], progress=False)
     assert not again["unchanged"] and again["conflicts_new"] == 0
     assert {k: (r["details"], r["status"]) for k, r in flags(p).items()} == before
+
+
+def test_a_pair_both_hashes_find_gets_one_aligned_look_per_run(world, monkeypatch):
+    """The aligned look's verdict depends on the two images only: a copy pHash and dHash both find is decoded
+    and compared once, and each method's clusters are those it finds alone."""
+    p, s, _ = world
+    alone = {}
+    for method in ("phash", "dhash"):
+        dedup_images(p, methods=[method], progress=False)
+        alone[method] = set(clusters(p, method))
+    looked: list[tuple[int, int]] = []
+    real = aligned.verify_pairs
+
+    def spy(pairs, *a, **kw):
+        looked.extend(map(tuple, np.asarray(pairs).reshape(-1, 2).tolist()))
+        return real(pairs, *a, **kw)
+
+    monkeypatch.setattr(aligned, "verify_pairs", spy)
+    p.db.execute("INSERT INTO concepts (name, source, created_at) VALUES ('unrelated', 'manual', 'x')")  # a rerun
+    dedup_images(p, methods=["phash", "dhash"], progress=False)
+    assert len(looked) == len(set(looked)) >= 3  # every plain copy is found by both: looked at once
+    assert {m: set(clusters(p, m)) for m in alone} == alone
+    assert alone["phash"] == alone["dhash"] == {names(s, "A", "A_small", "A_q60"), names(s, "B", "B_crop"),
+                                                names(s, "G_png1", "G_png9")}
 
 
 def world_bytes(p, sha):

@@ -2,7 +2,10 @@
 
 With ``W`` connections and a per-request latency ``L`` the best possible rate is ``W / L`` images per second.
 Both tools get the same ``W`` connections: img2dataset ``thread_count=W`` (one process, its own clean venv,
-``--peers-python``, ``make peers``; no resize, files and sha256), cultura ``workers=W`` with ``per_host`` =
+``--peers-python``, ``make peers``; no resize, files and sha256), in each of two settings (``--peer-modes``),
+each against cultura in rounds of its own: ``validating``, img2dataset's own check of every image (decoded,
+pixels, shorter side and aspect ratio capped at cultura's defaults, the original bytes kept), the work
+cultura does; and ``bytes`` (``disable_all_reencoding``), what arrives stored unchecked, less work. cultura ``workers=W`` with ``per_host`` =
 ``W`` / 8 over the 8 loopback addresses the URLs spread over (``download_candidates``, what ``cultura images
 download`` runs: address checks on every hop, streaming under the byte cap, the validating decode that also
 computes the hashes, SHA-256, content-addressed blobs, batched SQLite rows).
@@ -28,7 +31,8 @@ scikit-learn ship; every URL gets distinct bytes (a comment segment naming the U
 
 Loopback is refused by the downloader by default; the benchmark allows its server's ``host:port`` through
 ``download.allow_hosts``, as the tests do. Exits 1 when, at the first latency, cultura's rate is below
-img2dataset's or its CPU per image above, 2 when the control itself is below 95 % of the ideal.
+img2dataset's (the first peer setting listed: validating by default) or its CPU per image above, 2 when the
+control itself is below 95 % of the ideal.
 """
 from __future__ import annotations
 
@@ -315,32 +319,49 @@ def run_cultura(host_port: str, n: int, workers: int, tmp: Path, tag: str) -> tu
 IMG2DATASET = r"""
 import json, sys, glob
 from img2dataset import download
-urls, out, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+urls, out, workers, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+# validating: img2dataset's own check of each image (decoded, its size, area and aspect ratio capped as cultura's
+# are), the original bytes kept (no resize, no re-encode of a JPEG); bytes: what arrives is stored unchecked
+checks = dict(disable_all_reencoding=True) if mode == "bytes" else dict(
+    skip_reencode=True, max_image_area=MAX_PIXELS, max_aspect_ratio=MAX_ASPECT, min_image_size=MIN_SIDE)
 download(url_list=urls, output_folder=out, processes_count=1, thread_count=workers, resize_mode="no",
          output_format="files", input_format="txt", number_sample_per_shard=10**6, timeout=30, retries=0,
-         disable_all_reencoding=True, compute_hash="sha256", enable_wandb=False, distributor="multiprocessing")
+         compute_hash="sha256", enable_wandb=False, distributor="multiprocessing", **checks)
 stats = [json.load(open(f)) for f in glob.glob(out + "/*_stats.json")]
 print(json.dumps({"ok": sum(s["successes"] for s in stats),
                   "seconds": max(s["end_time"] for s in stats) - min(s["start_time"] for s in stats)}))
 """
 
 
-def run_img2dataset(python: str, port: int, n: int, workers: int, tmp: Path, tag: str) -> tuple[int, float, float, float]:
+#: img2dataset's settings compared: "validating" checks every image as cultura does (decoded; pixels and aspect
+#: ratio capped at cultura's defaults), the same work; "bytes" stores what arrives unchecked, less work.
+PEER_MODES = ("validating", "bytes")
+MODE_SAYS = {"validating": "checks every image as cultura does, the same work",
+             "bytes": "stores what arrives unchecked, less work than cultura's"}
+
+
+def run_img2dataset(python: str, port: int, n: int, workers: int, tmp: Path, tag: str,
+                    mode: str = "validating") -> tuple[int, float, float, float]:
     """One img2dataset run (its own venv's ``python``; one process, ``workers`` threads, no resize, files
-    written, sha256 computed) on the same URLs: (images downloaded, seconds of its download loop as its own
-    shard statistics report them, CPU seconds of every process of the run, steady rate)."""
+    written, sha256 computed; ``mode``: :data:`PEER_MODES`) on the same URLs: (images downloaded, seconds of
+    its download loop as its own shard statistics report them, CPU seconds of every process of the run,
+    steady rate)."""
+    from cultura.config import DownloadSection
+
+    caps = DownloadSection()
     urls = tmp / f"urls-{tag}.txt"
     urls.write_text("".join(f"http://{host_of(i)}:{port}/img/{i}.jpg\n" for i in range(n)))
-    out, _, cpu = run_tree([python, "-c", IMG2DATASET, str(urls), str(tmp / f"i2d-{tag}"), str(workers)],
+    script = f"MAX_PIXELS, MAX_ASPECT, MIN_SIDE = {caps.max_pixels}, {caps.max_aspect_ratio}, {caps.min_side}\n" + IMG2DATASET
+    out, _, cpu = run_tree([python, "-c", script, str(urls), str(tmp / f"i2d-{tag}"), str(workers), mode],
                            env={**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1"})
     res = json.loads(out.strip().splitlines()[-1])
     return res["ok"], res["seconds"], cpu, steady_rate(tmp / f"i2d-{tag}", "*/*.jpg")
 
 
 def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp: Path,
-              peers_python: str | None = None) -> dict:
+              peers_python: str | None = None, mode: str = "validating") -> dict:
     bases = base_jpegs(name)
-    folder = tmp / f"{name}-{latency}-bases"
+    folder = tmp / f"{name}-{latency}-{mode}-bases"
     folder.mkdir()
     for i, data in enumerate(bases):
         (folder / f"{i:03d}.jpg").write_bytes(data)
@@ -354,20 +375,21 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
         port = int(line[1])
         host_port = f"127.0.0.1:{port}"
         ideal = workers / latency
-        run_cultura(host_port, min(n, 2 * workers), workers, tmp, f"{name}-{latency}-warm")  # the OS cache
+        run_cultura(host_port, min(n, 2 * workers), workers, tmp, f"{name}-{latency}-{mode}-warm")  # the OS cache
         if peers_python:
-            run_img2dataset(peers_python, port, min(n, 2 * workers), workers, tmp, f"{name}-{latency}-warm")
+            run_img2dataset(peers_python, port, min(n, 2 * workers), workers, tmp, f"{name}-{latency}-{mode}-warm",
+                            mode)
         rows = []
         load0 = os.getloadavg()[0]
         for r in range(rounds):
-            tag = f"{name}-{latency}-{r}"
+            tag = f"{name}-{latency}-{mode}-{r}"
             got, c_wall, c_cpu = timed(lambda: asyncio.run(raw_client("127.0.0.1", port, n, workers)))
             i2d = None
             if peers_python and r % 2:  # img2dataset before cultura in odd rounds, after it in even ones
-                i2d = run_img2dataset(peers_python, port, n, workers, tmp, tag)
+                i2d = run_img2dataset(peers_python, port, n, workers, tmp, tag, mode)
             ok, d_wall, d_cpu, d_steady = run_cultura(host_port, n, workers, tmp, tag)
             if peers_python and not r % 2:
-                i2d = run_img2dataset(peers_python, port, n, workers, tmp, tag)
+                i2d = run_img2dataset(peers_python, port, n, workers, tmp, tag, mode)
             row = {"control": got / c_wall, "cultura": ok / d_wall, "ok": ok, "got": got, "c_cpu": c_cpu / n,
                    "d_cpu": d_cpu / max(ok, 1), "steady": d_steady, "load": os.getloadavg()[0]}
             if i2d:
@@ -377,7 +399,7 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
             rows.append(row)
             print(f"  round {r + 1}: control {got / c_wall:6.1f} img/s ({got / c_wall / ideal:.0%}), cultura "
                   f"{ok / d_wall:6.1f} img/s ({ok / d_wall / ideal:.1%}), CPU/image {d_cpu / max(ok, 1) * 1000:.2f} ms"
-                  + (f"; img2dataset {row['img2dataset']:6.1f} img/s ({row['img2dataset'] / ideal:.1%}, {i2d[0]} ok), "
+                  + (f"; img2dataset ({mode}) {row['img2dataset']:6.1f} img/s ({row['img2dataset'] / ideal:.1%}, {i2d[0]} ok), "
                      f"CPU/image {row['i_cpu'] * 1000:.2f} ms; cultura/img2dataset rate {row['vs']:.3f}x, CPU/image "
                      f"{row['cpu_vs']:.3f}x" if i2d else "") + f"; load {row['load']:.1f}", flush=True)
     finally:
@@ -396,7 +418,7 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
           f"{med['cultura']:.1f} img/s = {res['ratio']:.1%} of ideal, CPU/image {med['d_cpu'] * 1000:.2f} ms "
           f"(every process); control client {med['control'] / ideal:.0%} of ideal ({bound})", flush=True)
     if peers_python:
-        print(f"  img2dataset {med['img2dataset']:.1f} img/s = {med['img2dataset'] / ideal:.1%} of ideal, CPU/image "
+        print(f"  img2dataset ({mode}: {MODE_SAYS[mode]}) {med['img2dataset']:.1f} img/s = {med['img2dataset'] / ideal:.1%} of ideal, CPU/image "
               f"{med['i_cpu'] * 1000:.2f} ms (every process). cultura / img2dataset, median of the per-round "
               f"ratios: rate {med['vs']:.3f}x ({'PASS' if med['vs'] >= 1 else 'BELOW'}: target >= 1), CPU per "
               f"image {med['cpu_vs']:.3f}x ({'PASS' if med['cpu_vs'] <= 1 else 'ABOVE'}: target <= 1); "
@@ -416,6 +438,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-check", action="store_true", help="always exit 0")
     ap.add_argument("--peers-python", default=str(REPO / ".venv-img2dataset" / "bin" / "python"),
                     help="python of a clean venv with img2dataset (make peers); skipped when it does not exist")
+    ap.add_argument("--peer-modes", default=",".join(PEER_MODES),
+                    help="comma-separated img2dataset settings, each against cultura in rounds of its own: "
+                    "validating (decodes and caps every image, as cultura does: the exit status judges this one "
+                    "when listed first), bytes (stores what arrives unchecked)")
     ap.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--decode-processes", type=int, help="download_candidates(decode_processes=...): 0 threads")
     args = ap.parse_args(argv)
@@ -438,9 +464,10 @@ def main(argv=None) -> int:
                 print("-- latency-bound (the server's latency, not the tools, sets the rate: says little about "
                       "the downloader) --")
             for name in args.sets.split(","):
-                res = bench_set(name, args.n, args.workers, latency, args.rounds, Path(tmp), peers)
-                res["tool_bound"] = k == 0
-                results.append(res)
+                for m, mode in enumerate(args.peer_modes.split(",") if peers else ["none"]):
+                    res = bench_set(name, args.n, args.workers, latency, args.rounds, Path(tmp), peers, mode)
+                    res["tool_bound"] = k == 0 and m == 0   # the first peer setting at the first latency
+                    results.append(res)
     if args.no_check:
         return 0
     if any(r["control_ratio"] < CONTROL_OK for r in results):

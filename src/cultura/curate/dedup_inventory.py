@@ -225,6 +225,9 @@ def load_inventory(project: Project) -> Inventory:
 # one query see the rows in the same order, and ``NOT INDEXED`` makes that order the table's: rowid order.
 # A range whose string is not exactly what the fast parse expects (a NULL that group_concat skipped, a
 # missing or odd-length hash, a value with a space) has that column read again row by row, the plain way.
+# Exact for whatever the tables hold but one thing no writer stores: a NULL beside a value twice as long
+# with a space where the separator would fall. pHash, dHash and centre are read as the plain reading joins
+# them (16 characters each, or missing).
 
 # name, characters, per-image shape of its uint64 values, the plain parse of a list of its strings
 _HEX_COLUMNS = (("phash", 16, (), _hex_array), ("dhash", 16, (), _hex_array),
@@ -304,8 +307,8 @@ def _ranges(db, table: str):
 
 
 def _read_images(db) -> tuple[list[str], np.ndarray | None, dict]:
-    """``images`` (status ok) in rowid order: the sha256 list, the sha256 as ``(n, 32)`` bytes (None unless
-    every one is 64 lowercase hex characters) and every other column as arrays."""
+    """``images`` (status ok) in rowid order: the sha256 list, the sha256 as ``(n, 64)`` characters (None
+    unless every one is 64 ASCII characters, :func:`_ascii_keys`) and every other column as arrays."""
     fast = ", ".join(f"group_concat({expr}, ' ')" for expr, *_ in _IMAGE_COLUMNS.values())
     sha: list[str] = []
     keys: list[np.ndarray] | None = []
@@ -325,7 +328,7 @@ def _read_images(db) -> tuple[list[str], np.ndarray | None, dict]:
             chunk = plain("sha256", lo, hi)
         sha.extend(chunk)
         if keys is not None:
-            key = _lower_hex(sha_text, n)
+            key = _ascii_keys(sha_text, n)
             keys = None if key is None else [*keys, key]
         del sha_text, chunk
         for (k, (expr, parse, convert)), text in zip(_IMAGE_COLUMNS.items(), texts):
@@ -336,43 +339,56 @@ def _read_images(db) -> tuple[list[str], np.ndarray | None, dict]:
     for k, _, shape, _ in _HEX_COLUMNS:
         out[k] = (tuple(np.concatenate(x) for x in zip(*parts[k])) if parts[k] else
                   (np.zeros(0, dtype=bool), np.zeros((0, *shape), dtype=np.uint64)))
-    keys = None if keys is None else np.concatenate(keys) if keys else np.zeros((0, 32), dtype=np.uint8)
+    keys = None if keys is None else np.concatenate(keys) if keys else np.zeros((0, 64), dtype=np.uint8)
     return sha, keys, out
 
 
-def _lower_hex(text: str | None, n: int) -> np.ndarray | None:
-    """:func:`_hex_values` of 64 characters, None where a letter is upper case (bytes.fromhex reads 'AB' as
-    'ab', and a sha256 is compared as the string it is)."""
-    if text is None or any(c in text for c in "ABCDEF"):  # six memchr scans: faster than one regex
+def _ascii_keys(text: str | None, n: int) -> np.ndarray | None:
+    """``n`` ASCII strings of 64 characters joined by spaces -> ``(n, 64)`` uint8 (their characters), else
+    None. Comparing these rows compares the strings: no case or hex reading enters."""
+    if n == 0:
+        return np.zeros((0, 64), dtype=np.uint8)
+    if not _fixed_width(text, n, 64) or not text.isascii():
         return None
-    return _hex_values(text, n, 64)
+    return np.ndarray((n, 64), dtype=np.uint8, buffer=text.encode("ascii"), strides=(65, 1)).copy()
+
+
+def _tails(keys: np.ndarray) -> np.ndarray:
+    """One uint64 per key mixed from its last 32 characters (a sha256's last 128 bits, as hex)."""
+    words = keys.view(np.uint64)
+    out = words[:, 4].copy()
+    for k in (5, 6, 7):
+        out *= np.uint64(0x9E3779B97F4A7C15)
+        out ^= words[:, k]
+    return out
 
 
 class _Positions:
     """sha256 -> position in the image list, for many at once.
 
-    When every image's sha256 is 64 lowercase hex characters and their last 8 bytes tell them apart (always,
-    but for made-up hashes), a looked-up sha256 is found by binary search on those 8 bytes and confirmed on
-    all 32; otherwise (and for a looked-up one that is not such a string) through a dict of the strings.
+    When every image's sha256 is 64 ASCII characters and their mixed last 32 (:func:`_tails`) tell them
+    apart (always, but for made-up names), a looked-up sha256 is found by binary search on that mix and
+    confirmed on all 64 characters; otherwise (and for a looked-up text that is not 64-character ASCII
+    strings) through a dict of the strings.
     """
 
     def __init__(self, sha: list[str], keys: np.ndarray | None):
         self.sha, self.keys, self._dict = sha, keys, None
-        if keys is not None:
-            tail = keys[:, 24:].copy().view(">u8").ravel()
-            self.order = np.argsort(tail, kind="stable")
+        if keys is not None and len(keys):
+            tail = _tails(keys)
+            self.order = np.argsort(tail)
             self.sorted = tail[self.order]
-            if len(tail) > 1 and bool((self.sorted[1:] == self.sorted[:-1]).any()):
+            if bool((self.sorted[1:] == self.sorted[:-1]).any()):
                 self.keys = None
 
     def of_text(self, text: str | None, n: int) -> np.ndarray | None:
         """Positions (-1: not an image) of ``n`` sha256 joined by spaces; None where ``text`` is not that."""
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        key = None if self.keys is None or not len(self.keys) else _lower_hex(text, n)
+        key = None if self.keys is None or not len(self.keys) else _ascii_keys(text, n)
         if key is None:
             return None
-        tail = key[:, 24:].copy().view(">u8").ravel()
+        tail = _tails(key)
         by_tail = np.argsort(tail)  # sorted needles walk the table forward: 5x faster than in random order
         at = np.empty(n, dtype=np.int64)
         at[by_tail] = np.searchsorted(self.sorted, tail[by_tail])

@@ -196,7 +196,7 @@ def odd_project(project) -> None:
                 w.link(q[(into_gone, "US")], s)     # merged into a removed concept: no link
         w.link(q[(temple, "US")], clean[0].upper())    # not the image: another string
         w.link(q[(temple, "US")], hex_of(rng, 64))     # a downloaded file that is no image row
-        w.link(q[(temple, "US")], "f" * 48 + clean[3][48:])  # ends as an image's sha256 does
+        w.link(q[(temple, "US")], "f" * 32 + clean[3][32:])  # ends as an image's sha256 does
         w.link(q[(temple, "US")], None)                 # pending
         w.link(q[(temple, "JP")], clean[4])             # an excluded image
         w.flag(clean[1])
@@ -210,18 +210,23 @@ def test_a_project_with_every_odd_case_reads_as_the_plain_reading(project, range
     assert_equal_inventories(load_inventory(project), plain_inventory(project.db_path))
 
 
-def test_names_that_are_not_hex_hashes_read_as_the_plain_reading(project, ranges_of):
-    """Image keys that are not 64 lowercase hex characters: looked up as strings, never as bytes."""
+@pytest.mark.parametrize("names", [
+    ["A" * 64, "a" * 64, "0" * 52 + "with a space", "0" * 64, "F" * 63 + "f"],
+    ["short", "é" * 64, "a" * 64, "a" * 65],
+], ids=["64 characters", "other lengths and letters"])
+def test_names_that_are_not_hex_hashes_read_as_the_plain_reading(project, ranges_of, names):
+    """Image keys that are not 64 lowercase hex characters: a link finds the image of the same string only
+    (never one that reads as the same hex, or that ends the same)."""
     rng = random.Random(3)
     w = Rows(project)
     with transaction(project.db):
         q = w.query(w.concept("bread"), "US")
-        names = ["A" * 64, "a" * 64, "with a space" + "0" * 52, "short", "é" * 64, hex_of(rng, 64).upper()]
         for s in names:
             w.image(s, **full_hashes(rng))
             w.link(q, s)
-        w.link(q, "a" * 63 + "A")
-        w.flag("short")
+        for s in ("a" * 63 + "A", "f" * 64, "b" * 32 + "a" * 32, "é" * 64, names[1].upper(), names[1].lower()):
+            w.link(q, s)
+        w.flag(names[2])
     assert_equal_inventories(load_inventory(project), plain_inventory(project.db_path))
 
 

@@ -51,17 +51,6 @@ class CulturesUndecided(CulturaError):
     """Images found for several cultures have no culture decision yet."""
 
 
-def _compose(parts: dict[str, str]) -> str:
-    """The JSON text of a dict whose values are already JSON texts, as :func:`cultura.db.dumps` writes it
-    (sorted keys, ``", "`` and ``": "`` separators), so a text shared by thousands of flags is encoded once.
-
-    >>> from cultura.db import dumps
-    >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
-    True
-    """
-    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
-
-
 @functools.lru_cache(maxsize=256)
 def _key_text(key: str) -> str:
     return json.dumps(key, ensure_ascii=False)
@@ -78,7 +67,8 @@ class _FreshTexts:
 
     def __init__(self, evidence_by_key: dict[str, dict], as_text: Callable):
         self.order = list(evidence_by_key)  # the first key, in this order, counts a flag as new
-        self.key_text = {k: _key_text(k) for k in self.order}
+        self.sorted_heads = [(k, _key_text(k) + ": ") for k in sorted(self.order)]
+        self.plans: dict[tuple, list[tuple[str, str]]] = {}
         self.as_text = as_text
         self.items: dict[int, tuple[str, int]] = {}  # id(item) -> (its text, the id of its pairs)
         self.pair_ids: dict[tuple, int] = {}
@@ -88,6 +78,7 @@ class _FreshTexts:
         self.shared: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
 
     def item(self, ev: dict) -> tuple[str, int]:
+        """``(dumps(ev with its pairs as JSON), the id of its pairs)``, built once per item."""
         got = self.items.get(id(ev))
         if got is None:
             pairs = tuple(map(tuple, ev["pairs"]))
@@ -95,35 +86,43 @@ class _FreshTexts:
             if pid == len(self.pair_lists):
                 self.pair_lists.append(pairs)
                 self.pair_texts.append(self.as_text(pairs))
-            parts = {}
-            for k, v in ev.items():
+            names = tuple(ev)
+            plan = self.plans.get(names)
+            if plan is None:  # the keys sorted, with their texts, once per shape of item
+                plan = self.plans[names] = [(k, _key_text(k) + ": ") for k in sorted(names)]
+            parts = []
+            for k, head in plan:
+                v = ev[k]
                 if k == "pairs":
-                    parts[k] = self.pair_texts[pid]
+                    parts.append(head + self.pair_texts[pid])
                 elif type(v) is int:
-                    parts[k] = str(v)
+                    parts.append(head + str(v))
                 elif isinstance(v, (dict, list)):
                     if id(v) not in self.shared:
                         self.shared[id(v)] = dumps(v)
-                    parts[k] = self.shared[id(v)]
+                    parts.append(head + self.shared[id(v)])
                 else:
-                    parts[k] = dumps(v)
-            got = self.items[id(ev)] = (_compose(parts), pid)
+                    parts.append(head + dumps(v))
+            got = self.items[id(ev)] = ("{" + ", ".join(parts) + "}", pid)
         return got
 
     def text(self, mine: dict[str, dict]) -> tuple[str, str]:
         """``(the first key of mine, the details text of a new flag holding mine's items)``."""
-        texts, pids = {}, []
-        for ek in self.order:
-            if ek in mine:
-                texts[ek], pid = self.item(mine[ek])
+        parts, pids = [], []
+        for ek, head in self.sorted_heads:
+            ev = mine.get(ek)
+            if ev is not None:
+                text, pid = self.items.get(id(ev)) or self.item(ev)
+                parts.append(head + text)
                 pids.append(pid)
         union = tuple(pids)
-        if union not in self.unions:
+        pairs = self.unions.get(union)
+        if pairs is None:
             lists = [self.pair_lists[p] for p in pids]
-            self.unions[union] = self.as_text(tuple(sorted({p for pairs in lists for p in pairs})))
-        evidence = ", ".join(f"{self.key_text[ek]}: {texts[ek]}" for ek in sorted(texts))
+            pairs = self.unions[union] = self.as_text(tuple(sorted({p for one in lists for p in one})))
+        first = next(ek for ek in self.order if ek in mine)
         # == dumps({"pairs": as_json(pairs), "evidence": {ek: item as JSON}}) (tested)
-        return next(iter(texts)), f'{{"evidence": {{{evidence}}}, "pairs": {self.unions[union]}}}'
+        return first, '{"evidence": {' + ", ".join(parts) + '}, "pairs": ' + pairs + "}"
 
 
 def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str, dict[int, dict]], *,
@@ -147,11 +146,18 @@ def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str,
             pair_json[key] = _pair_json(inv, key)
         return pair_json[key]
 
+    one_text: dict[tuple, str] = {}  # (concept_id, country) -> dumps of its JSON (a few thousand)
+
     def as_text(pairs):
+        """``dumps(as_json(pairs))``, joined from each pair's text (a list's items are ", "-separated)."""
         key = tuple(map(tuple, pairs))
-        if key not in pair_text:
-            pair_text[key] = dumps(as_json(key))
-        return pair_text[key]
+        text = pair_text.get(key)
+        if text is None:
+            for p in key:
+                if p not in one_text:
+                    one_text[p] = dumps(_pair_json(inv, [p])[0])
+            text = pair_text[key] = "[" + ", ".join([one_text[p] for p in key]) + "]"
+        return text
 
     by_sha: dict[str, dict[str, dict]] = {}
     ready: dict[int, dict] = {}  # id(evidence item) -> the item with its pairs as JSON (items are shared)

@@ -86,6 +86,9 @@ class _FreshTexts:
             if pid == len(self.pair_lists):
                 self.pair_lists.append(pairs)
                 self.pair_texts.append(self.as_text(pairs))
+                if list(pairs) == sorted(set(pairs)):  # a flag with only these pairs lists them as they are
+                    for same in ((pid,), (pid, pid), (pid, pid, pid)):
+                        self.unions[same] = self.pair_texts[pid]
             names = tuple(ev)
             plan = self.plans.get(names)
             if plan is None:  # the keys sorted, with their texts, once per shape of item
@@ -170,7 +173,7 @@ def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str,
     new_by_key = {k: 0 for k in keys}
     stale = {s for s, (d, _) in current.items() if keys & set(d.get("evidence", {}))}
     fresh = _FreshTexts(evidence_by_key, as_text)
-    for sha in set(by_sha) | stale:
+    for sha in sorted(set(by_sha) | stale):  # by sha256: see the writes below
         details, status = current.get(sha, ({}, None))
         mine = by_sha.get(sha, {})
         if status is None:  # a new flag: its text depends only on its (shared) items
@@ -201,10 +204,8 @@ def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str,
         if new_details != details or new_status != status:
             updates.append([dumps(new_details), new_status, sha, FLAG])
     if updates or inserts:
-        # by sha256: each row's key (and the images row its foreign key checks) is next to the last one's
-        # pages, not anywhere in the index
-        inserts.sort()
-        updates.sort(key=lambda u: u[2])
+        # rows by sha256 (the loop's order): each row's key, and the images row its foreign key names, is next
+        # to the last one's in their index, not anywhere in it
         with writes():
             db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
                                 updates)

@@ -63,8 +63,15 @@ def image_ranks(inv: Inventory, images: np.ndarray) -> np.ndarray:
     images = np.unique(np.asarray(images, dtype=np.int64))
     rank = np.full(inv.n, len(images), dtype=np.int64)
     if len(images):
-        _, sha_rank = np.unique(np.array([inv.sha[i] for i in images.tolist()]), return_inverse=True)
-        order = np.lexsort((sha_rank.reshape(-1), -inv.nbytes[images], -inv.pixels[images]))
+        pixels, nbytes = inv.pixels[images], inv.nbytes[images]
+        order = np.lexsort((-nbytes, -pixels))  # stable: ties in index order
+        p, b = pixels[order], nbytes[order]
+        same = (p[1:] == p[:-1]) & (b[1:] == b[:-1])  # a tie with the one before: the sha256 decides (rare)
+        if same.any():
+            edge = np.diff(np.concatenate([[0], same.astype(np.int8), [0]]))
+            sha = inv.sha
+            for s, e in zip(np.flatnonzero(edge == 1).tolist(), (np.flatnonzero(edge == -1) + 1).tolist()):
+                order[s:e] = sorted(order[s:e].tolist(), key=lambda k: sha[int(images[k])])
         rank[images[order]] = np.arange(len(images))
     return rank
 

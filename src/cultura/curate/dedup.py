@@ -79,8 +79,9 @@ from .dedup_inventory import (Inventory, Writes, bump_counter, ensure_hashes, lo
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
-from .dedup_clusters import (ACTIVE, _save_clusters, bulk_writes, image_ranks, representative, representatives,  # noqa: F401
-                             scoped_clusters)
+# the cluster phase (dedup_clusters.py); image_ranks, representative(s) and ACTIVE are kept importable here
+from .dedup_clusters import (ACTIVE, _save_clusters, bulk_writes, image_ranks, representative,  # noqa: F401
+                             representatives, scoped_clusters)
 
 if TYPE_CHECKING:
     from ..project import Project

@@ -134,35 +134,61 @@ def star_clusters(pairs: np.ndarray, rank: np.ndarray, agree=None) -> list[np.nd
     """Clusters (size >= 2, each sorted) of the graph with edges ``pairs`` in which every member is linked to
     the cluster's best node directly; ``rank[node]``: lower is better (ties: the smaller node). Sorted by
     first member. See the module docstring."""
+    flat, sizes = star_clusters_flat(pairs, rank, agree)
+    return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+
+def star_clusters_flat(pairs: np.ndarray, rank: np.ndarray, agree=None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`star_clusters` as ``(members, sizes)``: the clusters' members one after the other (each cluster
+    sorted, clusters by first member) and each cluster's size.
+
+    Two images paired with each other and nothing else (most clusters of a scrape) are a cluster whatever
+    the order and ``agree`` (a second member is never compared with anyone but the first): those are taken
+    at once, and only the nodes of larger components are visited one by one."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if not len(pairs):
-        return []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     nodes, local = np.unique(pairs, return_inverse=True)
     local = local.reshape(-1, 2)
     m = len(nodes)
     src = np.concatenate([local[:, 0], local[:, 1]])
     dst = np.concatenate([local[:, 1], local[:, 0]])
-    order = np.argsort(src, kind="stable")
-    dst = dst[order].tolist()
-    starts = np.searchsorted(src[order], np.arange(m + 1)).tolist()
-    visit = np.lexsort((nodes, np.asarray(rank)[nodes])).tolist()
-    taken = [False] * m
-    position = [0] * m  # each node's place in the visit
-    for k, u in enumerate(visit):
-        position[u] = k
+    degree = np.bincount(src, minlength=m)
+    alone = (degree[local[:, 0]] == 1) & (degree[local[:, 1]] == 1)
+    twos = np.sort(nodes[local[alone]], axis=1)
+    done = np.zeros(m, dtype=bool)
+    done[local[alone].reshape(-1)] = True
     groups = []
-    for u in visit:
-        if taken[u]:
-            continue
-        members = [u]
-        for v in sorted((v for v in dst[starts[u]:starts[u + 1]] if not taken[v]), key=position.__getitem__):
-            others = nodes[members[1:]]
-            if agree is None or not len(others) or bool(np.all(agree(np.full(len(others), nodes[v]), others))):
-                members.append(v)
-        if len(members) < 2:
-            continue
-        for v in members:
-            taken[v] = True
-        groups.append(np.sort(nodes[members]))
-    groups.sort(key=lambda g: int(g[0]))
-    return groups
+    if not done.all():
+        order = np.argsort(src, kind="stable")
+        dst = dst[order].tolist()
+        starts = np.searchsorted(src[order], np.arange(m + 1)).tolist()
+        visit = np.lexsort((nodes, np.asarray(rank)[nodes])).tolist()
+        taken = done.tolist()  # the lone pairs are clusters already
+        position = [0] * m  # each node's place in the visit
+        for k, u in enumerate(visit):
+            position[u] = k
+        for u in visit:
+            if taken[u]:
+                continue
+            members = [u]
+            for v in sorted((v for v in dst[starts[u]:starts[u + 1]] if not taken[v]), key=position.__getitem__):
+                others = nodes[members[1:]]
+                if agree is None or not len(others) or bool(np.all(agree(np.full(len(others), nodes[v]), others))):
+                    members.append(v)
+            if len(members) < 2:
+                continue
+            for v in members:
+                taken[v] = True
+            groups.append(np.sort(nodes[members]))
+    sizes = np.concatenate([np.full(len(twos), 2, dtype=np.int64),
+                            np.array([len(g) for g in groups], dtype=np.int64)])
+    flat = np.concatenate([twos.reshape(-1), *groups]) if groups else twos.reshape(-1)
+    if not len(sizes):
+        return flat, sizes
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    by_first = np.argsort(flat[starts], kind="stable")
+    sizes = sizes[by_first]
+    take = np.repeat(starts[by_first], sizes) + (np.arange(int(sizes.sum())) -
+                                                 np.repeat(np.cumsum(sizes) - sizes, sizes))
+    return flat[take], sizes

@@ -51,17 +51,6 @@ class CulturesUndecided(CulturaError):
     """Images found for several cultures have no culture decision yet."""
 
 
-def _compose(parts: dict[str, str]) -> str:
-    """The JSON text of a dict whose values are already JSON texts, as :func:`cultura.db.dumps` writes it
-    (sorted keys, ``", "`` and ``": "`` separators), so a text shared by thousands of flags is encoded once.
-
-    >>> from cultura.db import dumps
-    >>> _compose({"b": dumps([1, "é"]), "a": dumps({"x": 1})}) == dumps({"b": [1, "é"], "a": {"x": 1}})
-    True
-    """
-    return "{" + ", ".join(f"{_key_text(k)}: {v}" for k, v in sorted(parts.items())) + "}"
-
-
 @functools.lru_cache(maxsize=256)
 def _key_text(key: str) -> str:
     return json.dumps(key, ensure_ascii=False)
@@ -69,6 +58,74 @@ def _key_text(key: str) -> str:
 
 def _pair_json(inv, pairs) -> list[dict]:
     return [{"concept_id": c, "concept": inv.concept_names.get(c), "country": k} for c, k in pairs]
+
+
+class _FreshTexts:
+    """The ``details`` text of new flags, ``dumps({"evidence": {key: item, ...}, "pairs": [...]})`` with each
+    item's pairs as JSON, assembled from pieces encoded once: an evidence item is shared by the members of its
+    cluster (its text is built once), and the lists of pairs are few (one text each, by an id)."""
+
+    def __init__(self, evidence_by_key: dict[str, dict], as_text: Callable):
+        self.order = list(evidence_by_key)  # the first key, in this order, counts a flag as new
+        self.sorted_heads = [(k, _key_text(k) + ": ") for k in sorted(self.order)]
+        self.plans: dict[tuple, list[tuple[str, str]]] = {}
+        self.as_text = as_text
+        self.items: dict[int, tuple[str, int]] = {}  # id(item) -> (its text, the id of its pairs)
+        self.pair_ids: dict[tuple, int] = {}
+        self.pair_lists: list[tuple] = []
+        self.pair_texts: list[str] = []
+        self.unions: dict[tuple, str] = {}  # ids of the items' pairs -> the text of their sorted union
+        self.shared: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
+
+    def item(self, ev: dict) -> tuple[str, int]:
+        """``(dumps(ev with its pairs as JSON), the id of its pairs)``, built once per item."""
+        got = self.items.get(id(ev))
+        if got is None:
+            pairs = tuple(map(tuple, ev["pairs"]))
+            pid = self.pair_ids.setdefault(pairs, len(self.pair_ids))
+            if pid == len(self.pair_lists):
+                self.pair_lists.append(pairs)
+                self.pair_texts.append(self.as_text(pairs))
+                if list(pairs) == sorted(set(pairs)):  # a flag with only these pairs lists them as they are
+                    for same in ((pid,), (pid, pid), (pid, pid, pid)):
+                        self.unions[same] = self.pair_texts[pid]
+            names = tuple(ev)
+            plan = self.plans.get(names)
+            if plan is None:  # the keys sorted, with their texts, once per shape of item
+                plan = self.plans[names] = [(k, _key_text(k) + ": ") for k in sorted(names)]
+            parts = []
+            for k, head in plan:
+                v = ev[k]
+                if k == "pairs":
+                    parts.append(head + self.pair_texts[pid])
+                elif type(v) is int:
+                    parts.append(head + str(v))
+                elif isinstance(v, (dict, list)):
+                    if id(v) not in self.shared:
+                        self.shared[id(v)] = dumps(v)
+                    parts.append(head + self.shared[id(v)])
+                else:
+                    parts.append(head + dumps(v))
+            got = self.items[id(ev)] = ("{" + ", ".join(parts) + "}", pid)
+        return got
+
+    def text(self, mine: dict[str, dict]) -> tuple[str, str]:
+        """``(the first key of mine, the details text of a new flag holding mine's items)``."""
+        parts, pids = [], []
+        for ek, head in self.sorted_heads:
+            ev = mine.get(ek)
+            if ev is not None:
+                text, pid = self.items.get(id(ev)) or self.item(ev)
+                parts.append(head + text)
+                pids.append(pid)
+        union = tuple(pids)
+        pairs = self.unions.get(union)
+        if pairs is None:
+            lists = [self.pair_lists[p] for p in pids]
+            pairs = self.unions[union] = self.as_text(tuple(sorted({p for one in lists for p in one})))
+        first = next(ek for ek in self.order if ek in mine)
+        # == dumps({"pairs": as_json(pairs), "evidence": {ek: item as JSON}}) (tested)
+        return first, '{"evidence": {' + ", ".join(parts) + '}, "pairs": ' + pairs + "}"
 
 
 def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str, dict[int, dict]], *,
@@ -92,58 +149,37 @@ def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str,
             pair_json[key] = _pair_json(inv, key)
         return pair_json[key]
 
+    one_text: dict[tuple, str] = {}  # (concept_id, country) -> dumps of its JSON (a few thousand)
+
     def as_text(pairs):
+        """``dumps(as_json(pairs))``, joined from each pair's text (a list's items are ", "-separated)."""
         key = tuple(map(tuple, pairs))
-        if key not in pair_text:
-            pair_text[key] = dumps(as_json(key))
-        return pair_text[key]
-
-    shared_text: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
-
-    def item_text(ev: dict) -> str:
-        """``dumps(dict(ev, pairs=as_json(ev["pairs"])))``, assembled from texts built once per distinct part."""
-        parts = {}
-        for k, v in ev.items():
-            if k == "pairs":
-                parts[k] = as_text(v)
-            elif type(v) is int:
-                parts[k] = str(v)
-            elif isinstance(v, (dict, list)):
-                if id(v) not in shared_text:
-                    shared_text[id(v)] = dumps(v)
-                parts[k] = shared_text[id(v)]
-            else:
-                parts[k] = dumps(v)
-        return _compose(parts)
+        text = pair_text.get(key)
+        if text is None:
+            for p in key:
+                if p not in one_text:
+                    one_text[p] = dumps(_pair_json(inv, [p])[0])
+            text = pair_text[key] = "[" + ", ".join([one_text[p] for p in key]) + "]"
+        return text
 
     by_sha: dict[str, dict[str, dict]] = {}
     ready: dict[int, dict] = {}  # id(evidence item) -> the item with its pairs as JSON (items are shared)
-    ready_text: dict[int, str] = {}  # id(evidence item) -> its JSON text (for new flags)
     sha_of = inv.sha
     for ek, evidence in evidence_by_key.items():
         for i, ev in evidence.items():
             by_sha.setdefault(sha_of[i], {})[ek] = ev
-    fresh_text: dict[tuple, str] = {}  # the details text of a new flag, by the items it holds
     ts = now()
     inserts, updates = [], []
     new_by_key = {k: 0 for k in keys}
     stale = {s for s, (d, _) in current.items() if keys & set(d.get("evidence", {}))}
-    for sha in set(by_sha) | stale:
+    fresh = _FreshTexts(evidence_by_key, as_text)
+    for sha in sorted(set(by_sha) | stale):  # by sha256: see the writes below
         details, status = current.get(sha, ({}, None))
         mine = by_sha.get(sha, {})
         if status is None:  # a new flag: its text depends only on its (shared) items
-            ids = tuple((ek, id(mine[ek])) for ek in evidence_by_key if ek in mine)
-            if ids not in fresh_text:
-                texts = {}
-                for ek, i in ids:
-                    if i not in ready_text:
-                        ready_text[i] = item_text(mine[ek])
-                    texts[ek] = ready_text[i]
-                pairs = sorted({tuple(p) for ek, _ in ids for p in mine[ek]["pairs"]})
-                # == dumps({"pairs": as_json(pairs), "evidence": {ek: item as JSON}}) (tested)
-                fresh_text[ids] = _compose({"evidence": _compose(texts), "pairs": as_text(pairs)})
-            inserts.append((sha, FLAG, fresh_text[ids], "open", ts))
-            new_by_key[ids[0][0]] += 1  # counted once, for the first key
+            first, text = fresh.text(mine)
+            inserts.append((sha, FLAG, text, "open", ts))
+            new_by_key[first] += 1  # counted once, for the first key
             continue
         ev = dict(details.get("evidence", {}))
         for ek in keys:
@@ -168,6 +204,8 @@ def update_conflict_flags_many(project: Project, inv, evidence_by_key: dict[str,
         if new_details != details or new_status != status:
             updates.append([dumps(new_details), new_status, sha, FLAG])
     if updates or inserts:
+        # rows by sha256 (the loop's order): each row's key, and the images row its foreign key names, is next
+        # to the last one's in their index, not anywhere in it
         with writes():
             db.conn.executemany("UPDATE image_flags SET details = ?, status = ? WHERE sha256 = ? AND flag = ?",
                                 updates)

@@ -63,7 +63,7 @@ import numpy as np
 
 from ..bounds import from_field
 from ..config import DedupSection
-from ..db import chunks, dumps, finish_run, gc_paused, now, start_run, transaction
+from ..db import dumps, finish_run, gc_paused, now, start_run, transaction
 from .blobs import check_blobs
 from .images import image_files, image_paths
 from ..db.leases import stage_lock
@@ -79,12 +79,14 @@ from .dedup_inventory import (Inventory, Writes, bump_counter, ensure_hashes, lo
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
+# the cluster phase (dedup_clusters.py); image_ranks, representative(s) and ACTIVE are kept importable here
+from .dedup_clusters import (ACTIVE, _save_clusters, bulk_writes, image_ranks, representative,  # noqa: F401
+                             representatives, scoped_clusters)
 
 if TYPE_CHECKING:
     from ..project import Project
 
 SCOPES = ("within-concept", "global")
-ACTIVE = ("open", "resolved")
 
 
 # ------------------------------------------------------------------------------------------ methods
@@ -287,143 +289,6 @@ METHODS: dict[str, Method] = {
 }
 
 
-# ------------------------------------------------------------------------------------------ clusters
-def image_ranks(inv: Inventory, images: np.ndarray) -> np.ndarray:
-    """``(n,)`` rank of each image in the representative's order (largest resolution, then most bytes, then
-    smallest sha256; 0 is best), computed for ``images`` only (the others rank last)."""
-    images = np.unique(np.asarray(images, dtype=np.int64))
-    rank = np.full(inv.n, len(images), dtype=np.int64)
-    if len(images):
-        _, sha_rank = np.unique(np.array([inv.sha[i] for i in images.tolist()]), return_inverse=True)
-        order = np.lexsort((sha_rank.reshape(-1), -inv.nbytes[images], -inv.pixels[images]))
-        rank[images[order]] = np.arange(len(images))
-    return rank
-
-
-def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple[int | None, np.ndarray]]:
-    """``[(concept_id or None, member indexes), ...]``: star clusters of the pair graph
-    (:func:`confirm.star_clusters`: every member is paired with the cluster's representative itself, so
-    unrelated images are never chained together), per concept (edges only between two images both found
-    for that concept) or over everything (global); sorted by concept, then by first member. Every door
-    that makes clusters (pHash, dHash, embedding; hashed here or on Ray) goes through here.
-
-    Within a concept, the nodes are the (image, concept) links, an edge joins ``(i, c)`` and ``(j, c)`` for a
-    pair ``(i, j)`` and every concept ``c`` both were found for, and one clustering call over all concepts at
-    once gives every concept's clusters (a node ranks as its image does).
-    """
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    rank = image_ranks(inv, pairs.reshape(-1))
-    fine = inv.fine
-
-    def agree(a, b, img=lambda x: x):
-        fa, fb = fine[img(a)], fine[img(b)]
-        missing = ~fa.reshape(len(a), -1).any(axis=1) | ~fb.reshape(len(b), -1).any(axis=1)
-        return missing | (confirm.fine_distances(fa, fb) <= confirm.FINE_THRESHOLD)
-    if scope == "global":
-        return [(None, c) for c in confirm.star_clusters(pairs, rank, agree)]
-    if not len(pairs) or not len(inv.link_img):
-        return []
-    n_c = int(inv.link_concept.max()) + 1
-    node = np.unique(inv.link_img * n_c + inv.link_concept)          # (image, concept), sorted by image
-    node_img, node_c = node // n_c, node % n_c
-    bounds = np.searchsorted(node_img, np.arange(inv.n + 1))
-    i, j = pairs[:, 0], pairs[:, 1]
-    count = bounds[i + 1] - bounds[i]
-    which = np.repeat(np.arange(len(pairs)), count)
-    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    ni = bounds[i][which] + offset                                   # every concept of i, per pair
-    want = j[which] * n_c + node_c[ni]                               # the same concept for j
-    nj = np.minimum(np.searchsorted(node, want), len(node) - 1)
-    hit = node[nj] == want
-    node_rank = rank[node_img] * n_c + node_c  # an image's rank; ties (one image, two concepts): by concept
-    comps = confirm.star_clusters(np.stack([ni[hit], nj[hit]], axis=1), node_rank,
-                                  lambda a, b: agree(a, b, lambda x: node_img[x]))
-    out = [(int(node_c[c[0]]), node_img[c]) for c in comps]
-    out.sort(key=lambda t: (t[0], int(t[1][0])))
-    return out
-
-
-def representative(inv: Inventory, members: np.ndarray) -> int:
-    """The member with the largest resolution, then the most bytes, then the smallest sha256."""
-    return min(np.asarray(members).tolist(), key=lambda i: (-int(inv.pixels[i]), -int(inv.nbytes[i]), inv.sha[i]))
-
-
-def representatives(inv: Inventory, clusters: list[np.ndarray]) -> np.ndarray:
-    """:func:`representative` of each cluster, for all clusters at once (one sort of all members)."""
-    if not clusters:
-        return np.zeros(0, dtype=np.int64)
-    sizes = np.array([len(m) for m in clusters], dtype=np.int64)
-    flat = np.concatenate(clusters).astype(np.int64)
-    label = np.repeat(np.arange(len(clusters)), sizes)
-    _, sha_rank = np.unique(np.array([inv.sha[i] for i in flat.tolist()]), return_inverse=True)
-    order = np.lexsort((sha_rank.reshape(-1), -inv.nbytes[flat], -inv.pixels[flat], label))
-    first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each cluster's best member sorts first
-    return flat[order[first]]
-
-
-def _active_clusters(db, method: str, scope: str, ptext: str) -> dict[tuple, int]:
-    existing: dict[tuple, int] = {}
-    for cid, concept_id, members in db.execute(
-            "SELECT c.id, c.concept_id, group_concat(m.sha256) FROM dup_clusters c "
-            "JOIN dedup_runs r ON r.id = c.run_id JOIN dup_members m ON m.cluster_id = c.id "
-            f"WHERE c.method = ? AND c.scope = ? AND r.params = ? AND c.status IN {ACTIVE} GROUP BY c.id",
-            [method, scope, ptext]):
-        existing[(concept_id, tuple(sorted(members.split(","))))] = cid
-    return existing
-
-
-def _save_clusters(project: Project, method: str, scope: str, params: dict, inv: Inventory, found: Found,
-                   clusters: list[tuple[int | None, np.ndarray]], writes: Writes | None = None) -> dict:
-    """Insert new clusters, keep matching ones, supersede vanished ones (see the module docstring).
-
-    All writes of one call are one transaction of batched statements (cluster ids are allotted under the
-    transaction's write lock, so clusters and members go in with two ``executemany`` calls)."""
-    db = project.db
-    writes = writes or Writes(db, read_counter(db))
-    ptext = dumps(params)
-    existing = _active_clusters(db, method, scope, ptext)
-    had_run = db.execute("SELECT 1 FROM dedup_runs WHERE method = ? AND scope = ? AND params = ? LIMIT 1",
-                         [method, scope, ptext]).fetchone() is not None
-    ids: list[int] = []
-    new = []
-    sha = inv.sha
-    for concept_id, members in clusters:
-        # (a first run has no stored clusters to match: no keys built)
-        cid = existing.pop((concept_id, tuple(sorted(sha[i] for i in members.tolist()))), None) if existing else None
-        if cid is None:
-            new.append((len(ids), concept_id, members))
-            cid = -1
-        ids.append(cid)
-    if new or existing or not had_run:
-        ts = now()
-        reps = representatives(inv, [m for _, _, m in new])
-        sizes = np.array([len(m) for _, _, m in new], dtype=np.int64)
-        flat = np.concatenate([m for _, _, m in new]) if new else np.zeros(0, dtype=np.int64)
-        dist = found.distance(np.repeat(reps, sizes), flat) if new else np.zeros(0)
-        with writes():
-            run_id = db.execute("INSERT INTO dedup_runs (method, scope, params, created_at) VALUES (?, ?, ?, ?)",
-                                [method, scope, ptext, ts]).lastrowid
-            first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM dup_clusters").fetchone()[0]
-            cluster_ids = list(range(first, first + len(new)))
-            db.conn.executemany(
-                "INSERT INTO dup_clusters (id, run_id, method, scope, concept_id, representative, size, status, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
-                [(cid, run_id, method, scope, concept_id, sha[rep], len(members), ts)
-                 for cid, (_, concept_id, members), rep in zip(cluster_ids, new, reps.tolist())])
-            owner = np.repeat(np.array(cluster_ids, dtype=np.int64), sizes)
-            db.conn.executemany("INSERT INTO dup_members (cluster_id, sha256, distance) VALUES (?, ?, ?)",
-                                zip(owner.tolist(), (sha[i] for i in flat.tolist()), dist.astype(float).tolist()))
-            bump_counter(db)  # cluster inserts fire no trigger (db/schema.py m008): one bump for all of them
-            for part in chunks(list(existing.values()), 500):
-                db.execute(f"UPDATE dup_clusters SET status = 'superseded' WHERE id IN ({','.join('?' * len(part))})",
-                           part)
-        for cid, (pos, _, _) in zip(cluster_ids, new):
-            ids[pos] = cid
-    return {"clusters": len(clusters), "new_clusters": len(new), "superseded_clusters": len(existing),
-            "images_in_clusters": int(len(np.unique(np.concatenate([m for _, m in clusters])))) if clusters else 0,
-            "pairs": len(found.pairs), "cluster_ids": ids}
-
-
 # ------------------------------------------------------------------------------------------ conflicts
 def update_conflict_flags(project: Project, inv: Inventory, evidence_key: str,
                           evidence: dict[int, dict], writes: Writes | None = None) -> dict:
@@ -436,8 +301,9 @@ def update_conflict_flags(project: Project, inv: Inventory, evidence_key: str,
 def update_conflict_flags_many(project: Project, inv: Inventory, evidence_by_key: dict[str, dict[int, dict]],
                                writes: Writes | None = None) -> dict[str, dict]:
     """:func:`cultura.curate.cultures_decide.update_conflict_flags_many` under dedup's change counter."""
-    return _update_flags(project, inv, evidence_by_key, writes=writes or Writes(project.db, read_counter(project.db)),
-                         bump=bump_counter)
+    writes = writes or Writes(project.db, read_counter(project.db))
+    flag_writes = functools.partial(bulk_writes, writes, ("image_flags",))
+    return _update_flags(project, inv, evidence_by_key, writes=flag_writes, bump=bump_counter)
 
 
 # ------------------------------------------------------------------------------------------ entry point

@@ -60,7 +60,8 @@ def test_dedup_1m_benchmark_runs_on_real_photo_hash_statistics(tmp_path):
     out = _bench("bench_dedup_1m.py", "--images", "3000", "--concepts", "20", "--skip-wide", "--dir",
                  str(tmp_path / "p"), tmp_path=tmp_path)
     for name in ("confirm_pairs", "hash_search", "end to end", "CPU time", "load average", "cluster sizes",
-                 "largest", "no-op rerun", "real crops (the sample drawn from)", "this project", "uniform random bits"):
+                 "largest", "no-op rerun", "real crops, different photographs", "real crops, same photograph",
+                 "this project", "uniform random bits", "the aligned look on real pictures"):
         assert name in out, out
 
 

@@ -79,8 +79,8 @@ from .dedup_inventory import (Inventory, Writes, bump_counter, ensure_hashes, lo
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
-# the cluster phase (dedup_clusters.py); image_ranks, representative(s) and ACTIVE are kept importable here
-from .dedup_clusters import (ACTIVE, _save_clusters, bulk_writes, image_ranks, representative,  # noqa: F401
+# the cluster phase (dedup_clusters.py); representative(s) are kept importable here
+from .dedup_clusters import (_save_clusters, bulk_writes, representative,  # noqa: F401
                              representatives, scoped_clusters)
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ def update_conflict_flags(project: Project, inv: Inventory, evidence_key: str,
 def update_conflict_flags_many(project: Project, inv: Inventory, evidence_by_key: dict[str, dict[int, dict]],
                                writes: Writes | None = None) -> dict[str, dict]:
     """:func:`cultura.curate.cultures_decide.update_conflict_flags_many` under dedup's change counter."""
-    writes = writes or Writes(project.db, read_counter(project.db))
+    writes = writes or Writes(project.db, None)  # no counter read with the inventory: checks stay on
     flag_writes = functools.partial(bulk_writes, writes, ("image_flags",))
     return _update_flags(project, inv, evidence_by_key, writes=flag_writes, bump=bump_counter)
 

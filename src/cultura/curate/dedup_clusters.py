@@ -50,11 +50,17 @@ def bulk_writes(writes: Writes, tables: tuple[str, ...]):
             yield w
             if unchecked and writes.foreign:  # someone wrote between the look and the lock
                 for table in tables:
-                    if conn.execute(f"PRAGMA foreign_key_check({table})").fetchone() is not None:
-                        raise sqlite3.IntegrityError(f"FOREIGN KEY constraint failed ({table})")
+                    bad = conn.execute(f"PRAGMA foreign_key_check({table})").fetchone()
+                    if bad is not None:
+                        raise sqlite3.IntegrityError(
+                            f"FOREIGN KEY constraint failed ({table} row {bad[1]} names a missing {bad[2]} row): "
+                            "another writer removed an image while dedup ran; nothing was written, run "
+                            "`cultura images dedup` again.")
     finally:
         if unchecked:
             conn.execute("PRAGMA foreign_keys = ON")
+            if conn.execute("PRAGMA foreign_keys").fetchone()[0] != 1:  # a failed rollback left a transaction
+                raise RuntimeError("SQLite's foreign keys could not be turned on again after dedup's writes.")
 
 
 def image_ranks(inv: Inventory, images: np.ndarray) -> np.ndarray:
@@ -172,7 +178,7 @@ def _save_clusters(project: Project, method: str, scope: str, params: dict, inv:
     All writes of one call are one transaction of batched statements (cluster ids are allotted under the
     transaction's write lock, so clusters and members go in with two ``executemany`` calls)."""
     db = project.db
-    writes = writes or Writes(db, read_counter(db))
+    writes = writes or Writes(db, None)  # no counter read with the inventory: nothing proven, checks stay on
     ptext = dumps(params)
     existing = _active_clusters(db, method, scope, ptext)
     had_run = db.execute("SELECT 1 FROM dedup_runs WHERE method = ? AND scope = ? AND params = ? LIMIT 1",

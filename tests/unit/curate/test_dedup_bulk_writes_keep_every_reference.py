@@ -72,3 +72,25 @@ def test_after_another_writer_every_row_is_checked_as_it_goes_in(project):
             flag(db, GONE)
     assert foreign_keys(db) == 1
     assert db.execute("SELECT count(*) FROM image_flags").fetchone()[0] == 0
+
+
+def test_a_caller_that_passes_no_counter_keeps_every_check(project):
+    """``update_conflict_flags`` called on its own has no counter read with the inventory, so nothing proves
+    the images it names are still there: an image removed since the inventory was read fails the write."""
+    from cultura.curate import dedup
+    from cultura.curate.dedup_inventory import load_inventory
+
+    db = project.db
+    project.db["images"].insert({"sha256": "b" * 64, "path": "blobs/bb/y.jpg", "format": "jpeg", "width": 1,
+                                 "height": 1, "bytes": 1, "created_at": now()})
+    inv = load_inventory(project)
+    other = open_db(project.root / "cultura.db", migrate=False)
+    other.execute("DELETE FROM images WHERE sha256 = ?", ["b" * 64])
+    other.conn.commit()
+    other.conn.close()
+    gone = inv.sha.index("b" * 64)
+    with pytest.raises(sqlite3.IntegrityError):
+        dedup.update_conflict_flags(project, inv, "phash/within-concept",
+                                    {gone: {"pairs": [(None, "US")], "cluster_ids": [1]}})
+    assert foreign_keys(db) == 1
+    assert db.execute("SELECT count(*) FROM image_flags").fetchone()[0] == 0

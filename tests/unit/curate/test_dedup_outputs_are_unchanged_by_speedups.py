@@ -12,7 +12,10 @@ After each step :func:`canonical` reads every dedup output (``dedup_runs``, ``du
 ``runs`` rows of the dedup stage and the summary returned) into one text; the clock is the test's (one
 second a step), so the timestamps are part of it.
 ``EXPECTED`` holds a digest of each table's text per step as the code wrote them before those speed-ups; a
-mismatch names the step and the table (one flag's evidence changing changes ``flags``).
+mismatch names the step and the table (one flag's evidence changing changes ``flags``) and prints the digests
+this run got. The images are JPEGs Pillow encodes (sha256 of their bytes enter the rows): a Pillow release
+that encodes differently changes every digest at once. Redraw them then, or after an intended change of what
+dedup stores, from a run of the code whose rows were checked by other means, pasting the printed ``got``.
 """
 from __future__ import annotations
 
@@ -178,4 +181,4 @@ def test_every_dedup_output_row_is_what_the_slower_code_wrote(tmp_path, monkeypa
     assert got["noop"]["summary"] != got["global"]["summary"]  # it said unchanged
     assert got == EXPECTED or pytest.fail("\n".join(
         f"{step}: {table} differs" for step in EXPECTED for table in EXPECTED[step]
-        if got.get(step, {}).get(table) != EXPECTED[step][table]) or "the steps differ")
+        if got.get(step, {}).get(table) != EXPECTED[step][table]) + f"\ngot = {json.dumps(got, indent=4)}")

@@ -447,6 +447,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     global DECODE_PROCESSES
     DECODE_PROCESSES = args.decode_processes
+    unknown = set(args.peer_modes.split(",")) - set(PEER_MODES)
+    if unknown:
+        ap.error(f"--peer-modes: {', '.join(sorted(unknown))} is not one of {', '.join(PEER_MODES)}")
     if args.serve:
         serve(args.serve, float(args.latency))
         return 0

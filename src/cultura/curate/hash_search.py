@@ -28,6 +28,7 @@ import itertools
 import math
 import os
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -196,7 +197,21 @@ def compiled_walk(n_codes: int) -> bool:
         return False
     if _numba_installed is None:
         _numba_installed = importlib.util.find_spec("numba") is not None
-    return _numba_installed and (n_codes >= COMPILED_MIN_CODES or "cultura.curate.hash_kernels" in sys.modules)
+    if not _numba_installed:
+        return False
+    if "cultura.curate.hash_kernels" in sys.modules:
+        return True
+    if n_codes < COMPILED_MIN_CODES:
+        return False
+    try:  # numba installed but unusable (too new a numpy for it, no writable cache folder): the numpy walk
+        importlib.import_module("cultura.curate.hash_kernels")
+    except (ImportError, RuntimeError, OSError) as e:
+        _numba_installed = False
+        warnings.warn(f"The compiled hash search is off ({type(e).__name__}: {e}); dedup uses the numpy walk, "
+                      f"the same pairs, slower. Set NUMBA_CACHE_DIR to a writable folder or upgrade numba to "
+                      f"fix it, or {COMPILED_ENV}=0 to silence this.", RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 def _band_pairs(h: np.ndarray, threshold: int, shift: int, bits: int, t: int):

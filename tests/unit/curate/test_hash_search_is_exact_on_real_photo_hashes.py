@@ -98,19 +98,43 @@ def test_a_band_with_more_pairs_than_codes_loses_none(walk):
 
 
 def test_the_compiled_walk_is_used_only_where_it_pays_and_is_allowed(monkeypatch):
-    """Installed and allowed: a search of at least ``COMPILED_MIN_CODES`` codes uses it, a smaller one only once
-    the compiled code is loaded in the process; ``CULTURA_COMPILED_SEARCH=0`` or no numba: never."""
+    """Installed and allowed: a search of at least ``COMPILED_MIN_CODES`` codes loads and uses it, a smaller
+    one only once it is loaded in the process; ``CULTURA_COMPILED_SEARCH=0`` or no numba: never."""
     import sys
 
+    name = "cultura.curate.hash_kernels"
     monkeypatch.setattr(hash_search, "_numba_installed", True)
     monkeypatch.delenv(hash_search.COMPILED_ENV, raising=False)
-    monkeypatch.delitem(sys.modules, "cultura.curate.hash_kernels", raising=False)
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    loads = []
+
+    def load(module):
+        loads.append(module)
+        monkeypatch.setitem(sys.modules, module, object())
+    monkeypatch.setattr(hash_search.importlib, "import_module", load)
     big, small = hash_search.COMPILED_MIN_CODES, hash_search.COMPILED_MIN_CODES - 1
-    assert hash_search.compiled_walk(big) and not hash_search.compiled_walk(small)
-    monkeypatch.setitem(sys.modules, "cultura.curate.hash_kernels", object())
-    assert hash_search.compiled_walk(small)
+    assert not hash_search.compiled_walk(small) and not loads
+    assert hash_search.compiled_walk(big) and loads == [name]
+    assert hash_search.compiled_walk(small) and loads == [name]
     monkeypatch.setenv(hash_search.COMPILED_ENV, "0")
     assert not hash_search.compiled_walk(big)
     monkeypatch.delenv(hash_search.COMPILED_ENV)
     monkeypatch.setattr(hash_search, "_numba_installed", False)
     assert not hash_search.compiled_walk(big)
+
+
+def test_an_installed_numba_that_cannot_load_leaves_the_numpy_walk_and_says_how_to_fix_it(monkeypatch):
+    """numba present but unusable (it refuses a newer numpy, or finds no writable cache folder): the search
+    warns once, naming the fixes, and uses the numpy walk, the same pairs."""
+    import sys
+
+    monkeypatch.setattr(hash_search, "_numba_installed", True)
+    monkeypatch.delenv(hash_search.COMPILED_ENV, raising=False)
+    monkeypatch.delitem(sys.modules, "cultura.curate.hash_kernels", raising=False)
+    monkeypatch.setitem(sys.modules, "numba", None)  # importing it raises ImportError
+    h = np.random.default_rng(5).integers(0, 2**64, size=hash_search.COMPILED_MIN_CODES, dtype=np.uint64)
+    h[1::2] = h[::2] ^ np.uint64(0b101)
+    with pytest.warns(RuntimeWarning, match="NUMBA_CACHE_DIR.*CULTURA_COMPILED_SEARCH=0"):
+        got = hash_search.hamming_pairs(h, 4, workers=1)
+    assert "cultura.curate.hash_kernels" not in sys.modules and not hash_search.compiled_walk(10**9)
+    assert len(got) >= len(h) // 2 and bool((np.bitwise_count(h[got[:, 0]] ^ h[got[:, 1]]) <= 4).all())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cultura
-from cultura.curate import confirm, dedup_inventory, hashing
+from cultura.curate import confirm, dedup_inventory_rows, hashing
 from cultura.curate.dedup_inventory import load_inventory
 from cultura.db import now, transaction
 from cultura.db.blobs import store_blob
@@ -144,7 +144,7 @@ def project(tmp_path):
 @pytest.fixture(params=[3, 64, 131_072], ids=lambda n: f"ranges_of_{n}")
 def ranges_of(request, monkeypatch):
     """Small ranges put clean and odd rows in ranges of their own and odd ones beside clean ones."""
-    monkeypatch.setattr(dedup_inventory, "ROWS_CHUNK", request.param)
+    monkeypatch.setattr(dedup_inventory_rows, "ROWS_CHUNK", request.param)
     return request.param
 
 
@@ -230,6 +230,38 @@ def test_names_that_are_not_hex_hashes_read_as_the_plain_reading(project, ranges
     assert_equal_inventories(load_inventory(project), plain_inventory(project.db_path))
 
 
+def test_a_name_with_a_space_where_a_separator_would_fall_is_not_another_name(project, ranges_of):
+    """Image names of 65 and 63 characters, the first ending in a space: joined they look like two names of
+    64; a link to the first 64 characters finds no image, as in the plain reading."""
+    rng = random.Random(4)
+    w = Rows(project)
+    with transaction(project.db):
+        q = w.query(w.concept("bread"), "US")
+        for s in ("e" * 64 + " ", "b" * 63, "c" * 64):
+            w.image(s, **full_hashes(rng))
+        for s in ("e" * 64, "c" * 64):
+            w.link(q, s)
+    inv = load_inventory(project)
+    assert_equal_inventories(inv, plain_inventory(project.db_path))
+    assert [inv.sha[i] for i in inv.link_img] == ["c" * 64]
+
+
+def test_names_with_the_same_last_half_each_keep_their_links(project, ranges_of):
+    """Links are looked up sorted on a mix of a name's last 32 characters: two images that share them are
+    still told apart (by all 64)."""
+    rng = random.Random(6)
+    w = Rows(project)
+    names = ["b" * 32 + "c" * 32, "d" * 32 + "c" * 32, "a" * 64]
+    with transaction(project.db):
+        q = w.query(w.concept("bread"), "US")
+        for s in names:
+            w.image(s, **full_hashes(rng))
+            w.link(q, s)
+    inv = load_inventory(project)
+    assert_equal_inventories(inv, plain_inventory(project.db_path))
+    assert sorted(inv.sha[i] for i in inv.link_img) == sorted(names)
+
+
 def test_wrong_lengths_that_add_up_to_right_ones_read_as_missing(project, ranges_of):
     """A hash too short beside one too long: together as long as two right ones, each still missing."""
     rng = random.Random(5)
@@ -257,7 +289,7 @@ def test_an_empty_project_reads_as_empty(project):
 @pytest.mark.parametrize("seed", range(6))
 def test_random_projects_read_as_the_plain_reading(project, monkeypatch, seed):
     rng = random.Random(seed)
-    monkeypatch.setattr(dedup_inventory, "ROWS_CHUNK", rng.choice([1, 5, 50, 131_072]))
+    monkeypatch.setattr(dedup_inventory_rows, "ROWS_CHUNK", rng.choice([1, 5, 50, 131_072]))
     w = Rows(project)
     with transaction(project.db):
         concepts = [w.concept(f"c{k}") for k in range(rng.randint(1, 6))]
@@ -292,17 +324,22 @@ def test_random_projects_read_as_the_plain_reading(project, monkeypatch, seed):
     assert_equal_inventories(load_inventory(project), plain_inventory(project.db_path))
 
 
-def test_a_clean_project_is_read_without_a_row_by_row_query(project, monkeypatch):
-    """Every stored hash complete: each rowid range costs its one aggregate query, none falls back to the
-    plain reading (which is what makes the reading fast at a million images)."""
-    monkeypatch.setattr(dedup_inventory, "ROWS_CHUNK", 16)
+@pytest.mark.parametrize("missing", [False, True], ids=["every hash stored", "some never hashed in each range"])
+def test_a_project_as_the_pipeline_writes_it_is_read_without_a_row_by_row_query(project, monkeypatch, missing):
+    """Each rowid range costs its one aggregate query, none falls back to the plain reading (which is what
+    makes the reading fast at a million images), also where some images have no hash at all (an unreadable
+    image is never hashed) or only the hashes of an older version (no variants, no fine hashes)."""
+    monkeypatch.setattr(dedup_inventory_rows, "ROWS_CHUNK", 16)
     rng = random.Random(1)
     w = Rows(project)
     with transaction(project.db):
         q = w.query(w.concept("bread"), "US")
-        for _ in range(100):
+        for k in range(100):
             s = hex_of(rng, 64)
-            w.image(s, **full_hashes(rng))
+            hashes = full_hashes(rng)
+            if missing and k % 7 == 3:
+                hashes = {} if k % 2 else {**hashes, "phash_variants": None, "phash_fine": "", "phash_centre": ""}
+            w.image(s, **hashes)
             w.link(q, s)
     statements = []
     project.db.conn.set_trace_callback(statements.append)
@@ -314,6 +351,8 @@ def test_a_clean_project_is_read_without_a_row_by_row_query(project, monkeypatch
     per_row = [s for s in statements if "group_concat" not in s and ("FROM images" in s or "search_results" in s)
                and "min(rowid)" not in s]
     assert per_row == [] and sum("group_concat" in s for s in statements) == 7 + 7
+    assert_equal_inventories(inv, plain_inventory(project.db_path))
+    assert (not inv.has_phash.all()) == missing
 
 
 def test_real_photographs_hashed_by_dedup_read_as_the_plain_reading(tmp_path):

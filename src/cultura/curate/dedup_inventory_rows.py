@@ -40,16 +40,13 @@ MISSING = "x"  # what a missing hash reads as in the fast query, one per charact
 
 
 def _hex_expr(name: str, width: int) -> str:
-    """The fast query's expression of one hash column: the hash, or ``width`` :data:`MISSING` characters
-    where the plain reading finds none; NULL (the range falls back to the plain reading) for anything else.
-    Plainly, a pHash, dHash or centre is present when not empty whatever its length; the others only at
-    their length."""
-    miss = "'" + MISSING * width + "'"
-    if width == 16:
-        return (f"CASE WHEN {name} = {miss} THEN NULL WHEN {name} IS NULL OR {name} = '' THEN {miss} "
-                f"WHEN typeof({name}) = 'text' AND length({name}) = 16 THEN {name} END")
-    return (f"CASE WHEN {name} IS NULL THEN {miss} WHEN typeof({name}) != 'text' OR {name} = {miss} THEN NULL "
-            f"WHEN length({name}) = {width} THEN {name} ELSE {miss} END")
+    """The fast query's expression of one hash column: ``width`` :data:`MISSING` characters where it is NULL
+    or empty, else the value as stored (one of another length, or not text, makes the range's text fail the
+    fast parse: the plain reading decides). The cheapest form SQLite evaluates (a ``length`` or ``typeof``
+    test on every row cost more than the parse saves). Two values no writer stores, on which the plain
+    reading fails, read otherwise: a hash of :data:`MISSING` characters reads as missing, and a number of
+    exactly ``width`` decimal digits as that hex hash."""
+    return f"CASE WHEN {name} IS NULL OR {name} = '' THEN '{MISSING * width}' ELSE {name} END"
 
 
 def _fixed_width(text: str | None, n: int, width: int) -> bool:

@@ -34,12 +34,13 @@ def plain_inventory(db_path) -> dict:
     concepts = {cid: (name, status, merged) for cid, name, status, merged in
                 con.execute("SELECT id, name, status, merged_into FROM concepts")}
 
-    def final(cid):
-        seen = set()
-        while cid in concepts and concepts[cid][1] == "merged" and concepts[cid][2] and cid not in seen:
-            seen.add(cid)
-            cid = concepts[cid][2]
-        return None if cid not in concepts or concepts[cid][1] == "removed" else cid
+    def final(cid, seen=()):  # a merged concept counts as the one it was merged into; a removed one not at all
+        row = concepts.get(cid)
+        if row is None or row[1] == "removed":
+            return None
+        if row[1] == "merged" and row[2] and cid not in seen:
+            return final(row[2], (*seen, cid))
+        return cid
 
     queries = {qid: (cid, country) for qid, cid, country in con.execute("SELECT id, concept_id, country FROM queries")}
     countries = sorted({country for _, country in queries.values()})

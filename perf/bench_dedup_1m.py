@@ -63,7 +63,7 @@ STATS_FILE = "bench_hash_statistics.json"
 
 def real_sample():
     """``(views (400, 5), dhash (400,), fine (400, 3, 2))`` of 400 crops of real photographs (see the module
-    docstring; the crops of ``bench_hash_search.real_hashed_crops``: crop ``k`` is of photograph ``k % 17``)."""
+    docstring; the crops of ``bench_hash_search.real_hashed_crops``)."""
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_hash_search import real_hashed_crops
 
@@ -71,14 +71,14 @@ def real_sample():
     return res.views(), res.dhash, res.fine
 
 
-#: How many photographs the real crops are taken from, in turn (``tests.fakes.real_photos.random_crops``).
-REAL_PHOTOS = 17
-
-
 def real_statistics(phash: np.ndarray) -> dict:
     """:func:`pair_statistics` of the real crops' full pHashes, apart for pairs of crops of different
-    photographs (``"different"``, the target of the drawing) and of the same photograph (``"same"``)."""
-    k = np.arange(len(phash)) % REAL_PHOTOS
+    photographs (``"different"``, the target of the drawing) and of the same photograph (``"same"``): crop
+    ``k`` is of photograph ``k % bench_hash_search.N_PHOTOS`` (``tests.fakes.real_photos.random_crops``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_hash_search import N_PHOTOS
+
+    k = np.arange(len(phash)) % N_PHOTOS
     i, j = np.triu_indices(len(phash), 1)
     d = np.bitwise_count(phash[i] ^ phash[j]).astype(np.int64)
     out = {}

@@ -51,6 +51,12 @@ def plant(h: np.ndarray, threshold: int, rng, share: float = 0.01) -> np.ndarray
     return h
 
 
+#: The photographs the real crops are taken from, in turn: these of scikit-image, then scikit-learn's two.
+SKIMAGE_PHOTOS = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field",
+                  "immunohistochemistry", "retina", "clock", "cell", "brick", "grass", "gravel"]
+N_PHOTOS = len(SKIMAGE_PHOTOS) + 2
+
+
 def real_hashed_crops():
     """cultura's hashes (``hashing.hash_images``: full views) of 400 random crops (40-100 % a side) of the
     photographs scikit-image and scikit-learn ship: the real sample both hash benchmarks draw from."""
@@ -60,9 +66,7 @@ def real_hashed_crops():
 
     from cultura.curate import hashing
 
-    names = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field",
-             "immunohistochemistry", "retina", "clock", "cell", "brick", "grass", "gravel"]
-    src = [Image.fromarray(getattr(skdata, n)()).convert("L") for n in names]
+    src = [Image.fromarray(getattr(skdata, n)()).convert("L") for n in SKIMAGE_PHOTOS]
     src += [Image.fromarray(a).convert("L") for a in load_sample_images().images]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes, from a checkout
     from tests.fakes.real_photos import random_crops

@@ -130,12 +130,23 @@ def confirm_pairs(pairs: np.ndarray, fine: np.ndarray, *, threshold: int = FINE_
     return pairs[keep]
 
 
+def runs(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The positions ``starts[k], starts[k] + 1, ..., starts[k] + sizes[k] - 1`` of every run ``k``, one
+    after the other (``runs([5, 0], [2, 3])`` is ``[5, 6, 0, 1, 2]``)."""
+    starts, sizes = np.asarray(starts, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+    return np.repeat(starts, sizes) + np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+
+
+def split_flat(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+    """``flat`` cut into consecutive pieces of ``sizes``."""
+    return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+
 def star_clusters(pairs: np.ndarray, rank: np.ndarray, agree=None) -> list[np.ndarray]:
     """Clusters (size >= 2, each sorted) of the graph with edges ``pairs`` in which every member is linked to
     the cluster's best node directly; ``rank[node]``: lower is better (ties: the smaller node). Sorted by
     first member. See the module docstring."""
-    flat, sizes = star_clusters_flat(pairs, rank, agree)
-    return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
+    return split_flat(*star_clusters_flat(pairs, rank, agree))
 
 
 def star_clusters_flat(pairs: np.ndarray, rank: np.ndarray, agree=None) -> tuple[np.ndarray, np.ndarray]:
@@ -189,6 +200,4 @@ def star_clusters_flat(pairs: np.ndarray, rank: np.ndarray, agree=None) -> tuple
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     by_first = np.argsort(flat[starts], kind="stable")
     sizes = sizes[by_first]
-    take = np.repeat(starts[by_first], sizes) + (np.arange(int(sizes.sum())) -
-                                                 np.repeat(np.cumsum(sizes) - sizes, sizes))
-    return flat[take], sizes
+    return flat[runs(starts[by_first], sizes)], sizes

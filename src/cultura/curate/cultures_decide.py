@@ -36,6 +36,7 @@ from ..errors import CulturaError
 from ..lazy import lazy
 
 np = lazy("numpy")  # for the conflict search only (start-up: status lists flags)
+confirm = lazy("cultura.curate.confirm")  # likewise (it imports numpy)
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -74,7 +75,7 @@ class _FreshTexts:
         self.pair_ids: dict[tuple, int] = {}
         self.pair_lists: list[tuple] = []
         self.pair_texts: list[str] = []
-        self.unions: dict[tuple, str] = {}  # ids of the items' pairs -> the text of their sorted union
+        self.unions: dict[tuple, str] = {}  # sorted ids of pair lists -> the text of their sorted union
         self.shared: dict[int, str] = {}  # id(value) -> its JSON text, for values shared by many items (params)
 
     def item(self, ev: dict) -> tuple[str, int]:
@@ -87,8 +88,7 @@ class _FreshTexts:
                 self.pair_lists.append(pairs)
                 self.pair_texts.append(self.as_text(pairs))
                 if list(pairs) == sorted(set(pairs)):  # a flag with only these pairs lists them as they are
-                    for same in ((pid,), (pid, pid), (pid, pid, pid)):
-                        self.unions[same] = self.pair_texts[pid]
+                    self.unions[(pid,)] = self.pair_texts[pid]
             names = tuple(ev)
             plan = self.plans.get(names)
             if plan is None:  # the keys sorted, with their texts, once per shape of item
@@ -115,10 +115,10 @@ class _FreshTexts:
         for ek, head in self.sorted_heads:
             ev = mine.get(ek)
             if ev is not None:
-                text, pid = self.items.get(id(ev)) or self.item(ev)
+                text, pid = self.item(ev)
                 parts.append(head + text)
                 pids.append(pid)
-        union = tuple(pids)
+        union = tuple(sorted(set(pids)))  # the union of their pairs depends on which lists, not their order
         pairs = self.unions.get(union)
         if pairs is None:
             lists = [self.pair_lists[p] for p in pids]
@@ -305,7 +305,7 @@ def cluster_conflicts(inv, clusters, ids, params) -> dict[int, dict]:
     b = inv._bounds()
     count = b[flat + 1] - b[flat]
     which = np.repeat(np.arange(len(flat)), count)
-    link = b[flat][which] + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    link = confirm.runs(b[flat], count)
     lab = label[which]
     keep = (cc[lab] < 0) | (inv.link_concept[link] == cc[lab])
     lab, link = lab[keep], link[keep]

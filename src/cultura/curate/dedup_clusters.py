@@ -102,8 +102,7 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
         missing = ~fa.reshape(len(a), -1).any(axis=1) | ~fb.reshape(len(b), -1).any(axis=1)
         return missing | (confirm.fine_distances(fa, fb) <= confirm.FINE_THRESHOLD)
     if scope == "global":
-        flat, sizes = confirm.star_clusters_flat(pairs, rank, agree)
-        return [(None, c) for c in _split(flat, sizes)]
+        return [(None, c) for c in confirm.star_clusters(pairs, rank, agree)]
     if not len(pairs) or not len(inv.link_img):
         return []
     n_c = int(inv.link_concept.max()) + 1
@@ -113,8 +112,7 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
     i, j = pairs[:, 0], pairs[:, 1]
     count = bounds[i + 1] - bounds[i]
     which = np.repeat(np.arange(len(pairs)), count)
-    offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    ni = bounds[i][which] + offset                                   # every concept of i, per pair
+    ni = confirm.runs(bounds[i], count)                              # every concept of i, per pair
     want = j[which] * n_c + node_c[ni]                               # the same concept for j
     nj = np.minimum(np.searchsorted(node, want), len(node) - 1)
     hit = node[nj] == want
@@ -125,13 +123,7 @@ def scoped_clusters(inv: Inventory, pairs: np.ndarray, scope: str) -> list[tuple
     concept, img = node_c[flat[first]], node_img[flat]
     order = np.lexsort((img[first], concept))  # by concept, then first member (each cluster's smallest)
     sizes = sizes[order]
-    take = np.repeat(first[order], sizes) + np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return list(zip(concept[order].tolist(), _split(img[take], sizes)))
-
-
-def _split(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
-    """``flat`` cut into consecutive pieces of ``sizes``."""
-    return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
+    return list(zip(concept[order].tolist(), confirm.split_flat(img[confirm.runs(first[order], sizes)], sizes)))
 
 
 def representative(inv: Inventory, members: np.ndarray) -> int:

@@ -15,6 +15,7 @@ from PIL import Image
 
 from cultura.curate import aligned, dedup, hash_search, hashing, vector_search
 from cultura.curate.dedup import Inventory, cosine_pairs, dedup_images, representative
+from cultura.curate.dedup_clusters import image_ranks
 from cultura.curate import blobs
 from cultura.curate.blobs import check_blobs
 from cultura.db import dumps, now
@@ -725,15 +726,18 @@ def test_check_blobs_lists_only_what_changed_since_the_last_check(world, monkeyp
     assert blobs.check_blobs(p) == {"missing": 0}
 
 
-def test_representatives_equal_representative_per_cluster():
-    """The vectorised choice equals the one-cluster rule: largest resolution, then most bytes, then sha256."""
+def test_representatives_and_cluster_ranks_equal_representative_per_cluster():
+    """The vectorised choice, and the ranks clusters are made with (the best-ranked member is where a star
+    starts), equal the one-cluster rule: largest resolution, then most bytes, then sha256."""
     rng = np.random.default_rng(3)
     n = 400
     sha = [f"{x:064x}" for x in rng.integers(0, 50, n)]  # repeated values: the sha256 tie-break is exercised
     inv = dedup.Inventory.from_lists(sha, rng.integers(1, 4, n) * 100, rng.integers(1, 4, n))
     perm = rng.permutation(n)
     clusters = [np.sort(c) for c in np.split(perm, np.sort(rng.choice(np.arange(1, n), 90, replace=False)))]
-    assert dedup.representatives(inv, clusters).tolist() == [dedup.representative(inv, c) for c in clusters]
+    want = [dedup.representative(inv, c) for c in clusters]
+    assert dedup.representatives(inv, clusters).tolist() == want
+    assert [int(c[np.argmin(image_ranks(inv, c)[c])]) for c in clusters] == want
 
 
 def test_concept_pairs_in_parallel_equal_one_by_one():

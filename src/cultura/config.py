@@ -72,6 +72,10 @@ class DownloadSection(_Section):
     max_pixels: int = Field(89_478_485, ge=1)     # Pillow's own decompression-bomb limit
     min_side: int = Field(64, ge=1)
     max_aspect_ratio: float = Field(20.0, ge=1)   # longer side / shorter side; thin strips blow up models
+    # "decode": every image decoded while downloading (truncation and damage caught, hashes computed then);
+    # "header": JPEG/PNG/WebP checked from their header and end only, decoded and hashed by dedup, and out of
+    # the reviewed pool until then (a quarter of the CPU per image: for fast links and many images)
+    check: Literal["decode", "header"] = "decode"
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(30.0, gt=0)
     max_attempts: int = Field(3, ge=1, le=20)

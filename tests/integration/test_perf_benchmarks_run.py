@@ -35,7 +35,11 @@ def test_download_benchmark_runs_and_counts_every_process(tmp_path):
                  "--decode-processes", "1", "--peers-python", str(tmp_path / "no-venv" / "bin" / "python"),
                  "--no-check", tmp_path=tmp_path)
     assert "cultura and the control client only" in out
-    assert "-- latency-bound" in out and out.count("bench_download [photos") == 2
+    # each peer setting's cultura counterpart at each latency: --check decode, and --check header with the
+    # CPU dedup then spends decoding and hashing what it stored
+    assert "-- latency-bound" in out and out.count("bench_download [photos") == 4
+    assert out.count("--check decode") == 2 and out.count("--check header") == 2
+    assert "when dedup decodes and hashes them" in out
     assert "CPU/image" in out and "(every process)" in out and "load average" in out
 
 

@@ -4,6 +4,9 @@ An image is left out, with the first reason that applies (in this order):
 
 - ``image_excluded``: ``images.status`` is not ``ok`` (excluded by hand with ``cultura images exclude`` or
   by ingest);
+- ``unreadable``: an open ``unreadable`` flag (dedup could not decode the stored file);
+- ``undecoded``: an open ``undecoded`` flag (downloaded with ``--check header`` and not yet decoded by
+  ``cultura images dedup``);
 - ``duplicate_dropped``: the current dedup-review decision drops it (a reviewer kept another copy);
 - ``filter_removed``: the current filter decision removes it;
 - ``culture_conflict``: an open ``culture_conflict`` flag (found for more than one culture and no culture
@@ -33,10 +36,13 @@ from .decisions import current_decisions
 if TYPE_CHECKING:
     from ..project import Project
 
-EXCLUSION_REASONS = ("image_excluded", "duplicate_dropped", "filter_removed", "culture_conflict", "unreviewed")
+EXCLUSION_REASONS = ("image_excluded", "unreadable", "undecoded", "duplicate_dropped", "filter_removed",
+                     "culture_conflict", "unreviewed")
 
 REASON_TEXT = {
     "image_excluded": "excluded by hand or at ingest (images.status)",
+    "unreadable": "the stored file could not be decoded (dedup flagged it unreadable)",
+    "undecoded": "downloaded with --check header and not decoded yet: run cultura images dedup",
     "culture_conflict": "found for more than one culture; no culture decision yet",
     "duplicate_dropped": "a duplicate that reviewers dropped (another copy kept)",
     "filter_removed": "removed by the filter review",
@@ -52,6 +58,9 @@ def image_exclusions(db, *, require_review: bool = False) -> dict[str, str]:
     out: dict[str, str] = {}
     for sha, _status in curated.excluded_images(db):
         out[sha] = "image_excluded"
+    for flag in (curated.UNREADABLE, curated.UNDECODED):  # the flags are also the reasons' names
+        for sha in curated.open_flagged(db, flag):
+            out.setdefault(sha, flag)
     for sha, label in current_decisions(db, "dedup").items():
         if label == "drop":
             out.setdefault(sha, "duplicate_dropped")

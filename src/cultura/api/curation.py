@@ -116,14 +116,16 @@ class Images:
         return ingest_img2dataset(self.project, Path(directory))
 
     def download(self, *, workers: int | None = None, retry_failed: bool = False, limit: int | None = None,
-                 progress: Progress = None) -> Summary:
+                 check: str | None = None, progress: Progress = None) -> Summary:
         """Download every pending candidate safely (addresses checked on every hop, caps, sniffing, content
-        hashes); ``retry_failed``: failed ones too."""
+        hashes); ``retry_failed``: failed ones too. ``check``: ``"decode"`` (every image decoded now) or
+        ``"header"`` (JPEG/PNG/WebP checked from header and end; :meth:`dedup` decodes them, and they stay out
+        of the reviewed pool until then); None: ``download.check``."""
         # the same ranges as 'cultura images download' (the stage itself checks only that workers >= 1)
         workers = from_field(DownloadSection, "workers").check_optional(workers, "workers")
         limit = COUNT.check_optional(limit, "limit")
         return download_candidates(self.project, workers=workers, retry_failed=retry_failed, limit=limit,
-                                   progress=progress)
+                                   check=check, progress=progress)
 
     def dedup(self, methods: str | Iterable[str] | None = None, *, scope: str | None = None,
               phash_threshold: int | None = None, dhash_threshold: int | None = None, model: str | None = None,

@@ -52,16 +52,19 @@ def images_ingest(ctx, directory, as_json):
 @click.option("--retry-failed", is_flag=True, help="Also retry candidates that failed before, and those skipped by the "
               "address policy (re-examined anyway after a change of download.allow_hosts).")
 @click.option("--limit", type=bounded(COUNT), help="Process at most this many candidates.")
+@click.option("--check", type=click.Choice(["decode", "header"]),
+              help="decode: decode every image now (default: download.check); header: check JPEG/PNG/WebP headers "
+              "and ends only, a tenth of the CPU; 'images dedup' decodes them, and they stay out of the pool until then.")
 @json_option
 @pass_ctx
-def images_download(ctx, workers, retry_failed, limit, as_json):
+def images_download(ctx, workers, retry_failed, limit, check, as_json):
     """Download pending candidates safely (private addresses refused, bytes and pixels capped, content
     sniffed, files stored by content hash). Resumable after Ctrl-C or kill."""
 
     if stage_hint(ctx, "download", as_json):
         return
     res = download_candidates(ctx.project, workers=workers, retry_failed=retry_failed, limit=limit,
-                              progress=True)
+                              progress=True, check=check)
     summary("images download", res, as_json)
 
 

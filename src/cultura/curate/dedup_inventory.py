@@ -16,13 +16,12 @@ from ..progress import Progress
 from ..progress import task as progress_task
 from . import confirm, hashing
 from .dedup_inventory_rows import HEX_COLUMNS, Positions, hex_array, read_images, read_links
-from .images import image_paths
+from .images import UNDECODED, UNREADABLE, image_paths
 from . import executor as executors
 
 if TYPE_CHECKING:
     from ..project import Project
 
-UNREADABLE = "unreadable"
 HASH_CHUNK = 1024  # images hashed and written per step (an interrupted run keeps what it finished)
 COUNTER = "dedup"  # change_counters row bumped by triggers on every input and output table (db/schema.py)
 
@@ -248,8 +247,9 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
     """Compute and store the hashes of the images that lack any of them (pHash, dHash, centre pHash, pHash
     variants: an image hashed before a hash was added is hashed again, all its hashes from one decode, so
     an upgrade re-hashes step by step and an interrupted run resumes) and their displayed width and height;
-    an unreadable blob gets an ``unreadable`` flag (skipped by later runs until that flag is resolved).
-    Returns counts.
+    an unreadable blob gets an ``unreadable`` flag (skipped by later runs until that flag is resolved). The
+    ``undecoded`` flag of an image stored after a header check only (``download.check = "header"``) is
+    resolved in the same transaction, whichever way its decode went. Returns counts.
 
     ``executor``: ``local`` (this process) or ``ray`` (:mod:`cultura.curate.executor`; same hashes)."""
     missing = ~(inv.has_phash & inv.has_dhash & inv.has_phash_centre & inv.has_phash_variants & inv.has_fine)
@@ -285,6 +285,11 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
                     "created_at = excluded.created_at",
                     [(inv.sha[part[k]], UNREADABLE, dumps({"stage": "dedup", "error": err}), ts)
                      for k, err in res.errors.items()])
+                db.conn.executemany(
+                    "UPDATE image_flags SET status = 'resolved', details = ?, created_at = ? "
+                    "WHERE sha256 = ? AND flag = ? AND status = 'open'",
+                    [(dumps({"stage": "dedup", "decoded": k not in res.errors}), ts, inv.sha[i], UNDECODED)
+                     for k, i in enumerate(part)])
             for k, i in enumerate(part):
                 if k in res.errors:
                     inv.unreadable.add(i)

@@ -23,6 +23,13 @@ truncated or corrupt files, decompression bombs (more than ``max_pixels``) and i
 ``min_side`` are refused. ``file://`` URLs (the local-folder provider) are read from disk and validated the
 same way.
 
+``check`` (``download.check``, ``--check``): ``decode`` (the default) decodes every image as above, which also
+gives its perceptual hashes. ``header`` checks a JPEG, PNG or WebP from its header and its end only: format,
+caps, and a missing end marker refused as ``truncated`` (:func:`.sniff.incomplete`). That costs a tenth of the
+CPU per image. Such an image is stored without hashes and gets an open ``undecoded`` flag
+(:data:`.images.UNDECODED`), which keeps it out of the reviewed pool until ``cultura images dedup`` decodes
+and hashes it. An image that then fails to decode is flagged ``unreadable`` and stays out of the pool.
+
 Every candidate ends with ``status`` ``downloaded``, ``failed`` or ``skipped`` (policy refusals) and a
 ``reason`` from :data:`REASONS`. Resumability: blobs are renamed into place before their rows are committed
 (small batches written by the event loop only), and each run starts by sweeping files without rows
@@ -64,6 +71,7 @@ from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - R
 from .fetcher import make_client  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
 from .decode_workers import DECODE_POOL_MIN, decode_workers, default_processes
+from .images import UNDECODED
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     ImageInfo,
@@ -135,9 +143,10 @@ def _sniff_options(r: FetchResult, settings) -> dict:
 
 
 def _caps(settings) -> dict:
-    """The caps every validating decode applies (:func:`.sniff.sniff_image`), in a thread or a decode process."""
+    """The caps every validating decode applies (:func:`.sniff.sniff_image`), in a thread or a decode process,
+    and whether it decodes (``download.check``)."""
     return {"max_pixels": settings.max_pixels, "min_side": settings.min_side,
-            "max_aspect_ratio": settings.max_aspect_ratio}
+            "max_aspect_ratio": settings.max_aspect_ratio, "decode": settings.check != "header"}
 
 
 def _content_type(r: FetchResult) -> str | None:
@@ -155,6 +164,7 @@ def _refused(r: FetchResult, e: _Failure) -> FetchResult:
 def _accepted(r: FetchResult, info: ImageInfo) -> FetchResult:
     r.status, r.sha256, r.format, r.width, r.height = "downloaded", info.sha256, info.format, info.width, info.height
     r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants, info.phash_fine)
+    r.decoded = info.decoded
     return r
 
 
@@ -166,6 +176,7 @@ class _Writer:
     def __init__(self, db, *, batch: int = 64, interval: float = 0.5):
         self.db, self.batch, self.interval = db, batch, interval
         self.images: list[tuple] = []
+        self.undecoded: list[tuple] = []
         self.updates: list[tuple] = []
         self.last = time.monotonic()
         self.new_images = 0
@@ -175,6 +186,8 @@ class _Writer:
         if r.ok:
             self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
                                 *(r.hashes or (None,) * 5), ts))
+            if not r.decoded:
+                self.undecoded.append((r.sha256, _UNDECODED_DETAILS, ts, r.sha256))
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -193,10 +206,21 @@ class _Writer:
                     "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
                     self.images)
                 self.new_images += max(cur.rowcount, 0)
+            if self.undecoded:  # only an image still without hashes: bytes already decoded stay in the pool
+                self.db.conn.executemany(
+                    "INSERT INTO image_flags (sha256, flag, status, details, created_at) "
+                    f"SELECT ?, '{UNDECODED}', 'open', ?, ? WHERE EXISTS "
+                    "(SELECT 1 FROM images WHERE sha256 = ? AND phash IS NULL) "
+                    "ON CONFLICT (sha256, flag) DO UPDATE SET status = 'open', details = excluded.details, "
+                    "created_at = excluded.created_at", self.undecoded)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
                 "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
-        self.images, self.updates = [], []
+        self.images, self.undecoded, self.updates = [], [], []
+
+
+_UNDECODED_DETAILS = json.dumps({"stage": "download", "check": "header",
+                                 "fix": "cultura images dedup decodes and hashes it"})
 
 
 @contextlib.contextmanager
@@ -247,9 +271,14 @@ def _round_robin_by_host(rows: list[dict]) -> collections.deque:
 
 async def adownload_candidates(project: Project, *, workers: int | None = None, retry_failed: bool = False,
                                limit: int | None = None, progress: Progress = None,
-                               decode_processes: int | None = None) -> dict:
+                               decode_processes: int | None = None, check: str | None = None) -> dict:
     """Async form of :func:`download_candidates` (for code already inside an event loop)."""
     settings = project.config.download
+    if check is not None:
+        if check not in CHECKS:
+            raise CulturaError(f"check must be one of {', '.join(CHECKS)}, got {check!r}; 'decode' decodes every "
+                               "image while downloading, 'header' leaves that to dedup.", param="check")
+        settings = settings.model_copy(update={"check": check})
     n_workers = workers or settings.workers
     if n_workers < 1:
         raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
@@ -268,12 +297,15 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         # the URL as given where the project stores it without its secret (read again from its urls: file)
         targets: dict[int, str | Unavailable] = request_urls(db, rows)
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
+                                                  "check": settings.check,
                                                   "limit": limit, "candidates": len(rows),
                                                   "allow_hosts": _policy(settings.allow_hosts),
                                                   "proxy": proxies.describe()})
         todo = _round_robin_by_host(rows)
-        if decode_processes is None:  # auto: one decode process per CPU for a batch worth their start
-            decode_processes = default_processes(_usable_cpus()) if len(rows) >= DECODE_POOL_MIN else 0
+        if decode_processes is None:  # auto: one decode process per CPU for a batch worth their start; a
+            # header check costs less than sending the body to a process does
+            decode_processes = (default_processes(_usable_cpus())
+                                if len(rows) >= DECODE_POOL_MIN and settings.check == "decode" else 0)
         if decode_processes < 0:
             raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
                                param="decode_processes")
@@ -399,6 +431,9 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
     return summary
 
 
+#: ``download.check`` values (see the module doc)
+CHECKS = ("decode", "header")
+
 #: skip reasons that depend on cultura's own policy (``download.allow_hosts``), so a policy change or an explicit
 #: retry re-examines them; a publisher's refusal (``robots_noai``) is not re-examined
 POLICY_SKIPS = ("blocked_address",)
@@ -443,7 +478,7 @@ def reexamine_policy_skips(db, allow_hosts, *, everything: bool = False) -> int:
 
 def download_candidates(project: Project, *, workers: int | None = None, retry_failed: bool = False,
                         limit: int | None = None, progress: Progress = None,
-                        decode_processes: int | None = None) -> dict:
+                        decode_processes: int | None = None, check: str | None = None) -> dict:
     """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
     Candidates skipped by the address policy are re-examined first (:func:`reexamine_policy_skips`: after a
     change of ``download.allow_hosts``, or all of them with ``retry_failed``).
@@ -452,7 +487,9 @@ def download_candidates(project: Project, *, workers: int | None = None, retry_f
     "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
     a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
     runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None: one
-    per usable CPU from :data:`DECODE_POOL_MIN` candidates on, else threads) — the same checks.
+    per usable CPU from :data:`DECODE_POOL_MIN` candidates on, else threads) — the same checks. ``check``:
+    ``decode`` or ``header`` (see the module doc; None: ``download.check``).
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
-                                            limit=limit, progress=progress, decode_processes=decode_processes))
+                                            limit=limit, progress=progress, decode_processes=decode_processes,
+                                            check=check))

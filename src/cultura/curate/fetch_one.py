@@ -91,6 +91,7 @@ class FetchResult:
     redirects: int = 0
     data: bytes | None = field(default=None, repr=False)
     hashes: tuple | None = None      # (phash, dhash, phash_centre, phash_variants, phash_fine) of the decode
+    decoded: bool = True             # False: only the header was checked (download.check = "header")
 
     @property
     def ok(self) -> bool:

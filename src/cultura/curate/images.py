@@ -12,6 +12,16 @@ from typing import Callable, Iterable
 from ..db import chunks
 
 SQL_CHUNK = 500
+#: ``image_flags`` an image's bytes get: ``undecoded``, stored after a header check only (``download.check =
+#: "header"``) and not yet decoded by dedup; ``unreadable``, dedup could not decode it. Both keep an image out
+#: of the reviewed pool while open.
+UNDECODED = "undecoded"
+UNREADABLE = "unreadable"
+
+
+def open_flagged(db, flag: str) -> list[str]:
+    """sha256 of the images with an open ``flag`` in ``image_flags``."""
+    return [r[0] for r in db.execute("SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'", [flag])]
 
 
 # ------------------------------------------------------------------ images

@@ -10,6 +10,12 @@ whose shorter side is below ``min_side`` or whose aspect ratio is extreme, each 
 :mod:`cultura.pixels`) and the SHA-256. It is CPU work: the downloader runs it in its decode processes
 (:mod:`.decode_workers`), or in a thread for a small download and for
 :func:`cultura.curate.download.fetch_image`.
+
+``decode=False`` is the header check (``download.check = "header"``): a JPEG, PNG or WebP is opened but not
+decoded. The format, the caps and the displayed size come from its header; a body whose format's end is
+missing (:func:`incomplete`) is ``truncated``. No hashes are computed, and :attr:`ImageInfo.decoded` is False.
+Dedup decodes and hashes the image later, and marks an image it cannot decode ``unreadable``. Other formats
+are rare on the web and have no such cheap end check, so they are decoded as in the default mode.
 """
 from __future__ import annotations
 
@@ -42,6 +48,12 @@ class ImageInfo:
     phash_centre: str | None = None
     phash_variants: str | None = None
     phash_fine: str | None = None     # the fine hashes a duplicate pair is confirmed with (curate/confirm.py)
+    decoded: bool = True              # False: the header was checked, the pixels were not (``decode=False``)
+
+
+#: Formats the header check (``decode=False``) leaves undecoded: those whose end can be found cheaply.
+HEADER_ONLY_FORMATS = frozenset({"jpeg", "mpo", "png", "webp"})
+_PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the IEND chunk: length 0, type, CRC
 
 
 class _Failure(Exception):
@@ -59,6 +71,22 @@ async def _sniff(data: bytes, **kw) -> ImageInfo:
     return await asyncio.to_thread(sniff_image, data, **kw)
 
 
+def incomplete(data: bytes, im, fmt: str) -> str | None:
+    """What is missing from the end of an opened, undecoded image of format ``fmt`` (one of
+    :data:`HEADER_ONLY_FORMATS`), as a phrase, or None when its end is there: a JPEG's end-of-image marker after
+    its first scan (entropy-coded data never holds ``FF D9``; trailing bytes after it, a motion photo's video,
+    are allowed), a PNG's ``IEND`` chunk, the bytes a WebP's RIFF header declares."""
+    if fmt in ("jpeg", "mpo"):
+        start = im.fp.tell() if im.fp is not None else 0  # Pillow's reading stops at the first scan
+        return None if data.find(b"\xff\xd9", start) != -1 else "without its end-of-image marker"
+    if fmt == "png":
+        return None if data.rfind(_PNG_END) != -1 else "without its IEND chunk"
+    if fmt == "webp":
+        declared = int.from_bytes(data[4:8], "little") + 8
+        return None if len(data) >= declared else f"of {len(data)} bytes where its header declares {declared}"
+    return None
+
+
 def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:
     """:func:`sniff_image` for callers outside the downloader (imports): the same checks (allowed formats,
     pixel cap, truncation), raising ``ValueError("not a readable image (<reason>: <detail>)")``."""
@@ -69,9 +97,10 @@ def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageI
 
 
 def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None,
-                max_aspect_ratio: float | None = None) -> ImageInfo:
+                max_aspect_ratio: float | None = None, decode: bool = True) -> ImageInfo:
     """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
-    :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt)."""
+    :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt). ``decode=False``:
+    the header check of the module doc (no decode, no hashes, for :data:`HEADER_ONLY_FORMATS`)."""
 
     n = len(data)
     if n == 0:
@@ -113,6 +142,16 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
         if max_aspect_ratio and max(w, h) > max_aspect_ratio * max(min(w, h), 1):
             raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
                            f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
+        if not decode and fmt in HEADER_ONLY_FORMATS:
+            missing = incomplete(data, im, fmt)  # first: it reads where Pillow's header reading stopped
+            if missing:
+                raise _Failure("truncated", f"{fmt.upper()} {missing}", nbytes=n)
+            # a PNG's eXIf chunk may follow its pixels, and getexif would decode them to find it: only an
+            # orientation the header holds is applied here (dedup stores the displayed size when it decodes)
+            turn = pixels.orientation(im) if fmt in ("jpeg", "mpo") or "exif" in im.info else 1
+            w, h = pixels.displayed_size((w, h), turn)
+            return ImageInfo(format="jpeg" if fmt == "mpo" else fmt, width=w, height=h,
+                             sha256=hashlib.sha256(data).hexdigest(), decoded=False)
         try:
             hashing.prepare_decode(im)  # JPEG: the stream is still fully entropy-decoded, at reduced scale
             im.load()

@@ -1,0 +1,161 @@
+"""The header check (``download.check = "header"``): a JPEG, PNG or WebP is accepted from its header and its end
+without a decode, with the same format, displayed size and sha256 the decode gives; a body whose end is missing
+is refused wherever it was cut; the caps hold without a decode. What it stores stays out of the reviewed pool
+until dedup has decoded it, and an image dedup cannot decode stays out for good.
+(Through the downloader, the CLI and the Python API: tests/integration/curate/test_download_checking_headers_only.py.)"""
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zlib
+
+import pytest
+from PIL import Image
+
+from cultura.annotate.pool import image_exclusions
+from cultura.curate import sniff
+from cultura.curate.dedup import dedup_images
+from cultura.curate.images import UNDECODED, UNREADABLE
+from cultura.db import now
+from tests.fakes import real_photos
+from tests.fakes.world import make_world
+
+CAPS = dict(max_pixels=89_478_485, min_side=64, max_aspect_ratio=20.0)
+
+
+@pytest.fixture(scope="module")
+def pictures():
+    ph = real_photos.photos()
+    return [ph[n] for n in ("astronaut", "coffee", "chelsea", "china")]
+
+
+def saved(im: Image.Image, fmt: str, **kw) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def bodies(pictures) -> dict[str, bytes]:
+    out = {}
+    for k, im in enumerate(pictures):
+        out[f"jpeg{k}"] = saved(im, "JPEG", quality=85)
+        out[f"progressive{k}"] = saved(im, "JPEG", quality=85, progressive=True)
+        out[f"png{k}"] = saved(im, "PNG")
+        out[f"webp{k}"] = saved(im, "WEBP", quality=80)
+        out[f"turned{k}"] = real_photos.turned(im, 6 + k % 3)
+    return out
+
+
+def refused(data: bytes, **kw) -> str:
+    with pytest.raises(sniff._Failure) as e:
+        sniff.sniff_image(data, decode=False, **{**CAPS, **kw})
+    return e.value.reason
+
+
+def test_the_header_check_agrees_with_the_decode_on_what_it_reports(pictures):
+    for name, data in bodies(pictures).items():
+        full = sniff.sniff_image(data, **CAPS)
+        head = sniff.sniff_image(data, decode=False, **CAPS)
+        assert (head.format, head.width, head.height, head.sha256) == (
+            full.format, full.width, full.height, full.sha256), name
+        assert full.decoded and full.phash is not None, name
+        assert not head.decoded and (head.phash, head.dhash, head.phash_centre, head.phash_variants,
+                                     head.phash_fine) == (None,) * 5, name
+
+
+def test_a_body_cut_anywhere_is_refused(pictures):
+    for name, data in bodies(pictures).items():
+        for share in (0.1, 0.5, 0.9, 0.999):
+            cut = data[:int(len(data) * share)]
+            assert refused(cut) in ("truncated", "corrupt"), (name, share)
+        # the last bytes only: the end marker itself
+        assert refused(data[:-2]) in ("truncated", "corrupt"), name
+
+
+def test_a_jpeg_end_marker_before_the_pixels_does_not_make_a_cut_body_whole(pictures):
+    """A comment (or an EXIF thumbnail) before the scan may hold FF D9: only one after the scan counts."""
+    data = saved(pictures[0], "JPEG", quality=85)
+    comment = b"\xff\xfe" + struct.pack(">H", 2 + 6) + b"x\xff\xd9xyz"
+    marked = data[:2] + comment + data[2:]
+    assert sniff.sniff_image(marked, decode=False, **CAPS).sha256  # whole: accepted
+    assert refused(marked[:len(marked) // 2]) == "truncated"
+
+
+def test_bytes_after_a_jpeg_end_are_allowed_as_the_decode_allows_them(pictures):
+    """A motion photo is a JPEG with a video appended after its end-of-image marker."""
+    data = saved(pictures[1], "JPEG", quality=85) + b"\x00\x00\x00\x18ftypmp42" + bytes(100_000)
+    head = sniff.sniff_image(data, decode=False, **CAPS)
+    assert head.format == "jpeg" and head.sha256 == sniff.sniff_image(data, **CAPS).sha256
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
+def test_the_caps_hold_without_a_decode(pictures, fmt):
+    im = pictures[2]
+    assert refused(saved(im, fmt), max_pixels=im.width * im.height - 1) == "too_many_pixels"
+    assert refused(saved(im.resize((40, 40)), fmt)) == "too_small"
+    assert refused(saved(im.resize((2100, 100)), fmt)) == "extreme_aspect_ratio"
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "BMP"])
+def test_formats_without_a_cheap_end_check_are_decoded_anyway(pictures, fmt):
+    info = sniff.sniff_image(saved(pictures[3].convert("RGB"), fmt), decode=False, **CAPS)
+    assert info.decoded and info.phash is not None
+
+
+def damaged_png(im: Image.Image) -> bytes:
+    """A PNG whose chunks, CRCs and IEND are intact but whose compressed pixels are not zlib data: the header
+    check passes it, a decode fails."""
+    data = saved(im, "PNG")
+    at = data.index(b"IDAT") - 4
+    n = struct.unpack(">I", data[at:at + 4])[0]
+    garbage = bytes((7 * i + 3) % 256 for i in range(n))
+    chunk = struct.pack(">I", n) + b"IDAT" + garbage + struct.pack(">I", zlib.crc32(b"IDAT" + garbage))
+    return data[:at] + chunk + data[at + 12 + n:]
+
+
+def test_the_damaged_png_of_these_tests_passes_the_header_and_fails_the_decode(pictures):
+    data = damaged_png(pictures[0])
+    assert not sniff.sniff_image(data, decode=False, **CAPS).decoded
+    with pytest.raises(sniff._Failure) as e:
+        sniff.sniff_image(data, **CAPS)
+    assert e.value.reason in ("corrupt", "truncated")
+
+
+def store_undecoded(project, data: bytes, concept_id: int, country: str) -> str:
+    """What the downloader stores after a header check: the image row without hashes and its open flag."""
+    from tests.fakes.world import add_image
+
+    sha = add_image(project, concept_id, country, data)
+    project.db.execute("INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', "
+                       "?, ?)", [sha, UNDECODED, json.dumps({"stage": "download"}), now()])
+    project.db.conn.commit()
+    return sha
+
+
+def flag_status(db, sha: str, flag: str):
+    row = db.execute("SELECT status FROM image_flags WHERE sha256 = ? AND flag = ?", [sha, flag]).fetchone()
+    return row[0] if row else None
+
+
+def test_an_undecoded_image_is_out_of_the_pool_until_dedup_decodes_it(project, pictures):
+    world = make_world(project, concepts=("bus",), per_cell=1)
+    cid, country = world["concepts"]["bus"], world["countries"][0]
+    good = store_undecoded(project, saved(pictures[0], "JPEG", quality=85), cid, country)
+    bad = store_undecoded(project, damaged_png(pictures[1]), cid, country)
+    out = image_exclusions(project.db)
+    assert out[good] == UNDECODED and out[bad] == UNDECODED
+
+    dedup_images(project, methods=["sha256", "phash"])
+    db = project.db
+    assert flag_status(db, good, UNDECODED) == "resolved" and flag_status(db, good, UNREADABLE) is None
+    assert db.execute("SELECT phash IS NOT NULL AND phash_fine IS NOT NULL FROM images WHERE sha256 = ?",
+                      [good]).fetchone()[0] == 1
+    assert flag_status(db, bad, UNDECODED) == "resolved" and flag_status(db, bad, UNREADABLE) == "open"
+    out = image_exclusions(db)
+    assert good not in out and out[bad] == UNREADABLE
+
+    # a second dedup changes neither flag, and the unreadable image stays out
+    dedup_images(project, methods=["sha256", "phash"])
+    assert (flag_status(db, good, UNDECODED), flag_status(db, bad, UNREADABLE)) == ("resolved", "open")
+    assert image_exclusions(db).get(bad) == UNREADABLE

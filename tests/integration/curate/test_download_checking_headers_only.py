@@ -318,6 +318,11 @@ def test_reruns_of_header_download_and_dedup_change_nothing(tmp_path, www):
     urls, sha = serve_photos(www, tmp_path)
     images = set(sha.values())
     run = cli_project(tmp_path / "p", www.host_port, urls)
+    # a mode that does not exist is one sentence naming the two that do, before any request
+    for bad in (run.json("images", "download", "--check", "pixels", ok=False),
+                run.json("config", "set", "download.check", "pixels", ok=False)):
+        assert "decode" in bad["error"] and "header" in bad["error"], bad
+    assert sum(www.hits.values()) == 0
     # the mode from the configuration when the command names none
     assert run.json("config", "set", "download.check", "header")["value"] == "header"
     assert run.json("images", "download")["new_images"] == len(images)

@@ -9,7 +9,6 @@ can tell which check caught it:
   but the pixels cannot be decompressed;
 - :func:`without_iend`: a PNG with every ``IDAT`` but no ``IEND`` chunk (a transfer cut just before the end);
 - :func:`cut`: the first share of the bytes (a JPEG cut in half has no end-of-image marker);
-- :func:`without_gif_trailer`: a GIF without its final ``;`` trailer byte;
 - :func:`webp_with_wrong_riff_size`: a WebP whose RIFF size field says more bytes than the body holds;
 - :func:`png_claiming` and :func:`jpeg_claiming`: a small picture whose header claims ``width x height``
   (the PNG's ``IHDR``, the JPEG's ``SOF`` frame): a decode would fail or read garbage, a header check sees
@@ -71,12 +70,6 @@ def without_iend(png: bytes) -> bytes:
 def cut(data: bytes, share: float = 0.5) -> bytes:
     """The first ``share`` of ``data``."""
     return data[:int(len(data) * share)]
-
-
-def without_gif_trailer(gif: bytes) -> bytes:
-    if not gif.endswith(b";"):
-        raise ValueError("the GIF does not end with its trailer")
-    return gif[:-1]
 
 
 def webp_with_wrong_riff_size(webp: bytes, extra: int = 4096) -> bytes:

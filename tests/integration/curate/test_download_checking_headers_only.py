@@ -23,6 +23,7 @@ from PIL import Image, ImageFile
 import cultura
 from cultura.cli import cli
 from cultura.curate.download import download_candidates
+from cultura.errors import CulturaError
 from cultura.project import init_project
 from tests.fakes import damaged_images as damaged
 from tests.fakes.cli_runner import ProjectCli
@@ -169,6 +170,9 @@ def test_header_mode_through_the_cli_stores_undecoded_photos_that_dedup_hashes(t
     pics = _pictures()
     assert (stored[sha["coffee.jpg"]]["width"], stored[sha["coffee.jpg"]]["height"]) == pics["coffee"].size
     assert (stored[sha["broken.png"]]["width"], stored[sha["broken.png"]]["height"]) == pics["coins"].size
+    # the displayed size, from the EXIF orientation the JPEG's header holds (stored 300 x 451, shown 451 x 300)
+    turned_size = stored[sha["chelsea-turned.jpg"]]["width"], stored[sha["chelsea-turned.jpg"]]["height"]
+    assert turned_size == pics["chelsea"].size
     assert flag_states(run.json("images", "flags")) == {(s, "undecoded"): "open" for s in later}
     assert pool_out(run.json("images", "list", "--pool", "out")) == {s: "undecoded" for s in later}
     assert {r["sha256"] for r in run.json("images", "list", "--pool", "in")} == {sha["astronaut.gif"]}
@@ -211,6 +215,8 @@ def test_header_mode_through_the_python_api_gives_the_hashes_of_the_decoding_dow
     images, later = set(sha.values()), undecoded(sha)
     with api_project(tmp_path / "header", www.host_port, urls) as header, \
             api_project(tmp_path / "decode", www.host_port, urls) as decode:
+        with pytest.raises(CulturaError, match="decode.*header"):
+            header.images.download(check="headers")
         got = header.images.download(check="header")
         assert got["by_status"] == {"downloaded": len(sha)} and got["new_images"] == len(images)
         assert pool_out(header.images.list(pool="out", frame=False)) == {s: "undecoded" for s in later}
@@ -287,8 +293,11 @@ class Decodes:
         monkeypatch.setattr(ImageFile.ImageFile, "load", load)
 
 
+@pytest.mark.parametrize("processes", [0, 1], ids=["in-threads", "in-decode-processes"])
 def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
-        library_project, www, image_server, monkeypatch):  # noqa: F811
+        library_project, www, image_server, monkeypatch, processes):  # noqa: F811
+    """Both doors of the validation (a thread, a decode process) check the header only; Pillow's decodes can be
+    counted in this process, so the thread door proves that nothing, photographs included, is decoded."""
     p = library_project("header")
     bodies = refused_bodies()
     expected = {www.put(name, data): reason for name, (data, reason) in bodies.items()}
@@ -297,7 +306,7 @@ def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
     p.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in [*expected, *good]])
     decodes = Decodes(monkeypatch)
 
-    summary = download_candidates(p, check="header", decode_processes=0, progress=False)
+    summary = download_candidates(p, check="header", decode_processes=processes, progress=False)
     assert decodes.formats == {}                               # not one body decoded, the photographs included
     assert summary["by_status"] == {"failed": len(expected), "downloaded": len(good)}
     rows = {r["url"]: r for r in p.db.query("SELECT url, status, reason, detail, sha256 FROM candidates")}
@@ -310,7 +319,9 @@ def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
     assert blobs == stored
     flags = {(r["sha256"], r["flag"], r["status"]) for r in p.db.query("SELECT sha256, flag, status FROM image_flags")}
     assert flags == {(s, "undecoded", "open") for s in stored}
-
+    assert all(r[c] is None for r in hash_rows(p.db).values() for c in HASH_COLUMNS)
+    if processes:
+        return
     # the counter sees decodes where there are some: the decoding download of the same photographs
     q = library_project("decode")
     q.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in good])

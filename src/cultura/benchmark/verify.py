@@ -40,6 +40,8 @@ class NotSupported(CulturaError):
 #: What each reason an image left the pool means, as a phrase after "N images …".
 LEFT_POOL = {
     "image_excluded": "excluded by hand or at ingest ('cultura images exclude')",
+    "unreadable": "whose stored file dedup could not decode (flagged unreadable)",
+    "undecoded": "stored after a header check and not yet decoded ('cultura images dedup')",
     "duplicate_dropped": "dropped by the dedup review",
     "filter_removed": "removed by the filter review",
     "culture_conflict": "with an open culture question",
@@ -47,6 +49,10 @@ LEFT_POOL = {
     "low_relevance": "rated below the relevance threshold for every culture",
     "not_linked": "no longer found for an active concept",
 }
+
+#: The reasons that concern an image's own bytes or status, whatever pool a benchmark was drawn from.
+IMAGE_ITSELF = ("image_excluded", "unreadable", "undecoded")
+
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
@@ -122,12 +128,15 @@ def state_findings(project: Project, bench: dict, pool: Pool | None = None) -> l
     shas = sorted({r[4] for r in cands})
     if "per_pair" not in params:
         # not drawn from this project's pool (a released benchmark, its images and roles the release's, or rows
-        # written by another tool): only a hand exclusion and duplicate sets count
+        # written by another tool): only what is wrong with an image itself and duplicate sets count
         excl = image_exclusions(db)
-        gone = [s for s in shas if excl.get(s) == "image_excluded"]
-        return ([{"what": "image_excluded", "count": len(gone), "images": gone,
-                  "text": f"{_plural(len(gone), 'image')} {LEFT_POOL['image_excluded']}"}] if gone else []) \
-            + duplicate_findings(db, cands)
+        found = []
+        for reason in IMAGE_ITSELF:
+            gone = [s for s in shas if excl.get(s) == reason]
+            if gone:
+                found.append({"what": reason, "count": len(gone), "images": gone,
+                              "text": f"{_plural(len(gone), 'image')} {LEFT_POOL[reason]}"})
+        return found + duplicate_findings(db, cands)
     min_rel = params.get("min_relevance", 4.0)
     if pool is None:
         pool = load_pool(project, allow_unreviewed=True, min_relevance=min_rel, allow_random_tags=True)
@@ -137,10 +146,11 @@ def state_findings(project: Project, bench: dict, pool: Pool | None = None) -> l
     unlinked = image_exclusions(db, require_review=True) if any(s not in pool.excluded for s in gone) else {}
     for sha in gone:
         left[pool.excluded.get(sha) or unlinked.get(sha) or "not_linked"].append(sha)
-    for reason in LEFT_POOL:
+    for reason in [*LEFT_POOL, *sorted(set(left) - set(LEFT_POOL))]:  # a reason without its phrase still counts
         if left.get(reason):
             out.append({"what": reason, "count": len(left[reason]), "images": left[reason],
-                        "text": f"{_plural(len(left[reason]), 'image')} {LEFT_POOL[reason]}"})
+                        "text": f"{_plural(len(left[reason]), 'image')} "
+                                f"{LEFT_POOL.get(reason, f'out of the pool ({reason})')}"})
     rel = {(d["sha256"], d["country"]): d["value"] for d in current_per_image(db, "relevance")
            if d["value"] is not None}
     low, lost, forbidden = set(), set(), set()

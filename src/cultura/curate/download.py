@@ -206,13 +206,15 @@ class _Writer:
                     "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
                     self.images)
                 self.new_images += max(cur.rowcount, 0)
-            if self.undecoded:  # only an image still without hashes: bytes already decoded stay in the pool
+            if self.undecoded:
+                # only an image still without hashes (bytes already decoded stay in the pool), and never
+                # reopened: a resolved flag means dedup has tried these bytes (an unreadable image stays out
+                # through its own flag, and dedup would not try it again to resolve a reopened one)
                 self.db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) "
                     f"SELECT ?, '{UNDECODED}', 'open', ?, ? WHERE EXISTS "
                     "(SELECT 1 FROM images WHERE sha256 = ? AND phash IS NULL) "
-                    "ON CONFLICT (sha256, flag) DO UPDATE SET status = 'open', details = excluded.details, "
-                    "created_at = excluded.created_at", self.undecoded)
+                    "ON CONFLICT (sha256, flag) DO NOTHING", self.undecoded)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
                 "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)

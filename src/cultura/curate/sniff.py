@@ -75,16 +75,14 @@ def incomplete(data: bytes, im, fmt: str) -> str | None:
     """What is missing from the end of an opened, undecoded image of format ``fmt`` (one of
     :data:`HEADER_ONLY_FORMATS`), as a phrase, or None when its end is there: a JPEG's end-of-image marker after
     its first scan (entropy-coded data never holds ``FF D9``; trailing bytes after it, a motion photo's video,
-    are allowed), a PNG's ``IEND`` chunk, the bytes a WebP's RIFF header declares."""
+    are allowed), a PNG's ``IEND`` chunk. (A WebP shorter than its RIFF header declares is refused as
+    ``truncated`` before Pillow opens it, in both modes.)"""
     if fmt in ("jpeg", "mpo"):
         start = im.fp.tell() if im.fp is not None else 0  # Pillow's reading stops at the first scan
         return None if data.find(b"\xff\xd9", start) != -1 else "without its end-of-image marker"
     if fmt == "png":
         return None if data.rfind(_PNG_END) != -1 else "without its IEND chunk"
-    if fmt == "webp":
-        declared = int.from_bytes(data[4:8], "little") + 8
-        return None if len(data) >= declared else f"of {len(data)} bytes where its header declares {declared}"
-    return None
+    return None  # a WebP: one shorter than its RIFF header declares is refused before it is opened
 
 
 def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageInfo:
@@ -113,6 +111,10 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
         if any(m in head for m in _HTML_MARKERS):
             raise _Failure("html", "the body is an HTML page", nbytes=n)
         raise _Failure("not_image", "the body is text markup, not an image", nbytes=n)
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) < int.from_bytes(data[4:8], "little") + 8:
+        # Pillow cannot open a cut WebP at all ("could not create decoder object"): say what is wrong with it
+        raise _Failure("truncated", f"WEBP of {n} bytes where its header declares "
+                       f"{int.from_bytes(data[4:8], 'little') + 8}", nbytes=n)
     try:
         im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
     except Image.DecompressionBombError as e:

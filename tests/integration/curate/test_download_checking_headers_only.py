@@ -329,9 +329,6 @@ def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
     assert sum(decodes.formats.values()) >= len(good)
 
 
-@pytest.mark.xfail(strict=True, reason="Pillow cannot open a WebP shorter than its RIFF header declares, so "
-                   "the header check refuses it at Image.open as 'corrupt' before sniff.incomplete's RIFF size "
-                   "comparison is reached")
 def test_a_webp_shorter_than_its_riff_size_is_truncated_in_header_mode(library_project, www):
     p = library_project("webp")
     webp = damaged.encoded(_pictures()["rocket"], "WEBP", quality=85)
@@ -384,9 +381,6 @@ def test_reruns_of_header_download_and_dedup_change_nothing(tmp_path, www):
     assert sum(www.hits.values()) == hits and state() == deduped  # no undecoded flag reopened by a download
 
 
-@pytest.mark.xfail(strict=True, reason="the download's flag write reopens 'undecoded' for stored bytes without "
-                   "hashes, which an unreadable image keeps for good, and ensure_hashes skips unreadable images: "
-                   "the reopened flag stays open through every later dedup")
 def test_bytes_found_again_at_new_urls_after_dedup_reopen_no_flag(tmp_path, www):
     """An image dedup has decoded (or found unreadable) is not undecoded again when a later header-checked download
     finds its bytes at another URL: no flag is reopened that no later dedup would resolve."""

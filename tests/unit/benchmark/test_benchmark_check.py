@@ -46,6 +46,7 @@ def test_a_fresh_version_holds(built):
     ("filter", "filter_removed", "removed by the filter review"),
     ("dedup", "duplicate_dropped", "dropped by the dedup review"),
     ("question", "culture_conflict", "open culture question"),
+    ("unreadable", "unreadable", "could not decode"),
     ("rating", "low_relevance", "rated below"),
     ("query", "queries_changed", "rewritten or withdrawn"),
 ])
@@ -60,9 +61,9 @@ def test_each_later_change_is_named_and_export_refuses_it(built, tmp_path, chang
             decide(project, "filter", s, label="remove" if s == sha else "keep")
     elif change == "dedup":
         decide(project, "dedup", sha, label="drop")
-    elif change == "question":
-        db["image_flags"].insert({"sha256": sha, "flag": "culture_conflict", "status": "open",
-                                  "created_at": "2025"})
+    elif change in ("question", "unreadable"):
+        db["image_flags"].insert({"sha256": sha, "flag": "culture_conflict" if change == "question" else "unreadable",
+                                  "status": "open", "created_at": "2025"})
     elif change == "rating":
         decide(project, "relevance", sha, value=1.0, country=country)
     else:
@@ -80,6 +81,14 @@ def test_each_later_change_is_named_and_export_refuses_it(built, tmp_path, chang
     assert msg.count(". ") == 0 and phrase in msg and "cultura build association --per-pair 2 --allow-unreviewed" \
         in msg and "--as-built" in msg
     assert not (tmp_path / "out").exists()
+
+
+def test_every_reason_an_image_leaves_the_pool_is_named_in_words():
+    """A reason the pool learns later must not leave a built version looking true."""
+    from cultura.benchmark.eligible import EXCLUSION_REASONS
+    from cultura.benchmark.verify import LEFT_POOL
+
+    assert set(EXCLUSION_REASONS) <= set(LEFT_POOL)
 
 
 def test_as_built_exports_the_version_and_the_card_says_what_changed(built, tmp_path):

@@ -436,7 +436,8 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
                   + (f" (+ {row['later_cpu'] * 1000:.2f} ms at dedup)" if later is not None else "")
                   + (f"; img2dataset ({mode}) {row['img2dataset']:6.1f} img/s ({row['img2dataset'] / ideal:.1%}, {i2d[0]} ok), "
                      f"CPU/image {row['i_cpu'] * 1000:.2f} ms; cultura/img2dataset rate {row['vs']:.3f}x, CPU/image "
-                     f"{row['cpu_vs']:.3f}x" if i2d else "") + f"; load {row['load']:.1f}", flush=True)
+                     f"{row['cpu_vs']:.3f}x; steady state (middle 80 % of completions) {d_steady:.1f} against "
+                     f"{i2d[3]:.1f} img/s" if i2d else "") + f"; load {row['load']:.1f}", flush=True)
     finally:
         server.terminate()
         server.wait()

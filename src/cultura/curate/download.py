@@ -77,6 +77,7 @@ from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-
     ImageInfo,
     _Failure,
     _sniff,
+    header_only,
     sniff_image,
     validate_image,
 )
@@ -305,7 +306,7 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
                                                   "proxy": proxies.describe()})
         todo = _round_robin_by_host(rows)
         if decode_processes is None:  # auto: one decode process per CPU for a batch worth their start; a
-            # header check costs less than sending the body to a process does
+            # header check costs less than sending the body to a process does (it runs on the event loop)
             decode_processes = (default_processes(_usable_cpus())
                                 if len(rows) >= DECODE_POOL_MIN and settings.check == "decode" else 0)
         if decode_processes < 0:
@@ -345,7 +346,17 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
 
         async def finish(cand: dict, r: FetchResult, bar) -> None:
             try:
-                if decoder is None:  # a thread validates and writes
+                if decoder is None and settings.check == "header" and header_only(r.data):
+                    # the header check (~0.4 ms) runs on the event loop: a thread running Pillow's header
+                    # parsing would hold the GIL the loop waits for after each of its system calls. The blob
+                    # write goes to a thread: a disk that stalls must not stall every connection.
+                    try:
+                        r, rel = _accepted(r, sniff_image(r.data, **_sniff_options(r, settings))), None
+                    except _Failure as e:
+                        r, rel = _refused(r, e), None
+                    else:
+                        rel = (await asyncio.to_thread(store_blob, project, r.data, r.format, sha256=r.sha256))[1]
+                elif decoder is None:  # a thread validates and writes
                     async with validating:
                         r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
                 else:  # a decode process validates and writes the blob

@@ -71,6 +71,14 @@ async def _sniff(data: bytes, **kw) -> ImageInfo:
     return await asyncio.to_thread(sniff_image, data, **kw)
 
 
+def header_only(data: bytes) -> bool:
+    """Whether the header check (``decode=False``) of ``data`` is a header check only: its signature is one of
+    :data:`HEADER_ONLY_FORMATS` (a body of another kind, or not an image, may cost a decode or a refusal's
+    probing)."""
+    return data[:3] == b"\xff\xd8\xff" or data[:8] == b"\x89PNG\r\n\x1a\n" or (
+        data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+
+
 def incomplete(data: bytes, im, fmt: str) -> str | None:
     """What is missing from the end of an opened, undecoded image of format ``fmt`` (one of
     :data:`HEADER_ONLY_FORMATS`), as a phrase, or None when its end is there: a JPEG's end-of-image marker after

@@ -279,7 +279,8 @@ def library_project(tmp_path, www, image_server):  # noqa: F811
 
 class Decodes:
     """Counts the pixel decodes Pillow runs in this process (every image file's decode goes through
-    ``ImageFile.load``); the downloader validates in threads when ``decode_processes=0``."""
+    ``ImageFile.load``); the downloader validates in this process when ``decode_processes=0`` (a JPEG, PNG or
+    WebP header on the event loop, any other body in a thread)."""
 
     def __init__(self, monkeypatch):
         self.formats, self.lock = collections.Counter(), threading.Lock()
@@ -293,11 +294,12 @@ class Decodes:
         monkeypatch.setattr(ImageFile.ImageFile, "load", load)
 
 
-@pytest.mark.parametrize("processes", [0, 1], ids=["in-threads", "in-decode-processes"])
+@pytest.mark.parametrize("processes", [0, 1], ids=["in-this-process", "in-decode-processes"])
 def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
         library_project, www, image_server, monkeypatch, processes):  # noqa: F811
-    """Both doors of the validation (a thread, a decode process) check the header only; Pillow's decodes can be
-    counted in this process, so the thread door proves that nothing, photographs included, is decoded."""
+    """Every door of the validation (the event loop, a thread, a decode process) checks the header only;
+    Pillow's decodes can be counted in this process, so its doors prove that nothing, photographs included,
+    is decoded."""
     p = library_project("header")
     bodies = refused_bodies()
     expected = {www.put(name, data): reason for name, (data, reason) in bodies.items()}

@@ -370,16 +370,18 @@ GOLD = COUNT_OR_NONE
 #: Other countries each image is rated for (relevance): the range of annotate.relevance_other_countries.
 OTHER_COUNTRIES = from_field(AnnotateSection, "relevance_other_countries")
 
-#: Pool exclusions (:mod:`cultura.annotate.pool`) that keep an image from annotators: a decision already took it out.
-#: An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
+#: Pool exclusions (:mod:`cultura.annotate.pool`) that keep an image from annotators: its bytes were never decoded
+#: or cannot be (``unreadable``, ``undecoded``: a browser may not show them either), or a decision already took it
+#: out. An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
 #: review is for, so those images are still sent.
-PUSH_EXCLUDED = ("image_excluded", "duplicate_dropped", "filter_removed")
+BYTES_EXCLUDED = ("image_excluded", "unreadable", "undecoded")
+PUSH_EXCLUDED = (*BYTES_EXCLUDED, "duplicate_dropped", "filter_removed")
 
 
 def _out_of_pool(db, kind: str) -> set[str]:
     """Images no annotator should see for ``kind``: out of the pool for a reason in :data:`PUSH_EXCLUDED` (a
     dedup review still sees dropped copies of the sets it decides)."""
-    reasons = PUSH_EXCLUDED if kind != "dedup-review" else ("image_excluded", "filter_removed")
+    reasons = PUSH_EXCLUDED if kind != "dedup-review" else (*BYTES_EXCLUDED, "filter_removed")
     return {sha for sha, r in image_exclusions(db).items() if r in reasons}
 
 

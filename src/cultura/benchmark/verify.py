@@ -146,11 +146,10 @@ def state_findings(project: Project, bench: dict, pool: Pool | None = None) -> l
     unlinked = image_exclusions(db, require_review=True) if any(s not in pool.excluded for s in gone) else {}
     for sha in gone:
         left[pool.excluded.get(sha) or unlinked.get(sha) or "not_linked"].append(sha)
-    for reason in [*LEFT_POOL, *sorted(set(left) - set(LEFT_POOL))]:  # a reason without its phrase still counts
+    for reason in LEFT_POOL:  # every reason the pool gives has its phrase (tested)
         if left.get(reason):
             out.append({"what": reason, "count": len(left[reason]), "images": left[reason],
-                        "text": f"{_plural(len(left[reason]), 'image')} "
-                                f"{LEFT_POOL.get(reason, f'out of the pool ({reason})')}"})
+                        "text": f"{_plural(len(left[reason]), 'image')} {LEFT_POOL[reason]}"})
     rel = {(d["sha256"], d["country"]): d["value"] for d in current_per_image(db, "relevance")
            if d["value"] is not None}
     low, lost, forbidden = set(), set(), set()

@@ -54,7 +54,7 @@ def images_ingest(ctx, directory, as_json):
 @click.option("--limit", type=bounded(COUNT), help="Process at most this many candidates.")
 @click.option("--check", type=click.Choice(["decode", "header"]),
               help="decode: decode every image now (default: download.check); header: check JPEG/PNG/WebP headers "
-              "and ends only, a tenth of the CPU; 'images dedup' decodes them, and they stay out of the pool until then.")
+              "and ends only, a third of the CPU; 'images dedup' decodes them, and they stay out of the pool until then.")
 @json_option
 @pass_ctx
 def images_download(ctx, workers, retry_failed, limit, check, as_json):
@@ -171,8 +171,10 @@ def images_clusters(ctx, status_, as_json):
 @pass_ctx
 def images_flags(ctx, status_, resolve, reopen, reason, cultures, as_json):
     """List image flags (culture conflicts: an image found for several cultures, itself or through a copy;
-    unreadable files) and decide or reopen them by hand. Relevance ratings for every flagged country decide
-    them too; a dedup review decides which copy stays, never which culture. Open ones block 'cultura build'."""
+    unreadable files; undecoded ones, stored by 'images download --check header' until 'images dedup' decodes
+    them) and decide or reopen culture conflicts by hand. Relevance ratings for every flagged country decide
+    them too; a dedup review decides which copy stays, never which culture. Open culture conflicts block
+    'cultura build'; unreadable and undecoded images are out of the reviewed pool."""
     if cultures is not None and not resolve:
         raise click.UsageError("--cultures goes with --resolve SHA256.")
     if resolve or reopen:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from ..db import dumps, now, transaction
 from ..errors import CulturaError
 from ..lazy import lazy
+from .images import open_flagged
 
 np = lazy("numpy")  # for the conflict search only (start-up: status lists flags)
 confirm = lazy("cultura.curate.confirm")  # likewise (it imports numpy)
@@ -258,7 +259,7 @@ def live_flag_rows(db) -> list[tuple[str, str, str, str | None, str]]:
 
 def open_conflicts(db) -> list[str]:
     """The images with an open ``culture_conflict`` flag (a culture question no decision settled yet)."""
-    return [r[0] for r in db.execute("SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'", [FLAG])]
+    return open_flagged(db, FLAG)
 
 
 def list_flags(db, *, status: str | None = "open", flag: str | None = None) -> list[dict]:

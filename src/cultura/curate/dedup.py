@@ -65,7 +65,7 @@ from ..bounds import from_field
 from ..config import DedupSection
 from ..db import dumps, finish_run, gc_paused, now, start_run, transaction
 from .blobs import check_blobs
-from .images import image_files, image_paths
+from .images import UNDECODED, image_files, image_paths, open_flagged
 from ..db.leases import stage_lock
 from ..errors import unknown
 from ..executor import use_executor
@@ -415,7 +415,9 @@ def _unchanged(summary: dict) -> dict:
 def _dedup(project: Project, inv: Inventory, opts: dict, writes: Writes, progress: Progress) -> dict:
     summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
                                "hashes_computed": 0, "hash_failures": 0}
-    if any(METHODS[m].needs_hashes for m in opts["methods"]):
+    # an image stored after a header check is decoded by every dedup, whatever its methods: until then it is
+    # out of the reviewed pool, and "run cultura images dedup" is what its flag tells the user
+    if any(METHODS[m].needs_hashes for m in opts["methods"]) or open_flagged(project.db, UNDECODED):
         summary.update(ensure_hashes(project, inv, progress=progress, writes=writes, executor=opts["executor"]))
     flagged: set[int] = set()
     per: dict[str, dict] = {}

@@ -16,7 +16,7 @@ from ..progress import Progress
 from ..progress import task as progress_task
 from . import confirm, hashing
 from .dedup_inventory_rows import HEX_COLUMNS, Positions, hex_array, read_images, read_links
-from .images import UNDECODED, UNREADABLE, image_paths
+from .images import UNDECODED, UNREADABLE, image_paths, open_flagged
 from . import executor as executors
 
 if TYPE_CHECKING:
@@ -190,8 +190,7 @@ def load_inventory(project: Project) -> Inventory:
         positions = Positions(sha, keys)
         del keys
         img, q = read_links(db, positions)
-        flagged = [s for (s,) in db.execute("SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'",
-                                            [UNREADABLE])]
+        flagged = open_flagged(db, UNREADABLE)
         unreadable = set(positions.of_list(flagged).tolist()) - {-1}
         del positions
         ok = (img >= 0) & (q >= 0) & (q <= max_q)

@@ -25,8 +25,8 @@ same way.
 
 ``check`` (``download.check``, ``--check``): ``decode`` (the default) decodes every image as above, which also
 gives its perceptual hashes. ``header`` checks a JPEG, PNG or WebP from its header and its end only: format,
-caps, and a missing end marker refused as ``truncated`` (:func:`.sniff.incomplete`). That costs a tenth of the
-CPU per image. Such an image is stored without hashes and gets an open ``undecoded`` flag
+caps, and a missing end marker refused as ``truncated`` (:func:`.sniff.incomplete`). The check costs a tenth of
+the decode, the download a third of its CPU per image. Such an image is stored without hashes and gets an open ``undecoded`` flag
 (:data:`.images.UNDECODED`), which keeps it out of the reviewed pool until ``cultura images dedup`` decodes
 and hashes it. An image that then fails to decode is flagged ``unreadable`` and stays out of the pool.
 
@@ -71,7 +71,7 @@ from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - R
 from .fetcher import make_client  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
 from .decode_workers import DECODE_POOL_MIN, decode_workers, default_processes
-from .images import UNDECODED
+from .images import UNDECODED, UNREADABLE
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     ImageInfo,
@@ -188,7 +188,7 @@ class _Writer:
             self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
                                 *(r.hashes or (None,) * 5), ts))
             if not r.decoded:
-                self.undecoded.append((r.sha256, _UNDECODED_DETAILS, ts, r.sha256))
+                self.undecoded.append((r.sha256, _UNDECODED_DETAILS, ts, r.sha256, r.sha256))
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -214,7 +214,8 @@ class _Writer:
                 self.db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) "
                     f"SELECT ?, '{UNDECODED}', 'open', ?, ? WHERE EXISTS "
-                    "(SELECT 1 FROM images WHERE sha256 = ? AND phash IS NULL) "
+                    "(SELECT 1 FROM images WHERE sha256 = ? AND phash IS NULL) AND NOT EXISTS "
+                    f"(SELECT 1 FROM image_flags WHERE sha256 = ? AND flag = '{UNREADABLE}' AND status = 'open') "
                     "ON CONFLICT (sha256, flag) DO NOTHING", self.undecoded)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "

@@ -75,8 +75,29 @@ def header_only(data: bytes) -> bool:
     """Whether the header check (``decode=False``) of ``data`` is a header check only: its signature is one of
     :data:`HEADER_ONLY_FORMATS` (a body of another kind, or not an image, may cost a decode or a refusal's
     probing)."""
-    return data[:3] == b"\xff\xd8\xff" or data[:8] == b"\x89PNG\r\n\x1a\n" or (
-        data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+    return pixels.signature_format(data) in ("JPEG", "PNG", "WEBP")
+
+
+def jpeg_scan_start(data: bytes) -> int | None:
+    """Where a JPEG's first scan's entropy-coded data starts (after its SOS segment), walking the segments
+    from SOI; None when the bytes end or stop being segments first. (Pillow's file position after opening
+    cannot be used: an MPO reader seeks back to the start.)"""
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            i += 2
+            continue
+        end = i + 2 + int.from_bytes(data[i + 2:i + 4], "big")
+        if marker == 0xDA:
+            return end if end <= n else None
+        i = end
+    return None
 
 
 def incomplete(data: bytes, im, fmt: str) -> str | None:
@@ -86,7 +107,9 @@ def incomplete(data: bytes, im, fmt: str) -> str | None:
     are allowed), a PNG's ``IEND`` chunk. (A WebP shorter than its RIFF header declares is refused as
     ``truncated`` before Pillow opens it, in both modes.)"""
     if fmt in ("jpeg", "mpo"):
-        start = im.fp.tell() if im.fp is not None else 0  # Pillow's reading stops at the first scan
+        start = jpeg_scan_start(data)
+        if start is None:
+            return "without a complete first scan header"
         return None if data.find(b"\xff\xd9", start) != -1 else "without its end-of-image marker"
     if fmt == "png":
         return None if data.rfind(_PNG_END) != -1 else "without its IEND chunk"
@@ -153,7 +176,7 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
                            f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
         if not decode and fmt in HEADER_ONLY_FORMATS:
-            missing = incomplete(data, im, fmt)  # first: it reads where Pillow's header reading stopped
+            missing = incomplete(data, im, fmt)
             if missing:
                 raise _Failure("truncated", f"{fmt.upper()} {missing}", nbytes=n)
             # a PNG's eXIf chunk may follow its pixels, and getexif would decode them to find it: only an

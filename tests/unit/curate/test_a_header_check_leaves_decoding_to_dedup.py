@@ -5,7 +5,6 @@ until dedup has decoded it, and an image dedup cannot decode stays out for good.
 (Through the downloader, the CLI and the Python API: tests/integration/curate/test_download_checking_headers_only.py.)"""
 from __future__ import annotations
 
-import io
 import json
 import struct
 import zlib
@@ -19,7 +18,8 @@ from cultura.curate.dedup import dedup_images
 from cultura.curate.images import UNDECODED, UNREADABLE
 from cultura.db import now
 from tests.fakes import real_photos
-from tests.fakes.world import make_world
+from tests.fakes.damaged_images import damaged_idat, encoded
+from tests.fakes.world import decide, make_world
 
 CAPS = dict(max_pixels=89_478_485, min_side=64, max_aspect_ratio=20.0)
 
@@ -30,10 +30,7 @@ def pictures():
     return [ph[n] for n in ("astronaut", "coffee", "chelsea", "china")]
 
 
-def saved(im: Image.Image, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    im.save(buf, fmt, **kw)
-    return buf.getvalue()
+saved = encoded
 
 
 def bodies(pictures) -> dict[str, bytes]:
@@ -73,13 +70,18 @@ def test_a_body_cut_anywhere_is_refused(pictures):
         assert refused(data[:-2]) in ("truncated", "corrupt"), name
 
 
-def test_a_jpeg_end_marker_before_the_pixels_does_not_make_a_cut_body_whole(pictures):
-    """A comment (or an EXIF thumbnail) before the scan may hold FF D9: only one after the scan counts."""
-    data = saved(pictures[0], "JPEG", quality=85)
+@pytest.mark.parametrize("fmt", ["JPEG", "MPO"])
+def test_a_jpeg_end_marker_before_the_pixels_does_not_make_a_cut_body_whole(pictures, fmt):
+    """A comment (or an EXIF thumbnail) before the scan may hold FF D9: only one after the scan counts. An MPO
+    (a camera's stereo pair) too, whose reader seeks back to the file's start after opening."""
+    kw = {"save_all": True, "append_images": [pictures[1]]} if fmt == "MPO" else {}
+    data = saved(pictures[0], fmt, quality=85, **kw)
     comment = b"\xff\xfe" + struct.pack(">H", 2 + 6) + b"x\xff\xd9xyz"
     marked = data[:2] + comment + data[2:]
     assert sniff.sniff_image(marked, decode=False, **CAPS).sha256  # whole: accepted
-    assert refused(marked[:len(marked) // 2]) == "truncated"
+    # cut inside the first picture (an MPO cut in its second one shows its first whole, decoded or not)
+    for share in (0.1, 0.25):
+        assert refused(marked[:int(len(marked) * share)]) == "truncated", share
 
 
 def test_bytes_after_a_jpeg_end_are_allowed_as_the_decode_allows_them(pictures):
@@ -104,14 +106,9 @@ def test_formats_without_a_cheap_end_check_are_decoded_anyway(pictures, fmt):
 
 
 def damaged_png(im: Image.Image) -> bytes:
-    """A PNG whose chunks, CRCs and IEND are intact but whose compressed pixels are not zlib data: the header
-    check passes it, a decode fails."""
-    data = saved(im, "PNG")
-    at = data.index(b"IDAT") - 4
-    n = struct.unpack(">I", data[at:at + 4])[0]
-    garbage = bytes((7 * i + 3) % 256 for i in range(n))
-    chunk = struct.pack(">I", n) + b"IDAT" + garbage + struct.pack(">I", zlib.crc32(b"IDAT" + garbage))
-    return data[:at] + chunk + data[at + 12 + n:]
+    """A PNG whose chunks, CRCs and IEND are intact but whose compressed pixels are not: the header check passes
+    it, a decode fails."""
+    return damaged_idat(saved(im, "PNG"))
 
 
 def test_the_damaged_png_of_these_tests_passes_the_header_and_fails_the_decode(pictures):
@@ -159,3 +156,33 @@ def test_an_undecoded_image_is_out_of_the_pool_until_dedup_decodes_it(project, p
     dedup_images(project, methods=["sha256", "phash"])
     assert (flag_status(db, good, UNDECODED), flag_status(db, bad, UNREADABLE)) == ("resolved", "open")
     assert image_exclusions(db).get(bad) == UNREADABLE
+
+
+def test_any_dedup_decodes_what_a_header_check_stored(project, pictures):
+    """Whatever its methods: the flag tells the user to run dedup, so a dedup by sha256 alone decodes too."""
+    world = make_world(project, concepts=("bus",), per_cell=1)
+    sha = store_undecoded(project, saved(pictures[2], "PNG"), world["concepts"]["bus"], world["countries"][0])
+    dedup_images(project, methods=["sha256"])
+    assert flag_status(project.db, sha, UNDECODED) == "resolved" and sha not in image_exclusions(project.db)
+
+
+def test_annotators_never_get_an_image_whose_bytes_are_not_known_good(project, pictures):
+    """For every kind of annotation, and whatever else took the image out of the pool first (the pool gives
+    one reason per image)."""
+    from cultura.annotate.kinds import kinds
+    from cultura.annotate.push import _out_of_pool
+
+    world = make_world(project, concepts=("bus",), per_cell=1)
+    cid, country = world["concepts"]["bus"], world["countries"][0]
+    undecoded = store_undecoded(project, saved(pictures[0], "JPEG", quality=85), cid, country)
+    unreadable = store_undecoded(project, damaged_png(pictures[1]), cid, country)
+    dropped_too = store_undecoded(project, damaged_png(pictures[3]), cid, country)
+    dedup_images(project, methods=["sha256"])  # decodes: unreadable, and the good one resolved
+    store_undecoded(project, saved(pictures[2], "WEBP"), cid, country)
+    decide(project, "dedup", dropped_too, label="drop")
+    assert image_exclusions(project.db)[unreadable] == UNREADABLE
+    out = {k: _out_of_pool(project.db, k) for k in kinds()}
+    assert out and all({unreadable, dropped_too} <= o for o in out.values()), out
+    undecoded_now = {s for s, r in image_exclusions(project.db).items() if r == UNDECODED}
+    assert undecoded_now and all(undecoded_now <= o for o in out.values())
+    assert all(undecoded not in o for o in out.values())  # decoded by the dedup: in the pool again

@@ -41,7 +41,8 @@ EXCLUSION_REASONS = ("image_excluded", "unreadable", "undecoded", "duplicate_dro
 
 REASON_TEXT = {
     "image_excluded": "excluded by hand or at ingest (images.status)",
-    "unreadable": "the stored file could not be decoded (dedup flagged it unreadable)",
+    "unreadable": "dedup could not decode the stored file (after an error that has passed: cultura images flags "
+                  "--resolve SHA256 --flag unreadable --reason TEXT, and the next dedup decodes it again)",
     "undecoded": "downloaded with --check header and not decoded yet: run cultura images dedup",
     "culture_conflict": "found for more than one culture; no culture decision yet",
     "duplicate_dropped": "a duplicate that reviewers dropped (another copy kept)",

@@ -164,14 +164,16 @@ class Images:
         return _frame(flags(self.project, status=status), frame)
 
     def resolve_flags(self, sha256: str | Iterable[str], *, reason: str,
-                      cultures: Iterable[str] | None = None) -> Summary:
-        """Decide a culture question (the cultures a photo stands for) or close a flag, with the reason."""
-        return resolve_image_flags(self.project, _words(sha256), reason=reason,
+                      cultures: Iterable[str] | None = None, flag: str = "culture_conflict") -> Summary:
+        """Decide a culture question (the cultures a photo stands for) or close a flag, with the reason.
+        ``flag="unreadable"``: an image dedup could not decode goes back to the pool, and the next dedup
+        decodes it again."""
+        return resolve_image_flags(self.project, _words(sha256), reason=reason, flag=flag,
                                    cultures=None if cultures is None else list(cultures))
 
-    def reopen_flags(self, sha256: str | Iterable[str], *, reason: str) -> Summary:
+    def reopen_flags(self, sha256: str | Iterable[str], *, reason: str, flag: str = "culture_conflict") -> Summary:
         """Open resolved flags again."""
-        return resolve_image_flags(self.project, _words(sha256), reason=reason, reopen=True)
+        return resolve_image_flags(self.project, _words(sha256), reason=reason, reopen=True, flag=flag)
 
     def exclude(self, sha256: str | Iterable[str], *, reason: str) -> Summary:
         """Leave images out of the pool by hand (a status with its reason; nothing is deleted)."""

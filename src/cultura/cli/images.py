@@ -9,7 +9,7 @@ from ..config import DownloadSection
 from ..curate.dedup import THRESHOLDS, dedup_images
 from ..curate.download import download_candidates
 from ..curate.search import PER_QUERY, ingest_img2dataset, search_images, uses_queries
-from ..curate.status import flags, list_failures, resolve_image_flags, set_image_status
+from ..curate.status import HAND_FLAGS, flags, list_failures, resolve_image_flags, set_image_status
 from ..curate.tagging import TOP_K, tag_images
 from .console import (bounded, executor_option, json_option, listing, model_option, option, pass_ctx, stage_hint,
                       summary)
@@ -164,12 +164,15 @@ def images_clusters(ctx, status_, as_json):
               help="Resolve the culture-conflict flag of this image (sha256 prefix; repeatable) — needs --reason.")
 @click.option("--reopen", multiple=True, metavar="SHA256", help="Reopen a resolved flag (repeatable).")
 @click.option("--reason", help="Why the flag is resolved (stored with it).")
+@click.option("--flag", "flag", type=click.Choice(list(HAND_FLAGS)), default=HAND_FLAGS[0], show_default=True,
+              help="Which flag --resolve/--reopen acts on: unreadable puts an image dedup could not decode back "
+                   "in the pool, and the next dedup decodes it again (after an error that has passed).")
 @click.option("--cultures", metavar="CC,CC",
               help="With --resolve: the countries the image stands for (comma-separated; each one it was found "
                    "for). The build keeps only these links; without it every flagged country is kept.")
 @json_option
 @pass_ctx
-def images_flags(ctx, status_, resolve, reopen, reason, cultures, as_json):
+def images_flags(ctx, status_, resolve, reopen, reason, flag, cultures, as_json):
     """List image flags (culture conflicts: an image found for several cultures, itself or through a copy;
     unreadable files; undecoded ones, stored by 'images download --check header' until 'images dedup' decodes
     them) and decide or reopen culture conflicts by hand. Relevance ratings for every flagged country decide
@@ -180,10 +183,10 @@ def images_flags(ctx, status_, resolve, reopen, reason, cultures, as_json):
     if resolve or reopen:
         res = {}
         if resolve:
-            res.update(resolve_image_flags(ctx.project, resolve, reason=reason,
+            res.update(resolve_image_flags(ctx.project, resolve, reason=reason, flag=flag,
                                            cultures=cultures.split(",") if cultures is not None else None))
         if reopen:
-            res.update(resolve_image_flags(ctx.project, reopen, reason=reason, reopen=True))
+            res.update(resolve_image_flags(ctx.project, reopen, reason=reason, reopen=True, flag=flag))
         return summary("images flags", res, as_json)
     rows = flags(ctx.project, status=None if status_ == "all" else status_)
     listing(f"{len(rows)} flags", rows, as_json, shown=[

@@ -65,7 +65,7 @@ from ..bounds import from_field
 from ..config import DedupSection
 from ..db import dumps, finish_run, gc_paused, now, start_run, transaction
 from .blobs import check_blobs
-from .images import UNDECODED, image_files, image_paths, open_flagged
+from .images import image_files, image_paths
 from ..db.leases import stage_lock
 from ..errors import unknown
 from ..executor import use_executor
@@ -74,8 +74,8 @@ from ..progress import track
 from ..models.embedders import embed_images_cached, get_embedder
 from . import executor as executors
 from . import aligned, confirm, hashing, vector_search
-from .dedup_inventory import (Inventory, Writes, bump_counter, ensure_hashes, load_inventory, read_counter,
-                              read_snapshot)
+from .dedup_inventory import (Inventory, Writes, bump_counter, decode_waiting, ensure_hashes, load_inventory,
+                              read_counter, read_snapshot)
 from .cultures_decide import FLAG, cluster_conflicts, link_conflicts, list_flags, reopen_flags, resolve_flags
 from .cultures_decide import update_conflict_flags_many as _update_flags
 from .vector_search import cosine_pairs  # dedup.cosine_pairs: the exact search, kept importable here
@@ -415,9 +415,10 @@ def _unchanged(summary: dict) -> dict:
 def _dedup(project: Project, inv: Inventory, opts: dict, writes: Writes, progress: Progress) -> dict:
     summary: dict[str, Any] = {"scope": opts["scope"], "methods": opts["methods"], "images": inv.n,
                                "hashes_computed": 0, "hash_failures": 0}
-    # an image stored after a header check is decoded by every dedup, whatever its methods: until then it is
-    # out of the reviewed pool, and "run cultura images dedup" is what its flag tells the user
-    if any(METHODS[m].needs_hashes for m in opts["methods"]) or open_flagged(project.db, UNDECODED):
+    # an image stored after a header check, or one a person sent back to be decoded again, is decoded by every
+    # dedup, whatever its methods: until then it is out of the reviewed pool (or would be hashed by nobody), and
+    # "run cultura images dedup" is what its flag tells the user
+    if any(METHODS[m].needs_hashes for m in opts["methods"]) or decode_waiting(project.db):
         summary.update(ensure_hashes(project, inv, progress=progress, writes=writes, executor=opts["executor"]))
     flagged: set[int] = set()
     per: dict[str, dict] = {}

@@ -241,6 +241,15 @@ def read_counter(db) -> int | None:
     return None if row is None else int(row[0])
 
 
+def decode_waiting(db) -> bool:
+    """Whether an image waits for the decode :func:`ensure_hashes` gives: stored after a header check (an open
+    ``undecoded`` flag) or sent back by a person (a resolved ``unreadable`` flag), and still without hashes."""
+    return db.execute(
+        "SELECT 1 FROM image_flags f JOIN images i ON i.sha256 = f.sha256 WHERE i.phash IS NULL AND i.status = 'ok' "
+        "AND ((f.flag = ? AND f.status = 'open') OR (f.flag = ? AND f.status = 'resolved')) LIMIT 1",
+        [UNDECODED, UNREADABLE]).fetchone() is not None
+
+
 def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None, writes: Writes | None = None,
                   executor: str = "local") -> dict:
     """Compute and store the hashes of the images that lack any of them (pHash, dHash, centre pHash, pHash

@@ -9,6 +9,7 @@ from ..bounds import COUNT
 from ..db import transaction
 from ..errors import CulturaError
 from .cultures_decide import FLAG, list_flags, reopen_flags, resolve_flags
+from .images import UNREADABLE
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -119,12 +120,24 @@ def flags(project: Project, *, status: str | None = "open") -> list[dict]:
     return list_flags(project.db, status=status)
 
 
+#: Flags a person resolves by hand: a culture question, and an unreadable image to be decoded again.
+HAND_FLAGS = (FLAG, UNREADABLE)
+
+
 def resolve_image_flags(project: Project, prefixes, *, reason: str, reopen: bool = False,
-                        cultures: list[str] | None = None) -> dict:
+                        cultures: list[str] | None = None, flag: str = FLAG) -> dict:
     """Resolve (or ``reopen``) the culture-conflict flags of the given images by hand, with a reason: a culture
     decision. ``cultures`` (country codes): the countries the image stands for, each one it was found for
     (itself or through a dropped copy); the build keeps only those links. Without it every flagged country is
-    kept. With it, an already resolved flag is decided again (a person changing an earlier decision)."""
+    kept. With it, an already resolved flag is decided again (a person changing an earlier decision).
+
+    ``flag="unreadable"``: the image dedup could not decode goes back to the pool and the next dedup decodes it
+    again (after an error that has passed: a full disk, memory); bytes still unreadable are flagged again."""
+    if flag not in HAND_FLAGS:
+        raise CulturaError(f"Only {' and '.join(HAND_FLAGS)} flags are resolved by hand, not {flag!r} (an "
+                           "'undecoded' flag is resolved by 'cultura images dedup').", param="flag")
+    if cultures is not None and flag != FLAG:
+        raise CulturaError(f"--cultures decides a culture question; a {flag} flag has none.", param="cultures")
     if not reopen and not (reason and reason.strip()):
         raise CulturaError("Resolving a flag by hand needs a reason (stored with it); pass --reason TEXT.",
                            param="reason")
@@ -144,8 +157,9 @@ def resolve_image_flags(project: Project, prefixes, *, reason: str, reopen: bool
                                    f"{', '.join(found)}); a decision keeps only countries a query found it for.",
                                    param="cultures")
     with transaction(db):
-        n = reopen_flags(db, shas) if reopen else resolve_flags(
-            db, shas, by="hand", resolution=reason.strip(), cultures=cultures, reopened=cultures is not None)
+        n = reopen_flags(db, shas, flag=flag) if reopen else resolve_flags(
+            db, shas, by="hand", resolution=reason.strip(), cultures=cultures, reopened=cultures is not None,
+            flag=flag)
     out = {"images": len(shas), ("reopened" if reopen else "resolved"): n}
     if cultures is not None and not reopen:
         out["cultures"] = sorted(set(cultures))

@@ -186,3 +186,29 @@ def test_annotators_never_get_an_image_whose_bytes_are_not_known_good(project, p
     undecoded_now = {s for s, r in image_exclusions(project.db).items() if r == UNDECODED}
     assert undecoded_now and all(undecoded_now <= o for o in out.values())
     assert all(undecoded not in o for o in out.values())  # decoded by the dedup: in the pool again
+
+
+def test_an_unreadable_image_is_decoded_again_after_a_person_resolves_its_flag(project, pictures):
+    """After an error that has passed (a full disk): resolved by hand it is back in the pool, the next dedup
+    decodes it again, and bytes still unreadable are flagged again. The CLI and the Python API, one door each."""
+    import cultura
+    from click.testing import CliRunner
+
+    from cultura.cli import cli
+
+    world = make_world(project, concepts=("bus",), per_cell=1)
+    cid, country = world["concepts"]["bus"], world["countries"][0]
+    bad = store_undecoded(project, damaged_png(pictures[1]), cid, country)
+    dedup_images(project, methods=["sha256"])
+    assert image_exclusions(project.db)[bad] == UNREADABLE
+    res = CliRunner().invoke(cli, ["--project", str(project.root), "images", "flags", "--resolve", bad[:12],
+                                   "--flag", "unreadable", "--reason", "disk full"])
+    assert res.exit_code == 0, res.output
+    assert flag_status(project.db, bad, UNREADABLE) == "resolved" and bad not in image_exclusions(project.db)
+    dedup_images(project, methods=["sha256"])
+    assert flag_status(project.db, bad, UNREADABLE) == "open" and image_exclusions(project.db)[bad] == UNREADABLE
+
+    p = cultura.open(project.root)
+    assert p.images.resolve_flags(bad, reason="memory", flag="unreadable")["resolved"] == 1
+    with pytest.raises(cultura.CulturaError, match="dedup"):
+        p.images.resolve_flags(bad, reason="x", flag="undecoded")

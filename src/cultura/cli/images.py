@@ -7,7 +7,7 @@ from ..annotate.pool import list_clusters, list_images, members_text
 from ..bounds import COUNT, from_field
 from ..config import DownloadSection
 from ..curate.dedup import THRESHOLDS, dedup_images
-from ..curate.download import download_candidates
+from ..curate.download import CHECKS, download_candidates
 from ..curate.search import PER_QUERY, ingest_img2dataset, search_images, uses_queries
 from ..curate.status import HAND_FLAGS, flags, list_failures, resolve_image_flags, set_image_status
 from ..curate.tagging import TOP_K, tag_images
@@ -52,7 +52,7 @@ def images_ingest(ctx, directory, as_json):
 @click.option("--retry-failed", is_flag=True, help="Also retry candidates that failed before, and those skipped by the "
               "address policy (re-examined anyway after a change of download.allow_hosts).")
 @click.option("--limit", type=bounded(COUNT), help="Process at most this many candidates.")
-@click.option("--check", type=click.Choice(["decode", "header"]),
+@click.option("--check", type=click.Choice(CHECKS),
               help="decode: decode every image now (default: download.check); header: check JPEG/PNG/WebP headers "
               "and ends only, a third of the CPU; 'images dedup' decodes them, and they stay out of the pool until then.")
 @json_option

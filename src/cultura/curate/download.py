@@ -55,11 +55,12 @@ import json
 import os
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, get_args
 
 import httpx
 
 from .. import db as dbmod
+from ..config import DownloadSection
 from ..db import transaction
 from ..db.blobs import blob_writer, store_blob
 from .blobs import check_blobs, sweep_blobs
@@ -445,8 +446,8 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
     return summary
 
 
-#: ``download.check`` values (see the module doc)
-CHECKS = ("decode", "header")
+#: ``download.check`` values (see the module doc), as the configuration declares them
+CHECKS: tuple[str, ...] = get_args(DownloadSection.model_fields["check"].annotation)
 
 #: skip reasons that depend on cultura's own policy (``download.allow_hosts``), so a policy change or an explicit
 #: retry re-examines them; a publisher's refusal (``robots_noai``) is not re-examined

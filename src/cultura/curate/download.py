@@ -178,7 +178,7 @@ class _Writer:
     def __init__(self, db, *, batch: int = 64, interval: float = 0.5):
         self.db, self.batch, self.interval = db, batch, interval
         self.images: list[tuple] = []
-        self.undecoded: list[tuple] = []
+        self.undecoded: list[dict] = []
         self.updates: list[tuple] = []
         self.last = time.monotonic()
         self.new_images = 0
@@ -189,7 +189,7 @@ class _Writer:
             self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
                                 *(r.hashes or (None,) * 5), ts))
             if not r.decoded:
-                self.undecoded.append((r.sha256, _UNDECODED_DETAILS, ts, r.sha256, r.sha256))
+                self.undecoded.append({"sha": r.sha256, "details": _UNDECODED_DETAILS, "ts": ts})
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -214,9 +214,9 @@ class _Writer:
                 # through its own flag, and dedup would not try it again to resolve a reopened one)
                 self.db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) "
-                    f"SELECT ?, '{UNDECODED}', 'open', ?, ? WHERE EXISTS "
-                    "(SELECT 1 FROM images WHERE sha256 = ? AND phash IS NULL) AND NOT EXISTS "
-                    f"(SELECT 1 FROM image_flags WHERE sha256 = ? AND flag = '{UNREADABLE}' AND status = 'open') "
+                    f"SELECT :sha, '{UNDECODED}', 'open', :details, :ts WHERE EXISTS "
+                    "(SELECT 1 FROM images WHERE sha256 = :sha AND phash IS NULL) AND NOT EXISTS "
+                    f"(SELECT 1 FROM image_flags WHERE sha256 = :sha AND flag = '{UNREADABLE}' AND status = 'open') "
                     "ON CONFLICT (sha256, flag) DO NOTHING", self.undecoded)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "

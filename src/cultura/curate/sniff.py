@@ -75,7 +75,7 @@ def header_only(data: bytes) -> bool:
     """Whether the header check (``decode=False``) of ``data`` is a header check only: its signature is one of
     :data:`HEADER_ONLY_FORMATS` (a body of another kind, or not an image, may cost a decode or a refusal's
     probing)."""
-    return pixels.signature_format(data) in ("JPEG", "PNG", "WEBP")
+    return (pixels.signature_format(data) or "").lower() in HEADER_ONLY_FORMATS
 
 
 def jpeg_scan_start(data: bytes) -> int | None:
@@ -100,8 +100,8 @@ def jpeg_scan_start(data: bytes) -> int | None:
     return None
 
 
-def incomplete(data: bytes, im, fmt: str) -> str | None:
-    """What is missing from the end of an opened, undecoded image of format ``fmt`` (one of
+def incomplete(data: bytes, fmt: str) -> str | None:
+    """What is missing from the end of the bytes of an image of format ``fmt`` (one of
     :data:`HEADER_ONLY_FORMATS`), as a phrase, or None when its end is there: a JPEG's end-of-image marker after
     its first scan (entropy-coded data never holds ``FF D9``; trailing bytes after it, a motion photo's video,
     are allowed), a PNG's ``IEND`` chunk. (A WebP shorter than its RIFF header declares is refused as
@@ -142,10 +142,10 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
         if any(m in head for m in _HTML_MARKERS):
             raise _Failure("html", "the body is an HTML page", nbytes=n)
         raise _Failure("not_image", "the body is text markup, not an image", nbytes=n)
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) < int.from_bytes(data[4:8], "little") + 8:
+    declared = int.from_bytes(data[4:8], "little") + 8
+    if pixels.signature_format(data) == "WEBP" and n < declared:
         # Pillow cannot open a cut WebP at all ("could not create decoder object"): say what is wrong with it
-        raise _Failure("truncated", f"WEBP of {n} bytes where its header declares "
-                       f"{int.from_bytes(data[4:8], 'little') + 8}", nbytes=n)
+        raise _Failure("truncated", f"WEBP of {n} bytes where its header declares {declared}", nbytes=n)
     try:
         im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
     except Image.DecompressionBombError as e:
@@ -176,7 +176,7 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             raise _Failure("extreme_aspect_ratio", f"{w}x{h}: aspect ratio {max(w, h) / max(min(w, h), 1):.0f}:1 "
                            f"> max_aspect_ratio {max_aspect_ratio:g}", nbytes=n)
         if not decode and fmt in HEADER_ONLY_FORMATS:
-            missing = incomplete(data, im, fmt)
+            missing = incomplete(data, fmt)
             if missing:
                 raise _Failure("truncated", f"{fmt.upper()} {missing}", nbytes=n)
             # a PNG's eXIf chunk may follow its pixels, and getexif would decode them to find it: only an

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 EXCLUSION_REASONS = ("image_excluded", "unreadable", "undecoded", "duplicate_dropped", "filter_removed",
                      "culture_conflict", "unreviewed")
 
+#: The reasons that concern an image's own bytes or status, not a decision about it: no annotator gets such an
+#: image, and a benchmark holding one is untrue whatever pool it was drawn from.
+IMAGE_ITSELF = ("image_excluded", "unreadable", "undecoded")
+
 REASON_TEXT = {
     "image_excluded": "excluded by hand or at ingest (images.status)",
     "unreadable": "dedup could not decode the stored file (after an error that has passed: cultura images flags "

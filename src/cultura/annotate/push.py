@@ -27,7 +27,7 @@ from cultura.bounds import COUNT_OR_NONE, SEED, Bound, from_field
 from cultura.config import AnnotateSection
 from cultura.db import dumps, now, transaction
 from cultura.db.leases import db_root, stage_lock
-from cultura.annotate.pool import image_exclusions
+from cultura.annotate.pool import IMAGE_ITSELF, image_exclusions
 from cultura.errors import CulturaError
 from cultura.names import label_name
 from cultura.progress import Progress, task, track, waiting
@@ -374,14 +374,13 @@ OTHER_COUNTRIES = from_field(AnnotateSection, "relevance_other_countries")
 #: or cannot be (``unreadable``, ``undecoded``: a browser may not show them either), or a decision already took it
 #: out. An open culture conflict is what the relevance and dedup reviews decide, and ``unreviewed`` is what filter
 #: review is for, so those images are still sent.
-BYTES_EXCLUDED = ("image_excluded", "unreadable", "undecoded")
-PUSH_EXCLUDED = (*BYTES_EXCLUDED, "duplicate_dropped", "filter_removed")
+PUSH_EXCLUDED = (*IMAGE_ITSELF, "duplicate_dropped", "filter_removed")
 
 
 def _out_of_pool(db, kind: str) -> set[str]:
     """Images no annotator should see for ``kind``: out of the pool for a reason in :data:`PUSH_EXCLUDED` (a
     dedup review still sees dropped copies of the sets it decides)."""
-    reasons = PUSH_EXCLUDED if kind != "dedup-review" else (*BYTES_EXCLUDED, "filter_removed")
+    reasons = PUSH_EXCLUDED if kind != "dedup-review" else (*IMAGE_ITSELF, "filter_removed")
     return {sha for sha, r in image_exclusions(db).items() if r in reasons}
 
 

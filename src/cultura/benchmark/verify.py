@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ..annotate.decisions import current_per_image
-from ..annotate.pool import image_exclusions
+from ..annotate.pool import IMAGE_ITSELF, image_exclusions
 from ..curate.clusters import live_cluster_members, open_sets
 from ..curate.benchmark_queries import live_queries
 from ..errors import CulturaError
@@ -49,10 +49,6 @@ LEFT_POOL = {
     "low_relevance": "rated below the relevance threshold for every culture",
     "not_linked": "no longer found for an active concept",
 }
-
-#: The reasons that concern an image's own bytes or status, whatever pool a benchmark was drawn from.
-IMAGE_ITSELF = ("image_excluded", "unreadable", "undecoded")
-
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"

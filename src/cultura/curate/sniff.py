@@ -42,7 +42,7 @@ class ImageInfo:
     format: str      # Pillow format, lower case ("jpeg", "png", …)
     width: int       # as displayed: EXIF orientation applied
     height: int
-    sha256: str
+    sha256: str | None                # None only from ``sniff_image(..., digest=False)``
     phash: str | None = None          # perceptual hashes from the validating decode (curate/hashing.py)
     dhash: str | None = None
     phash_centre: str | None = None
@@ -110,6 +110,8 @@ def incomplete(data: bytes, fmt: str) -> str | None:
         start = jpeg_scan_start(data)
         if start is None:
             return "without a complete first scan header"
+        if data.endswith(b"\xff\xd9") and start <= len(data) - 2:  # the usual end: no search through the scan
+            return None
         return None if data.find(b"\xff\xd9", start) != -1 else "without its end-of-image marker"
     if fmt == "png":
         return None if data.rfind(_PNG_END) != -1 else "without its IEND chunk"
@@ -126,10 +128,12 @@ def validate_image(data: bytes, *, max_pixels: int, min_side: int = 1) -> ImageI
 
 
 def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: str | None = None,
-                max_aspect_ratio: float | None = None, decode: bool = True) -> ImageInfo:
+                max_aspect_ratio: float | None = None, decode: bool = True, digest: bool = True) -> ImageInfo:
     """Validate image bytes (CPU work: call it in a thread). Raises ``_Failure`` with a reason of
     :data:`REASONS` (html, svg, not_image, too_many_pixels, too_small, truncated, corrupt). ``decode=False``:
-    the header check of the module doc (no decode, no hashes, for :data:`HEADER_ONLY_FORMATS`)."""
+    the header check of the module doc (no decode, no hashes, for :data:`HEADER_ONLY_FORMATS`); with
+    ``digest=False`` as well, its ``sha256`` is left to the caller (None), who computes it where it writes the
+    blob (the downloader: in a thread, off the event loop)."""
 
     n = len(data)
     if n == 0:
@@ -184,7 +188,7 @@ def sniff_image(data: bytes, *, max_pixels: int, min_side: int, content_type: st
             turn = pixels.orientation(im) if fmt in ("jpeg", "mpo") or "exif" in im.info else 1
             w, h = pixels.displayed_size((w, h), turn)
             return ImageInfo(format="jpeg" if fmt == "mpo" else fmt, width=w, height=h,
-                             sha256=hashlib.sha256(data).hexdigest(), decoded=False)
+                             sha256=hashlib.sha256(data).hexdigest() if digest else None, decoded=False)
         try:
             hashing.prepare_decode(im)  # JPEG: the stream is still fully entropy-decoded, at reduced scale
             im.load()

@@ -5,6 +5,7 @@ until dedup has decoded it, and an image dedup cannot decode stays out for good.
 (Through the downloader, the CLI and the Python API: tests/integration/curate/test_download_checking_headers_only.py.)"""
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import zlib
@@ -89,6 +90,33 @@ def test_bytes_after_a_jpeg_end_are_allowed_as_the_decode_allows_them(pictures):
     data = saved(pictures[1], "JPEG", quality=85) + b"\x00\x00\x00\x18ftypmp42" + bytes(100_000)
     head = sniff.sniff_image(data, decode=False, **CAPS)
     assert head.format == "jpeg" and head.sha256 == sniff.sniff_image(data, **CAPS).sha256
+
+
+def test_the_sha256_can_be_left_to_whoever_writes_the_blob(pictures):
+    """The downloader hashes where it writes the blob, in a thread: ``digest=False`` changes nothing else."""
+    for name, data in bodies(pictures).items():
+        head = sniff.sniff_image(data, decode=False, **CAPS)
+        bare = sniff.sniff_image(data, decode=False, digest=False, **CAPS)
+        assert bare.sha256 is None and dataclasses.replace(bare, sha256=head.sha256) == head, name
+        assert refused(data[:-2], digest=False) == refused(data[:-2]), name
+
+
+def test_a_jpeg_end_found_at_the_last_bytes_is_the_end_a_search_finds(pictures):
+    """Most bodies end with their end-of-image marker, found without searching the scan: every cut of a photo,
+    with a comment holding FF D9 before its scan and bytes after its end, gets the answer of the search alone."""
+    data = saved(pictures[3], "JPEG", quality=60)
+    comment = b"\xff\xfe" + struct.pack(">H", 2 + 4) + b"\xff\xd9\xff\xd9"
+    tails = (b"", b"\x00" * 7, b"\xff\xd9")
+    for body in (data, data[:2] + comment + data[2:]):
+        start = sniff.jpeg_scan_start(body)
+        for tail in tails:
+            for cut in [*range(0, len(body), 997), *range(len(body) - 8, len(body) + 1)]:
+                part = body[:cut] + tail
+                s = sniff.jpeg_scan_start(part)
+                searched = ("without a complete first scan header" if s is None else
+                            None if part.find(b"\xff\xd9", s) != -1 else "without its end-of-image marker")
+                assert sniff.incomplete(part, "jpeg") == searched, (cut, tail)
+        assert sniff.incomplete(body, "jpeg") is None and start is not None
 
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])

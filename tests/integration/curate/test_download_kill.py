@@ -1,5 +1,6 @@
 """kill -9 the downloader mid-run (kill -9, then Ctrl-C), rerun to completion: every candidate downloaded, every content
-stored exactly once, every blob file has a row and every row a file, no temporary leftovers."""
+stored exactly once, every blob file has a row and every row a file, no temporary leftovers; with the header check
+(blobs hashed and written by threads of their own), every image also has its open ``undecoded`` flag."""
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+
+import pytest
 
 from cultura.curate.download import download_candidates
 from cultura.project import Project, init_project
@@ -61,7 +64,8 @@ def _start_and_kill(root, db_path, at_least: int, sig=signal.SIGKILL) -> int:
         proc.stderr.close()
 
 
-def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path):
+@pytest.mark.parametrize("check", ["decode", "header"])
+def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path, check):
     # 0.2 s per response: a full run takes >= 5 s of the server's own time, so the child is still running when
     # the parent (slow on a busy machine) sees the images it waits for; only the order of states matters
     with ImageServer(latency=0.2) as srv:
@@ -70,6 +74,7 @@ def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path):
         s.allow_hosts = [srv.host_port]
         s.workers, s.per_host = 8, 8
         s.read_timeout, s.backoff_base = 5.0, 0.01
+        s.check = check
         p.save_config()
         seeds = list(range(1000, 1000 + N_DISTINCT))
         urls = [srv.url(f"/img/{k}.jpg") for k in seeds] + [srv.url(f"/country/JP/{k}.jpg")
@@ -106,6 +111,10 @@ def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path):
         files = {f"blobs/{f.parent.name}/{f.name}" for f in blobs.glob("??/*") if f.is_file()}
         assert files == set(image_rows.values())
         assert not any((blobs / ".tmp").iterdir())
+        undecoded = {r[0] for r in db.execute("SELECT sha256 FROM image_flags "
+                                              "WHERE flag = 'undecoded' AND status = 'open'")}
+        hashed = {r[0] for r in db.execute("SELECT sha256 FROM images WHERE phash IS NOT NULL")}
+        assert (undecoded, hashed) == ((set(), expected) if check == "decode" else (expected, set()))
         runs = [r[0] for r in db.execute("SELECT status FROM runs WHERE stage = 'download' ORDER BY id")]
         assert runs == ["interrupted", "interrupted", "done"]
         errors = [r[0] for r in db.execute("SELECT error FROM runs WHERE stage = 'download' ORDER BY id")]

@@ -293,10 +293,14 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
                     "created_at = excluded.created_at",
                     [(inv.sha[part[k]], UNREADABLE, dumps({"stage": "dedup", "error": err}), ts)
                      for k, err in res.errors.items()])
+                # resolved as a person's resolution is: the flag keeps when and why it was raised, and its
+                # details say who resolved it, how and when
                 db.conn.executemany(
-                    "UPDATE image_flags SET status = 'resolved', details = ?, created_at = ? "
+                    "UPDATE image_flags SET status = 'resolved', "
+                    "details = json_set(coalesce(details, '{}'), '$.resolution', json(?)) "
                     "WHERE sha256 = ? AND flag = ? AND status = 'open'",
-                    [(dumps({"stage": "dedup", "decoded": k not in res.errors}), ts, inv.sha[i], UNDECODED)
+                    [(dumps({"by": "dedup", "resolution": "decoded" if k not in res.errors else UNREADABLE,
+                             "at": ts}), inv.sha[i], UNDECODED)
                      for k, i in enumerate(part)])
             for k, i in enumerate(part):
                 if k in res.errors:

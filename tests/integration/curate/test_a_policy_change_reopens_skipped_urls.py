@@ -2,10 +2,8 @@
 server), through the CLI on real photographs: no dead end that forces a new project."""
 from __future__ import annotations
 
-import functools
-import http.server
+import io
 import json
-import threading
 
 import pytest
 from click.testing import CliRunner
@@ -13,27 +11,19 @@ from PIL import Image
 
 from cultura.cli import cli
 from tests.fakes.cli_runner import ProjectCli
+from tests.fakes.file_server import www  # noqa: F401 (fixture)
 
 
 @pytest.fixture
-def photo_server(tmp_path):
+def photo_server(www):
     """Real photographs (scikit-image) served over HTTP on 127.0.0.1 (a private address: refused by default)."""
     import skimage.data as skd  # deferred: heavy, only the photographs need it
 
-    www = tmp_path / "www"
-    www.mkdir()
     for name in ("coffee", "chelsea", "astronaut"):
-        Image.fromarray(getattr(skd, name)()).convert("RGB").save(www / f"{name}.jpg", quality=90)
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):  # not mixed into the CLI output under test
-            pass
-
-    handler = functools.partial(Quiet, directory=str(www))
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+        buf = io.BytesIO()
+        Image.fromarray(getattr(skd, name)()).convert("RGB").save(buf, "JPEG", quality=90)
+        www.put(f"{name}.jpg", buf.getvalue())
+    return www.host_port
 
 
 def test_policy_skip_is_re_examined_when_allow_hosts_changes(tmp_path, photo_server):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import http.server
 import io
 import json
 import threading
@@ -27,49 +26,11 @@ from cultura.errors import CulturaError
 from cultura.project import init_project
 from tests.fakes import damaged_images as damaged
 from tests.fakes.cli_runner import ProjectCli
+from tests.fakes.file_server import FileServer, www  # noqa: F401 (fixture)
 from tests.fakes.image_server import image_server  # noqa: F401 (fixture)
 from tests.fakes.real_photos import encode, turned
 
 HASH_COLUMNS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
-
-
-class FileServer:
-    """Bytes of our choosing at paths of our choosing on 127.0.0.1, each request counted (``hits``)."""
-
-    def __init__(self, root: Path):
-        self.root, self.hits = root, collections.Counter()
-        root.mkdir(parents=True, exist_ok=True)
-        hits = self.hits
-
-        class Quiet(http.server.SimpleHTTPRequestHandler):
-            def log_message(self, *args):  # not mixed into the CLI output under test
-                pass
-
-            def guess_type(self, path):  # bytes are sniffed, never trusted from the type: serve them all alike
-                return "application/octet-stream"
-
-            def do_GET(self):
-                hits[self.path] += 1
-                super().do_GET()
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-        self.host_port = f"127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def put(self, name: str, data: bytes) -> str:
-        (self.root / name).write_bytes(data)
-        return f"http://{self.host_port}/{name}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def www(tmp_path):
-    srv = FileServer(tmp_path / "www")
-    yield srv
-    srv.close()
 
 
 @functools.lru_cache(maxsize=1)

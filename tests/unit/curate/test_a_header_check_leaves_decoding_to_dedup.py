@@ -17,7 +17,6 @@ from cultura.annotate.pool import image_exclusions
 from cultura.curate import sniff
 from cultura.curate.dedup import dedup_images
 from cultura.curate.images import UNDECODED, UNREADABLE
-from cultura.db import now
 from tests.fakes import real_photos
 from tests.fakes.damaged_images import damaged_idat, encoded
 from tests.fakes.world import decide, make_world
@@ -147,13 +146,16 @@ def test_the_damaged_png_of_these_tests_passes_the_header_and_fails_the_decode(p
     assert e.value.reason in ("corrupt", "truncated")
 
 
+RAISED = "2026-01-02T03:04:05+00:00"
+
+
 def store_undecoded(project, data: bytes, concept_id: int, country: str) -> str:
     """What the downloader stores after a header check: the image row without hashes and its open flag."""
     from tests.fakes.world import add_image
 
     sha = add_image(project, concept_id, country, data)
     project.db.execute("INSERT INTO image_flags (sha256, flag, status, details, created_at) VALUES (?, ?, 'open', "
-                       "?, ?)", [sha, UNDECODED, json.dumps({"stage": "download"}), now()])
+                       "?, ?)", [sha, UNDECODED, json.dumps({"stage": "download"}), RAISED])
     project.db.conn.commit()
     return sha
 
@@ -179,6 +181,14 @@ def test_an_undecoded_image_is_out_of_the_pool_until_dedup_decodes_it(project, p
     assert flag_status(db, bad, UNDECODED) == "resolved" and flag_status(db, bad, UNREADABLE) == "open"
     out = image_exclusions(db)
     assert good not in out and out[bad] == UNREADABLE
+    # resolved as a person resolves a flag: when and why it was raised kept, who resolved it and how added
+    for sha, how in ((good, "decoded"), (bad, UNREADABLE)):
+        details, raised = db.execute("SELECT details, created_at FROM image_flags WHERE sha256 = ? AND flag = ?",
+                                     [sha, UNDECODED]).fetchone()
+        details = json.loads(details)
+        assert raised == RAISED and details["stage"] == "download"
+        assert (details["resolution"]["by"], details["resolution"]["resolution"]) == ("dedup", how)
+        assert details["resolution"]["at"] > RAISED
 
     # a second dedup changes neither flag, and the unreadable image stays out
     dedup_images(project, methods=["sha256", "phash"])

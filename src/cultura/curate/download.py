@@ -180,7 +180,13 @@ class _Writer:
         self.db, self.batch, self.interval = db, batch, interval
         self.images: list[tuple] = []
         self.undecoded: list[dict] = []
+        self.hashed: list[dict] = []
         self.updates: list[tuple] = []
+        # bytes a header check stored earlier may be decoded by this run (found again at another URL): their
+        # hashes are then filled in and their flag resolved here, as dedup would (looked up once: a run finds
+        # none when no image is waiting for its decode)
+        self.fill = db.execute(f"SELECT 1 FROM image_flags WHERE flag = '{UNDECODED}' AND status = 'open' "
+                               "LIMIT 1").fetchone() is not None
         self.last = time.monotonic()
         self.new_images = 0
 
@@ -191,6 +197,10 @@ class _Writer:
                                 *(r.hashes or (None,) * 5), ts))
             if not r.decoded:
                 self.undecoded.append({"sha": r.sha256, "details": _UNDECODED_DETAILS, "ts": ts})
+            elif self.fill and r.hashes and r.hashes[0] is not None:
+                self.hashed.append({"sha": r.sha256, "width": r.width, "height": r.height,
+                                    **dict(zip(_HASH_COLUMNS, r.hashes)), "resolution": json.dumps(
+                                        {"by": "download", "resolution": "decoded", "at": ts})})
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -219,12 +229,22 @@ class _Writer:
                     "(SELECT 1 FROM images WHERE sha256 = :sha AND phash IS NULL) AND NOT EXISTS "
                     f"(SELECT 1 FROM image_flags WHERE sha256 = :sha AND flag = '{UNREADABLE}' AND status = 'open') "
                     "ON CONFLICT (sha256, flag) DO NOTHING", self.undecoded)
+            if self.hashed:
+                self.db.conn.executemany(
+                    f"UPDATE images SET {', '.join(f'{c} = :{c}' for c in _HASH_COLUMNS)}, width = :width, "
+                    "height = :height WHERE sha256 = :sha AND phash IS NULL", self.hashed)
+                self.db.conn.executemany(
+                    "UPDATE image_flags SET status = 'resolved', "
+                    "details = json_set(coalesce(details, '{}'), '$.resolution', json(:resolution)) "
+                    f"WHERE sha256 = :sha AND flag = '{UNDECODED}' AND status = 'open'", self.hashed)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
                 "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
-        self.images, self.undecoded, self.updates = [], [], []
+        self.images, self.undecoded, self.hashed, self.updates = [], [], [], []
 
 
+#: the hash columns of ``images``, in the order of ``FetchResult.hashes``
+_HASH_COLUMNS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
 _UNDECODED_DETAILS = json.dumps({"stage": "download", "check": "header",
                                  "fix": "cultura images dedup decodes and hashes it"})
 

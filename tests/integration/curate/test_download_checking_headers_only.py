@@ -23,7 +23,7 @@ import cultura
 from cultura.cli import cli
 from cultura.curate.download import download_candidates
 from cultura.errors import CulturaError
-from cultura.project import init_project
+from cultura.project import Project, init_project
 from tests.fakes import damaged_images as damaged
 from tests.fakes.cli_runner import ProjectCli
 from tests.fakes.file_server import FileServer, www  # noqa: F401 (fixture)
@@ -366,3 +366,38 @@ def test_bytes_found_again_at_new_urls_after_dedup_reopen_no_flag(tmp_path, www)
     assert flag_states(run.json("images", "flags", "--status", "all")) == settled
     run.json("images", "dedup")
     assert flag_states(run.json("images", "flags", "--status", "all")) == settled
+
+
+def test_bytes_a_decoding_download_finds_again_get_their_hashes_without_waiting_for_dedup(tmp_path, www):
+    """Bytes stored undecoded by a header check and found again at another URL by a decoding download: that
+    decode's hashes are kept (they are the ones dedup would compute) and the image is back in the pool at once;
+    the images it did not find again still wait for dedup."""
+    from cultura.curate.sniff import sniff_image
+
+    urls, sha = serve_photos(www, tmp_path)
+    later = undecoded(sha)
+    run = cli_project(tmp_path / "p", www.host_port, urls)
+    run.json("images", "download", "--check", "header")
+    bodies = photo_bodies()
+    again = ("chelsea-turned.jpg", "camera.png")
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join(json.dumps({"url": www.put(f"again-{name}", bodies[name][0]), "concept": bodies[name][1],
+                                        "country": bodies[name][2]}) + "\n" for name in again), encoding="utf-8")
+    assert run.json("images", "search", "--provider", f"urls:{more}")["results"] == 2
+    got = run.json("images", "download", "--check", "decode")
+    assert got["by_status"] == {"downloaded": 2} and got["new_images"] == 0
+
+    found = {sha[name] for name in again}
+    assert found <= later
+    flags = flag_states(run.json("images", "flags", "--status", "all"))
+    assert flags == {**{(s, "undecoded"): "open" for s in later - found},
+                     **{(s, "undecoded"): "resolved" for s in found}}
+    assert pool_out(run.json("images", "list", "--pool", "out")) == {s: "undecoded" for s in later - found}
+    p = Project(run.project)
+    rows = hash_rows(p.db)
+    p.close()
+    for name in again:
+        info = sniff_image(bodies[name][0], max_pixels=10**9, min_side=1)
+        assert {c: rows[sha[name]][c] for c in ("width", "height", *HASH_COLUMNS)} == {
+            "width": info.width, "height": info.height, **{c: getattr(info, c) for c in HASH_COLUMNS}}, name
+    assert all(rows[s]["phash"] is None for s in later - found)

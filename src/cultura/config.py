@@ -74,7 +74,8 @@ class DownloadSection(_Section):
     max_aspect_ratio: float = Field(20.0, ge=1)   # longer side / shorter side; thin strips blow up models
     # "decode": every image decoded while downloading (truncation and damage caught, hashes computed then);
     # "header": JPEG/PNG/WebP checked from their header and end only, decoded and hashed by dedup, and out of
-    # the reviewed pool until then (a third of the download's CPU per image: for fast links and many images)
+    # the reviewed pool until then (about a quarter of the download's CPU per image: for fast links and many
+    # images)
     check: Literal["decode", "header"] = "decode"
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(30.0, gt=0)

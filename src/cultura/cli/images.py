@@ -54,7 +54,8 @@ def images_ingest(ctx, directory, as_json):
 @click.option("--limit", type=bounded(COUNT), help="Process at most this many candidates.")
 @click.option("--check", type=click.Choice(CHECKS),
               help="decode: decode every image now (default: download.check); header: check JPEG/PNG/WebP headers "
-              "and ends only, a third of the CPU; 'images dedup' decodes them, and they stay out of the pool until then.")
+              "and ends only, a quarter of the CPU; 'images dedup' decodes them, and they stay out of the pool "
+              "until then.")
 @json_option
 @pass_ctx
 def images_download(ctx, workers, retry_failed, limit, check, as_json):

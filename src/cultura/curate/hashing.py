@@ -30,6 +30,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from .. import pixels
+from ..errors import CulturaError
 from ..lazy import lazy
 from . import confirm, invariance, lanczos
 from .hash_search import (  # noqa: F401 - re-exported: the search API is reached through this module too
@@ -189,9 +190,24 @@ def dhash_from_thumbs(thumbs: np.ndarray) -> np.ndarray:
     return _pack(thumbs[:, :, 1:] > thumbs[:, :, :-1])
 
 
+def _read(path) -> bytes:
+    """A file's bytes; an ``OSError`` is the disk's or the file system's, not the image's: it stops the stage
+    with a sentence (a missing file, a permission, an I/O error) instead of marking the image unreadable."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise CulturaError(f"Cannot read {path} ({e.strerror or e}): fix the file or the disk and rerun; the "
+                           "image was not marked unreadable.") from e
+
+
 def _worker(item):
+    if isinstance(item, (str, Path)):
+        item = _read(item)
     try:
         return _load_small(item), None
+    except MemoryError:  # the machine's, not the image's
+        raise
     except Exception as e:  # noqa: BLE001 - any decode failure is reported per input, with its reason
         return None, f"{type(e).__name__}: {e}"
 
@@ -200,7 +216,9 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                 progress=None) -> HashResult:
     """pHash and dHash of images given as paths, bytes or PIL images, decoding in a thread pool.
 
-    Unreadable inputs do not stop the batch: their hashes are 0 and ``errors[index]`` holds the reason.
+    Inputs that do not decode do not stop the batch: their hashes are 0 and ``errors[index]`` holds the reason.
+    A file that cannot be read (missing, no permission, an I/O error) raises :class:`~cultura.errors.CulturaError`:
+    that says nothing about the image.
     ``progress`` is an optional callable called with the number of inputs done after each chunk.
     """
     items = list(items)

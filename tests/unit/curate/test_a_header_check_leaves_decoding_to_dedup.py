@@ -250,3 +250,39 @@ def test_an_unreadable_image_is_decoded_again_after_a_person_resolves_its_flag(p
     assert p.images.resolve_flags(bad, reason="memory", flag="unreadable")["resolved"] == 1
     with pytest.raises(cultura.CulturaError, match="dedup"):
         p.images.resolve_flags(bad, reason="x", flag="undecoded")
+
+
+def test_a_blob_the_disk_cannot_give_stops_dedup_and_leaves_the_image_undecided(project, pictures):
+    """A file that cannot be read says nothing about the image: dedup stops with a sentence naming the file,
+    the image is not flagged unreadable (which would take it out of the pool until a person looks), and once
+    the file is readable again the next dedup decodes it. Bytes that do not decode are still a verdict."""
+    import cultura
+
+    world = make_world(project, concepts=("bus",), per_cell=1)
+    cid, country = world["concepts"]["bus"], world["countries"][0]
+    data = saved(pictures[0], "JPEG", quality=85)
+    sha = store_undecoded(project, data, cid, country)
+    path = project.blob_path(project.db.execute("SELECT path FROM images WHERE sha256 = ?", [sha]).fetchone()[0])
+    path.unlink()
+    path.mkdir()  # the file system gives an error for it, whoever runs the tests (root reads any mode)
+    with pytest.raises(cultura.CulturaError, match=f"Cannot read {path}.*not marked unreadable"):
+        dedup_images(project, methods=["sha256"])
+    assert (flag_status(project.db, sha, UNDECODED), flag_status(project.db, sha, UNREADABLE)) == ("open", None)
+    path.rmdir()
+    path.write_bytes(data)
+    dedup_images(project, methods=["sha256"])
+    assert (flag_status(project.db, sha, UNDECODED), flag_status(project.db, sha, UNREADABLE)) == ("resolved", None)
+    assert sha not in image_exclusions(project.db)
+
+
+def test_hashing_tells_bytes_that_do_not_decode_from_a_file_that_cannot_be_read(tmp_path, pictures):
+    import cultura
+    from cultura.curate import hashing
+
+    good, bad = tmp_path / "good.jpg", tmp_path / "bad.png"
+    good.write_bytes(saved(pictures[0], "JPEG", quality=85))
+    bad.write_bytes(damaged_png(pictures[1]))
+    res = hashing.hash_images([good, bad, bad.read_bytes()], workers=2)
+    assert set(res.errors) == {1, 2} and res.phash[0] != 0
+    with pytest.raises(cultura.CulturaError, match="Cannot read .*missing.png"):
+        hashing.hash_images([good, tmp_path / "missing.png"], workers=2)

@@ -130,14 +130,19 @@ async def _validate_body(r: FetchResult, settings) -> FetchResult:
     return _accepted(r, info)
 
 
+def _checked(r: FetchResult, settings, *, digest: bool = True) -> tuple[FetchResult, bool]:
+    """``(r accepted or refused, accepted)``: the body checked as ``download.check`` says (without its sha256
+    when ``digest`` is False: the blob write computes it)."""
+    try:
+        return _accepted(r, sniff_image(r.data, digest=digest, **_sniff_options(r, settings))), True
+    except _Failure as e:
+        return _refused(r, e), False
+
+
 def _validate_and_store(project: Project, r: FetchResult, settings) -> tuple[FetchResult, str | None]:
     """:func:`_validate_body` and the blob write in one call (one thread hop per image, not two)."""
-    try:
-        info = sniff_image(r.data, **_sniff_options(r, settings))
-    except _Failure as e:
-        return _refused(r, e), None
-    r = _accepted(r, info)
-    return r, store_blob(project, r.data, r.format, sha256=r.sha256)[1]
+    r, ok = _checked(r, settings)
+    return r, store_blob(project, r.data, r.format, sha256=r.sha256)[1] if ok else None
 
 
 def _sniff_options(r: FetchResult, settings) -> dict:
@@ -374,11 +379,9 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
                     # parsing would hold the GIL the loop waits for after each of its system calls. The sha256
                     # (~0.6 ms for a web photo; hashlib releases the GIL) and the blob write go to a blob
                     # thread: a disk that stalls must not stall every connection.
-                    try:
-                        r, rel = _accepted(r, sniff_image(r.data, digest=False, **_sniff_options(r, settings))), None
-                    except _Failure as e:
-                        r, rel = _refused(r, e), None
-                    else:
+                    r, ok = _checked(r, settings, digest=False)
+                    rel = None
+                    if ok:
                         r.sha256, rel = await asyncio.get_running_loop().run_in_executor(
                             blob_threads, store_blob, project, r.data, r.format)
                 elif decoder is None:  # a thread validates and writes

@@ -26,9 +26,10 @@ same way.
 ``check`` (``download.check``, ``--check``): ``decode`` (the default) decodes every image as above, which also
 gives its perceptual hashes. ``header`` checks a JPEG, PNG or WebP from its header and its end only: format,
 caps, and a missing end marker refused as ``truncated`` (:func:`.sniff.incomplete`). The check costs a tenth of
-the decode, the download a third of its CPU per image. Such an image is stored without hashes and gets an open ``undecoded`` flag
-(:data:`.images.UNDECODED`), which keeps it out of the reviewed pool until ``cultura images dedup`` decodes
-and hashes it. An image that then fails to decode is flagged ``unreadable`` and stays out of the pool.
+the decode, the download about a quarter of its CPU per image. Such an image is stored without hashes and gets an
+open ``undecoded`` flag (:data:`.images.UNDECODED`), which keeps it out of the reviewed pool until ``cultura
+images dedup`` decodes and hashes it (or a decoding download finds the same bytes again: its hashes are kept and
+the flag resolved). An image that then fails to decode is flagged ``unreadable`` and stays out of the pool.
 
 Every candidate ends with ``status`` ``downloaded``, ``failed`` or ``skipped`` (policy refusals) and a
 ``reason`` from :data:`REASONS`. Resumability: blobs are renamed into place before their rows are committed
@@ -237,17 +238,21 @@ class _Writer:
             if self.hashed:
                 self.db.conn.executemany(
                     f"UPDATE images SET {', '.join(f'{c} = :{c}' for c in _HASH_COLUMNS)}, width = :width, "
-                    "height = :height WHERE sha256 = :sha AND phash IS NULL", self.hashed)
+                    f"height = :height WHERE sha256 = :sha AND phash IS NULL AND {_NOT_UNREADABLE}", self.hashed)
                 self.db.conn.executemany(
                     "UPDATE image_flags SET status = 'resolved', "
                     "details = json_set(coalesce(details, '{}'), '$.resolution', json(:resolution)) "
-                    f"WHERE sha256 = :sha AND flag = '{UNDECODED}' AND status = 'open'", self.hashed)
+                    f"WHERE sha256 = :sha AND flag = '{UNDECODED}' AND status = 'open' AND {_NOT_UNREADABLE}",
+                    self.hashed)
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
                 "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
         self.images, self.undecoded, self.hashed, self.updates = [], [], [], []
 
 
+#: no open ``unreadable`` flag on the image ``:sha`` (dedup found its bytes undecodable: a person decides)
+_NOT_UNREADABLE = (f"NOT EXISTS (SELECT 1 FROM image_flags u WHERE u.sha256 = :sha AND u.flag = '{UNREADABLE}' "
+                   "AND u.status = 'open')")
 #: the hash columns of ``images``, in the order of ``FetchResult.hashes``
 _HASH_COLUMNS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
 _UNDECODED_DETAILS = json.dumps({"stage": "download", "check": "header",

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import CulturaError
 from ..executor import EXECUTORS, Executor, as_list, current_executor, get_executor, ray_init, ray_map
 from . import confirm, hashing
 
@@ -34,12 +35,23 @@ class _HashActor:
     def __call__(self, batch: dict) -> dict:
         idx = [i for group in batch["i"] for i in as_list(group)]
         paths = [str(p) for group in batch["path"] for p in as_list(group)]
-        res = hashing.hash_images(paths, workers=1)
+        fatal = ""
+        try:
+            res = hashing.hash_images(paths, workers=1)
+        except CulturaError as e:  # a file that cannot be read: the job stops with its sentence (ray_map)
+            fatal, idx, paths, res = str(e), [-1], [""], _empty(1)
         errors = [res.errors.get(k, "") for k in range(len(paths))]
         return {"i": np.asarray(idx, dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
                 "phash_centre": res.phash_centre, "phash_variants": res.phash_variants, "sizes": res.sizes,
                 "fine": res.fine.reshape(len(paths), -1),
-                "error": np.array(errors, dtype=object)}
+                "error": np.array(errors, dtype=object), "fatal": np.array([fatal] * len(paths), dtype=object)}
+
+
+def _empty(n: int) -> hashing.HashResult:
+    """A :class:`hashing.HashResult` of ``n`` zero rows (the shape of a batch that carries only a failure)."""
+    return hashing.HashResult(np.zeros(n, np.uint64), np.zeros(n, np.uint64), {}, np.zeros(n, np.uint64),
+                              np.zeros((n, len(hashing.VARIANTS)), np.uint64), np.zeros((n, 2), np.int64),
+                              np.zeros((n, len(confirm.FINE_VIEWS), 2), np.uint64))
 
 
 def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None" = "local",

@@ -190,24 +190,14 @@ def dhash_from_thumbs(thumbs: np.ndarray) -> np.ndarray:
     return _pack(thumbs[:, :, 1:] > thumbs[:, :, :-1])
 
 
-def _read(path) -> bytes:
-    """A file's bytes; an ``OSError`` is the disk's or the file system's, not the image's: it stops the stage
-    with a sentence (a missing file, a permission, an I/O error) instead of marking the image unreadable."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise CulturaError(f"Cannot read {path} ({e.strerror or e}): fix the file or the disk and rerun; the "
-                           "image was not marked unreadable.") from e
-
-
 def _worker(item):
-    if isinstance(item, (str, Path)):
-        item = _read(item)
     try:
         return _load_small(item), None
-    except MemoryError:  # the machine's, not the image's
-        raise
+    except OSError as e:
+        if e.errno is not None:  # the file system's (a missing file, a permission, an I/O error), not the image's
+            raise CulturaError(f"Cannot read {e.filename or item} ({e.strerror or e}): fix the file or the disk, "
+                               "then rerun.") from e
+        return None, f"{type(e).__name__}: {e}"  # Pillow's verdicts on the bytes carry no errno
     except Exception as e:  # noqa: BLE001 - any decode failure is reported per input, with its reason
         return None, f"{type(e).__name__}: {e}"
 
@@ -217,8 +207,8 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     """pHash and dHash of images given as paths, bytes or PIL images, decoding in a thread pool.
 
     Inputs that do not decode do not stop the batch: their hashes are 0 and ``errors[index]`` holds the reason.
-    A file that cannot be read (missing, no permission, an I/O error) raises :class:`~cultura.errors.CulturaError`:
-    that says nothing about the image.
+    A file that cannot be read (missing, no permission, an I/O error) raises :class:`~cultura.errors.CulturaError`
+    instead: that says nothing about the image.
     ``progress`` is an optional callable called with the number of inputs done after each chunk.
     """
     items = list(items)
@@ -256,8 +246,8 @@ def compute_hashes(paths_or_images: Iterable[Any], *,
                    workers: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(phash, dhash)`` as uint64 arrays, one entry per input (paths, bytes or PIL images).
 
-    Raises :class:`HashingError` naming the first input that cannot be decoded; use :func:`hash_images` to
-    get per-input errors instead.
+    Raises :class:`HashingError` naming the first input that cannot be decoded (use :func:`hash_images` to
+    get per-input errors instead), and :class:`~cultura.errors.CulturaError` for a file that cannot be read.
 
     >>> from PIL import Image
     >>> p, d = compute_hashes([Image.new("L", (40, 30), 128)])

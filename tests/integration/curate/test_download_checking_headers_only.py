@@ -384,6 +384,9 @@ def test_bytes_a_decoding_download_finds_again_get_their_hashes_without_waiting_
     more.write_text("".join(json.dumps({"url": www.put(f"again-{name}", bodies[name][0]), "concept": bodies[name][1],
                                         "country": bodies[name][2]}) + "\n" for name in again), encoding="utf-8")
     assert run.json("images", "search", "--provider", f"urls:{more}")["results"] == 2
+    p = Project(run.project)
+    raised = dict(p.db.execute("SELECT sha256, created_at FROM image_flags WHERE flag = 'undecoded'").fetchall())
+    p.close()
     got = run.json("images", "download", "--check", "decode")
     assert got["by_status"] == {"downloaded": 2} and got["new_images"] == 0
 
@@ -395,6 +398,12 @@ def test_bytes_a_decoding_download_finds_again_get_their_hashes_without_waiting_
     assert pool_out(run.json("images", "list", "--pool", "out")) == {s: "undecoded" for s in later - found}
     p = Project(run.project)
     rows = hash_rows(p.db)
+    for s in found:  # resolved as dedup resolves it: when and why it was raised kept, who resolved it added
+        details, created = p.db.execute("SELECT details, created_at FROM image_flags WHERE sha256 = ? AND flag = ?",
+                                        [s, "undecoded"]).fetchone()
+        details = json.loads(details)
+        assert details["stage"] == "download" and details["resolution"]["by"] == "download"
+        assert created == raised[s] <= details["resolution"]["at"]
     p.close()
     for name in again:
         info = sniff_image(bodies[name][0], max_pixels=10**9, min_side=1)

@@ -1,6 +1,6 @@
 """kill -9 the downloader mid-run (kill -9, then Ctrl-C), rerun to completion: every candidate downloaded, every content
-stored exactly once, every blob file has a row and every row a file, no temporary leftovers; with the header check
-(blobs hashed and written by threads of their own), every image also has its open ``undecoded`` flag."""
+stored exactly once, every blob file has a row and every row a file, no temporary leftovers; in both check modes
+(with the header check every image also has its open ``undecoded`` flag)."""
 from __future__ import annotations
 
 import hashlib

@@ -50,6 +50,19 @@ def test_ray_hashes_equal_local_hashes_bit_for_bit(tmp_path, local_ray):
     assert remote.errors[5] == local.errors[5]
 
 
+def test_a_file_that_cannot_be_read_stops_ray_hashing_with_the_sentence_of_a_local_run(tmp_path, local_ray):
+    """Not a Ray traceback: the actor sends the sentence back as its ``fatal`` column."""
+    from cultura.errors import CulturaError
+
+    paths = blobs(tmp_path, n=8)
+    paths.insert(3, tmp_path / "gone.jpg")
+    with pytest.raises(CulturaError, match="Cannot read .*gone.jpg") as local:
+        executor.hash_paths(paths, executor="local")
+    with pytest.raises(CulturaError, match="On Ray: Cannot read .*gone.jpg") as remote:
+        executor.hash_paths(paths, executor="ray", batch_size=4)
+    assert str(remote.value) == f"On Ray: {local.value}"
+
+
 def test_dedup_with_the_ray_executor_writes_the_rows_a_local_run_writes(tmp_path, local_ray):
     from cultura.db import now
     from cultura.db.blobs import store_blob

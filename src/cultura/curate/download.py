@@ -63,7 +63,6 @@ import httpx
 
 from .. import db as dbmod
 from ..config import DownloadSection
-from ..db import transaction
 from ..db.blobs import blob_writer, store_blob
 from .blobs import check_blobs, sweep_blobs
 from ..errors import CulturaError
@@ -74,7 +73,7 @@ from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - R
 from .fetcher import make_client  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
 from .decode_workers import DECODE_POOL_MIN, decode_workers, default_processes
-from .images import UNDECODED, UNREADABLE
+from .download_rows import DownloadRows
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     ImageInfo,
@@ -179,86 +178,6 @@ def _accepted(r: FetchResult, info: ImageInfo) -> FetchResult:
 
 # ----------------------------------------------------------------------------------------------- the stage
 
-class _Writer:
-    """Buffers outcomes and commits them in small transactions; only the event loop calls it."""
-
-    def __init__(self, db, *, batch: int = 64, interval: float = 0.5):
-        self.db, self.batch, self.interval = db, batch, interval
-        self.images: list[tuple] = []
-        self.undecoded: list[dict] = []
-        self.hashed: list[dict] = []
-        self.updates: list[tuple] = []
-        # bytes a header check stored earlier may be decoded by this run (found again at another URL): their
-        # hashes are then filled in and their flag resolved here, as dedup would (looked up once: a run finds
-        # none when no image is waiting for its decode)
-        self.fill = db.execute(f"SELECT 1 FROM image_flags WHERE flag = '{UNDECODED}' AND status = 'open' "
-                               "LIMIT 1").fetchone() is not None
-        self.last = time.monotonic()
-        self.new_images = 0
-
-    def add(self, cand_id: int, r: FetchResult, relpath: str | None) -> None:
-        ts = dbmod.now()
-        if r.ok:
-            self.images.append((r.sha256, relpath, r.format, r.width, r.height, r.nbytes,
-                                *(r.hashes or (None,) * 5), ts))
-            if not r.decoded:
-                self.undecoded.append({"sha": r.sha256, "details": _UNDECODED_DETAILS, "ts": ts})
-            elif self.fill and r.hashes and r.hashes[0] is not None:
-                self.hashed.append({"sha": r.sha256, "width": r.width, "height": r.height,
-                                    **dict(zip(_HASH_COLUMNS, r.hashes)), "resolution": json.dumps(
-                                        {"by": "download", "resolution": "decoded", "at": ts})})
-        self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
-                             r.sha256 if r.ok else None, r.attempts, ts, cand_id))
-        if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
-            self.flush()
-
-    def flush(self) -> None:
-        self.last = time.monotonic()
-        if not self.updates:
-            return
-        with transaction(self.db):
-            if self.images:
-                cur = self.db.conn.executemany(  # a row marked 'missing' (file gone) is restored
-                    "INSERT INTO images (sha256, path, format, width, height, bytes, phash, dhash, phash_centre, "
-                    "phash_variants, phash_fine, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?) "
-                    "ON CONFLICT (sha256) DO UPDATE "
-                    "SET status = 'ok', reason = NULL, path = excluded.path WHERE images.status = 'missing'",
-                    self.images)
-                self.new_images += max(cur.rowcount, 0)
-            if self.undecoded:
-                # only an image still without hashes (bytes already decoded stay in the pool), and never
-                # reopened: a resolved flag means dedup has tried these bytes (an unreadable image stays out
-                # through its own flag, and dedup would not try it again to resolve a reopened one)
-                self.db.conn.executemany(
-                    "INSERT INTO image_flags (sha256, flag, status, details, created_at) "
-                    f"SELECT :sha, '{UNDECODED}', 'open', :details, :ts WHERE EXISTS "
-                    "(SELECT 1 FROM images WHERE sha256 = :sha AND phash IS NULL) AND NOT EXISTS "
-                    f"(SELECT 1 FROM image_flags WHERE sha256 = :sha AND flag = '{UNREADABLE}' AND status = 'open') "
-                    "ON CONFLICT (sha256, flag) DO NOTHING", self.undecoded)
-            if self.hashed:
-                self.db.conn.executemany(
-                    f"UPDATE images SET {', '.join(f'{c} = :{c}' for c in _HASH_COLUMNS)}, width = :width, "
-                    f"height = :height WHERE sha256 = :sha AND phash IS NULL AND {_NOT_UNREADABLE}", self.hashed)
-                self.db.conn.executemany(
-                    "UPDATE image_flags SET status = 'resolved', "
-                    "details = json_set(coalesce(details, '{}'), '$.resolution', json(:resolution)) "
-                    f"WHERE sha256 = :sha AND flag = '{UNDECODED}' AND status = 'open' AND {_NOT_UNREADABLE}",
-                    self.hashed)
-            self.db.conn.executemany(
-                "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
-                "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
-        self.images, self.undecoded, self.hashed, self.updates = [], [], [], []
-
-
-#: no open ``unreadable`` flag on the image ``:sha`` (dedup found its bytes undecodable: a person decides)
-_NOT_UNREADABLE = (f"NOT EXISTS (SELECT 1 FROM image_flags u WHERE u.sha256 = :sha AND u.flag = '{UNREADABLE}' "
-                   "AND u.status = 'open')")
-#: the hash columns of ``images``, in the order of ``FetchResult.hashes``
-_HASH_COLUMNS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
-_UNDECODED_DETAILS = json.dumps({"stage": "download", "check": "header",
-                                 "fix": "cultura images dedup decodes and hashes it"})
-
-
 @contextlib.contextmanager
 def _project_lock(project: Project):
     """One downloader per project (the orphan sweep must not race another writer of blobs)."""
@@ -345,7 +264,7 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         if decode_processes < 0:
             raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
                                param="decode_processes")
-        writer = _Writer(db)
+        writer = DownloadRows(db)
         by_status: collections.Counter = collections.Counter()
         by_reason: collections.Counter = collections.Counter()
         total_bytes = 0

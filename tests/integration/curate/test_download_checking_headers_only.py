@@ -268,6 +268,15 @@ def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
     good = {www.put("rocket.jpg", encode(_pictures()["rocket"])): None, image_server.url("/img/1.jpg"): None}
     p.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in [*expected, *good]])
     decodes = Decodes(monkeypatch)
+    import cultura.curate.download as download
+
+    writers, store = [], download.store_blob
+
+    def recorded(*a, **kw):
+        writers.append(threading.current_thread().name)
+        return store(*a, **kw)
+
+    monkeypatch.setattr(download, "store_blob", recorded)
 
     summary = download_candidates(p, check="header", decode_processes=processes, progress=False)
     if not processes:  # a decode process's decodes are not seen here: there the hash columns below say it
@@ -286,6 +295,10 @@ def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
     assert all(r[c] is None for r in hash_rows(p.db).values() for c in HASH_COLUMNS)
     if processes:
         return
+    # hashed and written by the blob threads, off the event loop, and those are joined before the run returns:
+    # no blob is written after its run row is closed
+    assert len(writers) == len(good) and all(w.startswith("cultura-blobs") for w in writers), writers
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("cultura-blobs")]
     # the counter sees decodes where there are some: the decoding download of the same photographs
     q = library_project("decode")
     q.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in good])

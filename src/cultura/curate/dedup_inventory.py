@@ -16,7 +16,7 @@ from ..progress import Progress
 from ..progress import task as progress_task
 from . import confirm, hashing
 from .dedup_inventory_rows import HEX_COLUMNS, Positions, hex_array, read_images, read_links
-from .images import UNDECODED, UNREADABLE, image_paths, open_flagged
+from .images import RESOLVE_OPEN_FLAG, UNDECODED, UNREADABLE, image_paths, open_flagged, resolution
 from . import executor as executors
 
 if TYPE_CHECKING:
@@ -293,15 +293,9 @@ def ensure_hashes(project: Project, inv: Inventory, *, progress: Progress = None
                     "created_at = excluded.created_at",
                     [(inv.sha[part[k]], UNREADABLE, dumps({"stage": "dedup", "error": err}), ts)
                      for k, err in res.errors.items()])
-                # resolved as a person's resolution is: the flag keeps when and why it was raised, and its
-                # details say who resolved it, how and when
-                db.conn.executemany(
-                    "UPDATE image_flags SET status = 'resolved', "
-                    "details = json_set(coalesce(details, '{}'), '$.resolution', json(?)) "
-                    "WHERE sha256 = ? AND flag = ? AND status = 'open'",
-                    [(dumps({"by": "dedup", "resolution": "decoded" if k not in res.errors else UNREADABLE,
-                             "at": ts}), inv.sha[i], UNDECODED)
-                     for k, i in enumerate(part)])
+                db.conn.executemany(RESOLVE_OPEN_FLAG, [
+                    (resolution("dedup", "decoded" if k not in res.errors else UNREADABLE, ts), inv.sha[i], UNDECODED)
+                    for k, i in enumerate(part)])
             for k, i in enumerate(part):
                 if k in res.errors:
                     inv.unreadable.add(i)

@@ -76,6 +76,7 @@ from .decode_workers import DECODE_POOL_MIN, decode_workers, default_processes
 from .download_rows import DownloadRows
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
+    HASH_FIELDS,
     ImageInfo,
     _Failure,
     _sniff,
@@ -171,7 +172,7 @@ def _refused(r: FetchResult, e: _Failure) -> FetchResult:
 
 def _accepted(r: FetchResult, info: ImageInfo) -> FetchResult:
     r.status, r.sha256, r.format, r.width, r.height = "downloaded", info.sha256, info.format, info.width, info.height
-    r.hashes = (info.phash, info.dhash, info.phash_centre, info.phash_variants, info.phash_fine)
+    r.hashes = tuple(getattr(info, f) for f in HASH_FIELDS)
     r.decoded = info.decoded
     return r
 

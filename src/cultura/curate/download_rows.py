@@ -9,7 +9,8 @@ import time
 from .. import db as dbmod
 from ..db import transaction
 from .fetch_one import FetchResult
-from .images import UNDECODED, UNREADABLE
+from .images import RESOLVE_OPEN_FLAG, UNDECODED, UNREADABLE, resolution
+from .sniff import HASH_FIELDS
 
 
 class DownloadRows:
@@ -38,8 +39,7 @@ class DownloadRows:
                 self.undecoded.append({"sha": r.sha256, "details": _UNDECODED_DETAILS, "ts": ts})
             elif self.fill and r.hashes and r.hashes[0] is not None:
                 self.hashed.append({"sha": r.sha256, "width": r.width, "height": r.height,
-                                    **dict(zip(_HASH_COLUMNS, r.hashes)), "resolution": json.dumps(
-                                        {"by": "download", "resolution": "decoded", "at": ts})})
+                                    **dict(zip(HASH_FIELDS, r.hashes)), "ts": ts})
         self.updates.append((r.status, r.reason, r.detail, r.http_status, r.content_type, r.nbytes,
                              r.sha256 if r.ok else None, r.attempts, ts, cand_id))
         if len(self.updates) >= self.batch or time.monotonic() - self.last >= self.interval:
@@ -65,18 +65,16 @@ class DownloadRows:
                 self.db.conn.executemany(
                     "INSERT INTO image_flags (sha256, flag, status, details, created_at) "
                     f"SELECT :sha, '{UNDECODED}', 'open', :details, :ts WHERE EXISTS "
-                    "(SELECT 1 FROM images WHERE sha256 = :sha AND phash IS NULL) AND NOT EXISTS "
-                    f"(SELECT 1 FROM image_flags WHERE sha256 = :sha AND flag = '{UNREADABLE}' AND status = 'open') "
+                    f"(SELECT 1 FROM images WHERE sha256 = :sha AND phash IS NULL) AND {_NOT_UNREADABLE} "
                     "ON CONFLICT (sha256, flag) DO NOTHING", self.undecoded)
             if self.hashed:
                 self.db.conn.executemany(
-                    f"UPDATE images SET {', '.join(f'{c} = :{c}' for c in _HASH_COLUMNS)}, width = :width, "
+                    f"UPDATE images SET {', '.join(f'{c} = :{c}' for c in HASH_FIELDS)}, width = :width, "
                     f"height = :height WHERE sha256 = :sha AND phash IS NULL AND {_NOT_UNREADABLE}", self.hashed)
-                self.db.conn.executemany(
-                    "UPDATE image_flags SET status = 'resolved', "
-                    "details = json_set(coalesce(details, '{}'), '$.resolution', json(:resolution)) "
-                    f"WHERE sha256 = :sha AND flag = '{UNDECODED}' AND status = 'open' AND {_NOT_UNREADABLE}",
-                    self.hashed)
+                # (an open undecoded flag never stands beside an open unreadable one: the insert above and
+                # dedup, which resolves the first as it raises the second, see to it)
+                self.db.conn.executemany(RESOLVE_OPEN_FLAG, [(resolution("download", "decoded", h["ts"]), h["sha"],
+                                                              UNDECODED) for h in self.hashed])
             self.db.conn.executemany(
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
                 "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
@@ -86,7 +84,5 @@ class DownloadRows:
 #: no open ``unreadable`` flag on the image ``:sha`` (dedup found its bytes undecodable: a person decides)
 _NOT_UNREADABLE = (f"NOT EXISTS (SELECT 1 FROM image_flags u WHERE u.sha256 = :sha AND u.flag = '{UNREADABLE}' "
                    "AND u.status = 'open')")
-#: the hash columns of ``images``, in the order of ``FetchResult.hashes``
-_HASH_COLUMNS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
 _UNDECODED_DETAILS = json.dumps({"stage": "download", "check": "header",
                                  "fix": "cultura images dedup decodes and hashes it"})

@@ -39,19 +39,12 @@ class _HashActor:
         try:
             res = hashing.hash_images(paths, workers=1)
         except CulturaError as e:  # a file that cannot be read: the job stops with its sentence (ray_map)
-            fatal, idx, paths, res = str(e), [-1], [""], _empty(1)
+            fatal, idx, paths, res = str(e), [-1], [""], hashing.HashResult.zeros(1)
         errors = [res.errors.get(k, "") for k in range(len(paths))]
         return {"i": np.asarray(idx, dtype=np.int64), "phash": res.phash, "dhash": res.dhash,
                 "phash_centre": res.phash_centre, "phash_variants": res.phash_variants, "sizes": res.sizes,
                 "fine": res.fine.reshape(len(paths), -1),
                 "error": np.array(errors, dtype=object), "fatal": np.array([fatal] * len(paths), dtype=object)}
-
-
-def _empty(n: int) -> hashing.HashResult:
-    """A :class:`hashing.HashResult` of ``n`` zero rows (the shape of a batch that carries only a failure)."""
-    return hashing.HashResult(np.zeros(n, np.uint64), np.zeros(n, np.uint64), {}, np.zeros(n, np.uint64),
-                              np.zeros((n, len(hashing.VARIANTS)), np.uint64), np.zeros((n, 2), np.int64),
-                              np.zeros((n, len(confirm.FINE_VIEWS), 2), np.uint64))
 
 
 def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None" = "local",
@@ -70,13 +63,9 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
     n = len(paths)
     groups = [{"i": list(range(s, min(s + batch_size, n))), "path": paths[s:s + batch_size]}
               for s in range(0, n, batch_size)]
-    ph = np.zeros(n, dtype=np.uint64)
-    dh = np.zeros(n, dtype=np.uint64)
-    pc = np.zeros(n, dtype=np.uint64)
-    pv = np.zeros((n, len(hashing.VARIANTS)), dtype=np.uint64)
-    sizes = np.zeros((n, 2), dtype=np.int64)
-    fine = np.zeros((n, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
-    errors: dict[int, str] = {}
+    res = hashing.HashResult.zeros(n)
+    ph, dh, pc, pv, sizes, fine = res.phash, res.dhash, res.phash_centre, res.phash_variants, res.sizes, res.fine
+    errors = res.errors
     for batch in ray_map(groups, _HashActor, executor=ex):
         i = np.asarray(batch["i"], dtype=np.int64)
         ph[i] = np.asarray(batch["phash"]).astype(np.uint64)
@@ -88,7 +77,8 @@ def hash_paths(paths: Sequence[str | Path], *, executor: "str | Executor | None"
         for k, err in zip(i.tolist(), batch["error"].tolist()):
             if err:
                 errors[k] = str(err)
-    return hashing.HashResult(ph, dh, dict(sorted(errors.items())), pc, pv, sizes, fine)
+    res.errors = dict(sorted(errors.items()))
+    return res
 
 
 __all__ = ["EXECUTORS", "hash_paths", "ray_init"]

@@ -83,6 +83,13 @@ class HashResult:
     sizes: np.ndarray | None = None
     fine: np.ndarray | None = None
 
+    @classmethod
+    def zeros(cls, n: int) -> "HashResult":
+        """``n`` rows of zero hashes and sizes, no errors: what a batch is filled into."""
+        return cls(np.zeros(n, np.uint64), np.zeros(n, np.uint64), {}, np.zeros(n, np.uint64),
+                   np.zeros((n, len(VARIANTS)), np.uint64), np.zeros((n, 2), np.int64),
+                   np.zeros((n, len(confirm.FINE_VIEWS), 2), np.uint64))
+
     @property
     def ok(self) -> np.ndarray:
         """Boolean mask of the inputs that were hashed."""
@@ -214,13 +221,9 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
     items = list(items)
     n = len(items)
     workers = workers or min(8, os.cpu_count() or 1)
-    ph = np.zeros(n, dtype=np.uint64)
-    dh = np.zeros(n, dtype=np.uint64)
-    pc = np.zeros(n, dtype=np.uint64)
-    pv = np.zeros((n, len(VARIANTS)), dtype=np.uint64)
-    sizes = np.zeros((n, 2), dtype=np.int64)
-    fine = np.zeros((n, len(confirm.FINE_VIEWS), 2), dtype=np.uint64)
-    errors: dict[int, str] = {}
+    res = HashResult.zeros(n)
+    ph, dh, pc, pv, sizes, fine = res.phash, res.dhash, res.phash_centre, res.phash_variants, res.sizes, res.fine
+    errors = res.errors
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, n, chunk):
             part = items[start:start + chunk]
@@ -239,7 +242,7 @@ def hash_images(items: Iterable[Any], *, workers: int | None = None, chunk: int 
                 sizes[idx] = [results[i][0][2] for i in good]
             if progress is not None:
                 progress(len(part))
-    return HashResult(ph, dh, errors, pc, pv, sizes, fine)
+    return res
 
 
 def compute_hashes(paths_or_images: Iterable[Any], *,

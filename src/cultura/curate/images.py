@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Iterable
 
-from ..db import chunks
+from ..db import chunks, dumps
 
 SQL_CHUNK = 500
 #: ``image_flags`` an image's bytes get: ``undecoded``, stored after a header check only (``download.check =
@@ -22,6 +22,19 @@ UNREADABLE = "unreadable"
 def open_flagged(db, flag: str) -> list[str]:
     """sha256 of the images with an open ``flag`` in ``image_flags``."""
     return [r[0] for r in db.execute("SELECT sha256 FROM image_flags WHERE flag = ? AND status = 'open'", [flag])]
+
+
+#: A stage resolving an open flag as a person's resolution does (:func:`.cultures_decide.resolve_flags`): the flag
+#: keeps when and why it was raised, and its details gain ``resolution`` (who, how, when: :func:`resolution`).
+#: Parameters: the resolution's JSON, the image's sha256, the flag.
+RESOLVE_OPEN_FLAG = ("UPDATE image_flags SET status = 'resolved', "
+                     "details = json_set(coalesce(details, '{}'), '$.resolution', json(?)) "
+                     "WHERE sha256 = ? AND flag = ? AND status = 'open'")
+
+
+def resolution(by: str, how: str, at: str) -> str:
+    """The JSON of a flag's ``resolution``: who resolved it (``by``), how, and when (``at``)."""
+    return dumps({"by": by, "resolution": how, "at": at})
 
 
 # ------------------------------------------------------------------ images

@@ -51,6 +51,9 @@ class ImageInfo:
     decoded: bool = True              # False: the header was checked, the pixels were not (``decode=False``)
 
 
+#: The perceptual hashes of :class:`ImageInfo`, named as the ``images`` columns that store them
+HASH_FIELDS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
+
 #: Formats the header check (``decode=False``) leaves undecoded: those whose end can be found cheaply.
 HEADER_ONLY_FORMATS = frozenset({"jpeg", "mpo", "png", "webp"})
 _PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"  # the IEND chunk: length 0, type, CRC

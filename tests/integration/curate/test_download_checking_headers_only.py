@@ -22,6 +22,7 @@ from PIL import Image, ImageFile
 import cultura
 from cultura.cli import cli
 from cultura.curate.download import download_candidates
+from cultura.curate.sniff import HASH_FIELDS
 from cultura.errors import CulturaError
 from cultura.project import Project, init_project
 from tests.fakes import damaged_images as damaged
@@ -29,8 +30,6 @@ from tests.fakes.cli_runner import ProjectCli
 from tests.fakes.file_server import FileServer, www  # noqa: F401 (fixture)
 from tests.fakes.image_server import image_server  # noqa: F401 (fixture)
 from tests.fakes.real_photos import encode, turned
-
-HASH_COLUMNS = ("phash", "dhash", "phash_centre", "phash_variants", "phash_fine")
 
 
 @functools.lru_cache(maxsize=1)
@@ -92,7 +91,7 @@ def undecoded(sha: dict[str, str]) -> set[str]:
 
 
 def hash_rows(db) -> dict[str, dict]:
-    return {r["sha256"]: r for r in db.query(f"SELECT sha256, width, height, {', '.join(HASH_COLUMNS)} FROM images")}
+    return {r["sha256"]: r for r in db.query(f"SELECT sha256, width, height, {', '.join(HASH_FIELDS)} FROM images")}
 
 
 def flag_states(rows) -> dict[tuple[str, str], str]:
@@ -126,8 +125,8 @@ def test_header_mode_through_the_cli_stores_undecoded_photos_that_dedup_hashes(t
         stored = hash_rows(p.db)
     assert set(stored) == images
     for s in later:                                            # stored as found: no hash before dedup
-        assert all(stored[s][c] is None for c in HASH_COLUMNS), stored[s]
-    assert all(stored[sha["astronaut.gif"]][c] for c in HASH_COLUMNS)
+        assert all(stored[s][c] is None for c in HASH_FIELDS), stored[s]
+    assert all(stored[sha["astronaut.gif"]][c] for c in HASH_FIELDS)
     pics = _pictures()
     assert (stored[sha["coffee.jpg"]]["width"], stored[sha["coffee.jpg"]]["height"]) == pics["coffee"].size
     assert (stored[sha["broken.png"]]["width"], stored[sha["broken.png"]]["height"]) == pics["coins"].size
@@ -142,8 +141,8 @@ def test_header_mode_through_the_cli_stores_undecoded_photos_that_dedup_hashes(t
     with cultura.open(tmp_path / "header") as p:
         hashed = hash_rows(p.db)
     for s in readable:
-        assert all(hashed[s][c] for c in HASH_COLUMNS), hashed[s]
-    assert all(hashed[sha["broken.png"]][c] is None for c in HASH_COLUMNS)
+        assert all(hashed[s][c] for c in HASH_FIELDS), hashed[s]
+    assert all(hashed[sha["broken.png"]][c] is None for c in HASH_FIELDS)
     # displayed size once decoded: the turned photo shows upright, as a browser shows it
     assert (hashed[sha["chelsea-turned.jpg"]]["width"], hashed[sha["chelsea-turned.jpg"]]["height"]) == \
         pics["chelsea"].size
@@ -189,7 +188,7 @@ def test_header_mode_through_the_python_api_gives_the_hashes_of_the_decoding_dow
         decoded = hash_rows(decode.db)
         assert set(decoded) == images - {sha["broken.png"]}
         for s, r in decoded.items():                           # hashed at download: nothing below compares NULLs
-            assert all(r[c] for c in HASH_COLUMNS), r
+            assert all(r[c] for c in HASH_FIELDS), r
         hashed = hash_rows(header.db)
         for s, r in decoded.items():                           # every hash column, and the displayed size
             assert hashed[s] == r, f"{s[:12]}: header mode + dedup {hashed[s]} != decoding download {r}"
@@ -292,7 +291,7 @@ def test_header_mode_refuses_truncated_and_oversized_bodies_without_decoding(
     assert blobs == stored
     flags = {(r["sha256"], r["flag"], r["status"]) for r in p.db.query("SELECT sha256, flag, status FROM image_flags")}
     assert flags == {(s, "undecoded", "open") for s in stored}
-    assert all(r[c] is None for r in hash_rows(p.db).values() for c in HASH_COLUMNS)
+    assert all(r[c] is None for r in hash_rows(p.db).values() for c in HASH_FIELDS)
     if processes:
         return
     # hashed and written by the blob threads, off the event loop, and those are joined before the run returns:
@@ -420,6 +419,6 @@ def test_bytes_a_decoding_download_finds_again_get_their_hashes_without_waiting_
     p.close()
     for name in again:
         info = sniff_image(bodies[name][0], max_pixels=10**9, min_side=1)
-        assert {c: rows[sha[name]][c] for c in ("width", "height", *HASH_COLUMNS)} == {
-            "width": info.width, "height": info.height, **{c: getattr(info, c) for c in HASH_COLUMNS}}, name
+        assert {c: rows[sha[name]][c] for c in ("width", "height", *HASH_FIELDS)} == {
+            "width": info.width, "height": info.height, **{c: getattr(info, c) for c in HASH_FIELDS}}, name
     assert all(rows[s]["phash"] is None for s in later - found)

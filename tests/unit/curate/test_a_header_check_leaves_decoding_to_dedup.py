@@ -29,16 +29,13 @@ def pictures():
     return [ph[n] for n in ("astronaut", "coffee", "chelsea", "china")]
 
 
-saved = encoded
-
-
 def bodies(pictures) -> dict[str, bytes]:
     out = {}
     for k, im in enumerate(pictures):
-        out[f"jpeg{k}"] = saved(im, "JPEG", quality=85)
-        out[f"progressive{k}"] = saved(im, "JPEG", quality=85, progressive=True)
-        out[f"png{k}"] = saved(im, "PNG")
-        out[f"webp{k}"] = saved(im, "WEBP", quality=80)
+        out[f"jpeg{k}"] = encoded(im, "JPEG", quality=85)
+        out[f"progressive{k}"] = encoded(im, "JPEG", quality=85, progressive=True)
+        out[f"png{k}"] = encoded(im, "PNG")
+        out[f"webp{k}"] = encoded(im, "WEBP", quality=80)
         out[f"turned{k}"] = real_photos.turned(im, 6 + k % 3)
     return out
 
@@ -74,7 +71,7 @@ def test_a_jpeg_end_marker_before_the_pixels_does_not_make_a_cut_body_whole(pict
     """A comment (or an EXIF thumbnail) before the scan may hold FF D9: only one after the scan counts. An MPO
     (a camera's stereo pair) too, whose reader seeks back to the file's start after opening."""
     kw = {"save_all": True, "append_images": [pictures[1]]} if fmt == "MPO" else {}
-    data = saved(pictures[0], fmt, quality=85, **kw)
+    data = encoded(pictures[0], fmt, quality=85, **kw)
     comment = b"\xff\xfe" + struct.pack(">H", 2 + 6) + b"x\xff\xd9xyz"
     marked = data[:2] + comment + data[2:]
     assert sniff.sniff_image(marked, decode=False, **CAPS).sha256  # whole: accepted
@@ -85,7 +82,7 @@ def test_a_jpeg_end_marker_before_the_pixels_does_not_make_a_cut_body_whole(pict
 
 def test_bytes_after_a_jpeg_end_are_allowed_as_the_decode_allows_them(pictures):
     """A motion photo is a JPEG with a video appended after its end-of-image marker."""
-    data = saved(pictures[1], "JPEG", quality=85) + b"\x00\x00\x00\x18ftypmp42" + bytes(100_000)
+    data = encoded(pictures[1], "JPEG", quality=85) + b"\x00\x00\x00\x18ftypmp42" + bytes(100_000)
     head = sniff.sniff_image(data, decode=False, **CAPS)
     assert head.format == "jpeg" and head.sha256 == sniff.sniff_image(data, **CAPS).sha256
 
@@ -102,7 +99,7 @@ def test_the_sha256_can_be_left_to_whoever_writes_the_blob(pictures):
 def test_a_jpeg_end_found_at_the_last_bytes_is_the_end_a_search_finds(pictures):
     """Most bodies end with their end-of-image marker, found without searching the scan: every cut of a photo,
     with a comment holding FF D9 before its scan and bytes after its end, gets the answer of the search alone."""
-    data = saved(pictures[3], "JPEG", quality=60)
+    data = encoded(pictures[3], "JPEG", quality=60)
     comment = b"\xff\xfe" + struct.pack(">H", 2 + 4) + b"\xff\xd9\xff\xd9"
     tails = (b"", b"\x00" * 7, b"\xff\xd9")
     for body in (data, data[:2] + comment + data[2:]):
@@ -120,21 +117,21 @@ def test_a_jpeg_end_found_at_the_last_bytes_is_the_end_a_search_finds(pictures):
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
 def test_the_caps_hold_without_a_decode(pictures, fmt):
     im = pictures[2]
-    assert refused(saved(im, fmt), max_pixels=im.width * im.height - 1) == "too_many_pixels"
-    assert refused(saved(im.resize((40, 40)), fmt)) == "too_small"
-    assert refused(saved(im.resize((2100, 100)), fmt)) == "extreme_aspect_ratio"
+    assert refused(encoded(im, fmt), max_pixels=im.width * im.height - 1) == "too_many_pixels"
+    assert refused(encoded(im.resize((40, 40)), fmt)) == "too_small"
+    assert refused(encoded(im.resize((2100, 100)), fmt)) == "extreme_aspect_ratio"
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "BMP"])
 def test_formats_without_a_cheap_end_check_are_decoded_anyway(pictures, fmt):
-    info = sniff.sniff_image(saved(pictures[3].convert("RGB"), fmt), decode=False, **CAPS)
+    info = sniff.sniff_image(encoded(pictures[3].convert("RGB"), fmt), decode=False, **CAPS)
     assert info.decoded and info.phash is not None
 
 
 def damaged_png(im: Image.Image) -> bytes:
     """A PNG whose chunks, CRCs and IEND are intact but whose compressed pixels are not: the header check passes
     it, a decode fails."""
-    return damaged_idat(saved(im, "PNG"))
+    return damaged_idat(encoded(im, "PNG"))
 
 
 def test_the_damaged_png_of_these_tests_passes_the_header_and_fails_the_decode(pictures):
@@ -167,7 +164,7 @@ def flag_status(db, sha: str, flag: str):
 def test_an_undecoded_image_is_out_of_the_pool_until_dedup_decodes_it(project, pictures):
     world = make_world(project, concepts=("bus",), per_cell=1)
     cid, country = world["concepts"]["bus"], world["countries"][0]
-    good = store_undecoded(project, saved(pictures[0], "JPEG", quality=85), cid, country)
+    good = store_undecoded(project, encoded(pictures[0], "JPEG", quality=85), cid, country)
     bad = store_undecoded(project, damaged_png(pictures[1]), cid, country)
     out = image_exclusions(project.db)
     assert out[good] == UNDECODED and out[bad] == UNDECODED
@@ -198,7 +195,7 @@ def test_an_undecoded_image_is_out_of_the_pool_until_dedup_decodes_it(project, p
 def test_any_dedup_decodes_what_a_header_check_stored(project, pictures):
     """Whatever its methods: the flag tells the user to run dedup, so a dedup by sha256 alone decodes too."""
     world = make_world(project, concepts=("bus",), per_cell=1)
-    sha = store_undecoded(project, saved(pictures[2], "PNG"), world["concepts"]["bus"], world["countries"][0])
+    sha = store_undecoded(project, encoded(pictures[2], "PNG"), world["concepts"]["bus"], world["countries"][0])
     dedup_images(project, methods=["sha256"])
     assert flag_status(project.db, sha, UNDECODED) == "resolved" and sha not in image_exclusions(project.db)
 
@@ -211,11 +208,11 @@ def test_annotators_never_get_an_image_whose_bytes_are_not_known_good(project, p
 
     world = make_world(project, concepts=("bus",), per_cell=1)
     cid, country = world["concepts"]["bus"], world["countries"][0]
-    undecoded = store_undecoded(project, saved(pictures[0], "JPEG", quality=85), cid, country)
+    undecoded = store_undecoded(project, encoded(pictures[0], "JPEG", quality=85), cid, country)
     unreadable = store_undecoded(project, damaged_png(pictures[1]), cid, country)
     dropped_too = store_undecoded(project, damaged_png(pictures[3]), cid, country)
     dedup_images(project, methods=["sha256"])  # decodes: unreadable, and the good one resolved
-    store_undecoded(project, saved(pictures[2], "WEBP"), cid, country)
+    store_undecoded(project, encoded(pictures[2], "WEBP"), cid, country)
     decide(project, "dedup", dropped_too, label="drop")
     assert image_exclusions(project.db)[unreadable] == UNREADABLE
     out = {k: _out_of_pool(project.db, k) for k in kinds()}
@@ -259,7 +256,7 @@ def test_a_blob_the_disk_cannot_give_stops_dedup_and_leaves_the_image_undecided(
 
     world = make_world(project, concepts=("bus",), per_cell=1)
     cid, country = world["concepts"]["bus"], world["countries"][0]
-    data = saved(pictures[0], "JPEG", quality=85)
+    data = encoded(pictures[0], "JPEG", quality=85)
     sha = store_undecoded(project, data, cid, country)
     path = project.blob_path(project.db.execute("SELECT path FROM images WHERE sha256 = ?", [sha]).fetchone()[0])
     path.unlink()
@@ -279,7 +276,7 @@ def test_hashing_tells_bytes_that_do_not_decode_from_a_file_that_cannot_be_read(
     from cultura.curate import hashing
 
     good, bad = tmp_path / "good.jpg", tmp_path / "bad.png"
-    good.write_bytes(saved(pictures[0], "JPEG", quality=85))
+    good.write_bytes(encoded(pictures[0], "JPEG", quality=85))
     bad.write_bytes(damaged_png(pictures[1]))
     res = hashing.hash_images([good, bad, bad.read_bytes()], workers=2)
     assert set(res.errors) == {1, 2} and res.phash[0] != 0

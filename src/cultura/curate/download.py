@@ -79,7 +79,6 @@ from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-
     HASH_FIELDS,
     ImageInfo,
     _Failure,
-    _sniff,
     header_only,
     sniff_image,
     validate_image,
@@ -124,11 +123,7 @@ async def _validate_body(r: FetchResult, settings) -> FetchResult:
     aspect caps, HTML/SVG refusal, the hashes); ``r`` unchanged when it is already a failure."""
     if r.status != "fetched":
         return r
-    try:
-        info = await _sniff(r.data, **_sniff_options(r, settings))
-    except _Failure as e:
-        return _refused(r, e)
-    return _accepted(r, info)
+    return (await asyncio.to_thread(_checked, r, settings))[0]
 
 
 def _checked(r: FetchResult, settings, *, digest: bool = True) -> tuple[FetchResult, bool]:

@@ -19,7 +19,6 @@ are rare on the web and have no such cheap end check, so they are decoded as in 
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import io
 from dataclasses import dataclass
@@ -66,12 +65,6 @@ class _Failure(Exception):
         self.reason, self.detail = reason, detail
         self.http_status, self.content_type, self.nbytes = http_status, content_type, nbytes
         self.retryable, self.retry_after = retryable, retry_after
-
-
-async def _sniff(data: bytes, **kw) -> ImageInfo:
-    """:func:`sniff_image` off the event loop, in a thread (the download stage's decode processes are
-    :mod:`cultura.curate.decode_workers`)."""
-    return await asyncio.to_thread(sniff_image, data, **kw)
 
 
 def header_only(data: bytes) -> bool:

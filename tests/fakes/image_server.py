@@ -202,7 +202,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _redirect(self, location: str):
         self._send(302, b"", "text/plain", {"Location": location})
 
-    def do_GET(self):  # noqa: C901 - a routing table
+    def do_GET(self):
+        srv = self.server.owner
+        with srv.lock:  # requests being answered at once (a client's per-host limit is checked against it)
+            srv.active += 1
+            srv.peak = max(srv.peak, srv.active)
+        try:
+            self._route()
+        finally:
+            with srv.lock:
+                srv.active -= 1
+
+    def _route(self):  # noqa: C901 - a routing table
         parsed = urllib.parse.urlsplit(self.path)
         path, q = parsed.path, dict(urllib.parse.parse_qsl(parsed.query))
         srv = self.server.owner
@@ -339,6 +350,7 @@ class ImageServer:
         self.targets: list[str] = []
         self.authorizations: list[str | None] = []
         self.issued: set[str] = set()
+        self.active = self.peak = 0  # requests being answered now, and the most at once
         self.lock = threading.Lock()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.owner = self

@@ -116,16 +116,19 @@ class Images:
         return ingest_img2dataset(self.project, Path(directory))
 
     def download(self, *, workers: int | None = None, retry_failed: bool = False, limit: int | None = None,
-                 check: str | None = None, progress: Progress = None) -> Summary:
+                 check: str | None = None, processes: int | None = None, progress: Progress = None) -> Summary:
         """Download every pending candidate safely (addresses checked on every hop, caps, sniffing, content
         hashes); ``retry_failed``: failed ones too. ``check``: ``"decode"`` (every image decoded now) or
         ``"header"`` (JPEG/PNG/WebP checked from header and end; :meth:`dedup` decodes them, and they stay out
-        of the reviewed pool until then); None: ``download.check``."""
+        of the reviewed pool until then); None: ``download.check``. ``processes``: event loops, each in its own
+        process with its share of the hosts and connections (None: one per CPU for a header check of 1,000
+        candidates or more, else one)."""
         # the same ranges as 'cultura images download' (the stage itself checks only that workers >= 1)
         workers = from_field(DownloadSection, "workers").check_optional(workers, "workers")
         limit = COUNT.check_optional(limit, "limit")
+        processes = COUNT.check_optional(processes, "processes")
         return download_candidates(self.project, workers=workers, retry_failed=retry_failed, limit=limit,
-                                   check=check, progress=progress)
+                                   check=check, processes=processes, progress=progress)
 
     def dedup(self, methods: str | Iterable[str] | None = None, *, scope: str | None = None,
               phash_threshold: int | None = None, dhash_threshold: int | None = None, model: str | None = None,

@@ -56,16 +56,19 @@ def images_ingest(ctx, directory, as_json):
               help="decode: decode every image now (default: download.check); header: check JPEG/PNG/WebP headers "
               "and ends only, a quarter of the CPU; 'images dedup' decodes them, and they stay out of the pool "
               "until then.")
+@click.option("--processes", type=bounded(COUNT),
+              help="Event loops, each in its own process with its share of the hosts and connections (default: "
+              "one per CPU for --check header from 1,000 candidates on, else 1).")
 @json_option
 @pass_ctx
-def images_download(ctx, workers, retry_failed, limit, check, as_json):
+def images_download(ctx, workers, retry_failed, limit, check, processes, as_json):
     """Download pending candidates safely (private addresses refused, bytes and pixels capped, content
     sniffed, files stored by content hash). Resumable after Ctrl-C or kill."""
 
     if stage_hint(ctx, "download", as_json):
         return
     res = download_candidates(ctx.project, workers=workers, retry_failed=retry_failed, limit=limit,
-                              progress=True, check=check)
+                              progress=True, check=check, processes=processes)
     summary("images download", res, as_json)
 
 

@@ -31,6 +31,10 @@ open ``undecoded`` flag (:data:`.images.UNDECODED`), which keeps it out of the r
 images dedup`` decodes and hashes it (or a decoding download finds the same bytes again: its hashes are kept and
 the flag resolved). An image that then fails to decode is flagged ``unreadable`` and stays out of the pool.
 
+``processes`` (``--processes``): a run can be split by host over processes, each with its own event loop
+(:mod:`.download_shards`; by default one per CPU for a header check of 1,000 candidates or more, where the
+event loop is the work, else one).
+
 Every candidate ends with ``status`` ``downloaded``, ``failed`` or ``skipped`` (policy refusals) and a
 ``reason`` from :data:`REASONS`. Resumability: blobs are renamed into place before their rows are committed
 (small batches written by the event loop only), and each run starts by sweeping files without rows
@@ -73,7 +77,8 @@ from .fetch_one import REASONS, FetchResult, _fail, fetch_body  # noqa: F401 - R
 from .fetcher import make_client  # noqa: F401 - make_client: re-exported (the downloader's API)
 from .proxies import proxies_for
 from .decode_workers import DECODE_POOL_MIN, decode_workers, default_processes
-from .download_rows import DownloadRows
+from . import download_shards as shards
+from .download_rows import DownloadRows, Tally
 from .sniff import (  # noqa: F401 - sniff_image, validate_image, ImageInfo: re-exported (the downloader's API)
     ALLOWED_FORMATS,
     HASH_FIELDS,
@@ -222,7 +227,8 @@ def _round_robin_by_host(rows: list[dict]) -> collections.deque:
 
 async def adownload_candidates(project: Project, *, workers: int | None = None, retry_failed: bool = False,
                                limit: int | None = None, progress: Progress = None,
-                               decode_processes: int | None = None, check: str | None = None) -> dict:
+                               decode_processes: int | None = None, check: str | None = None,
+                               processes: int | None = None) -> dict:
     """Async form of :func:`download_candidates` (for code already inside an event loop)."""
     settings = project.config.download
     if check is not None:
@@ -233,6 +239,10 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
     n_workers = workers or settings.workers
     if n_workers < 1:
         raise CulturaError(f"workers must be at least 1 (got {n_workers}); 32 suits most connections.", param="workers")
+    if decode_processes is not None and decode_processes < 0:
+        raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
+                           param="decode_processes")
+    shards.check_processes(processes)
     db = project.db
     # read once: a proxy the downloader cannot use is one sentence before any work, and the run records the
     # proxies its client uses
@@ -247,137 +257,26 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         rows = [dict(id=r[0], url=r[1]) for r in db.execute(sql, [*statuses, *([limit] if limit else [])])]
         # the URL as given where the project stores it without its secret (read again from its urls: file)
         targets: dict[int, str | Unavailable] = request_urls(db, rows)
+        cpus = _usable_cpus()
+        parts = shards.partition(rows, shards.processes_for(processes, rows, n_workers, settings.check, cpus))
         run_id = dbmod.start_run(db, "download", {"workers": n_workers, "retry_failed": retry_failed,
-                                                  "check": settings.check,
+                                                  "check": settings.check, "processes": len(parts),
                                                   "limit": limit, "candidates": len(rows),
                                                   "allow_hosts": _policy(settings.allow_hosts),
                                                   "proxy": proxies.describe()})
-        todo = _round_robin_by_host(rows)
-        if decode_processes is None:  # auto: one decode process per CPU for a batch worth their start; a
-            # header check costs less than sending the body to a process does (it runs on the event loop)
-            decode_processes = (default_processes(_usable_cpus())
-                                if len(rows) >= DECODE_POOL_MIN and settings.check == "decode" else 0)
-        if decode_processes < 0:
-            raise CulturaError(f"decode_processes must be 0 (threads) or more, got {decode_processes}.",
-                               param="decode_processes")
-        writer = DownloadRows(db)
-        by_status: collections.Counter = collections.Counter()
-        by_reason: collections.Counter = collections.Counter()
-        total_bytes = 0
+        tally = Tally()
         t0 = time.monotonic()
-        sems: dict[str, asyncio.Semaphore] = {}
-
-        def slot(host: str) -> asyncio.Semaphore:
-            return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
-
-        # Validation and the blob write run off the connection: a worker hands the fetched bytes on and takes
-        # its next URL at once (at most ``n_workers`` bodies wait to be validated, so at most twice that many
-        # are held in memory); the per-image CPU no longer adds to every request's round trip.
-        backlog = asyncio.Semaphore(n_workers)
-        # While URLs remain, validations run at most one per CPU beyond the event loop's (the decode threads
-        # would otherwise take the cores the loop needs); once every URL is taken, the rest run as wide as the
-        # thread pool allows (the last wave's validations are then all that is left).
-        validating = asyncio.Semaphore(max(1, _usable_cpus() - 1))
-        widened = False
-        finishing: set[asyncio.Task] = set()
-        broken: list[BaseException] = []
-
-        def record(cand: dict, r: FetchResult, rel: str | None, bar) -> None:
-            nonlocal total_bytes
-            if r.ok:
-                total_bytes += r.nbytes or 0
-            writer.add(cand["id"], r, rel)
-            by_status[r.status] += 1
-            if r.reason:
-                by_reason[r.reason] += 1
-            bar.advance(ok=by_status["downloaded"])
-
-        async def finish(cand: dict, r: FetchResult, bar) -> None:
-            try:
-                if decoder is None and settings.check == "header" and header_only(r.data):
-                    # the header check (~0.2 ms) runs on the event loop: a thread running Pillow's header
-                    # parsing would hold the GIL the loop waits for after each of its system calls. The sha256
-                    # (~0.6 ms for a web photo; hashlib releases the GIL) and the blob write go to a blob
-                    # thread: a disk that stalls must not stall every connection.
-                    r, ok = _checked(r, settings, digest=False)
-                    rel = None
-                    if ok:
-                        r.sha256, rel = await asyncio.get_running_loop().run_in_executor(
-                            blob_threads, store_blob, project, r.data, r.format)
-                elif decoder is None:  # a thread validates and writes
-                    async with validating:
-                        r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
-                else:  # a decode process validates and writes the blob
-                    try:
-                        info, rel = await decoder.validate(r.data, _content_type(r))
-                        r = _accepted(r, info)
-                    except _Failure as e:
-                        r, rel = _refused(r, e), None
-                r.data = None
-                record(cand, r, rel, bar)
-            finally:
-                backlog.release()
-
-        def finished(task: asyncio.Task) -> None:
-            finishing.discard(task)
-            if not task.cancelled() and task.exception() is not None:
-                broken.append(task.exception())
-
-        async def worker(client, bar):
-            nonlocal widened
-            while todo and not broken:
-                cand = todo.popleft()
-                if not todo and not widened:
-                    widened = True
-                    for _ in range(WIDE_VALIDATIONS):
-                        validating.release()
-                target = targets.get(cand["id"], cand["url"])
-                if isinstance(target, Unavailable):
-                    record(cand, FetchResult(url=cand["url"], status="failed", reason="secret_not_stored",
-                                             detail=target.detail), None, bar)
-                    continue
-                r = await fetch_body(client, target, settings, slot=slot)
-                if r.status != "fetched":
-                    record(cand, r, None, bar)
-                    continue
-                await backlog.acquire()
-                task = asyncio.ensure_future(finish(cand, r, bar))
-                finishing.add(task)
-                task.add_done_callback(finished)
-
-        async def run_all(client, bar):
-            tasks = [asyncio.ensure_future(worker(client, bar))
-                     for i in range(min(n_workers, len(rows)))]
-            try:
-                await asyncio.gather(*tasks)
-                while finishing:  # the last bodies being validated and written
-                    await asyncio.gather(*finishing)
-                if broken:  # a blob write failed (disk full, ...): the run fails with it
-                    raise broken[0]
-            except BaseException:
-                for t in [*tasks, *finishing]:
-                    t.cancel()
-                await asyncio.gather(*tasks, *finishing, return_exceptions=True)
-                raise
-
         status, error = "done", None
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                decoder = blob_threads = None
-                if settings.check == "header":
-                    # one blob thread per CPU beyond the event loop's: every thread takes the GIL from the loop
-                    # between its system calls (on 2 CPUs the default pool's 6 threads cost the loop about 8 %
-                    # of its rate against one). Shut down before the run ends: no blob is written after it.
-                    blob_threads = concurrent.futures.ThreadPoolExecutor(max(1, _usable_cpus() - 1),
-                                                                         thread_name_prefix="cultura-blobs")
-                    stack.callback(blob_threads.shutdown, wait=True, cancel_futures=True)
-                if rows and decode_processes:
-                    decoder = await stack.enter_async_context(
-                        decode_workers(decode_processes, project.root, _caps(settings)))
-                client = await stack.enter_async_context(make_client(settings, max_connections=n_workers,
-                                                                         proxies=proxies))
+            if len(parts) > 1:
+                await shards.run(download_rows, project, parts, targets, settings, n_workers, decode_processes,
+                                 proxies, tally, progress if rows else False, cpus=cpus)
+            else:
                 with progress_task("download", len(rows), progress=progress if rows else False, ok=0) as bar:
-                    await run_all(client, bar)
+                    def advance(r: FetchResult) -> None:
+                        bar.advance(ok=tally.by_status["downloaded"])
+                    await download_rows(project, rows, targets, settings, n_workers, decode_processes, proxies,
+                                        tally, advance)
         except (asyncio.CancelledError, KeyboardInterrupt):
             status, error = "interrupted", "interrupted"
             raise
@@ -385,18 +284,148 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
             status, error = "failed", f"{type(e).__name__}: {e}"
             raise
         finally:
-            writer.flush()
             seconds = time.monotonic() - t0
-            summary = {"candidates": len(rows), "processed": sum(by_status.values()),
-                       "by_status": dict(by_status), "by_reason": dict(sorted(by_reason.items())),
-                       "new_images": writer.new_images, "bytes": total_bytes, "seconds": round(seconds, 3),
-                       "per_second": round(sum(by_status.values()) / seconds, 2) if seconds > 0 else None,
-                       "swept": swept, "reexamined_skips": reexamined, "run_id": run_id}
+            processed = sum(tally.by_status.values())
+            summary = {"candidates": len(rows), "processed": processed,
+                       "by_status": dict(tally.by_status), "by_reason": dict(sorted(tally.by_reason.items())),
+                       "new_images": tally.new_images, "bytes": tally.bytes, "seconds": round(seconds, 3),
+                       "per_second": round(processed / seconds, 2) if seconds > 0 else None,
+                       "processes": len(parts), "swept": swept, "reexamined_skips": reexamined, "run_id": run_id}
             dbmod.finish_run(db, run_id, summary, status=status, error=error)
         # every blob this download wrote is in place: record the folders' state now, so the next stage (dedup,
         # tagging) lists only what changes after this instead of every folder (seconds at 1M images)
         check_blobs(project)
     return summary
+
+
+async def download_rows(project: Project, rows: list[dict], targets: dict, settings, n_workers: int,
+                        decode_processes: int | None, proxies, tally: Tally,
+                        advance: Callable[[FetchResult], None], cpus: int | None = None) -> None:
+    """Download ``rows`` (candidates ``{"id", "url"}``) in this process's event loop with ``n_workers``
+    connections, writing their rows as they finish; ``tally`` counts what is done (also when interrupted),
+    ``advance(result)`` is called after each candidate; ``cpus``: the CPUs this loop's threads and decode
+    processes are sized by (default: every usable one). The caller holds the project's lock."""
+    db = project.db
+    cpus = cpus or _usable_cpus()
+    todo = _round_robin_by_host(rows)
+    if decode_processes is None:  # auto: one decode process per CPU for a batch worth their start; a
+        # header check costs less than sending the body to a process does (it runs on the event loop)
+        decode_processes = (default_processes(cpus)
+                            if len(rows) >= DECODE_POOL_MIN and settings.check == "decode" else 0)
+    writer = DownloadRows(db)
+    sems: dict[str, asyncio.Semaphore] = {}
+
+    def slot(host: str) -> asyncio.Semaphore:
+        return sems.setdefault(host, asyncio.Semaphore(settings.per_host))
+
+    # Validation and the blob write run off the connection: a worker hands the fetched bytes on and takes
+    # its next URL at once (at most ``n_workers`` bodies wait to be validated, so at most twice that many
+    # are held in memory); the per-image CPU no longer adds to every request's round trip.
+    backlog = asyncio.Semaphore(n_workers)
+    # While URLs remain, validations run at most one per CPU beyond the event loop's (the decode threads
+    # would otherwise take the cores the loop needs); once every URL is taken, the rest run as wide as the
+    # thread pool allows (the last wave's validations are then all that is left).
+    validating = asyncio.Semaphore(max(1, cpus - 1))
+    widened = False
+    finishing: set[asyncio.Task] = set()
+    broken: list[BaseException] = []
+
+    def record(cand: dict, r: FetchResult, rel: str | None) -> None:
+        if r.ok:
+            tally.bytes += r.nbytes or 0
+        writer.add(cand["id"], r, rel)
+        tally.by_status[r.status] += 1
+        if r.reason:
+            tally.by_reason[r.reason] += 1
+        advance(r)
+
+    async def finish(cand: dict, r: FetchResult) -> None:
+        try:
+            if decoder is None and settings.check == "header" and header_only(r.data):
+                # the header check (~0.2 ms) runs on the event loop: a thread running Pillow's header
+                # parsing would hold the GIL the loop waits for after each of its system calls. The sha256
+                # (~0.6 ms for a web photo; hashlib releases the GIL) and the blob write go to a blob
+                # thread: a disk that stalls must not stall every connection.
+                r, ok = _checked(r, settings, digest=False)
+                rel = None
+                if ok:
+                    r.sha256, rel = await asyncio.get_running_loop().run_in_executor(
+                        blob_threads, store_blob, project, r.data, r.format)
+            elif decoder is None:  # a thread validates and writes
+                async with validating:
+                    r, rel = await asyncio.to_thread(_validate_and_store, project, r, settings)
+            else:  # a decode process validates and writes the blob
+                try:
+                    info, rel = await decoder.validate(r.data, _content_type(r))
+                    r = _accepted(r, info)
+                except _Failure as e:
+                    r, rel = _refused(r, e), None
+            r.data = None
+            record(cand, r, rel)
+        finally:
+            backlog.release()
+
+    def finished(task: asyncio.Task) -> None:
+        finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            broken.append(task.exception())
+
+    async def worker(client):
+        nonlocal widened
+        while todo and not broken:
+            cand = todo.popleft()
+            if not todo and not widened:
+                widened = True
+                for _ in range(WIDE_VALIDATIONS):
+                    validating.release()
+            target = targets.get(cand["id"], cand["url"])
+            if isinstance(target, Unavailable):
+                record(cand, FetchResult(url=cand["url"], status="failed", reason="secret_not_stored",
+                                         detail=target.detail), None)
+                continue
+            r = await fetch_body(client, target, settings, slot=slot)
+            if r.status != "fetched":
+                record(cand, r, None)
+                continue
+            await backlog.acquire()
+            task = asyncio.ensure_future(finish(cand, r))
+            finishing.add(task)
+            task.add_done_callback(finished)
+
+    async def run_all(client):
+        tasks = [asyncio.ensure_future(worker(client))
+                 for i in range(min(n_workers, len(rows)))]
+        try:
+            await asyncio.gather(*tasks)
+            while finishing:  # the last bodies being validated and written
+                await asyncio.gather(*finishing)
+            if broken:  # a blob write failed (disk full, ...): the run fails with it
+                raise broken[0]
+        except BaseException:
+            for t in [*tasks, *finishing]:
+                t.cancel()
+            await asyncio.gather(*tasks, *finishing, return_exceptions=True)
+            raise
+
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            decoder = blob_threads = None
+            if settings.check == "header":
+                # one blob thread per CPU beyond the event loop's: every thread takes the GIL from the loop
+                # between its system calls (on 2 CPUs the default pool's 6 threads cost the loop about 8 %
+                # of its rate against one). Shut down before the run ends: no blob is written after it.
+                blob_threads = concurrent.futures.ThreadPoolExecutor(max(1, cpus - 1),
+                                                                     thread_name_prefix="cultura-blobs")
+                stack.callback(blob_threads.shutdown, wait=True, cancel_futures=True)
+            if rows and decode_processes:
+                decoder = await stack.enter_async_context(
+                    decode_workers(decode_processes, project.root, _caps(settings)))
+            client = await stack.enter_async_context(make_client(settings, max_connections=n_workers,
+                                                                     proxies=proxies))
+            await run_all(client)
+    finally:
+        writer.flush()
+        tally.new_images = writer.new_images
 
 
 #: ``download.check`` values (see the module doc), as the configuration declares them
@@ -446,18 +475,22 @@ def reexamine_policy_skips(db, allow_hosts, *, everything: bool = False) -> int:
 
 def download_candidates(project: Project, *, workers: int | None = None, retry_failed: bool = False,
                         limit: int | None = None, progress: Progress = None,
-                        decode_processes: int | None = None, check: str | None = None) -> dict:
+                        decode_processes: int | None = None, check: str | None = None,
+                        processes: int | None = None) -> dict:
     """Download every ``pending`` candidate (and ``failed`` ones with ``retry_failed``), at most ``limit``.
     Candidates skipped by the address policy are re-examined first (:func:`reexamine_policy_skips`: after a
     change of ``download.allow_hosts``, or all of them with ``retry_failed``).
 
     Returns ``{"candidates", "processed", "by_status": {status: n}, "by_reason": {reason: n}, "new_images",
-    "bytes", "seconds", "per_second", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9) and rerun;
-    a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another download
-    runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None: one
+    "bytes", "seconds", "per_second", "processes", "swept", "run_id"}``. Safe to interrupt (Ctrl-C or kill -9)
+    and rerun; a rerun with nothing pending does no network I/O. Raises :class:`DownloadLocked` when another
+    download runs on the same project. ``decode_processes``: processes for the validating decode (0: threads; None: one
     per usable CPU from :data:`DECODE_POOL_MIN` candidates on, else threads) — the same checks. ``check``:
-    ``decode`` or ``header`` (see the module doc; None: ``download.check``).
+    ``decode`` or ``header`` (see the module doc; None: ``download.check``). ``processes``: event loops, each in
+    its own process with its share of the hosts and of ``workers`` (:mod:`.download_shards`; None: one per
+    usable CPU for a header-checked download of :data:`.download_shards.PROCESSES_MIN` candidates or more, else
+    one).
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
                                             limit=limit, progress=progress, decode_processes=decode_processes,
-                                            check=check))
+                                            check=check, processes=processes))

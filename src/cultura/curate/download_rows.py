@@ -3,6 +3,7 @@ accepted, the open ``undecoded`` flags of those it checked from their header onl
 "header"``), the hashes of bytes stored that way before and now decoded, and every candidate's outcome."""
 from __future__ import annotations
 
+import collections
 import json
 import time
 
@@ -79,6 +80,29 @@ class DownloadRows:
                 "UPDATE candidates SET status = ?, reason = ?, detail = ?, http_status = ?, content_type = ?, "
                 "bytes = ?, sha256 = ?, attempts = attempts + ?, updated_at = ? WHERE id = ?", self.updates)
         self.images, self.undecoded, self.hashed, self.updates = [], [], [], []
+
+
+class Tally:
+    """What a download run has done so far: counts by status and reason, bytes, new ``images`` rows. A run
+    interrupted or failed half-way reports what it had done (its rows are committed)."""
+
+    __slots__ = ("by_status", "by_reason", "bytes", "new_images")
+
+    def __init__(self):
+        self.by_status: collections.Counter = collections.Counter()
+        self.by_reason: collections.Counter = collections.Counter()
+        self.bytes = self.new_images = 0
+
+    def add(self, other: dict) -> None:
+        """Add another run's :meth:`as_dict` (a download process's)."""
+        self.by_status.update(other["by_status"])
+        self.by_reason.update(other["by_reason"])
+        self.bytes += other["bytes"]
+        self.new_images += other["new_images"]
+
+    def as_dict(self) -> dict:
+        return {"by_status": dict(self.by_status), "by_reason": dict(self.by_reason), "bytes": self.bytes,
+                "new_images": self.new_images}
 
 
 #: no open ``unreadable`` flag on the image ``:sha`` (dedup found its bytes undecodable: a person decides)

@@ -1,8 +1,10 @@
 """kill -9 the downloader mid-run (kill -9, then Ctrl-C), rerun to completion: every candidate downloaded, every content
 stored exactly once, every blob file has a row and every row a file, no temporary leftovers; in both check modes
-(with the header check every image also has its open ``undecoded`` flag)."""
+(with the header check every image also has its open ``undecoded`` flag), and split over two processes (the
+parent killed: its processes stop on their own, and hold the project until they have)."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import signal
@@ -25,7 +27,7 @@ HANG_GUARD = 600
 
 CHILD = ("import sys; from cultura.project import Project; "
          "from cultura.curate.download import download_candidates; "
-         "download_candidates(Project(sys.argv[1]), progress=False)")
+         "download_candidates(Project(sys.argv[1]), progress=False, processes=int(sys.argv[2]))")
 
 
 def _count_images(db_path) -> int:
@@ -38,11 +40,25 @@ def _count_images(db_path) -> int:
         con.close()
 
 
-def _start_and_kill(root, db_path, at_least: int, sig=signal.SIGKILL) -> int:
+def _wait_for_the_lock(root) -> None:
+    """Until no process of a killed download holds the project (they stop on their own once orphaned)."""
+    t0 = time.monotonic()
+    with open(root / "blobs" / ".download.lock", "a+") as f:
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                assert time.monotonic() - t0 < HANG_GUARD, "the killed download's processes never stopped"
+                time.sleep(0.01)
+
+
+def _start_and_kill(root, db_path, at_least: int, sig=signal.SIGKILL, processes: int = 1) -> int:
     """Run the downloader in a child process and send ``sig`` once ``at_least`` images are committed."""
     # SIGINT at its default in the child: a job started in the background by a non-interactive shell (a CI
     # script, nohup … &) inherits SIGINT ignored, and then Ctrl-C would never reach the downloader
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root)], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(processes)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t0 = time.monotonic()
     try:
@@ -54,6 +70,7 @@ def _start_and_kill(root, db_path, at_least: int, sig=signal.SIGKILL) -> int:
             if n >= at_least:
                 os.kill(proc.pid, sig)
                 proc.wait(timeout=HANG_GUARD)  # Ctrl-C: the child finishes its run row first
+                _wait_for_the_lock(root)
                 return _count_images(db_path) if sig == signal.SIGINT else n
             time.sleep(0.01)
         raise AssertionError(f"downloader committed fewer than {at_least} images in {HANG_GUARD} s (hung?)")
@@ -64,27 +81,29 @@ def _start_and_kill(root, db_path, at_least: int, sig=signal.SIGKILL) -> int:
         proc.stderr.close()
 
 
-@pytest.mark.parametrize("check", ["decode", "header"])
-def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path, check):
+@pytest.mark.parametrize("check, processes", [("decode", 1), ("header", 1), ("header", 2)])
+def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path, check, processes):
     # 0.2 s per response: a full run takes >= 5 s of the server's own time, so the child is still running when
     # the parent (slow on a busy machine) sees the images it waits for; only the order of states matters
-    with ImageServer(latency=0.2) as srv:
+    with ImageServer(latency=0.2) as srv, ImageServer(latency=0.2, host="127.0.0.2") as other:
         p = init_project(tmp_path / "p", countries=["US", "JP"])
         s = p.config.download
-        s.allow_hosts = [srv.host_port]
+        s.allow_hosts = [srv.host_port, other.host_port]
         s.workers, s.per_host = 8, 8
         s.read_timeout, s.backoff_base = 5.0, 0.01
         s.check = check
         p.save_config()
         seeds = list(range(1000, 1000 + N_DISTINCT))
-        urls = [srv.url(f"/img/{k}.jpg") for k in seeds] + [srv.url(f"/country/JP/{k}.jpg")
-                                                            for k in seeds[:N_DUPES]]
+        # two hosts (each URL's copy at the other one): two processes get one each
+        urls = ([(srv, other)[k % 2].url(f"/img/{k}.jpg") for k in seeds]
+                + [(other, srv)[k % 2].url(f"/country/JP/{k}.jpg") for k in seeds[:N_DUPES]])
         p.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in urls])
         expected = {hashlib.sha256(image_bytes(k)).hexdigest() for k in seeds}
         p.close()
 
-        first = _start_and_kill(p.root, p.db_path, at_least=30)
-        second = _start_and_kill(p.root, p.db_path, at_least=first + 40, sig=signal.SIGINT)   # Ctrl-C
+        first = _start_and_kill(p.root, p.db_path, at_least=30, processes=processes)
+        second = _start_and_kill(p.root, p.db_path, at_least=first + 40, sig=signal.SIGINT,   # Ctrl-C
+                                 processes=processes)
         assert 30 <= first < second < N_DISTINCT, (first, second)
 
         # leftovers a kill can leave between "file renamed into place" and "row committed", planted for sure
@@ -96,7 +115,8 @@ def test_kill_9_then_rerun_leaves_a_consistent_store(tmp_path, check):
         (blobs / orphan[:2] / f"{orphan}.jpg").write_bytes(b"orphan")
 
         proj = Project(p.root)
-        summary = download_candidates(proj, progress=False)
+        summary = download_candidates(proj, progress=False, processes=processes)
+        assert summary["processes"] == processes
         assert summary["swept"]["orphans_removed"] >= 1 and summary["swept"]["tmp_removed"] >= 1
         db = proj.db
         statuses = dict(db.execute("SELECT status, count(*) FROM candidates GROUP BY status").fetchall())

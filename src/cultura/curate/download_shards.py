@@ -1,0 +1,278 @@
+"""A download spread over processes, split by host: past the ceiling of one event loop.
+
+One event loop fetches, checks and records a few hundred to about 700 images a second on a 2-core machine
+(about 1 ms of its CPU per image with ``--check header``, docs/scaling.md). With ``processes`` > 1 the
+candidates are split by host into balanced parts (every URL of a host in the same part, so ``download.per_host``
+holds as with one process), and each part runs :func:`.download.download_rows` in a process of its own, forked
+from the one that started the run: its own event loop, connections, blob thread or decode processes and
+database connection, with its share of ``workers`` and of the CPUs. A redirect leaves its host's part: a
+target that URLs of several parts redirect to can get ``per_host`` connections from each of them.
+
+What holds as with one process:
+
+- **one download per project**: the project lock and the blob writer's lease (:mod:`cultura.db.blobs`) are open
+  files of the parent, inherited by the processes; they stay held while any of them lives, so no other download
+  (and no sweep of blobs) starts before the last one has stopped, even when the parent was killed;
+- **nothing half-done**: each process renames a blob into place before it commits its row, as one process
+  does, so kill -9 of any of them at any moment leaves a state the next run completes;
+- **Ctrl-C, or a caller cancelling the run**: the parent tells the processes to stop (they ignore SIGINT: one
+  authority); each cancels its requests, commits what it had finished and reports its counts; the run is
+  recorded as interrupted with the sum;
+- **a parent that dies**: each process notices within :data:`POLL` seconds, stops the same way and exits;
+- **a process that fails** (a full disk) **or dies**: the others are stopped, and the run fails with its
+  sentence.
+
+Processes are forked (Linux only: elsewhere a download runs in one process), so they start in milliseconds
+with everything imported; the parent forks them before it starts any thread of its own, and by default only
+from a process without other threads (in a notebook's kernel a download runs in one process unless
+``processes`` asks for more).
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import threading
+import urllib.parse
+
+from ..errors import CulturaError
+from ..progress import task as progress_task
+from ..project import Project
+from .download_rows import Tally
+
+__all__ = ["PROCESSES_MIN", "POLL", "check_processes", "forkable", "partition", "processes_for", "run", "split"]
+
+#: From this many candidates on, a header-checked download runs one process per usable CPU (:func:`processes_for`);
+#: below it one event loop finishes before more would have paid for themselves.
+PROCESSES_MIN = 1000
+#: How often (seconds) the parent reads the processes' progress, and each process looks for a stop.
+POLL = 0.1
+
+
+def forkable() -> bool:
+    """Whether download processes can be forked here (Linux)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def check_processes(processes: int | None) -> None:
+    """One sentence for a ``processes`` the download cannot run with."""
+    if processes is None:
+        return
+    if processes < 1:
+        raise CulturaError(f"processes must be 1 or more, got {processes}; 1 runs one event loop, more split the "
+                           "hosts over that many processes.", param="processes")
+    if processes > 1 and not forkable():
+        raise CulturaError(f"processes={processes} needs forked processes, which only Linux has; use 1 here.",
+                           param="processes")
+
+
+def processes_for(processes: int | None, rows: list[dict], workers: int, check: str, cpus: int) -> int:
+    """The processes a download of ``rows`` runs in: ``processes`` when given, else one per usable CPU for a
+    header-checked download of :data:`PROCESSES_MIN` candidates or more (its event loop is its work), and one
+    for a decoding download (its decode processes already take the CPUs); never more than ``workers``
+    (each process needs a connection) or than the rows' hosts (:func:`partition` caps it)."""
+    if processes is None:  # and not from a process with threads of its own (a notebook's kernel): a lock one
+        # of them holds at the fork would stay held in the child (Python 3.12 warns of it); asked for, it forks
+        processes = (cpus if check == "header" and len(rows) >= PROCESSES_MIN and forkable()
+                     and threading.active_count() == 1 else 1)
+    return max(1, min(processes, workers))
+
+
+def _host(url: str) -> str:
+    try:
+        return urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def partition(rows: list[dict], parts: int) -> list[list[dict]]:
+    """``rows`` split into at most ``parts`` non-empty lists, every URL of a host in the same one, balanced by
+    count (the largest hosts first, each to the lightest part); one list (maybe empty) when ``parts`` is 1 or
+    there is one host. Each list keeps the rows' order."""
+    if parts <= 1:
+        return [rows]
+    by_host: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_host.setdefault(_host(r["url"]), []).append(i)
+    parts = min(parts, len(by_host))
+    if parts <= 1:
+        return [rows]
+    loads = [0] * parts
+    chosen: list[list[int]] = [[] for _ in range(parts)]
+    for idx in sorted(by_host.values(), key=len, reverse=True):
+        k = loads.index(min(loads))
+        chosen[k].extend(idx)
+        loads[k] += len(idx)
+    return [[rows[i] for i in sorted(idx)] for idx in chosen]
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` near-equal whole shares that add up to it (the first ones larger)."""
+    return [total // parts + (k < total % parts) for k in range(parts)]
+
+
+async def run(download_rows, project: Project, parts: list[list[dict]], targets: dict, settings, workers: int,
+              decode_processes: int | None, proxies, tally: Tally, progress, *, cpus: int) -> None:
+    """Download ``parts`` in as many forked processes (see the module doc), each running ``download_rows``
+    (:func:`.download.download_rows`) on its part; ``tally`` gets the sum of their counts, also when the run
+    is interrupted or fails."""
+    n = len(parts)
+    ctx = multiprocessing.get_context("fork")
+    counts = ctx.RawArray("q", 2 * n)  # per process: candidates done, images downloaded (one writer each)
+    stop = ctx.Event()
+    conns = split(workers, n)
+    decoders = [None] * n if decode_processes is None else [max(1, d) if decode_processes else 0
+                                                            for d in split(decode_processes, n)]
+    share = max(1, cpus // n)
+    procs = []
+    # the parent's objects (a million candidates' rows) stay shared with the processes: a collection in a
+    # process would otherwise write to every page holding one, and copy it
+    gc.freeze()
+    try:
+        for k, part in enumerate(parts):
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_process, name=f"cultura-download-{k}",
+                            args=(download_rows, k, project.root, part, targets, settings, conns[k], decoders[k],
+                                  share, proxies, counts, stop, send, os.getpid()))
+            p.start()
+            send.close()
+            procs.append((p, recv))
+    except BaseException:
+        stop.set()
+        _collect(procs, tally)
+        raise
+    finally:
+        gc.unfreeze()
+    results: list[tuple | None] = [None] * n
+    total = sum(len(p) for p in parts)
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()  # a process reported or died (its pipe is readable): the run ends without waiting
+    watched = [recv.fileno() for _, recv in procs]
+    for fd in watched:
+        loop.add_reader(fd, wake.set)
+    try:
+        with progress_task("download", total, progress=progress, ok=0) as bar:
+            while True:
+                wake.clear()
+                _poll(procs, results)
+                for k, (_, recv) in enumerate(procs):
+                    if results[k] is not None and recv.fileno() in watched:
+                        watched.remove(recv.fileno())
+                        loop.remove_reader(recv.fileno())
+                if any(r is not None and r[0] != "done" for r in results):
+                    stop.set()  # one failed or died: the others stop too
+                done = sum(counts[0::2])
+                if done != bar.done:
+                    bar.update(done=done, ok=sum(counts[1::2]))
+                if all(r is not None for r in results):
+                    break
+                try:
+                    await asyncio.wait_for(wake.wait(), POLL)
+                except (TimeoutError, asyncio.TimeoutError):
+                    pass
+    finally:
+        for fd in watched:
+            loop.remove_reader(fd)
+        stop.set()
+        results = _collect(procs, tally, results)
+    for k, (state, error, _) in enumerate(results):
+        if state == "failed":
+            raise error if isinstance(error, BaseException) else CulturaError(str(error))
+        if state == "died":
+            raise CulturaError(f"Download process {k} died ({error}); what it had finished is saved: rerun the "
+                               "download to go on.")
+
+
+def _poll(procs, results) -> None:
+    for k, (p, recv) in enumerate(procs):
+        if results[k] is not None:
+            continue
+        alive = p.is_alive()  # read before the pipe: a process that reported and then exited is not "died"
+        if recv.poll():
+            try:
+                results[k] = recv.recv()
+            except (EOFError, OSError):
+                results[k] = ("died", _death(p), {})
+        elif not alive:
+            results[k] = ("died", _death(p), {})
+
+
+def _death(p) -> str:
+    p.join(5)
+    code = p.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _collect(procs, tally, results=None) -> list:
+    """Every process's report, waited for (they stop within :data:`POLL` once told to), added to ``tally``."""
+    results = list(results) if results is not None else [None] * len(procs)
+    while any(r is None for r in results):
+        _poll(procs, results)
+        if any(r is None for r in results):
+            for k, (p, recv) in enumerate(procs):
+                if results[k] is None:
+                    recv.poll(POLL)
+                    break
+    for p, recv in procs:
+        p.join()
+        recv.close()
+    for r in results:
+        if r[2]:
+            tally.add(r[2])
+    return results
+
+
+def _process(download_rows, k, root, rows, targets, settings, workers, decode_processes, cpus, proxies, counts,
+             stop, send, parent) -> None:
+    """A download process: its part of the rows, until done, told to stop, or orphaned; then one report
+    ``(state, error, counts)`` on ``send``: ``done``, ``interrupted`` or ``failed``."""
+    state, error, tally = "done", None, None
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the run stops
+        signal.set_wakeup_fd(-1)  # the parent's event loop's, inherited: a signal here is not the parent's
+        tally = Tally()
+        project = Project(root)
+
+        def advance(r) -> None:
+            counts[2 * k] += 1
+            if r.ok:
+                counts[2 * k + 1] += 1
+
+        async def main() -> str:
+            job = asyncio.ensure_future(download_rows(project, rows, targets, settings, workers, decode_processes,
+                                                      proxies, tally, advance, cpus=cpus))
+            while not job.done():
+                if stop.is_set() or os.getppid() != parent:
+                    job.cancel()
+                    try:
+                        await job
+                    except asyncio.CancelledError:
+                        pass
+                    return "interrupted"
+                await asyncio.wait([job], timeout=POLL)
+            job.result()
+            return "done"
+
+        try:
+            state = asyncio.run(main())
+        finally:
+            project.close()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which fails the run with it
+        state, error = ("interrupted", None) if isinstance(e, KeyboardInterrupt) else ("failed", e)
+    report = tally.as_dict() if tally is not None else {}
+    try:
+        try:
+            send.send((state, error, report))
+        except (pickle.PicklingError, TypeError, AttributeError):  # an error that cannot be pickled: its sentence
+            send.send((state, f"{type(error).__name__}: {error}", report))
+    except OSError:  # the parent is gone (killed): its rows are committed, nobody is left to tell
+        pass

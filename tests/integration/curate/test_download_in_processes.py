@@ -1,0 +1,170 @@
+"""A download split over processes by host (``--processes``) stores what one process stores, keeps the per-host
+limit, and stops whole: a process that fails or dies fails the run and stops the others, a cancelled run stops
+every process before it releases the project, and what was finished is kept for the rerun."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import signal
+
+import pytest
+from click.testing import CliRunner
+
+import cultura
+from cultura.cli import cli
+from cultura.curate import download as dl
+from cultura.curate.download import download_candidates
+from cultura.errors import CulturaError
+from cultura.project import Project, init_project
+from tests.fakes.cli_runner import ProjectCli
+from tests.fakes.image_server import ImageServer, image_bytes
+
+pytestmark = pytest.mark.skipif(not dl.shards.forkable(), reason="download processes are forked (Linux)")
+
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+PER_HOST = 2
+
+
+@contextlib.contextmanager
+def servers(latency: float):
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(ImageServer(latency=latency, host=h)) for h in HOSTS]
+
+
+def urls_for(srvs) -> list[str]:
+    """40 images per host, one of them also served by the two other hosts (the same bytes, fetched in other
+    processes: one image row), and refusals."""
+    urls = [s.url(f"/img/{1000 * k + i}.jpg") for k, s in enumerate(srvs) for i in range(40)]
+    urls += [srvs[1].url("/img/7.jpg"), srvs[2].url("/img/7.jpg")]
+    urls += [srvs[0].url("/html-as-jpeg"), srvs[1].url("/404"), srvs[2].url("/truncated.jpg")]
+    return urls
+
+
+def make_project(root, srvs, urls, **download) -> Project:
+    assert CliRunner().invoke(cli, ["init", str(root), "--countries", "US,JP"]).exit_code == 0
+    p = Project(root)
+    s = p.config.download
+    s.allow_hosts = [srv.host_port for srv in srvs]
+    s.per_host, s.read_timeout, s.backoff_base, s.max_attempts = PER_HOST, 10.0, 0.01, 1
+    for k, v in download.items():
+        setattr(s, k, v)
+    p.save_config()
+    p.db["candidates"].insert_all([{"url": u, "status": "pending"} for u in urls])
+    return p
+
+
+def stored(p) -> dict:
+    """What a download leaves: every candidate's outcome, the image rows, their files, the open flags."""
+    db = p.db
+    images = {r[0]: r[1:] for r in db.execute("SELECT sha256, format, width, height, bytes, path FROM images")}
+    for sha, row in images.items():
+        assert hashlib.sha256((p.root / row[-1]).read_bytes()).hexdigest() == sha
+    files = {f"blobs/{f.parent.name}/{f.name}" for f in (p.root / "blobs").glob("??/*") if f.is_file()}
+    assert files == {row[-1] for row in images.values()}          # every file has its row, every row its file
+    return {"candidates": sorted(db.execute("SELECT url, status, reason, sha256 FROM candidates").fetchall(),
+                                 key=lambda r: r[0]),
+            "images": {sha: row[:-1] for sha, row in images.items()},
+            "flags": sorted(db.execute("SELECT sha256, flag FROM image_flags WHERE status = 'open'").fetchall())}
+
+
+def test_two_processes_store_what_one_stores_and_keep_the_per_host_limit(tmp_path):
+    with servers(latency=0.02) as srvs:
+        urls = urls_for(srvs)
+        p = make_project(tmp_path / "split", srvs, urls)
+        p.close()
+        got = ProjectCli(tmp_path / "split", env={"HF_HUB_OFFLINE": "1"}).json(
+            "images", "download", "--check", "header", "--processes", "2", "--workers", "6")
+        assert got["processes"] == 2 and got["processed"] == len(urls)
+        assert got["by_status"] == {"downloaded": len(urls) - 3, "failed": 3}
+        assert got["new_images"] == 3 * 40
+        assert all(s.peak <= PER_HOST for s in srvs), [s.peak for s in srvs]
+        assert max(s.peak for s in srvs) == PER_HOST    # the limit was reached, so the check above means something
+        for s in srvs:
+            s.peak = 0
+
+        one = make_project(tmp_path / "one", srvs, urls, check="header")
+        summary = download_candidates(one, workers=6, progress=False, processes=1)
+        assert summary["processes"] == 1
+        with cultura.open(tmp_path / "split") as split:
+            a = stored(split)
+            params = split.db.execute("SELECT params FROM runs WHERE stage = 'download'").fetchone()[0]
+        b = stored(one)
+        assert a["images"] == b["images"] and a["flags"] == b["flags"]
+        assert [r[1:] for r in a["candidates"]] == [r[1:] for r in b["candidates"]]
+        assert {r[0] for r in a["flags"]} == set(a["images"])            # every header-checked image waits for dedup
+        assert '"processes": 2' in params
+        assert hashlib.sha256(image_bytes(7)).hexdigest() in a["images"]
+        one.close()
+
+
+def _wrapped(real, on_part):
+    """``download_rows`` that calls ``on_part()`` instead in the process given the URLs of 127.0.0.2 (the
+    processes are forked: they run the patched module)."""
+    async def download_rows(project, rows, *args, **kwargs):
+        if any("//127.0.0.2:" in r["url"] for r in rows):
+            await asyncio.sleep(0.3)   # the other process is downloading meanwhile
+            on_part()
+        return await real(project, rows, *args, **kwargs)
+    return download_rows
+
+
+def _no_space():
+    raise OSError(28, "No space left on device")
+
+
+def _killed():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how, error, says", [
+    (_no_space, OSError, r"No space left on device"),
+    (_killed, CulturaError, r"Download process \d died \(killed by SIGKILL\); what it had finished is saved"),
+])
+def test_a_process_that_fails_or_dies_fails_the_run_and_the_rerun_finishes(tmp_path, monkeypatch, how, error, says):
+    with servers(latency=0.05) as srvs:
+        urls = urls_for(srvs)
+        p = make_project(tmp_path / "p", srvs, urls, check="header", workers=6)
+        real = dl.download_rows
+        monkeypatch.setattr(dl, "download_rows", _wrapped(real, how))
+        with pytest.raises(error, match=says):
+            download_candidates(p, progress=False, processes=3)
+        status, err = p.db.execute("SELECT status, error FROM runs WHERE stage = 'download'").fetchone()
+        assert status == "failed" and ("No space left on device" if how is _no_space else "died (killed") in err
+        statuses = dict(p.db.execute("SELECT status, count(*) FROM candidates GROUP BY status").fetchall())
+        assert statuses.get("pending", 0) >= 41              # the failed part's URLs, and what the others had left
+        stored(p)                                            # what was finished is whole
+        monkeypatch.setattr(dl, "download_rows", real)
+        again = download_candidates(p, progress=False, processes=3)
+        assert again["processes"] == 3
+        assert dict(p.db.execute("SELECT status, count(*) FROM candidates GROUP BY status").fetchall()) == \
+            {"downloaded": len(urls) - 3, "failed": 3}
+        assert len(stored(p)["images"]) == 3 * 40
+        p.close()
+
+
+def test_a_cancelled_run_stops_every_process_before_it_lets_go_of_the_project(tmp_path):
+    with servers(latency=0.05) as srvs:
+        urls = urls_for(srvs)
+        p = make_project(tmp_path / "p", srvs, urls, check="header", workers=3)
+
+        async def cancel_midway():
+            run = asyncio.ensure_future(dl.adownload_candidates(p, progress=False, processes=3))
+            while p.db.execute("SELECT count(*) FROM images").fetchone()[0] < 6:   # some work committed
+                await asyncio.sleep(0.02)
+                assert not run.done(), run
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        asyncio.run(cancel_midway())
+        status, err = p.db.execute("SELECT status, error FROM runs WHERE stage = 'download'").fetchone()
+        assert (status, err) == ("interrupted", "interrupted")
+        done = p.db.execute("SELECT count(*) FROM candidates WHERE status != 'pending'").fetchone()[0]
+        assert 6 <= done < len(urls)
+        stored(p)
+        # no process is left writing: the next run takes the project at once (no DownloadLocked) and finishes
+        again = download_candidates(p, progress=False, processes=3)
+        assert again["processed"] == len(urls) - done
+        assert len(stored(p)["images"]) == 3 * 40
+        p.close()

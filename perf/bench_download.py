@@ -12,7 +12,8 @@ later spends decoding and hashing what ``--check header`` stored is measured and
 in a ratio: img2dataset never does that work. cultura runs ``workers=W`` with ``per_host`` = ``W`` / 8 over the
 8 loopback addresses the URLs spread over (``download_candidates``, what ``cultura images download`` runs:
 address checks on every hop, streaming under the byte cap, SHA-256, content-addressed blobs, batched SQLite
-rows).
+rows), in the processes it picks itself: one per CPU for ``--check header`` from 1,000 URLs on, each with its
+share of the hosts and connections (the round lines say how many).
 
 Each tool runs as its own process; its CPU is that of **every process of its tree** (decode pools, forkserver
 workers, img2dataset's pool), user + system, from the kernel's accounting: this process is a child subreaper,
@@ -22,21 +23,22 @@ imports included, for both). Rates are images / the seconds each tool reports fo
 The first ``--latency`` (default 50 ms) is where the tools, not the server, are the limit; more latencies (e.g.
 ``--latency 0.05,0.4``) print the latency-bound case apart, where both tools sit near the ideal and the ratio
 says little about the downloader. The control client (a minimal asyncio keep-alive client that reads each body
-and nothing else) runs before each round; the printout says whether it reached 95 % of the ideal (else the
-server or the machine is the limit). Rounds alternate the order of the two tools; the ratios printed are the
+and nothing else) runs before each round; the printout says whether the tools are the limit: the control
+reached 95 % of the ideal, or got at least :data:`CONTROL_MARGIN` times the faster tool's rate through the same
+server (else the server or the machine is the limit). Rounds alternate the order of the two tools; the ratios printed are the
 medians of the per-round ratios, with the load average.
 
 Image sets: ``photos`` (default: the sizes and JPEG qualities of web photos, :data:`ASPECTS`), ``small``
 640x480 and ``web`` 1600x1200 (quality 90), all random crops of the real photographs scikit-image and
 scikit-learn ship; every URL gets distinct bytes (a comment segment naming the URL after SOI).
 
-    python perf/bench_download.py --peers-python .venv-img2dataset/bin/python [--n 2000] [--workers 32]
+    python perf/bench_download.py --peers-python .venv-img2dataset/bin/python [--n 3000] [--workers 128]
                                   [--rounds 3] [--sets photos] [--latency 0.05,0.4] [--no-check]
 
 Loopback is refused by the downloader by default; the benchmark allows its server's ``host:port`` through
 ``download.allow_hosts``, as the tests do. Exits 1 when, at the first latency and in any peer setting listed,
-cultura's rate is below img2dataset's or its CPU per image above, 2 when the control itself is below 95 % of the
-ideal.
+cultura's rate is below img2dataset's or its CPU per image above, 2 when at the first latency the tools are not
+the limit (see the control client above).
 """
 from __future__ import annotations
 
@@ -57,6 +59,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 0.85
 CONTROL_OK = 0.95
+#: ... or at least this much more than the faster tool: the server could deliver more than either got
+CONTROL_MARGIN = 1.10
 BASES = 32  # distinct pictures per set (each URL gets its own bytes on top)
 DECODE_PROCESSES = None  # download_candidates' decode_processes (--decode-processes; None: its default)
 HOSTS = 8   # loopback addresses the server listens on: 32 workers / the default per_host 4
@@ -290,7 +294,7 @@ summary = download_candidates(p, workers=int(sys.argv[2]), progress=False, decod
 hashed = p.db.execute("SELECT count(*) FROM images WHERE phash IS NOT NULL").fetchone()[0]
 undecoded = p.db.execute("SELECT count(*) FROM image_flags WHERE flag = 'undecoded' AND status = 'open'").fetchone()[0]
 print(json.dumps({"ok": summary["by_status"].get("downloaded", 0), "seconds": summary["seconds"],
-                  "hashed": hashed, "undecoded": undecoded}))
+                  "hashed": hashed, "undecoded": undecoded, "processes": summary["processes"]}))
 """
 
 #: What ``cultura images dedup`` does first for images downloaded with ``--check header``: decode and hash them
@@ -307,11 +311,11 @@ print(json.dumps({"cpu": time.process_time() - c0, **res}))
 
 
 def run_cultura(host_port: str, n: int, workers: int, tmp: Path, tag: str,
-                check: str = "decode") -> tuple[int, float, float, float, float | None]:
+                check: str = "decode") -> tuple[int, float, float, float, float | None, int]:
     """One ``download_candidates`` run (what ``cultura images download --check <check>`` runs) in its own
     process on a fresh project: (images downloaded, seconds as the downloader reports them, CPU seconds of
     every process of the run, steady rate, and for ``check="header"`` the CPU seconds dedup then spends
-    decoding and hashing them, else None). ``workers`` connections in all: ``per_host`` is ``workers`` /
+    decoding and hashing them, else None; the processes its event loops ran in). ``workers`` connections in all: ``per_host`` is ``workers`` /
     :data:`HOSTS`, so the connection limit is the one img2dataset gets (``thread_count=workers``)."""
     from cultura.project import init_project
 
@@ -334,14 +338,14 @@ def run_cultura(host_port: str, n: int, workers: int, tmp: Path, tag: str,
     if check == "decode":
         if res["hashed"] != res["ok"]:
             raise SystemExit(f"{res['ok']} downloaded but {res['hashed']} images rows with hashes")
-        return res["ok"], res["seconds"], cpu, steady, None
+        return res["ok"], res["seconds"], cpu, steady, None, res["processes"]
     if res["undecoded"] != res["ok"] or res["hashed"]:
         raise SystemExit(f"--check header: {res['ok']} downloaded, {res['undecoded']} undecoded flags, "
                          f"{res['hashed']} hashed")
     later = json.loads(run_tree([sys.executable, "-c", LATER, str(root)], env=env)[0].strip().splitlines()[-1])
     if later["hashes_computed"] != res["ok"]:
         raise SystemExit(f"dedup hashed {later['hashes_computed']} of {res['ok']} images downloaded with --check header")
-    return res["ok"], res["seconds"], cpu, steady, later["cpu"]
+    return res["ok"], res["seconds"], cpu, steady, later["cpu"], res["processes"]
 
 
 IMG2DATASET = r"""
@@ -420,7 +424,7 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
             i2d = None
             if peers_python and r % 2:  # img2dataset before cultura in odd rounds, after it in even ones
                 i2d = run_img2dataset(peers_python, port, n, workers, tmp, tag, mode)
-            ok, d_wall, d_cpu, d_steady, later = run_cultura(host_port, n, workers, tmp, tag, check)
+            ok, d_wall, d_cpu, d_steady, later, procs = run_cultura(host_port, n, workers, tmp, tag, check)
             if peers_python and not r % 2:
                 i2d = run_img2dataset(peers_python, port, n, workers, tmp, tag, mode)
             row = {"control": got / c_wall, "cultura": ok / d_wall, "ok": ok, "got": got, "c_cpu": c_cpu / n,
@@ -432,7 +436,7 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
                             "cpu_vs": (d_cpu / max(ok, 1)) / (i2d[2] / max(i2d[0], 1))})
             rows.append(row)
             print(f"  round {r + 1}: control {got / c_wall:6.1f} img/s ({got / c_wall / ideal:.0%}), cultura "
-                  f"{ok / d_wall:6.1f} img/s ({ok / d_wall / ideal:.1%}), CPU/image {d_cpu / max(ok, 1) * 1000:.2f} ms"
+                  f"{ok / d_wall:6.1f} img/s ({ok / d_wall / ideal:.1%}, {procs} process{'es' if procs > 1 else ''}), CPU/image {d_cpu / max(ok, 1) * 1000:.2f} ms"
                   + (f" (+ {row['later_cpu'] * 1000:.2f} ms at dedup)" if later is not None else "")
                   + (f"; img2dataset ({mode}) {row['img2dataset']:6.1f} img/s ({row['img2dataset'] / ideal:.1%}, {i2d[0]} ok), "
                      f"CPU/image {row['i_cpu'] * 1000:.2f} ms; cultura/img2dataset rate {row['vs']:.3f}x, CPU/image "
@@ -447,7 +451,10 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
     res = {"set": name, "kib": kib, "latency": latency, "ideal": ideal, "ratio": med["cultura"] / ideal,
            "control_ratio": med["control"] / ideal, "all_ok": all(row["ok"] == n and row["got"] == n for row in rows),
            "load": (load0, os.getloadavg()[0]), **med}
-    bound = "tools the limit" if med["control"] / ideal >= CONTROL_OK else "BELOW 95%: server/machine the limit"
+    fastest = max(med["cultura"], med.get("img2dataset", 0.0))
+    res["server_free"] = med["control"] / ideal >= CONTROL_OK or med["control"] >= CONTROL_MARGIN * fastest
+    bound = (f"tools the limit: {med['control'] / fastest:.2f}x the faster tool" if res["server_free"] else
+             f"BELOW 95% of ideal and within {CONTROL_MARGIN:.2f}x of the faster tool: server/machine the limit")
     print(f"bench_download [{name}: {len(bases)} photos, {kib:.0f} KiB avg, {n} URLs, {workers} connections each "
           f"tool, {latency * 1000:.0f} ms latency, ideal {ideal:.0f} img/s; medians of {rounds} interleaved rounds; "
           f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs]: cultura "
@@ -467,8 +474,10 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000, help="URLs per run (distinct bytes each)")
-    ap.add_argument("--workers", type=int, default=32, help="concurrent connections, the same for both tools")
+    ap.add_argument("--n", type=int, default=3000, help="URLs per run (distinct bytes each)")
+    ap.add_argument("--workers", type=int, default=128, help="concurrent connections, the same for both tools "
+                    "(128: at 50 ms the control client gets twice what either tool gets through the same server; "
+                    "at 32 both tools sit at the control's rate on a 2-core machine, and at 64 within 10 %% of it)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved control + cultura + img2dataset rounds")
     ap.add_argument("--sets", default="photos", help="comma-separated: photos (sizes and qualities of web "
                     "photos), small (640x480), web (1600x1200)")
@@ -512,7 +521,7 @@ def main(argv=None) -> int:
                     results.append(res)
     if args.no_check:
         return 0
-    if any(r["control_ratio"] < CONTROL_OK for r in results):
+    if any(not r["server_free"] for r in results if r["tool_bound"]):
         return 2
     return 0 if all(r["all_ok"] and (not peers or not r["tool_bound"] or (r["vs"] >= 1 and r["cpu_vs"] <= 1))
                     for r in results) else 1

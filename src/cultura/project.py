@@ -107,6 +107,10 @@ class Project:
 
     def close(self) -> None:
         release_blob_lease(self.root)  # blobs stored outside a blob_writer scope: their rows are committed
+        self.close_db()
+
+    def close_db(self) -> None:
+        """Close the database connection (the next use of :attr:`db` opens a new one)."""
         if "db" in self.__dict__:
             self.db.conn.close()
             del self.__dict__["db"]

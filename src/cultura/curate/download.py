@@ -193,10 +193,10 @@ def _project_lock(project: Project):
         except BlockingIOError:
             raise DownloadLocked(f"Another download is running on {project.root} (lock {path}); wait for it "
                                  "to finish or stop it, then rerun.") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        # given back when the file closes, not by LOCK_UN: the download processes forked from this one share the
+        # lock, and it must stay held until the last of them has stopped (even when this one is interrupted
+        # twice while it waits for them, or killed)
+        yield
 
 
 def _usable_cpus() -> int:
@@ -269,8 +269,11 @@ async def adownload_candidates(project: Project, *, workers: int | None = None, 
         status, error = "done", None
         try:
             if len(parts) > 1:
-                await shards.run(download_rows, project, parts, targets, settings, n_workers, decode_processes,
-                                 proxies, tally, progress if rows else False, cpus=cpus)
+                try:  # (it closes the project's connection before it forks: a fresh one records the end)
+                    await shards.run(download_rows, project, parts, targets, settings, n_workers,
+                                     decode_processes, proxies, tally, progress if rows else False, cpus=cpus)
+                finally:
+                    db = project.db
             else:
                 with progress_task("download", len(rows), progress=progress if rows else False, ok=0) as bar:
                     def advance(r: FetchResult) -> None:

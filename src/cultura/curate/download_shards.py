@@ -5,14 +5,18 @@ One event loop fetches, checks and records a few hundred to about 700 images a s
 candidates are split by host into balanced parts (every URL of a host in the same part, so ``download.per_host``
 holds as with one process), and each part runs :func:`.download.download_rows` in a process of its own, forked
 from the one that started the run: its own event loop, connections, blob thread or decode processes and
-database connection, with its share of ``workers`` and of the CPUs. A redirect leaves its host's part: a
+database connection, with its share of ``workers``, of the CPUs and of ``decode_processes`` (at least one each). A redirect leaves its host's part: a
 target that URLs of several parts redirect to can get ``per_host`` connections from each of them.
 
 What holds as with one process:
 
 - **one download per project**: the project lock and the blob writer's lease (:mod:`cultura.db.blobs`) are open
-  files of the parent, inherited by the processes; they stay held while any of them lives, so no other download
-  (and no sweep of blobs) starts before the last one has stopped, even when the parent was killed;
+  files of the parent, inherited by the processes, and given back by closing them (never ``LOCK_UN``, which
+  would give them back for every process); they stay held while any of them lives, so no other download (and
+  no sweep of blobs) starts before the last one has stopped, even when the parent was killed or interrupted
+  twice while it waited for them;
+- **no SQLite connection crosses the fork**: SQLite keeps a process's file locks in its memory, so the parent
+  closes its own before forking (and collects dropped ones); another still open in the process is one sentence;
 - **nothing half-done**: each process renames a blob into place before it commits its row, as one process
   does, so kill -9 of any of them at any moment leaves a state the next run completes;
 - **Ctrl-C, or a caller cancelling the run**: the parent tells the processes to stop (they ignore SIGINT: one
@@ -39,10 +43,18 @@ import sys
 import threading
 import urllib.parse
 
+import httpx
+
+try:  # POSIX: where a decode pool's processes come from (see _own_forkserver)
+    from multiprocessing import forkserver
+except ImportError:  # pragma: no cover
+    forkserver = None
+
 from ..errors import CulturaError
 from ..progress import task as progress_task
 from ..project import Project
 from .download_rows import Tally
+from .fetcher import within
 
 __all__ = ["PROCESSES_MIN", "POLL", "check_processes", "forkable", "partition", "processes_for", "run", "split"]
 
@@ -83,10 +95,18 @@ def processes_for(processes: int | None, rows: list[dict], workers: int, check: 
 
 
 def _host(url: str) -> str:
+    """The host the per-host limit counts ``url`` under (``httpx.URL(url).host``, the downloader's), read the
+    fast way where both agree: an ASCII name with no IDNA label (``xn--``; httpx shows those in Unicode)."""
     try:
-        return urllib.parse.urlsplit(url).hostname or ""
+        host = urllib.parse.urlsplit(url).hostname or ""
     except ValueError:
         return ""
+    if host.isascii() and "xn--" not in host:
+        return host
+    try:
+        return httpx.URL(url).host
+    except Exception:  # noqa: BLE001 - a URL httpx refuses fails on its own; any part will do
+        return host
 
 
 def partition(rows: list[dict], parts: int) -> list[list[dict]]:
@@ -123,11 +143,12 @@ async def run(download_rows, project: Project, parts: list[list[dict]], targets:
     n = len(parts)
     ctx = multiprocessing.get_context("fork")
     counts = ctx.RawArray("q", 2 * n)  # per process: candidates done, images downloaded (one writer each)
-    stop = ctx.Event()
+    stop = ctx.RawValue("b", 0)  # set to 1: stop. No lock behind it (a process killed holding one would hang the rest)
     conns = split(workers, n)
     decoders = [None] * n if decode_processes is None else [max(1, d) if decode_processes else 0
                                                             for d in split(decode_processes, n)]
     share = max(1, cpus // n)
+    _no_connection_crosses(project)
     procs = []
     # the parent's objects (a million candidates' rows) stay shared with the processes: a collection in a
     # process would otherwise write to every page holding one, and copy it
@@ -142,7 +163,7 @@ async def run(download_rows, project: Project, parts: list[list[dict]], targets:
             send.close()
             procs.append((p, recv))
     except BaseException:
-        stop.set()
+        stop.value = 1
         _collect(procs, tally)
         raise
     finally:
@@ -164,20 +185,20 @@ async def run(download_rows, project: Project, parts: list[list[dict]], targets:
                         watched.remove(recv.fileno())
                         loop.remove_reader(recv.fileno())
                 if any(r is not None and r[0] != "done" for r in results):
-                    stop.set()  # one failed or died: the others stop too
+                    stop.value = 1  # one failed or died: the others stop too
                 done = sum(counts[0::2])
                 if done != bar.done:
                     bar.update(done=done, ok=sum(counts[1::2]))
                 if all(r is not None for r in results):
                     break
                 try:
-                    await asyncio.wait_for(wake.wait(), POLL)
+                    await within(wake.wait(), POLL)
                 except (TimeoutError, asyncio.TimeoutError):
                     pass
     finally:
         for fd in watched:
             loop.remove_reader(fd)
-        stop.set()
+        stop.value = 1
         results = _collect(procs, tally, results)
     for k, (state, error, _) in enumerate(results):
         if state == "failed":
@@ -185,6 +206,28 @@ async def run(download_rows, project: Project, parts: list[list[dict]], targets:
         if state == "died":
             raise CulturaError(f"Download process {k} died ({error}); what it had finished is saved: rerun the "
                                "download to go on.")
+
+
+def _no_connection_crosses(project: Project) -> None:
+    """No connection to the project's database may be open when the processes are forked: SQLite keeps a
+    process's file locks in its memory, and a process forked with a connection open would believe it holds
+    locks it does not (a writer could then delete the WAL under it). The project's own is closed by the caller;
+    a dropped one still waiting for the garbage collector is closed by it; one still in use elsewhere in this
+    process is one sentence."""
+    project.close_db()
+    gc.collect()
+    db = os.path.realpath(project.db_path)
+    mine = {db, db + "-wal", db + "-shm", db + "-journal"}
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") in mine:
+                held.append(fd)
+        except OSError:  # the listing's own descriptor, gone by now
+            pass
+    if held:
+        raise CulturaError(f"This process has another connection open to {project.db_path}: close it (p.close()) "
+                           "or download with processes=1.", param="processes")
 
 
 def _poll(procs, results) -> None:
@@ -231,6 +274,15 @@ def _collect(procs, tally, results=None) -> list:
     return results
 
 
+def _own_forkserver() -> None:
+    """Forget the parent's forkserver (inherited state): this process's decode processes come from its own,
+    started when it first needs one, not from a server it cannot wait for."""
+    fs = getattr(forkserver, "_forkserver", None)
+    if fs is not None:
+        fs._forkserver_address = fs._forkserver_alive_fd = fs._forkserver_pid = None
+        fs._lock = threading.Lock()
+
+
 def _process(download_rows, k, root, rows, targets, settings, workers, decode_processes, cpus, proxies, counts,
              stop, send, parent) -> None:
     """A download process: its part of the rows, until done, told to stop, or orphaned; then one report
@@ -239,6 +291,7 @@ def _process(download_rows, k, root, rows, targets, settings, workers, decode_pr
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the run stops
         signal.set_wakeup_fd(-1)  # the parent's event loop's, inherited: a signal here is not the parent's
+        _own_forkserver()
         tally = Tally()
         project = Project(root)
 
@@ -251,7 +304,7 @@ def _process(download_rows, k, root, rows, targets, settings, workers, decode_pr
             job = asyncio.ensure_future(download_rows(project, rows, targets, settings, workers, decode_processes,
                                                       proxies, tally, advance, cpus=cpus))
             while not job.done():
-                if stop.is_set() or os.getppid() != parent:
+                if stop.value or os.getppid() != parent:
                     job.cancel()
                     try:
                         await job
@@ -269,10 +322,12 @@ def _process(download_rows, k, root, rows, targets, settings, workers, decode_pr
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which fails the run with it
         state, error = ("interrupted", None) if isinstance(e, KeyboardInterrupt) else ("failed", e)
     report = tally.as_dict() if tally is not None else {}
+    if error is not None:
+        try:  # the parent must be able to read it back: an error that does not survive the trip goes as words
+            pickle.loads(pickle.dumps(error))
+        except Exception:  # noqa: BLE001 - any failure to pickle or unpickle
+            error = f"{type(error).__name__}: {error}"
     try:
-        try:
-            send.send((state, error, report))
-        except (pickle.PicklingError, TypeError, AttributeError):  # an error that cannot be pickled: its sentence
-            send.send((state, f"{type(error).__name__}: {error}", report))
+        send.send((state, error, report))
     except OSError:  # the parent is gone (killed): its rows are committed, nobody is left to tell
         pass

@@ -174,8 +174,7 @@ def blob_writer(project: Project):
             held[1] -= 1
             if held[1] == 0:
                 _WRITERS.pop(key)
-                fcntl.flock(held[0].fileno(), fcntl.LOCK_UN)
-                held[0].close()
+                held[0].close()  # gives the lease back (see release_blob_lease for why not LOCK_UN)
 
 
 def release_blob_lease(root) -> None:
@@ -185,7 +184,8 @@ def release_blob_lease(root) -> None:
     held = _WRITERS.get(key)
     if held is not None and held[1] < 0:
         _WRITERS.pop(key)
-        fcntl.flock(held[0].fileno(), fcntl.LOCK_UN)
+        # closing, not LOCK_UN: a process forked while the lease was held (a download process) shares the lock
+        # and keeps it until it closes its own copy; LOCK_UN would give it back for both while it still writes
         held[0].close()
 
 

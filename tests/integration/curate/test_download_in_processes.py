@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
+import multiprocessing
 import os
 import signal
 
@@ -16,6 +18,7 @@ import cultura
 from cultura.cli import cli
 from cultura.curate import download as dl
 from cultura.curate.download import download_candidates
+from cultura.db.blobs import blob_writer
 from cultura.errors import CulturaError
 from cultura.project import Project, init_project
 from tests.fakes.cli_runner import ProjectCli
@@ -118,6 +121,15 @@ def _killed():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _open_files(root) -> list[str]:
+    """The files under ``root`` this process has open (Linux)."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return sorted(x for x in links if x.startswith(str(root)))
+
+
 @pytest.mark.parametrize("how, error, says", [
     (_no_space, OSError, r"No space left on device"),
     (_killed, CulturaError, r"Download process \d died \(killed by SIGKILL\); what it had finished is saved"),
@@ -128,8 +140,19 @@ def test_a_process_that_fails_or_dies_fails_the_run_and_the_rerun_finishes(tmp_p
         p = make_project(tmp_path / "p", srvs, urls, check="header", workers=6)
         real = dl.download_rows
         monkeypatch.setattr(dl, "download_rows", _wrapped(real, how))
+        at_fork: list[list[str]] = []
+        real_check = dl.shards._no_connection_crosses
+
+        def check(project):  # the last step before the processes are forked
+            real_check(project)
+            at_fork.append([os.path.relpath(f, p.root) for f in _open_files(p.root)])
+        monkeypatch.setattr(dl.shards, "_no_connection_crosses", check)
         with pytest.raises(error, match=says):
             download_candidates(p, progress=False, processes=3)
+        # no SQLite connection crossed the fork (its locks live in the process's memory, and the test's own
+        # handle is the one the download ran on); the project lock, the blob lease and the run's lease did
+        assert len(at_fork) == 1 and not [f for f in at_fork[0] if "cultura.db" in f], at_fork
+        assert {"blobs/.download.lock", "blobs/.writers.lock"} <= set(at_fork[0]), at_fork
         status, err = p.db.execute("SELECT status, error FROM runs WHERE stage = 'download'").fetchone()
         assert status == "failed" and ("No space left on device" if how is _no_space else "died (killed") in err
         statuses = dict(p.db.execute("SELECT status, count(*) FROM candidates GROUP BY status").fetchall())
@@ -157,6 +180,7 @@ def test_a_cancelled_run_stops_every_process_before_it_lets_go_of_the_project(tm
             run.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await run
+            assert multiprocessing.active_children() == []    # every download process has ended
         asyncio.run(cancel_midway())
         status, err = p.db.execute("SELECT status, error FROM runs WHERE stage = 'download'").fetchone()
         assert (status, err) == ("interrupted", "interrupted")
@@ -167,4 +191,48 @@ def test_a_cancelled_run_stops_every_process_before_it_lets_go_of_the_project(tm
         again = download_candidates(p, progress=False, processes=3)
         assert again["processed"] == len(urls) - done
         assert len(stored(p)["images"]) == 3 * 40
+        p.close()
+
+
+def test_a_forked_process_holds_the_project_until_it_ends(tmp_path):
+    """The lock and the blob writers' lease are given back by closing, never by LOCK_UN: a download process
+    forked while they are held keeps them after the parent's scope ends (interrupted twice, say), so no other
+    download starts and no sweep runs while it may still write."""
+    p = init_project(tmp_path / "p", countries=["US"])
+    go_r, go_w = os.pipe()
+    with dl._project_lock(p), blob_writer(p):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child: holds what it inherited until told to go
+            os.close(go_w)
+            os.read(go_r, 1)
+            os._exit(0)
+    os.close(go_r)
+    try:
+        with pytest.raises(dl.DownloadLocked, match="Another download is running"):
+            with dl._project_lock(p):
+                pass
+        with open(p.root / "blobs" / ".writers.lock", "a+") as f, pytest.raises(BlockingIOError):
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)   # what a sweep takes
+    finally:
+        os.write(go_w, b"x")
+        os.waitpid(pid, 0)
+        os.close(go_w)
+    with dl._project_lock(p), open(p.root / "blobs" / ".writers.lock", "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)   # both free once the child has gone
+    p.close()
+
+
+def test_another_connection_open_in_the_process_is_one_sentence_before_any_fork(tmp_path):
+    with servers(latency=0.0) as srvs:
+        urls = urls_for(srvs)
+        p = make_project(tmp_path / "p", srvs, urls, check="header")
+        other = Project(p.root)
+        other.db.execute("SELECT 1")    # a second handle on the same database, in use
+        with pytest.raises(CulturaError, match=r"another connection open to .*cultura.db: close it \(p.close\(\)\) "
+                                               r"or download with processes=1"):
+            download_candidates(p, progress=False, processes=2)
+        assert multiprocessing.active_children() == []
+        assert p.db.execute("SELECT count(*) FROM candidates WHERE status = 'pending'").fetchone()[0] == len(urls)
+        other.close()
+        assert download_candidates(p, progress=False, processes=2)["processed"] == len(urls)
         p.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import random
 
+import httpx
 import pytest
 
 from cultura.curate import download_shards as shards
@@ -50,9 +51,14 @@ def test_never_more_parts_than_hosts_and_one_host_stays_whole():
     one = _rows({"only.example": 40})
     assert shards.partition(one, 4) == [one]
     assert shards.partition([], 4) == [[]]
-    # hosts differ by name, not by port or case: the per-host limit counts them the same way
+    # hosts differ by name, not by port or case, and a name in Unicode is its IDNA form: the per-host limit
+    # (httpx's host of each URL) counts them the same way
     same = [{"id": 1, "url": "http://A.example:8080/x"}, {"id": 2, "url": "http://a.example/y"}]
     assert len(shards.partition(same, 2)) == 1
+    idna = [{"id": 1, "url": "http://bücher.de/a.jpg"}, {"id": 2, "url": "http://xn--bcher-kva.de/b.jpg"},
+            {"id": 3, "url": "http://BÜCHER.de/c.jpg"}, {"id": 4, "url": "http://other.example/d.jpg"}]
+    assert sorted(len(p) for p in shards.partition(idna, 2)) == [1, 3]
+    assert len({httpx.URL(r["url"]).host for r in idna[:3]}) == 1
 
 
 def test_shares_add_up():

@@ -121,8 +121,8 @@ class Images:
         hashes); ``retry_failed``: failed ones too. ``check``: ``"decode"`` (every image decoded now) or
         ``"header"`` (JPEG/PNG/WebP checked from header and end; :meth:`dedup` decodes them, and they stay out
         of the reviewed pool until then); None: ``download.check``. ``processes``: event loops, each in its own
-        process with its share of the hosts and connections (None: one per CPU for a header check of 1,000
-        candidates or more, else one)."""
+        process with its share of the hosts and connections (None: from 1,000 candidates on, one per CPU for a
+        header check and one per four CPUs when decoding; else one)."""
         # the same ranges as 'cultura images download' (the stage itself checks only that workers >= 1)
         workers = from_field(DownloadSection, "workers").check_optional(workers, "workers")
         limit = COUNT.check_optional(limit, "limit")

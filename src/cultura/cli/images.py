@@ -58,7 +58,8 @@ def images_ingest(ctx, directory, as_json):
               "until then.")
 @click.option("--processes", type=bounded(COUNT),
               help="Event loops, each in its own process with its share of the hosts and connections (default: "
-              "one per CPU for --check header from 1,000 candidates on, else 1).")
+              "from 1,000 candidates on one per CPU for --check header and one per four CPUs when decoding, "
+              "else 1).")
 @json_option
 @pass_ctx
 def images_download(ctx, workers, retry_failed, limit, check, processes, as_json):

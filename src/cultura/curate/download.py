@@ -32,8 +32,8 @@ images dedup`` decodes and hashes it (or a decoding download finds the same byte
 the flag resolved). An image that then fails to decode is flagged ``unreadable`` and stays out of the pool.
 
 ``processes`` (``--processes``): a run can be split by host over processes, each with its own event loop
-(:mod:`.download_shards`; by default one per CPU for a header check of 1,000 candidates or more, where the
-event loop is the work, else one).
+(:mod:`.download_shards`; by default, from 1,000 candidates on, one per CPU for a header check, where the
+event loop is the work, and one per four CPUs when decoding, where the decode processes are).
 
 Every candidate ends with ``status`` ``downloaded``, ``failed`` or ``skipped`` (policy refusals) and a
 ``reason`` from :data:`REASONS`. Resumability: blobs are renamed into place before their rows are committed
@@ -491,8 +491,8 @@ def download_candidates(project: Project, *, workers: int | None = None, retry_f
     per usable CPU from :data:`DECODE_POOL_MIN` candidates on, else threads) — the same checks. ``check``:
     ``decode`` or ``header`` (see the module doc; None: ``download.check``). ``processes``: event loops, each in
     its own process with its share of the hosts and of ``workers`` (:mod:`.download_shards`; None: one per
-    usable CPU for a header-checked download of :data:`.download_shards.PROCESSES_MIN` candidates or more, else
-    one).
+    usable CPU for a header check, one per four when decoding, from :data:`.download_shards.PROCESSES_MIN`
+    candidates on; else one).
     """
     return asyncio.run(adownload_candidates(project, workers=workers, retry_failed=retry_failed,
                                             limit=limit, progress=progress, decode_processes=decode_processes,

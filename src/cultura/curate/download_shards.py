@@ -56,7 +56,7 @@ from ..project import Project
 from .download_rows import Tally
 from .fetcher import within
 
-__all__ = ["PROCESSES_MIN", "POLL", "check_processes", "forkable", "partition", "processes_for", "run", "split"]
+__all__ = ["DECODE_CPUS_PER_LOOP", "PROCESSES_MIN", "POLL", "check_processes", "forkable", "partition", "processes_for", "run", "split"]
 
 #: From this many candidates on, a header-checked download runs one process per usable CPU (:func:`processes_for`);
 #: below it one event loop finishes before more would have paid for themselves.
@@ -82,14 +82,22 @@ def check_processes(processes: int | None) -> None:
                            param="processes")
 
 
+#: CPUs per event loop in a decoding download: per image its loop spends ~1.7 ms and its decode process ~5.5
+#: (docs/scaling.md), so a loop keeps about three decode processes busy; with four CPUs each, its decode
+#: processes are the limit, not the loop
+DECODE_CPUS_PER_LOOP = 4
+
+
 def processes_for(processes: int | None, rows: list[dict], workers: int, check: str, cpus: int) -> int:
-    """The processes a download of ``rows`` runs in: ``processes`` when given, else one per usable CPU for a
-    header-checked download of :data:`PROCESSES_MIN` candidates or more (its event loop is its work), and one
-    for a decoding download (its decode processes already take the CPUs); never more than ``workers``
-    (each process needs a connection) or than the rows' hosts (:func:`partition` caps it)."""
+    """The processes a download of ``rows`` runs in: ``processes`` when given, else, from
+    :data:`PROCESSES_MIN` candidates on, one per usable CPU for a header-checked download (its event loop is
+    its work) and one per :data:`DECODE_CPUS_PER_LOOP` CPUs for a decoding one (each with its share of the
+    decode processes; one on fewer CPUs); never more than ``workers`` (each process needs a connection) or
+    than the rows' hosts (:func:`partition` caps it)."""
     if processes is None:  # and not from a process with threads of its own (a notebook's kernel): a lock one
         # of them holds at the fork would stay held in the child (Python 3.12 warns of it); asked for, it forks
-        processes = (cpus if check == "header" and len(rows) >= PROCESSES_MIN and forkable()
+        per_loop = 1 if check == "header" else DECODE_CPUS_PER_LOOP
+        processes = (max(1, cpus // per_loop) if len(rows) >= PROCESSES_MIN and forkable()
                      and threading.active_count() == 1 else 1)
     return max(1, min(processes, workers))
 

@@ -68,14 +68,16 @@ def test_shares_add_up():
             assert sum(got) == total and len(got) == parts and max(got) - min(got) <= 1
 
 
-def test_processes_by_default_one_per_cpu_for_large_header_checked_runs(monkeypatch):
+def test_processes_by_default_one_per_cpu_for_header_checks_and_fewer_for_decoding(monkeypatch):
     many = _rows({f"h{k}.example": shards.PROCESSES_MIN // 4 for k in range(4)})
     few = many[:shards.PROCESSES_MIN - 1]
     monkeypatch.setattr(shards.threading, "active_count", lambda: 1)
     linux = shards.forkable()
     assert shards.processes_for(None, many, 32, "header", 16) == (16 if linux else 1)
     assert shards.processes_for(None, few, 32, "header", 16) == 1
-    assert shards.processes_for(None, many, 32, "decode", 16) == 1  # the decode processes take the CPUs
+    # decoding: the decode processes take the CPUs, one event loop feeds those of four
+    assert shards.processes_for(None, many, 32, "decode", 2) == 1
+    assert shards.processes_for(None, many, 32, "decode", 16) == (16 // shards.DECODE_CPUS_PER_LOOP if linux else 1)
     assert shards.processes_for(None, many, 4, "header", 16) == (4 if linux else 1)  # a connection each
     assert shards.processes_for(3, few, 32, "decode", 2) == 3  # asked for: as asked, within the connections
     assert shards.processes_for(3, few, 2, "decode", 2) == 2

@@ -236,3 +236,21 @@ def test_another_connection_open_in_the_process_is_one_sentence_before_any_fork(
         other.close()
         assert download_candidates(p, progress=False, processes=2)["processed"] == len(urls)
         p.close()
+
+
+def test_a_decoding_download_in_processes_after_a_decode_pool_in_this_process(tmp_path):
+    """Each download process starts its own decode processes, also when this process ran a pool before (its
+    forkserver is this process's child: a forked download process cannot use it)."""
+    with servers(latency=0.0) as srvs:
+        urls = urls_for(srvs)
+        first = make_project(tmp_path / "first", srvs, urls[:40], check="decode")
+        assert download_candidates(first, progress=False, decode_processes=1)["processed"] == 40
+        first.close()
+        p = make_project(tmp_path / "p", srvs, urls, check="decode")
+        got = download_candidates(p, progress=False, processes=2, decode_processes=2)
+        assert got["processes"] == 2 and got["by_status"] == {"downloaded": len(urls) - 3, "failed": 3}
+        images = stored(p)["images"]
+        assert len(images) == 3 * 40 and stored(p)["flags"] == []
+        hashed = p.db.execute("SELECT count(*) FROM images WHERE phash IS NOT NULL").fetchone()[0]
+        assert hashed == len(images)          # decoded in the processes' own decode pools, hashes kept
+        p.close()

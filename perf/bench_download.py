@@ -59,11 +59,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 0.85
 CONTROL_OK = 0.95
-#: ... or at least this much more than the faster tool: the server could deliver more than either got
+#: ... or at least this much more than the faster tool: the server could deliver more than either got (the
+#: control runs alone, the tools beside the server on the same CPUs: it says the server could serve more, not
+#: that the machine was idle while a tool ran)
 CONTROL_MARGIN = 1.10
 BASES = 32  # distinct pictures per set (each URL gets its own bytes on top)
 DECODE_PROCESSES = None  # download_candidates' decode_processes (--decode-processes; None: its default)
-HOSTS = 8   # loopback addresses the server listens on: 32 workers / the default per_host 4
+HOSTS = 8   # loopback addresses the server listens on (per_host = workers / HOSTS, as 32 / the default 4)
 
 
 def host_of(i: int) -> str:
@@ -453,7 +455,7 @@ def bench_set(name: str, n: int, workers: int, latency: float, rounds: int, tmp:
            "load": (load0, os.getloadavg()[0]), **med}
     fastest = max(med["cultura"], med.get("img2dataset", 0.0))
     res["server_free"] = med["control"] / ideal >= CONTROL_OK or med["control"] >= CONTROL_MARGIN * fastest
-    bound = (f"tools the limit: {med['control'] / fastest:.2f}x the faster tool" if res["server_free"] else
+    bound = (f"tools the limit: {med['control'] / max(fastest, 1e-9):.2f}x the faster tool" if res["server_free"] else
              f"BELOW 95% of ideal and within {CONTROL_MARGIN:.2f}x of the faster tool: server/machine the limit")
     print(f"bench_download [{name}: {len(bases)} photos, {kib:.0f} KiB avg, {n} URLs, {workers} connections each "
           f"tool, {latency * 1000:.0f} ms latency, ideal {ideal:.0f} img/s; medians of {rounds} interleaved rounds; "

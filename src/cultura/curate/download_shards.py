@@ -54,9 +54,9 @@ from ..errors import CulturaError
 from ..progress import task as progress_task
 from ..project import Project
 from .download_rows import Tally
-from .fetcher import within
 
-__all__ = ["DECODE_CPUS_PER_LOOP", "PROCESSES_MIN", "POLL", "check_processes", "forkable", "partition", "processes_for", "run", "split"]
+__all__ = ["DECODE_CPUS_PER_LOOP", "OWN_THREADS", "PROCESSES_MIN", "POLL", "check_processes", "forkable",
+           "foreign_threads", "partition", "processes_for", "run", "split"]
 
 #: From this many candidates on, a header-checked download runs one process per usable CPU (:func:`processes_for`);
 #: below it one event loop finishes before more would have paid for themselves.
@@ -98,8 +98,19 @@ def processes_for(processes: int | None, rows: list[dict], workers: int, check: 
         # of them holds at the fork would stay held in the child (Python 3.12 warns of it); asked for, it forks
         per_loop = 1 if check == "header" else DECODE_CPUS_PER_LOOP
         processes = (max(1, cpus // per_loop) if len(rows) >= PROCESSES_MIN and forkable()
-                     and threading.active_count() == 1 else 1)
+                     and not foreign_threads() else 1)
     return max(1, min(processes, workers))
+
+
+#: cultura's own threads a download process may be forked beside: the command line's progress heartbeat (the
+#: processes never report through it, and end without flushing a stream it may have been writing)
+OWN_THREADS = frozenset({"cultura-progress"})
+
+
+def foreign_threads() -> list[str]:
+    """The names of this process's other threads that are not cultura's own (:data:`OWN_THREADS`)."""
+    me = threading.current_thread()
+    return [t.name for t in threading.enumerate() if t is not me and t.name not in OWN_THREADS]
 
 
 def _host(url: str) -> str:
@@ -199,10 +210,11 @@ async def run(download_rows, project: Project, parts: list[list[dict]], targets:
                     bar.update(done=done, ok=sum(counts[1::2]))
                 if all(r is not None for r in results):
                     break
-                try:
-                    await within(wake.wait(), POLL)
-                except (TimeoutError, asyncio.TimeoutError):
-                    pass
+                waiter = asyncio.ensure_future(wake.wait())
+                try:  # (asyncio.wait, not wait_for: a cancel arriving with the wake-up is never lost)
+                    await asyncio.wait({waiter}, timeout=POLL)
+                finally:
+                    waiter.cancel()
     finally:
         for fd in watched:
             loop.remove_reader(fd)
@@ -339,3 +351,6 @@ def _process(download_rows, k, root, rows, targets, settings, workers, decode_pr
         send.send((state, error, report))
     except OSError:  # the parent is gone (killed): its rows are committed, nobody is left to tell
         pass
+    # ended here, not by multiprocessing's exit, which flushes the standard streams: one of them may be locked
+    # for good by a thread of the parent (the progress heartbeat) that was writing at the fork
+    os._exit(0)

@@ -7,9 +7,12 @@ import asyncio
 import contextlib
 import fcntl
 import hashlib
+import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -254,3 +257,20 @@ def test_a_decoding_download_in_processes_after_a_decode_pool_in_this_process(tm
         hashed = p.db.execute("SELECT count(*) FROM images WHERE phash IS NOT NULL").fetchone()[0]
         assert hashed == len(images)          # decoded in the processes' own decode pools, hashes kept
         p.close()
+
+
+def test_the_command_line_splits_a_large_header_checked_download_by_default(tmp_path):
+    """`cultura images download --check header`, as a user runs it (its own process, progress on): from
+    1,000 candidates on, one event loop per CPU, at most one per host."""
+    n = dl.shards.PROCESSES_MIN
+    with servers(latency=0.0) as srvs:
+        p = make_project(tmp_path / "p", srvs, [srvs[i % 3].url(f"/img/{i}.jpg") for i in range(n)])
+        p.close()
+        out = subprocess.run([sys.executable, "-m", "cultura", "--project", str(tmp_path / "p"), "images", "download",
+                              "--check", "header", "--json"], capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, out.stderr[-2000:]
+        got = json.loads(out.stdout)
+        assert got["by_status"] == {"downloaded": n}
+        assert got["processes"] == min(len(os.sched_getaffinity(0)), len(HOSTS)), got
+        assert all(s.peak <= PER_HOST for s in srvs), [s.peak for s in srvs]

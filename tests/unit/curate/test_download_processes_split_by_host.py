@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import random
+import threading
 
 import httpx
 import pytest
@@ -71,7 +72,7 @@ def test_shares_add_up():
 def test_processes_by_default_one_per_cpu_for_header_checks_and_fewer_for_decoding(monkeypatch):
     many = _rows({f"h{k}.example": shards.PROCESSES_MIN // 4 for k in range(4)})
     few = many[:shards.PROCESSES_MIN - 1]
-    monkeypatch.setattr(shards.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(shards, "foreign_threads", lambda: [])
     linux = shards.forkable()
     assert shards.processes_for(None, many, 32, "header", 16) == (16 if linux else 1)
     assert shards.processes_for(None, few, 32, "header", 16) == 1
@@ -83,7 +84,7 @@ def test_processes_by_default_one_per_cpu_for_header_checks_and_fewer_for_decodi
     assert shards.processes_for(3, few, 2, "decode", 2) == 2
     assert collections.Counter(len(p) > 0 for p in shards.partition(many, 16)) == {True: 4}
     # from a process with threads of its own (a notebook's kernel) it forks only when asked
-    monkeypatch.setattr(shards.threading, "active_count", lambda: 3)
+    monkeypatch.setattr(shards, "foreign_threads", lambda: ["IOPub"])
     assert shards.processes_for(None, many, 32, "header", 16) == 1
     assert shards.processes_for(2, many, 32, "header", 16) == 2
 
@@ -99,3 +100,20 @@ def test_a_count_it_cannot_run_with_is_one_sentence():
     else:  # pragma: no cover - not Linux
         with pytest.raises(CulturaError, match="only Linux"):
             shards.check_processes(4)
+
+
+def test_the_command_lines_progress_thread_is_not_a_reason_to_stay_in_one_process():
+    """The CLI's progress heartbeat runs beside every command: with it alone, the download still forks."""
+    stop = threading.Event()
+    ours = threading.Thread(target=stop.wait, name="cultura-progress", daemon=True)
+    theirs = threading.Thread(target=stop.wait, name="a-notebook-kernel-thread", daemon=True)
+    ours.start()
+    try:
+        assert "cultura-progress" not in shards.foreign_threads()
+        theirs.start()
+        assert "a-notebook-kernel-thread" in shards.foreign_threads()
+    finally:
+        stop.set()
+        ours.join()
+        if theirs.is_alive() or theirs.ident:
+            theirs.join()

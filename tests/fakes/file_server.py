@@ -1,4 +1,4 @@
-"""A plain HTTP file server on 127.0.0.1 (a loopback address: the downloader refuses it unless
+"""A plain HTTP file server on 127.0.0.1 or another loopback address (one: the downloader refuses it unless
 ``download.allow_hosts`` names it): the bytes of the test's choosing at paths of its choosing, every request
 counted. For the hostile cases (redirects, slow bodies, lying headers) see :mod:`tests.fakes.image_server`."""
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 
 
 class FileServer:
-    """Files under ``root`` served at ``http://127.0.0.1:PORT/<name>``; ``hits``: requests by path. Every body is
-    served as ``application/octet-stream``: the downloader sniffs bytes and never trusts a type."""
+    """Files under ``root`` served at ``http://HOST:PORT/<name>`` (``host``: a loopback address, 127.0.0.1 by
+    default; another is another host to the downloader); ``hits``: requests by path. Every body is served as
+    ``application/octet-stream``: the downloader sniffs bytes and never trusts a type."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, host: str = "127.0.0.1"):
         self.root, self.hits = root, collections.Counter()
         root.mkdir(parents=True, exist_ok=True)
         hits = self.hits
@@ -32,8 +33,8 @@ class FileServer:
                 hits[self.path] += 1
                 super().do_GET()
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-        self.host_port = f"127.0.0.1:{self.httpd.server_address[1]}"
+        self.httpd = http.server.ThreadingHTTPServer((host, 0), functools.partial(Quiet, directory=str(root)))
+        self.host_port = f"{host}:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def put(self, name: str, data: bytes) -> str:

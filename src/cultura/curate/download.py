@@ -60,7 +60,6 @@ import contextlib
 import json
 import os
 import time
-import urllib.parse
 from typing import TYPE_CHECKING, Callable, get_args
 
 import httpx
@@ -210,12 +209,8 @@ def _usable_cpus() -> int:
 def _round_robin_by_host(rows: list[dict]) -> collections.deque:
     """Interleave hosts so that one big host does not make every worker wait on its per-host limit."""
     by_host: dict[str, collections.deque] = {}
-    for r in rows:
-        try:
-            host = urllib.parse.urlsplit(r["url"]).hostname or ""
-        except ValueError:
-            host = ""
-        by_host.setdefault(host, collections.deque()).append(r)
+    for r in rows:  # the host the per-host limit counts the URL under
+        by_host.setdefault(shards.host_of(r["url"]), collections.deque()).append(r)
     out: collections.deque = collections.deque()
     queues = list(by_host.values())
     while queues:

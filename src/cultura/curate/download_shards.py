@@ -56,7 +56,7 @@ from ..project import Project
 from .download_rows import Tally
 
 __all__ = ["DECODE_CPUS_PER_LOOP", "OWN_THREADS", "PROCESSES_MIN", "POLL", "check_processes", "forkable",
-           "foreign_threads", "partition", "processes_for", "run", "split"]
+           "foreign_threads", "host_of", "partition", "processes_for", "run", "split"]
 
 #: From this many candidates on, a header-checked download runs one process per usable CPU (:func:`processes_for`);
 #: below it one event loop finishes before more would have paid for themselves.
@@ -113,7 +113,7 @@ def foreign_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t is not me and t.name not in OWN_THREADS]
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
     """The host the per-host limit counts ``url`` under (``httpx.URL(url).host``, the downloader's), read the
     fast way where both agree: an ASCII name with no IDNA label (``xn--``; httpx shows those in Unicode)."""
     try:
@@ -136,7 +136,7 @@ def partition(rows: list[dict], parts: int) -> list[list[dict]]:
         return [rows]
     by_host: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
-        by_host.setdefault(_host(r["url"]), []).append(i)
+        by_host.setdefault(host_of(r["url"]), []).append(i)
     parts = min(parts, len(by_host))
     if parts <= 1:
         return [rows]
@@ -231,9 +231,9 @@ async def run(download_rows, project: Project, parts: list[list[dict]], targets:
 def _no_connection_crosses(project: Project) -> None:
     """No connection to the project's database may be open when the processes are forked: SQLite keeps a
     process's file locks in its memory, and a process forked with a connection open would believe it holds
-    locks it does not (a writer could then delete the WAL under it). The project's own is closed by the caller;
-    a dropped one still waiting for the garbage collector is closed by it; one still in use elsewhere in this
-    process is one sentence."""
+    locks it does not (a writer could then delete the WAL under it). The project's own is closed here (the
+    caller opens a new one after the run), a dropped one still waiting for the garbage collector is collected,
+    and one still in use elsewhere in this process is one sentence."""
     project.close_db()
     gc.collect()
     db = os.path.realpath(project.db_path)

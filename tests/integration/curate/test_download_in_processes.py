@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -25,12 +26,16 @@ from cultura.db.blobs import blob_writer
 from cultura.errors import CulturaError
 from cultura.project import Project, init_project
 from tests.fakes.cli_runner import ProjectCli
+from tests.fakes.file_server import FileServer
 from tests.fakes.image_server import ImageServer, image_bytes
+from tests.integration.curate import test_download_checking_headers_only as hdr
 
 pytestmark = pytest.mark.skipif(not dl.shards.forkable(), reason="download processes are forked (Linux)")
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 PER_HOST = 2
+#: a guard against a hang only (minutes), never a budget: the tests wait for states
+HANG_GUARD = 600
 
 
 @contextlib.contextmanager
@@ -106,11 +111,14 @@ def test_two_processes_store_what_one_stores_and_keep_the_per_host_limit(tmp_pat
 
 
 def _wrapped(real, on_part):
-    """``download_rows`` that calls ``on_part()`` instead in the process given the URLs of 127.0.0.2 (the
-    processes are forked: they run the patched module)."""
+    """``download_rows`` that calls ``on_part()`` instead in the process given the URLs of 127.0.0.2, once the
+    other processes have committed an image (the processes are forked: they run the patched module)."""
     async def download_rows(project, rows, *args, **kwargs):
         if any("//127.0.0.2:" in r["url"] for r in rows):
-            await asyncio.sleep(0.3)   # the other process is downloading meanwhile
+            t0 = time.monotonic()
+            while project.db.execute("SELECT count(*) FROM images").fetchone()[0] == 0:
+                assert time.monotonic() - t0 < HANG_GUARD, "the other download processes never stored an image"
+                await asyncio.sleep(0.01)
             on_part()
         return await real(project, rows, *args, **kwargs)
     return download_rows
@@ -274,3 +282,35 @@ def test_the_command_line_splits_a_large_header_checked_download_by_default(tmp_
         assert got["by_status"] == {"downloaded": n}
         assert got["processes"] == min(len(os.sched_getaffinity(0)), len(HOSTS)), got
         assert all(s.peak <= PER_HOST for s in srvs), [s.peak for s in srvs]
+
+
+def test_real_photos_through_the_command_line_in_two_processes_as_in_one(tmp_path):
+    """A user's path on real photographs (every format a crawl meets, a copy, a look-alike crop, a turned JPEG, a
+    PNG that does not decode) served by two hosts: `images download --check header --processes 2`, then
+    `images dedup`, leaves the images, hashes, flags, pool and duplicate sets that one process leaves."""
+    bodies = hdr.photo_bodies()
+    with contextlib.ExitStack() as stack:
+        hosts = [FileServer(tmp_path / f"www{k}", host=h) for k, h in enumerate(HOSTS[:2])]
+        for srv in hosts:
+            stack.callback(srv.close)
+        lines = [json.dumps({"url": hosts[k % 2].put(name, data), "concept": concept, "country": country})
+                 for k, (name, (data, concept, country)) in enumerate(bodies.items())]
+        urls = tmp_path / "urls.jsonl"
+        urls.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+        def run(name: str, processes: int) -> dict:
+            cli = hdr.cli_project(tmp_path / name, json.dumps([s.host_port for s in hosts]), urls)
+            got = cli.json("images", "download", "--check", "header", "--processes", processes)
+            assert got["processes"] == processes and got["by_status"] == {"downloaded": len(bodies)}
+            cli.json("images", "dedup")
+            with cultura.open(tmp_path / name) as p:
+                rows = hdr.hash_rows(p.db)
+            return {"hashes": rows, "flags": hdr.flag_states(cli.json("images", "flags", "--status", "all")),
+                    "out": hdr.pool_out(cli.json("images", "list", "--pool", "out")),
+                    "sets": sorted(sorted(m["sha256"] for m in c["members"]) for c in cli.json("images", "clusters"))}
+
+        two, one = run("two", 2), run("one", 1)
+    assert two == one
+    assert len(two["hashes"]) == len(bodies) - 1                   # the copy is one image
+    assert list(two["out"].values()) == ["unreadable"]              # the PNG that does not decode, and nothing else
+    assert any(len(s) >= 2 for s in two["sets"])                    # the look-alike crop joins its original
